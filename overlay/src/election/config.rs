@@ -1,0 +1,215 @@
+//! Election configuration: which algorithm, and its timeouts.
+//!
+//! Timeout names follow seed 002: T1 = `alive_interval` x `alive_error_factor` (coordinator
+//! silence), T2 = `answer_timeout`, T3 = `coordinator_timeout`, T4 = `nomination_timeout`.
+//! Times are whole milliseconds so that TOML files stay readable. `alive_interval_ms = 0`
+//! turns the coordinator's heartbeat off; failures are then noticed only through `PeerDown`
+//! reports and failed sends (the simulator uses this so that runs reach quiescence).
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// The six election algorithms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub enum Algorithm {
+    /// Garcia-Molina's bully algorithm (seeds 000, 001, 002).
+    Bully,
+    /// The fast bully algorithm (seed 002).
+    FastBully,
+    /// The list-based ring algorithm with dead successors skipped (seeds 000, 001, 003).
+    Ring,
+    /// Chang and Roberts' ring algorithm (seed 003).
+    ChangRoberts,
+    /// Villadangos et al., O(n) election in complete networks (seed 004).
+    Villadangos,
+    /// Vasudevan et al.'s echo election over an arbitrary topology (seed 000).
+    Echo,
+}
+
+impl Algorithm {
+    pub const ALL: [Algorithm; 6] = [
+        Algorithm::Bully,
+        Algorithm::FastBully,
+        Algorithm::Ring,
+        Algorithm::ChangRoberts,
+        Algorithm::Villadangos,
+        Algorithm::Echo,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Bully => "bully",
+            Algorithm::FastBully => "fast-bully",
+            Algorithm::Ring => "ring",
+            Algorithm::ChangRoberts => "chang-roberts",
+            Algorithm::Villadangos => "villadangos",
+            Algorithm::Echo => "echo",
+        }
+    }
+
+    /// True for the algorithms whose message count grows quadratically with N.
+    pub fn is_quadratic(self) -> bool {
+        matches!(self, Algorithm::Bully | Algorithm::FastBully)
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An unknown algorithm name.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("unknown election algorithm {0:?}: expected one of bully, fast-bully, ring, chang-roberts, villadangos, echo")]
+pub struct UnknownAlgorithm(pub String);
+
+impl FromStr for Algorithm {
+    type Err = UnknownAlgorithm;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let norm = s.trim().to_ascii_lowercase().replace('_', "-");
+        Algorithm::ALL
+            .into_iter()
+            .find(|a| a.name() == norm)
+            .ok_or_else(|| UnknownAlgorithm(s.to_string()))
+    }
+}
+
+/// A configuration value out of range.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("{field} must be at least {min} ms, got {got} ms")]
+    TooSmall { field: &'static str, min: u64, got: u64 },
+    #[error("{field} must be at most {max}, got {got}")]
+    TooLarge { field: &'static str, max: u64, got: u64 },
+}
+
+/// Election settings. The same values must be used by every process of a group (seed 002:
+/// "T1, T2 and T3 values should be the same for all the processes").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ElectionConfig {
+    pub algorithm: Algorithm,
+    /// The coordinator's `Alive` period; 0 turns heartbeats off.
+    pub alive_interval_ms: u64,
+    /// T1 = alive interval x this factor.
+    pub alive_error_factor: u64,
+    /// T2: how long to wait for an `Answer` (or a `View`).
+    pub answer_timeout_ms: u64,
+    /// T3: how long to wait for `Coordinator` after an `Answer`.
+    pub coordinator_timeout_ms: u64,
+    /// T4 (fast bully): how long an answering process waits for `Nomination`/`Coordinator`.
+    pub nomination_timeout_ms: u64,
+    /// Ring algorithms: how long an initiator waits for its message to come round.
+    pub lap_timeout_ms: u64,
+    /// Echo: how long a node waits for the acknowledgements of its children, and the probe
+    /// period between neighbours (0 turns probes off).
+    pub echo_ack_timeout_ms: u64,
+    pub echo_probe_interval_ms: u64,
+}
+
+impl Default for ElectionConfig {
+    fn default() -> Self {
+        ElectionConfig {
+            algorithm: Algorithm::Bully,
+            alive_interval_ms: 1_000,
+            alive_error_factor: 3,
+            answer_timeout_ms: 500,
+            coordinator_timeout_ms: 1_500,
+            nomination_timeout_ms: 1_500,
+            lap_timeout_ms: 10_000,
+            echo_ack_timeout_ms: 2_000,
+            echo_probe_interval_ms: 1_000,
+        }
+    }
+}
+
+impl ElectionConfig {
+    /// The default timings with `algorithm`.
+    pub fn for_algorithm(algorithm: Algorithm) -> Self {
+        ElectionConfig { algorithm, ..Default::default() }
+    }
+
+    /// Reject values no process could work with.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let min = |field, got: u64, min: u64| {
+            if got < min {
+                Err(ConfigError::TooSmall { field, min, got })
+            } else {
+                Ok(())
+            }
+        };
+        min("answer_timeout_ms", self.answer_timeout_ms, 1)?;
+        min("coordinator_timeout_ms", self.coordinator_timeout_ms, 1)?;
+        min("nomination_timeout_ms", self.nomination_timeout_ms, 1)?;
+        min("lap_timeout_ms", self.lap_timeout_ms, 1)?;
+        min("echo_ack_timeout_ms", self.echo_ack_timeout_ms, 1)?;
+        if self.alive_interval_ms > 0 {
+            min("alive_error_factor", self.alive_error_factor, 1)?;
+        }
+        if self.alive_error_factor > 1_000 {
+            return Err(ConfigError::TooLarge {
+                field: "alive_error_factor",
+                max: 1_000,
+                got: self.alive_error_factor,
+            });
+        }
+        Ok(())
+    }
+
+    /// The heartbeat period, if heartbeats are on.
+    pub fn alive_interval(&self) -> Option<Duration> {
+        (self.alive_interval_ms > 0).then(|| Duration::from_millis(self.alive_interval_ms))
+    }
+    /// T1: coordinator silence.
+    pub fn t1(&self) -> Option<Duration> {
+        self.alive_interval()
+            .map(|a| a * self.alive_error_factor.min(u32::MAX as u64) as u32)
+    }
+    pub fn t2(&self) -> Duration {
+        Duration::from_millis(self.answer_timeout_ms)
+    }
+    pub fn t3(&self) -> Duration {
+        Duration::from_millis(self.coordinator_timeout_ms)
+    }
+    pub fn t4(&self) -> Duration {
+        Duration::from_millis(self.nomination_timeout_ms)
+    }
+    pub fn lap_timeout(&self) -> Duration {
+        Duration::from_millis(self.lap_timeout_ms)
+    }
+    pub fn echo_ack_timeout(&self) -> Duration {
+        Duration::from_millis(self.echo_ack_timeout_ms)
+    }
+    pub fn echo_probe_interval(&self) -> Option<Duration> {
+        (self.echo_probe_interval_ms > 0).then(|| Duration::from_millis(self.echo_probe_interval_ms))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for a in Algorithm::ALL {
+            assert_eq!(a.name().parse::<Algorithm>(), Ok(a));
+        }
+        assert_eq!("Fast_Bully".parse::<Algorithm>(), Ok(Algorithm::FastBully));
+        assert!("paxos".parse::<Algorithm>().is_err());
+    }
+
+    #[test]
+    fn validation() {
+        assert!(ElectionConfig::default().validate().is_ok());
+        let bad = ElectionConfig { answer_timeout_ms: 0, ..Default::default() };
+        assert!(matches!(bad.validate(), Err(ConfigError::TooSmall { field: "answer_timeout_ms", .. })));
+        let c = ElectionConfig::default();
+        assert_eq!(c.t1(), Some(Duration::from_secs(3)));
+        let off = ElectionConfig { alive_interval_ms: 0, ..Default::default() };
+        assert_eq!(off.t1(), None);
+    }
+}

@@ -1,0 +1,101 @@
+//! The six leader-election algorithms, one module each, behind one driver interface
+//! ([`crate::driver::Election`]).
+//!
+//! - [`bully`]: Garcia-Molina's bully algorithm (seeds 000, 001, 002).
+//! - [`fast_bully`]: the fast bully algorithm (seed 002).
+//! - [`ring`]: the list-based ring algorithm, skipping dead successors (seeds 000, 001, 003).
+//! - [`chang_roberts`]: Chang and Roberts (seed 003).
+//! - [`villadangos`]: Villadangos et al., O(n) election in complete networks (seed 004).
+//! - [`echo`]: Vasudevan et al.'s echo election over arbitrary topologies (seed 000).
+//!
+//! [`AnyElection`] picks one by [`Algorithm`] (seed 002: "one configuration switch selects the
+//! algorithm") and dispatches statically, so the simulator pays no virtual call.
+
+pub mod bully;
+pub mod chang_roberts;
+pub mod config;
+pub mod echo;
+pub mod fast_bully;
+pub mod message;
+pub mod ring;
+pub mod villadangos;
+
+pub use config::{Algorithm, ConfigError, ElectionConfig, UnknownAlgorithm};
+pub use message::{ElectionTag, Message};
+
+use crate::driver::{Context, Election, Input};
+use crate::id::{NodeId, Rank};
+use crate::membership::Membership;
+use std::sync::Arc;
+
+/// Any of the six algorithms, chosen at run time.
+#[derive(Debug, Clone)]
+pub enum AnyElection {
+    Bully(bully::Bully),
+    FastBully(fast_bully::FastBully),
+    Ring(ring::Ring),
+    ChangRoberts(chang_roberts::ChangRoberts),
+    Villadangos(villadangos::Villadangos),
+    Echo(echo::Echo),
+}
+
+impl AnyElection {
+    /// A fresh process `me` of `group` running `cfg.algorithm`. For the echo election the
+    /// group is not used: neighbours arrive as `Input::PeerUp`.
+    pub fn new(me: Rank, group: Arc<Membership>, cfg: &ElectionConfig) -> AnyElection {
+        match cfg.algorithm {
+            Algorithm::Bully => AnyElection::Bully(bully::Bully::new(me, group, cfg)),
+            Algorithm::FastBully => AnyElection::FastBully(fast_bully::FastBully::new(me, group, cfg)),
+            Algorithm::Ring => AnyElection::Ring(ring::Ring::new(me, group, cfg)),
+            Algorithm::ChangRoberts => {
+                AnyElection::ChangRoberts(chang_roberts::ChangRoberts::new(me, group, cfg))
+            }
+            Algorithm::Villadangos => {
+                AnyElection::Villadangos(villadangos::Villadangos::new(me, group, cfg))
+            }
+            Algorithm::Echo => AnyElection::Echo(echo::Echo::new(me, group, cfg)),
+        }
+    }
+
+    pub fn algorithm(&self) -> Algorithm {
+        match self {
+            AnyElection::Bully(_) => Algorithm::Bully,
+            AnyElection::FastBully(_) => Algorithm::FastBully,
+            AnyElection::Ring(_) => Algorithm::Ring,
+            AnyElection::ChangRoberts(_) => Algorithm::ChangRoberts,
+            AnyElection::Villadangos(_) => Algorithm::Villadangos,
+            AnyElection::Echo(_) => Algorithm::Echo,
+        }
+    }
+}
+
+macro_rules! dispatch {
+    ($self:ident, $e:ident => $body:expr) => {
+        match $self {
+            AnyElection::Bully($e) => $body,
+            AnyElection::FastBully($e) => $body,
+            AnyElection::Ring($e) => $body,
+            AnyElection::ChangRoberts($e) => $body,
+            AnyElection::Villadangos($e) => $body,
+            AnyElection::Echo($e) => $body,
+        }
+    };
+}
+
+impl Election for AnyElection {
+    fn id(&self) -> NodeId {
+        dispatch!(self, e => e.id())
+    }
+    fn handle(&mut self, ctx: &mut Context<'_>, input: Input) {
+        dispatch!(self, e => e.handle(ctx, input))
+    }
+    fn leader(&self) -> Option<NodeId> {
+        dispatch!(self, e => e.leader())
+    }
+    fn state(&self) -> &'static str {
+        dispatch!(self, e => e.state())
+    }
+    fn in_election(&self) -> bool {
+        dispatch!(self, e => e.in_election())
+    }
+}

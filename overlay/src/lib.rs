@@ -1,0 +1,28 @@
+//! # overlay: the Peerage protocol core
+//!
+//! Every protocol here is a **sans-IO state machine**: it does no I/O, reads no clock and owns
+//! no randomness. The caller passes the current [`Time`] and a seeded RNG in a
+//! [`Context`]; inputs are messages, timers and peer reports ([`Input`]); outputs are
+//! [`Effect`]s (send this, arm that timer, the leader is X). The same code runs inside the real
+//! libp2p node (`node` crate) and inside the deterministic simulator (`experiments` crate).
+//!
+//! Layers:
+//! - [`id`]: 256-bit node identifiers, priorities and ranks (the total order elections use).
+//! - [`time`]: the caller-supplied clock type.
+//! - [`membership`]: the a-priori known process group (seed 001: "a process knows all process numbers").
+//! - [`driver`]: the one driver interface shared by every election.
+//! - [`election`]: the six election algorithms, one module each.
+//! - [`wire`]: versioned wire envelope and a decoder that never panics.
+
+pub mod driver;
+pub mod election;
+pub mod id;
+pub mod membership;
+pub mod time;
+pub mod wire;
+
+pub use driver::{Context, Effect, Election, Input, Timer};
+pub use election::{AnyElection, Algorithm, ElectionConfig, Message};
+pub use id::{NodeId, Rank};
+pub use membership::Membership;
+pub use time::Time;

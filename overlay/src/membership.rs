@@ -1,0 +1,119 @@
+//! The process group an election runs over.
+//!
+//! The seeds assume a-priori knowledge: "every process knows the ID of every other process"
+//! (seed 000) and "a process knows all process numbers, but not which are alive" (seed 001).
+//! A [`Membership`] is that knowledge: the ranks of all processes, sorted ascending, shared
+//! behind an `Arc` so that a simulator with 100,000 processes keeps one copy, not one per
+//! process. Liveness is *not* part of it: processes learn who is down from timeouts, failed
+//! sends and `PeerDown` reports.
+//!
+//! The logical ring of the ring algorithms is this order: a process's *successor* is the
+//! process with the next higher rank, wrapping from the highest to the lowest.
+
+use crate::id::{NodeId, Rank};
+use std::collections::HashMap;
+
+/// The known process group, sorted by rank (ascending), with an index by id.
+#[derive(Debug, Clone, Default)]
+pub struct Membership {
+    ranks: Vec<Rank>,
+    index: HashMap<NodeId, u32>,
+}
+
+impl Membership {
+    /// Build a group. Duplicate ids keep the first rank seen.
+    pub fn new(ranks: impl IntoIterator<Item = Rank>) -> Membership {
+        let mut seen = HashMap::new();
+        let mut v: Vec<Rank> = Vec::new();
+        for r in ranks {
+            if seen.insert(r.id, ()).is_none() {
+                v.push(r);
+            }
+        }
+        v.sort_unstable();
+        let index = v.iter().enumerate().map(|(i, r)| (r.id, i as u32)).collect();
+        Membership { ranks: v, index }
+    }
+
+    pub fn len(&self) -> usize {
+        self.ranks.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.ranks.is_empty()
+    }
+    /// All ranks, ascending.
+    pub fn ranks(&self) -> &[Rank] {
+        &self.ranks
+    }
+    pub fn contains(&self, id: &NodeId) -> bool {
+        self.index.contains_key(id)
+    }
+    /// Position of `id` in rank order.
+    pub fn position(&self, id: &NodeId) -> Option<usize> {
+        self.index.get(id).map(|&i| i as usize)
+    }
+    pub fn rank_of(&self, id: &NodeId) -> Option<Rank> {
+        self.position(id).map(|i| self.ranks[i])
+    }
+    /// The highest-ranked process.
+    pub fn highest(&self) -> Option<Rank> {
+        self.ranks.last().copied()
+    }
+    /// Processes ranked strictly above `r`, ascending.
+    pub fn higher(&self, r: &Rank) -> &[Rank] {
+        let i = self.ranks.partition_point(|x| x <= r);
+        &self.ranks[i..]
+    }
+    /// Processes ranked strictly below `r`, ascending.
+    pub fn lower(&self, r: &Rank) -> &[Rank] {
+        let i = self.ranks.partition_point(|x| x < r);
+        &self.ranks[..i]
+    }
+    /// The `k`-th process after `id` on the ring (k = 1 is the successor), wrapping around.
+    /// `None` if `id` is not a member.
+    pub fn successor_n(&self, id: &NodeId, k: usize) -> Option<Rank> {
+        let i = self.position(id)?;
+        Some(self.ranks[(i + k) % self.ranks.len()])
+    }
+    /// The next process on the ring (next higher rank, wrapping).
+    pub fn successor(&self, id: &NodeId) -> Option<Rank> {
+        self.successor_n(id, 1)
+    }
+    /// The previous process on the ring (next lower rank, wrapping).
+    pub fn predecessor(&self, id: &NodeId) -> Option<Rank> {
+        let i = self.position(id)?;
+        let n = self.ranks.len();
+        Some(self.ranks[(i + n - 1) % n])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(ids: &[u64]) -> Membership {
+        Membership::new(ids.iter().map(|&i| Rank::new(0, NodeId::from_u64(i))))
+    }
+
+    #[test]
+    fn sorted_and_indexed() {
+        let g = group(&[5, 1, 3, 3]);
+        assert_eq!(g.len(), 3);
+        let ids: Vec<u64> = g.ranks().iter().map(|r| r.id.high_u64()).collect();
+        assert_eq!(ids, vec![1, 3, 5]);
+        assert_eq!(g.position(&NodeId::from_u64(5)), Some(2));
+        assert!(!g.contains(&NodeId::from_u64(4)));
+    }
+
+    #[test]
+    fn higher_lower_ring() {
+        let g = group(&[1, 2, 3, 4]);
+        let r2 = g.rank_of(&NodeId::from_u64(2)).unwrap();
+        assert_eq!(g.higher(&r2).len(), 2);
+        assert_eq!(g.lower(&r2).len(), 1);
+        assert_eq!(g.successor(&NodeId::from_u64(4)).unwrap().id, NodeId::from_u64(1));
+        assert_eq!(g.predecessor(&NodeId::from_u64(1)).unwrap().id, NodeId::from_u64(4));
+        assert_eq!(g.successor_n(&NodeId::from_u64(3), 2).unwrap().id, NodeId::from_u64(1));
+        assert_eq!(g.successor(&NodeId::from_u64(9)), None);
+    }
+}

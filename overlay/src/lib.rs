@@ -13,11 +13,14 @@
 //! - [`driver`]: the one driver interface shared by every election.
 //! - [`election`]: the six election algorithms, one module each.
 //! - [`wire`]: versioned wire envelope and a decoder that never panics.
+//! - `testkit` (tests and the `testkit` feature): a lock-step deterministic pump for exact tests.
 
 pub mod driver;
 pub mod election;
 pub mod id;
 pub mod membership;
+#[cfg(any(test, feature = "testkit"))]
+pub mod testkit;
 pub mod time;
 pub mod wire;
 

@@ -54,11 +54,16 @@ pub enum Message {
     CrElected { leader: Rank },
 
     // ---- Villadangos et al. (seed 004) ----
-    Message1 { candidate_predecessor: Rank },
-    Message2 { candidate_successor: Rank },
-    Message3 { candidate_predecessor: Rank },
+    // `epoch` is our addition for crashes (see `villadangos.rs`): a restarted election has a
+    // higher epoch, and messages of older epochs are ignored.
+    /// Goes down the virtual ring from a candidate to the next candidate below it.
+    Message1 { epoch: u64, candidate_predecessor: Rank },
+    /// From a waiting candidate to a lower candidate: "I am your candidate successor".
+    Message2 { epoch: u64, candidate_successor: Rank },
+    /// Hands the sender's candidate predecessor on to its candidate successor.
+    Message3 { epoch: u64, candidate_predecessor: Rank },
     /// The leader announced to all.
-    VillLeader { leader: Rank },
+    VillLeader { epoch: u64, leader: Rank },
 
     // ---- Vasudevan et al. echo election (seed 000) ----
     /// Sent down the spanning tree of election `tag`.

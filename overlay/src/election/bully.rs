@@ -1,19 +1,302 @@
-//! PLACEHOLDER being replaced by its implementer in this session: Bully.
+//! Garcia-Molina's bully algorithm, as a sans-IO state machine.
+//!
+//! Follows seed 002 ("Bully Algorithm", steps 1-10 and its pseudo-code) with the timeouts
+//! T1 (coordinator silence = alive interval x error factor), T2 (waiting for `Answer`) and T3
+//! (waiting for `Coordinator` after an `Answer`), and seeds 000/001 for the rules they add:
+//! a receiver of `Election` "holds an election, unless it is already holding one", and "a
+//! process that was previously down comes back up, it holds an election".
+//!
+//! # The protocol
+//! - *Holding an election* (`StartElection` in seed 002): send `Election` to every process of
+//!   higher rank, arm T2. No `Answer` within T2: this process is the coordinator; it sends
+//!   `Coordinator` to every process of lower rank. An `Answer`: arm T3 and wait for a
+//!   `Coordinator`; T3 expires: restart the election.
+//! - An election is held on `Input::Start` (seed 002 step 10: every process runs the
+//!   election at start-up), `Input::Recover` (seeds 000/001), coordinator silence for T1
+//!   (heartbeats on), `Input::PeerDown(coordinator)` (the failure detector's report; it
+//!   replaces T1 when heartbeats are off), `Election` from a lower process (after sending
+//!   `Answer`), and `Coordinator` (or `Alive`) from a *lower* process: a higher receiver
+//!   bullies it by holding an election (Garcia-Molina; this happens after recovery, message
+//!   loss or differing group views). A process already holding an election starts no other.
+//! - `Coordinator` from a higher process is accepted at once and stops any election
+//!   (seed 002 step 9).
+//! - Heartbeats (when `cfg.alive_interval()` is `Some`): the coordinator sends `Alive` to
+//!   every lower process each alive interval; a follower re-arms T1 on every message from its
+//!   coordinator.
+//!
+//! # States (`state()`), in the seeds' vocabulary
+//! - `Passive`: not in an election; follows the coordinator it names (or none yet).
+//! - `Candidate`: sent `Election` to the higher processes, waiting T2 for an `Answer`.
+//! - `Waiting`: got an `Answer`, waiting T3 for a `Coordinator`.
+//! - `Leader`: this process is the coordinator.
+//!
+//! # Choices where the seeds are vague
+//! - On entering an election a process forgets its coordinator (`leader()` is `None`): seed
+//!   002's "elected_i = ⊥ when entering the election process". This includes a coordinator
+//!   that receives `Election` from a lower process: it answers and holds an election, as
+//!   Garcia-Molina's rule says, and re-announces itself after T2.
+//! - A process of the highest rank still waits T2 before announcing itself (it sends no
+//!   `Election`). This batches the `Election`s of concurrent initiators into one
+//!   `Coordinator` round instead of one round per `Election`.
+//! - `Answer`s after the first, and `Answer`s reaching a process no longer waiting for one,
+//!   are ignored (they are valid, only late). `Coordinator` from a higher process is accepted
+//!   even if it is lower than the current coordinator (seed 002 step 9: the last announcement
+//!   wins; a higher live process bullies again if it disagrees).
+//! - `Alive` from a higher process other than the coordinator is taken as a `Coordinator`
+//!   (its announcement was lost) when this process is `Passive` and names no coordinator or
+//!   a lower one; during an election it is ignored (the election decides). `Alive` from a
+//!   lower process is treated like `Coordinator` from a lower process.
+//! - `Input::Membership` replaces the group; if the coordinator left the group, an election is
+//!   held. The process's own rank is fixed at construction.
+//! - Message to self, message from a process outside the group, `Election` from a higher
+//!   process, `Answer` from a lower one, and any message of another algorithm
+//!   (including the fast bully's `IamUp`, `View`, `Nomination`) are rejected with
+//!   `Effect::Rejected` and change nothing.
+//! - `SendFailed` and `PeerUp` change nothing: a dead higher process simply never answers
+//!   (T2), and a recovered process holds its own election.
+//!
+//! # Cost
+//! Per process: the shared `Arc<Membership>`, its rank, the coordinator's rank and a phase;
+//! no per-process allocation. Message count with the lowest process initiating and the
+//! highest crashed: N² - N - 1 (derived in the tests, `exact_count_lowest_initiates`).
 
-use crate::driver::{Context, Election, Input};
-use crate::election::ElectionConfig;
+use crate::driver::{Context, Election, Input, Timer};
+use crate::election::{ElectionConfig, Message};
 use crate::id::{NodeId, Rank};
 use crate::membership::Membership;
 use std::sync::Arc;
+use std::time::Duration;
 
+/// The timeouts of the bully family, copied out of [`ElectionConfig`] once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Timing {
+    /// The coordinator's `Alive` period (`None`: heartbeats off).
+    pub alive: Option<Duration>,
+    /// T1: coordinator silence (`None`: heartbeats off).
+    pub t1: Option<Duration>,
+    pub t2: Duration,
+    pub t3: Duration,
+    pub t4: Duration,
+}
+
+impl Timing {
+    pub(crate) fn new(cfg: &ElectionConfig) -> Timing {
+        Timing { alive: cfg.alive_interval(), t1: cfg.t1(), t2: cfg.t2(), t3: cfg.t3(), t4: cfg.t4() }
+    }
+}
+
+/// The reason given when a message of another algorithm reaches a bully-family process.
+pub(crate) const FOREIGN: &str = "message of another election algorithm";
+pub(crate) const NOT_MEMBER: &str = "sender is not a member of the group";
+pub(crate) const FROM_SELF: &str = "message claims to come from this process";
+
+/// The sender's rank, or a rejection if the sender is not a member (or is this process).
+pub(crate) fn sender_rank(
+    ctx: &mut Context<'_>,
+    group: &Membership,
+    me: Rank,
+    from: NodeId,
+) -> Option<Rank> {
+    if from == me.id {
+        ctx.reject(from, FROM_SELF);
+        return None;
+    }
+    match group.rank_of(&from) {
+        Some(r) => Some(r),
+        None => {
+            ctx.reject(from, NOT_MEMBER);
+            None
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Not in an election (`Passive`, or `Leader` when `leader == me`).
+    Idle,
+    /// Sent `Election`, waiting T2 for an `Answer`.
+    Candidate,
+    /// Got an `Answer`, waiting T3 for a `Coordinator`.
+    Waiting,
+}
+
+/// One process of the bully algorithm.
 #[derive(Debug, Clone)]
 pub struct Bully {
     me: Rank,
+    group: Arc<Membership>,
+    timing: Timing,
+    phase: Phase,
+    /// The coordinator this process names (seed 002's `elected_i`; `None` = ⊥).
+    leader: Option<Rank>,
 }
 
 impl Bully {
-    pub fn new(me: Rank, _group: Arc<Membership>, _cfg: &ElectionConfig) -> Self {
-        Bully { me }
+    pub fn new(me: Rank, group: Arc<Membership>, cfg: &ElectionConfig) -> Self {
+        Bully { me, group, timing: Timing::new(cfg), phase: Phase::Idle, leader: None }
+    }
+
+    /// This process's rank.
+    pub fn rank(&self) -> Rank {
+        self.me
+    }
+
+    fn is_leader(&self) -> bool {
+        self.phase == Phase::Idle && self.leader == Some(self.me)
+    }
+
+    /// Disarm the timer that belongs to the current phase and role.
+    fn disarm(&self, ctx: &mut Context<'_>) {
+        match self.phase {
+            Phase::Candidate => ctx.cancel_timer(Timer::T2),
+            Phase::Waiting => ctx.cancel_timer(Timer::T3),
+            Phase::Idle => match self.leader {
+                Some(l) if l == self.me && self.timing.alive.is_some() => {
+                    ctx.cancel_timer(Timer::Heartbeat)
+                }
+                Some(l) if l != self.me && self.timing.t1.is_some() => ctx.cancel_timer(Timer::T1),
+                _ => {}
+            },
+        }
+    }
+
+    /// Seed 002's `StartElection`, unless this process already holds an election.
+    fn hold_election(&mut self, ctx: &mut Context<'_>) {
+        if self.phase != Phase::Idle {
+            return;
+        }
+        self.disarm(ctx);
+        self.leader = None;
+        ctx.started();
+        self.send_elections(ctx);
+    }
+
+    fn send_elections(&mut self, ctx: &mut Context<'_>) {
+        for r in self.group.higher(&self.me) {
+            ctx.send(r.id, Message::Election);
+        }
+        self.phase = Phase::Candidate;
+        ctx.set_timer(Timer::T2, self.timing.t2);
+    }
+
+    /// No answer within T2: announce to every lower process.
+    fn become_leader(&mut self, ctx: &mut Context<'_>) {
+        self.phase = Phase::Idle;
+        for r in self.group.lower(&self.me) {
+            ctx.send(r.id, Message::Coordinator);
+        }
+        self.leader = Some(self.me);
+        ctx.decide(self.me.id);
+        if let Some(a) = self.timing.alive {
+            ctx.set_timer(Timer::Heartbeat, a);
+        }
+    }
+
+    /// Admit `s` (a higher process) as the coordinator and stop any election.
+    fn accept(&mut self, ctx: &mut Context<'_>, s: Rank) {
+        let unchanged = self.phase == Phase::Idle && self.leader == Some(s);
+        if !unchanged {
+            self.disarm(ctx);
+            self.phase = Phase::Idle;
+            self.leader = Some(s);
+            ctx.decide(s.id);
+        }
+        if let Some(t1) = self.timing.t1 {
+            ctx.set_timer(Timer::T1, t1);
+        }
+    }
+
+    fn on_message(&mut self, ctx: &mut Context<'_>, from: NodeId, msg: Message) {
+        let Some(s) = sender_rank(ctx, &self.group, self.me, from) else { return };
+        let higher = s > self.me;
+        match msg {
+            Message::Election => {
+                if higher {
+                    ctx.reject(from, "Election from a higher process");
+                    return;
+                }
+                ctx.send(from, Message::Answer);
+                self.hold_election(ctx);
+            }
+            Message::Answer => {
+                if !higher {
+                    ctx.reject(from, "Answer from a lower process");
+                    return;
+                }
+                if self.phase == Phase::Candidate {
+                    ctx.cancel_timer(Timer::T2);
+                    self.phase = Phase::Waiting;
+                    ctx.set_timer(Timer::T3, self.timing.t3);
+                } else {
+                    self.rearm_t1_if_from_leader(ctx, s);
+                }
+            }
+            Message::Coordinator => {
+                if higher {
+                    self.accept(ctx, s);
+                } else {
+                    self.hold_election(ctx);
+                }
+            }
+            Message::Alive => {
+                if !higher {
+                    self.hold_election(ctx);
+                } else if self.phase == Phase::Idle {
+                    match self.leader {
+                        Some(l) if l == s => self.rearm_t1_if_from_leader(ctx, s),
+                        Some(l) if l > s => {}
+                        _ => self.accept(ctx, s),
+                    }
+                }
+            }
+            _ => ctx.reject(from, FOREIGN),
+        }
+    }
+
+    fn rearm_t1_if_from_leader(&self, ctx: &mut Context<'_>, s: Rank) {
+        if self.phase == Phase::Idle && self.leader == Some(s) && s != self.me {
+            if let Some(t1) = self.timing.t1 {
+                ctx.set_timer(Timer::T1, t1);
+            }
+        }
+    }
+
+    fn on_timer(&mut self, ctx: &mut Context<'_>, timer: Timer) {
+        match (timer, self.phase) {
+            (Timer::T1, Phase::Idle) => {
+                if matches!(self.leader, Some(l) if l != self.me) {
+                    self.hold_election(ctx);
+                }
+            }
+            (Timer::T2, Phase::Candidate) => self.become_leader(ctx),
+            (Timer::T3, Phase::Waiting) => {
+                // Seed 002 step 7: a higher process answered but failed; restart.
+                ctx.started();
+                self.send_elections(ctx);
+            }
+            (Timer::Heartbeat, Phase::Idle) if self.is_leader() => {
+                for r in self.group.lower(&self.me) {
+                    ctx.send(r.id, Message::Alive);
+                }
+                if let Some(a) = self.timing.alive {
+                    ctx.set_timer(Timer::Heartbeat, a);
+                }
+            }
+            // A timer of another phase (the driver may deliver one already in flight).
+            _ => {}
+        }
+    }
+
+    fn on_membership(&mut self, ctx: &mut Context<'_>, group: Arc<Membership>) {
+        self.group = group;
+        if let Some(l) = self.leader {
+            if l != self.me {
+                match self.group.rank_of(&l.id) {
+                    Some(r) => self.leader = Some(r),
+                    None => self.hold_election(ctx),
+                }
+            }
+        }
     }
 }
 
@@ -21,14 +304,364 @@ impl Election for Bully {
     fn id(&self) -> NodeId {
         self.me.id
     }
-    fn handle(&mut self, _ctx: &mut Context<'_>, _input: Input) {}
+
+    fn handle(&mut self, ctx: &mut Context<'_>, input: Input) {
+        match input {
+            Input::Start => self.hold_election(ctx),
+            Input::Recover => {
+                // Fresh state (the driver may reuse this value): forget everything, then hold
+                // an election (seeds 000/001).
+                self.disarm(ctx);
+                self.phase = Phase::Idle;
+                self.leader = None;
+                self.hold_election(ctx);
+            }
+            Input::Message { from, msg } => self.on_message(ctx, from, msg),
+            Input::Timer(t) => self.on_timer(ctx, t),
+            Input::PeerDown(p) => {
+                if self.phase == Phase::Idle && matches!(self.leader, Some(l) if l.id == p && l != self.me)
+                {
+                    self.hold_election(ctx);
+                }
+            }
+            Input::PeerUp(_) | Input::SendFailed { .. } => {}
+            Input::Membership(g) => self.on_membership(ctx, g),
+        }
+    }
+
     fn leader(&self) -> Option<NodeId> {
-        None
+        self.leader.map(|r| r.id)
     }
+
     fn state(&self) -> &'static str {
-        "Passive"
+        match self.phase {
+            Phase::Candidate => "Candidate",
+            Phase::Waiting => "Waiting",
+            Phase::Idle if self.leader == Some(self.me) => "Leader",
+            Phase::Idle => "Passive",
+        }
     }
+
     fn in_election(&self) -> bool {
-        false
+        self.phase != Phase::Idle
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::Effect;
+    use crate::election::Algorithm;
+    use crate::testkit::Net;
+    use crate::time::Time;
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+
+    /// Heartbeats off: runs reach quiescence and counts contain only election messages.
+    pub(crate) fn quiet_cfg(algorithm: Algorithm) -> ElectionConfig {
+        ElectionConfig { alive_interval_ms: 0, ..ElectionConfig::for_algorithm(algorithm) }
+    }
+
+    fn cfg() -> ElectionConfig {
+        quiet_cfg(Algorithm::Bully)
+    }
+
+    fn assert_settled(net: &Net, expected: usize, what: &str) {
+        let want = net.id(expected);
+        assert!(net.all_agree_on(want), "{what}: leaders {:?}, expected {want:?}", net.leaders());
+        for i in 0..net.len() {
+            if net.is_alive(i) {
+                let p = net.process(i);
+                assert!(!p.in_election(), "{what}: process {i} still in an election ({})", p.state());
+                let st = if i == expected { "Leader" } else { "Passive" };
+                assert_eq!(p.state(), st, "{what}: process {i}");
+            }
+        }
+    }
+
+    /// Every non-empty set of starters, started together, in ascending and in descending
+    /// order 7 ms apart, for N = 1..=12: all agree on the highest process. Exact counts too:
+    /// with m the lowest starter, exactly the processes m..N-1 hold one election each
+    /// (processes below m never hear an `Election`), every `Election` is answered, and the
+    /// highest announces once, so Election = Answer = sum_{i>=m} (N-1-i) and
+    /// Coordinator = N-1.
+    #[test]
+    fn agreement_every_start_pattern() {
+        for n in 1..=12usize {
+            for mask in 1u32..(1 << n) {
+                for pattern in 0..3 {
+                    let mut net = Net::new(n, cfg());
+                    for i in (0..n).filter(|i| mask & (1 << i) != 0) {
+                        let at = match pattern {
+                            0 => 0,
+                            1 => 7 * i as u64,
+                            _ => 7 * (n - 1 - i) as u64,
+                        };
+                        net.start_at(Time::from_millis(at), i);
+                    }
+                    net.run();
+                    let what = format!("n={n} starters={mask:b} pattern={pattern}");
+                    assert_settled(&net, n - 1, &what);
+                    let m = mask.trailing_zeros() as usize;
+                    let elections: u64 = (m..n).map(|i| (n - 1 - i) as u64).sum();
+                    assert_eq!(net.sent_of("Election"), elections, "{what}");
+                    assert_eq!(net.sent_of("Answer"), elections, "{what}");
+                    assert_eq!(net.sent_of("Coordinator"), n as u64 - 1, "{what}");
+                    for i in 0..n {
+                        assert_eq!(net.started[i], u64::from(i >= m), "{what}: elections held by {i}");
+                    }
+                    assert_eq!(net.rejected, 0, "{what}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn highest_crashed_before_election() {
+        for n in 2..=12 {
+            let mut net = Net::new(n, cfg());
+            net.crash(n - 1);
+            net.start_all();
+            net.run();
+            assert_settled(&net, n - 2, &format!("n={n}"));
+        }
+    }
+
+    /// The theory check. P_0 .. P_{N-1}, P_{N-1} (the coordinator) has crashed, only P_0
+    /// notices and holds an election.
+    ///
+    /// - P_0 sends `Election` to P_1 .. P_{N-1}: N-1 messages (the one to the dead P_{N-1}
+    ///   is sent too, and fails).
+    /// - Each live P_k, 1 <= k <= N-2, answers P_0 (N-2 `Answer`s) and holds its own
+    ///   election, sending N-1-k `Election`s: sum_{k=1}^{N-2} (N-1-k) = (N-1)(N-2)/2.
+    /// - Those reaching a live process are answered: P_k's go to N-2-k live processes,
+    ///   sum_{k=1}^{N-2} (N-2-k) = (N-2)(N-3)/2 `Answer`s.
+    /// - Only P_{N-2} hears no answer; after T2 it sends `Coordinator` to its N-2 lower
+    ///   processes, which reaches every waiting process before its T3 expires.
+    ///
+    /// Election = N(N-1)/2, Answer = (N-1)(N-2)/2, Coordinator = N-2, total
+    /// (N-1)² + N-2 = **N² - N - 1**.
+    #[test]
+    fn exact_count_lowest_initiates() {
+        for n in (2..=12u64).chain([16, 32, 64]) {
+            let mut net = Net::new(n as usize, cfg());
+            net.start_all();
+            net.run();
+            assert_settled(&net, n as usize - 1, "first election");
+            net.sent.clear();
+            net.crash(n as usize - 1);
+            let now = net.now;
+            net.start_at(now, 0);
+            net.run();
+            assert_settled(&net, n as usize - 2, &format!("n={n}"));
+            assert_eq!(net.sent_of("Election"), n * (n - 1) / 2, "n={n}");
+            assert_eq!(net.sent_of("Answer"), (n - 1) * (n - 2) / 2, "n={n}");
+            assert_eq!(net.sent_of("Coordinator"), n - 2, "n={n}");
+            assert_eq!(net.total_sent(), lowest_initiates_formula(n), "n={n}");
+        }
+    }
+
+    /// N² - N - 1 (see `exact_count_lowest_initiates`).
+    pub(crate) fn lowest_initiates_formula(n: u64) -> u64 {
+        n * n - n - 1
+    }
+
+    /// Recovery of the lowest process P_0 while the highest P_{N-1} is coordinator: P_0 holds
+    /// an election; every P_k (k >= 1) answers every `Election` from below and holds its own
+    /// election (the coordinator included), and P_{N-1} re-announces. Election = Answer =
+    /// (N-1) + sum_{k=1}^{N-1} (N-1-k) = N(N-1)/2, Coordinator = N-1: total **N² - 1**.
+    #[test]
+    fn exact_count_lowest_recovers() {
+        for n in (2..=12u64).chain([16, 64]) {
+            let mut net = Net::new(n as usize, cfg());
+            net.start_all();
+            net.run();
+            net.crash(0);
+            net.sent.clear();
+            let at = net.now + std::time::Duration::from_millis(10);
+            net.recover_at(at, 0);
+            net.run();
+            assert_settled(&net, n as usize - 1, &format!("n={n}"));
+            assert_eq!(net.total_sent(), lowest_recovers_formula(n), "n={n}");
+        }
+    }
+
+    /// N² - 1 (see `exact_count_lowest_recovers`).
+    pub(crate) fn lowest_recovers_formula(n: u64) -> u64 {
+        n * n - 1
+    }
+
+    /// The highest process dies after answering but before announcing itself: the waiting
+    /// processes' T3 expires and they restart; P_{N-2} wins.
+    #[test]
+    fn new_coordinator_crashes_during_election() {
+        for n in 3..=8 {
+            let mut net = Net::new(n, cfg());
+            net.report_crashes = true;
+            net.start_at(Time::ZERO, 0);
+            net.crash_at(Time::from_millis(100), n - 1);
+            net.run();
+            assert_settled(&net, n - 2, &format!("n={n}"));
+            assert!(net.started[n - 2] >= 2, "n={n}: P_(N-2) must have restarted after T3");
+        }
+    }
+
+    /// The coordinator dies just after its announcement; the failure detector's `PeerDown`
+    /// starts a new election; then the next coordinator dies during that election too.
+    #[test]
+    fn coordinator_crash_reported_then_reelection() {
+        for n in 3..=10 {
+            let mut net = Net::new(n, cfg());
+            net.report_crashes = true;
+            net.start_all();
+            net.crash_at(Time::from_millis(600), n - 1);
+            net.run();
+            assert_settled(&net, n - 2, &format!("n={n}, one crash"));
+
+            let mut net = Net::new(n, cfg());
+            net.report_crashes = true;
+            net.start_all();
+            net.crash_at(Time::from_millis(600), n - 1);
+            net.crash_at(Time::from_millis(700), n - 2);
+            net.run();
+            assert_settled(&net, n - 3, &format!("n={n}, two crashes"));
+        }
+    }
+
+    /// With heartbeats on and no failure detector, the coordinator's `Alive` keeps followers
+    /// quiet (T1 re-armed), and its silence after a crash starts a new election.
+    #[test]
+    fn heartbeats_keep_followers_and_detect_a_crash() {
+        let cfg = ElectionConfig {
+            alive_interval_ms: 1_000,
+            alive_error_factor: 3,
+            ..ElectionConfig::for_algorithm(Algorithm::Bully)
+        };
+        let n = 6;
+        let mut net = Net::new(n, cfg.clone());
+        net.start_all();
+        net.run_until_quiet(Time::from_millis(10_000));
+        assert_settled(&net, n - 1, "heartbeats");
+        // Leader at 500 ms; heartbeats at 1.5 s, 2.5 s, ..., 9.5 s: 9 rounds to N-1 followers.
+        assert_eq!(net.sent_of("Alive"), 9 * (n as u64 - 1));
+        assert!(net.started.iter().all(|&s| s == 1), "no election after the first: {:?}", net.started);
+
+        let mut net = Net::new(n, cfg);
+        net.start_all();
+        net.crash_at(Time::from_millis(5_200), n - 1);
+        net.run_until_quiet(Time::from_millis(20_000));
+        assert_settled(&net, n - 2, "crash detected by T1");
+    }
+
+    #[test]
+    fn recovered_highest_bullies_its_way_back() {
+        for n in 2..=10 {
+            let mut net = Net::new(n, cfg());
+            net.report_crashes = true;
+            net.start_all();
+            net.crash_at(Time::from_millis(1_000), n - 1);
+            net.run();
+            assert_settled(&net, n - 2, "after the crash");
+            net.sent.clear();
+            let at = net.now + std::time::Duration::from_millis(100);
+            net.recover_at(at, n - 1);
+            net.run();
+            assert_settled(&net, n - 1, &format!("n={n} after recovery"));
+            // The highest process has nobody to ask: after T2 it only announces.
+            assert_eq!(net.total_sent(), n as u64 - 1, "n={n}");
+        }
+    }
+
+    /// A `Coordinator` from a lower process makes the higher receiver hold an election.
+    #[test]
+    fn coordinator_from_lower_is_bullied() {
+        let n = 5;
+        let mut net = Net::new(n, cfg());
+        net.start_all();
+        net.run();
+        let from = net.id(1);
+        net.input(3, Input::Message { from, msg: Message::Coordinator });
+        assert!(net.process(3).in_election());
+        net.run();
+        assert_settled(&net, n - 1, "after the bully");
+        assert_eq!(net.started[3], 2);
+        assert_eq!(net.rejected, 0);
+    }
+
+    /// The coordinator leaves the group (`Input::Membership`): the others elect a new one.
+    #[test]
+    fn membership_without_the_coordinator_starts_an_election() {
+        let n = 5;
+        let mut net = Net::new(n, cfg());
+        net.start_all();
+        net.run();
+        net.crash(n - 1);
+        let smaller = Arc::new(Membership::new((0..n - 1).map(|i| net.rank(i))));
+        for i in 0..n - 1 {
+            net.input(i, Input::Membership(smaller.clone()));
+        }
+        net.run();
+        assert_settled(&net, n - 2, "membership change");
+    }
+
+    fn handle(p: &mut Bully, input: Input) -> Vec<Effect> {
+        let mut rng = StdRng::seed_from_u64(1);
+        let mut effects = Vec::new();
+        let mut ctx = Context::new(Time::ZERO, &mut rng, &mut effects);
+        p.handle(&mut ctx, input);
+        effects
+    }
+
+    #[test]
+    fn bad_input_is_rejected_and_changes_nothing() {
+        let ranks: Vec<Rank> = (1..=4).map(|i| Rank::new(0, NodeId::from_u64(i))).collect();
+        let group = Arc::new(Membership::new(ranks.clone()));
+        let mut p = Bully::new(ranks[1], group, &cfg());
+        // Make it a follower of process 4.
+        handle(&mut p, Input::Message { from: ranks[3].id, msg: Message::Coordinator });
+        assert_eq!(p.leader(), Some(ranks[3].id));
+        let stranger = NodeId::from_u64(99);
+        let cases = [
+            (stranger, Message::Election),
+            (stranger, Message::Coordinator),
+            (ranks[1].id, Message::Coordinator),
+            (ranks[3].id, Message::Election),
+            (ranks[0].id, Message::Answer),
+            (ranks[0].id, Message::IamUp),
+            (ranks[3].id, Message::Nomination),
+            (ranks[3].id, Message::View { up: vec![], coordinator: None }),
+            (ranks[0].id, Message::EchoProbe),
+        ];
+        for (from, msg) in cases {
+            let before = (p.leader(), p.state(), p.in_election());
+            let effects = handle(&mut p, Input::Message { from, msg: msg.clone() });
+            assert!(
+                matches!(effects.as_slice(), [Effect::Rejected { from: f, .. }] if *f == from),
+                "{msg:?} from {from:?}: {effects:?}"
+            );
+            assert_eq!(before, (p.leader(), p.state(), p.in_election()), "{msg:?}");
+        }
+        // Through the pump too: the stranger's message is counted as rejected.
+        let mut net = Net::new(3, cfg());
+        net.start_all();
+        net.run();
+        net.input(0, Input::Message { from: stranger, msg: Message::Election });
+        net.run();
+        assert_eq!(net.rejected, 1);
+        // Election 3, Answer 3, Coordinator 2: nothing was sent to the stranger.
+        assert_eq!(net.total_sent(), 8, "no reply to a stranger");
+        assert_settled(&net, 2, "after bad input");
+    }
+
+    /// Timers of a phase already left do nothing.
+    #[test]
+    fn stale_timers_are_ignored() {
+        let ranks: Vec<Rank> = (1..=3).map(|i| Rank::new(0, NodeId::from_u64(i))).collect();
+        let group = Arc::new(Membership::new(ranks.clone()));
+        let mut p = Bully::new(ranks[0], group, &cfg());
+        for t in [Timer::T1, Timer::T2, Timer::T3, Timer::T4, Timer::Heartbeat, Timer::Lap] {
+            assert!(handle(&mut p, Input::Timer(t)).is_empty(), "{t:?}");
+        }
+        assert_eq!((p.leader(), p.state()), (None, "Passive"));
     }
 }

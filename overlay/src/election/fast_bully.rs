@@ -1,19 +1,465 @@
-//! PLACEHOLDER being replaced by its implementer in this session: FastBully.
+//! The fast bully algorithm, as a sans-IO state machine.
+//!
+//! Follows seed 002's three pseudo-code listings ("Starting failure recovery", "Start
+//! election", and the event handlers) with its timeouts: T1 (coordinator silence), T2 (waiting
+//! for `Answer`s, or for `View`s during recovery), T3 (waiting for `Coordinator` after a
+//! `Nomination`) and T4 (an answering process waiting for `Nomination` or `Coordinator`).
+//!
+//! # The protocol
+//! - *Failure recovery* (`Input::Recover`): send `IamUp` to every other process, wait T2 for
+//!   `View`s, merge them; if this process is the highest, send `Coordinator` to every lower
+//!   process, otherwise admit the highest process of the view as coordinator.
+//! - `IamUp` is answered with `View { up, coordinator }`.
+//! - *Election* (`Input::Start`, T1 silence, `Input::PeerDown(coordinator)`, T4 expiry, a
+//!   `Coordinator`/`Alive` from a lower process): send `Election` to every higher process,
+//!   wait T2 collecting `Answer`s into the answered list. None: send `Coordinator` to every
+//!   lower process. Otherwise send `Nomination` to the highest answerer and wait T3 for its
+//!   `Coordinator`; on expiry remove it from the list and nominate the next; when the list is
+//!   empty, restart the election.
+//! - `Election` from a lower process: `Answer`, then wait T4 for `Nomination` or
+//!   `Coordinator`; on expiry hold an election. Unlike the bully, the receiver does *not*
+//!   hold its own election at once: that is the saving.
+//! - `Nomination` from a lower process: become coordinator, `Coordinator` to every lower
+//!   process. `Coordinator` from a higher process: admit it, stop any election.
+//! - Heartbeats as in [`super::bully`]: the coordinator sends `Alive` to the lower processes
+//!   every alive interval; followers re-arm T1 on every message from the coordinator.
+//!
+//! # States (`state()`), in the seeds' vocabulary
+//! - `Passive`: not in an election; follows the coordinator it names (or none yet).
+//! - `Recovering`: sent `IamUp`, waiting T2 for `View`s (seed 002's StartFailureRecovery).
+//! - `Candidate`: sent `Election`, waiting T2 for `Answer`s.
+//! - `Waiting`: waiting for a `Coordinator`: either after nominating (T3), or after answering
+//!   a lower process's `Election` (T4).
+//! - `Leader`: this process is the coordinator.
+//!
+//! # Choices where seed 002 is vague
+//! - **Start-up uses `Election`, recovery uses `IamUp`.** `Input::Start` (start-up, or the
+//!   driver deciding an election is needed) holds an election; only `Input::Recover` runs the
+//!   failure-recovery procedure. Recovery emits `ElectionStarted` and counts as being in an
+//!   election.
+//! - **What a view is.** A process's view is what it knows to be up without keeping a per-peer
+//!   table: itself and the coordinator it names. A `View` carries those (one or two ranks) and
+//!   the coordinator. The recovering process merges the views: the senders of `View`s within
+//!   T2 are up; a process named in some view that sent no `View` within T2 is down (seed 002
+//!   assumption 9: a live process answers at once).
+//! - **Recovering process, after T2:**
+//!   - no `View` at all: it is the coordinator and stops, *without* sending `Coordinator`
+//!     (the pseudo-code's "Stop the procedure": nobody answered, so nobody is up);
+//!   - it outranks every sender: `Coordinator` to every lower process of the group;
+//!   - the highest sender H outranks it and H's own view names H coordinator: admit H;
+//!   - otherwise (H names another process, which sent no `View` and so is dead, or names
+//!     none): the view's highest is dead or nobody is coordinator, so admitting H would name
+//!     a coordinator that does not know it; it holds an election instead.
+//!
+//!   `View`s arriving after T2 are ignored.
+//! - **The answered list is bounded** to the [`ANSWERED_CAP`] highest answerers: when all of
+//!   them fail (T3 expiry one after the other), the list is empty and the election restarts,
+//!   exactly as when the seed's full list empties. This keeps a process's state O(1) although
+//!   up to N-1 processes answer.
+//! - A nominee that is reported down (`PeerDown`) or whose `Nomination` could not be sent
+//!   (`SendFailed`) is treated as if T3 had expired: the next answerer is nominated at once.
+//! - A process already holding an election (`Recovering`, `Candidate`, nominating) answers
+//!   `Election`s from lower processes but arms no T4: its own election's outcome reaches them.
+//!   A process already waiting T4 re-arms it for each further `Election` (it waits for the
+//!   latest election's outcome). While waiting T4 it keeps naming its old coordinator.
+//! - The coordinator answers an `Election` from a lower process and stays coordinator (no T4:
+//!   it waits for nobody). When it is then nominated it announces again to every lower process
+//!   (the other answerers of that election wait for a `Coordinator`). A `Nomination` that
+//!   reaches the coordinator when it has answered no `Election` since its last announcement
+//!   (concurrent initiators nominating it together) is answered with `Coordinator` to the
+//!   nominator alone.
+//! - A process that is nominated while its own election has already heard an `Answer` from a
+//!   higher process does not take over: a higher process is alive, and the outcome of its own
+//!   election will reach the (lower) nominator. Otherwise a `Nomination` makes it coordinator,
+//!   as the seed says.
+//! - A process of the highest rank still waits T2 before announcing itself (as in the bully).
+//! - On entering an election (`Candidate` or `Recovering`) a process forgets its coordinator
+//!   (seed 002: elected_i = ⊥).
+//! - `Alive`, `Coordinator` from a lower process, membership changes, and bad input are
+//!   handled as in [`super::bully`] (rejections: message from outside the group or from
+//!   itself, `Election`/`Nomination` from a higher process, `Answer` from a lower one, a
+//!   `View` naming a process outside the group or with a wrong rank, messages of other
+//!   algorithms).
+//!
+//! # Cost
+//! Per process: the shared `Arc<Membership>`, a few ranks and at most [`ANSWERED_CAP`]
+//! answerers while an election runs. With the lowest process initiating and the highest
+//! crashed the count is 3N - 4 messages against the bully's N² - N - 1 (N >= 3; derived in
+//! the tests, `exact_count_lowest_initiates`).
 
-use crate::driver::{Context, Election, Input};
-use crate::election::ElectionConfig;
+use super::bully::{sender_rank, Timing, FOREIGN};
+use crate::driver::{Context, Election, Input, Timer};
+use crate::election::{ElectionConfig, Message};
 use crate::id::{NodeId, Rank};
 use crate::membership::Membership;
 use std::sync::Arc;
 
+/// How many of the highest answerers an election manager remembers.
+pub const ANSWERED_CAP: usize = 8;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Not in an election (`Passive`, or `Leader` when `leader == me`).
+    Idle,
+    /// Sent `IamUp`, waiting T2 for `View`s. `best` is the highest sender so far and
+    /// `best_is_coordinator` whether its view names itself coordinator.
+    Recovering { best: Option<Rank>, best_is_coordinator: bool },
+    /// Sent `Election`, waiting T2 for `Answer`s.
+    Candidate,
+    /// Sent `Nomination` to `nominee`, waiting T3 for a `Coordinator`.
+    Nominating { nominee: Rank },
+    /// Answered a lower process's `Election`, waiting T4 for `Nomination` or `Coordinator`.
+    Answered,
+}
+
+/// One process of the fast bully algorithm.
 #[derive(Debug, Clone)]
 pub struct FastBully {
     me: Rank,
+    group: Arc<Membership>,
+    timing: Timing,
+    phase: Phase,
+    /// The coordinator this process names (`None` = ⊥).
+    leader: Option<Rank>,
+    /// The highest answerers of this process's election, descending, at most `ANSWERED_CAP`.
+    answered: Vec<Rank>,
+    /// As coordinator: answered an `Election` since the last `Coordinator` round.
+    answered_since_announce: bool,
 }
 
 impl FastBully {
-    pub fn new(me: Rank, _group: Arc<Membership>, _cfg: &ElectionConfig) -> Self {
-        FastBully { me }
+    pub fn new(me: Rank, group: Arc<Membership>, cfg: &ElectionConfig) -> Self {
+        FastBully {
+            me,
+            group,
+            timing: Timing::new(cfg),
+            phase: Phase::Idle,
+            leader: None,
+            answered: Vec::new(),
+            answered_since_announce: false,
+        }
+    }
+
+    /// This process's rank.
+    pub fn rank(&self) -> Rank {
+        self.me
+    }
+
+    fn is_leader(&self) -> bool {
+        self.phase == Phase::Idle && self.leader == Some(self.me)
+    }
+
+    /// True while this process runs its own election (it starts no other).
+    fn holding(&self) -> bool {
+        matches!(self.phase, Phase::Recovering { .. } | Phase::Candidate | Phase::Nominating { .. })
+    }
+
+    /// Disarm the timer that belongs to the current phase and role.
+    fn disarm(&self, ctx: &mut Context<'_>) {
+        match self.phase {
+            Phase::Recovering { .. } | Phase::Candidate => ctx.cancel_timer(Timer::T2),
+            Phase::Nominating { .. } => ctx.cancel_timer(Timer::T3),
+            Phase::Answered => ctx.cancel_timer(Timer::T4),
+            Phase::Idle => match self.leader {
+                Some(l) if l == self.me && self.timing.alive.is_some() => {
+                    ctx.cancel_timer(Timer::Heartbeat)
+                }
+                Some(l) if l != self.me && self.timing.t1.is_some() => ctx.cancel_timer(Timer::T1),
+                _ => {}
+            },
+        }
+    }
+
+    /// Leave the current phase for `Idle`, dropping the answered list.
+    fn stop(&mut self, ctx: &mut Context<'_>) {
+        self.disarm(ctx);
+        self.phase = Phase::Idle;
+        self.answered = Vec::new();
+    }
+
+    /// Seed 002's `StartElection`, unless this process already holds an election.
+    fn hold_election(&mut self, ctx: &mut Context<'_>) {
+        if self.holding() {
+            return;
+        }
+        self.stop(ctx);
+        self.leader = None;
+        ctx.started();
+        self.send_elections(ctx);
+    }
+
+    fn send_elections(&mut self, ctx: &mut Context<'_>) {
+        self.answered.clear();
+        for r in self.group.higher(&self.me) {
+            ctx.send(r.id, Message::Election);
+        }
+        self.phase = Phase::Candidate;
+        ctx.set_timer(Timer::T2, self.timing.t2);
+    }
+
+    /// Announce to every lower process and become the coordinator.
+    fn become_leader(&mut self, ctx: &mut Context<'_>) {
+        self.stop(ctx);
+        for r in self.group.lower(&self.me) {
+            ctx.send(r.id, Message::Coordinator);
+        }
+        self.answered_since_announce = false;
+        self.claim_leadership(ctx);
+    }
+
+    /// Name this process coordinator (without announcing) and start heartbeats.
+    fn claim_leadership(&mut self, ctx: &mut Context<'_>) {
+        self.phase = Phase::Idle;
+        self.leader = Some(self.me);
+        ctx.decide(self.me.id);
+        if let Some(a) = self.timing.alive {
+            ctx.set_timer(Timer::Heartbeat, a);
+        }
+    }
+
+    /// Admit `s` as the coordinator and stop any election or wait.
+    fn accept(&mut self, ctx: &mut Context<'_>, s: Rank) {
+        let unchanged = self.phase == Phase::Idle && self.leader == Some(s);
+        if !unchanged {
+            self.stop(ctx);
+            self.leader = Some(s);
+            ctx.decide(s.id);
+        }
+        if let Some(t1) = self.timing.t1 {
+            ctx.set_timer(Timer::T1, t1);
+        }
+    }
+
+    fn nominate(&mut self, ctx: &mut Context<'_>, nominee: Rank) {
+        ctx.send(nominee.id, Message::Nomination);
+        self.phase = Phase::Nominating { nominee };
+        ctx.set_timer(Timer::T3, self.timing.t3);
+    }
+
+    /// The nominee failed (T3 expired, reported down, or unreachable): nominate the next
+    /// answerer, or restart the election when none is left.
+    fn nominee_failed(&mut self, ctx: &mut Context<'_>, nominee: Rank) {
+        self.answered.retain(|r| *r != nominee);
+        match self.answered.first().copied() {
+            Some(next) => self.nominate(ctx, next),
+            None => {
+                ctx.started();
+                self.send_elections(ctx);
+            }
+        }
+    }
+
+    /// Insert an answerer, keeping the `ANSWERED_CAP` highest, descending.
+    fn remember_answer(&mut self, s: Rank) {
+        if self.answered.contains(&s) {
+            return;
+        }
+        let pos = self.answered.partition_point(|r| *r > s);
+        if pos < ANSWERED_CAP {
+            self.answered.insert(pos, s);
+            self.answered.truncate(ANSWERED_CAP);
+        }
+    }
+
+    /// Failure recovery (seed 002's StartFailureRecovery).
+    fn recover(&mut self, ctx: &mut Context<'_>) {
+        self.stop(ctx);
+        self.leader = None;
+        if self.group.ranks().iter().all(|r| *r == self.me) {
+            // Nobody else could answer: the pseudo-code's "no view within T2" at once.
+            ctx.started();
+            self.claim_leadership(ctx);
+            return;
+        }
+        ctx.started();
+        for r in self.group.ranks() {
+            if *r != self.me {
+                ctx.send(r.id, Message::IamUp);
+            }
+        }
+        self.phase = Phase::Recovering { best: None, best_is_coordinator: false };
+        ctx.set_timer(Timer::T2, self.timing.t2);
+    }
+
+    /// T2 expired while recovering: decide from the merged view.
+    fn finish_recovery(&mut self, ctx: &mut Context<'_>, best: Option<Rank>, best_is_coordinator: bool) {
+        self.phase = Phase::Idle;
+        match best {
+            None => self.claim_leadership(ctx),
+            Some(h) if h < self.me => self.become_leader(ctx),
+            Some(h) if best_is_coordinator => {
+                self.leader = Some(h);
+                ctx.decide(h.id);
+                if let Some(t1) = self.timing.t1 {
+                    ctx.set_timer(Timer::T1, t1);
+                }
+            }
+            Some(_) => {
+                ctx.started();
+                self.send_elections(ctx);
+            }
+        }
+    }
+
+    /// This process's view: itself and the coordinator it names.
+    fn view(&self) -> Message {
+        let mut up = vec![self.me];
+        if let Some(l) = self.leader {
+            if l != self.me {
+                up.push(l);
+            }
+        }
+        Message::View { up, coordinator: self.leader }
+    }
+
+    fn valid_rank(&self, r: &Rank) -> bool {
+        self.group.rank_of(&r.id) == Some(*r)
+    }
+
+    fn on_message(&mut self, ctx: &mut Context<'_>, from: NodeId, msg: Message) {
+        let Some(s) = sender_rank(ctx, &self.group, self.me, from) else { return };
+        let higher = s > self.me;
+        match msg {
+            Message::Election => {
+                if higher {
+                    ctx.reject(from, "Election from a higher process");
+                    return;
+                }
+                ctx.send(from, Message::Answer);
+                match self.phase {
+                    Phase::Idle if self.leader == Some(self.me) => self.answered_since_announce = true,
+                    Phase::Idle | Phase::Answered => {
+                        if self.phase == Phase::Idle {
+                            self.disarm(ctx);
+                        }
+                        // (Re-)arming T4 replaces an armed T4.
+                        self.phase = Phase::Answered;
+                        ctx.set_timer(Timer::T4, self.timing.t4);
+                    }
+                    Phase::Recovering { .. } | Phase::Candidate | Phase::Nominating { .. } => {}
+                }
+            }
+            Message::Answer => {
+                if !higher {
+                    ctx.reject(from, "Answer from a lower process");
+                    return;
+                }
+                match self.phase {
+                    Phase::Candidate | Phase::Nominating { .. } => self.remember_answer(s),
+                    _ => self.rearm_t1_if_from_leader(ctx, s),
+                }
+            }
+            Message::Nomination => {
+                if higher {
+                    ctx.reject(from, "Nomination from a higher process");
+                    return;
+                }
+                if self.is_leader() {
+                    if self.answered_since_announce {
+                        self.become_leader(ctx);
+                    } else {
+                        ctx.send(from, Message::Coordinator);
+                    }
+                } else if matches!(self.phase, Phase::Candidate | Phase::Nominating { .. })
+                    && !self.answered.is_empty()
+                {
+                    // A higher process is alive; our own election's outcome reaches the
+                    // nominator.
+                } else {
+                    self.become_leader(ctx);
+                }
+            }
+            Message::Coordinator => {
+                if higher {
+                    self.accept(ctx, s);
+                } else {
+                    self.hold_election(ctx);
+                }
+            }
+            Message::Alive => {
+                if !higher {
+                    self.hold_election(ctx);
+                } else if self.phase == Phase::Idle {
+                    match self.leader {
+                        Some(l) if l == s => self.rearm_t1_if_from_leader(ctx, s),
+                        Some(l) if l > s => {}
+                        _ => self.accept(ctx, s),
+                    }
+                }
+            }
+            Message::IamUp => {
+                let view = self.view();
+                ctx.send(from, view);
+            }
+            Message::View { up, coordinator } => {
+                if !up.iter().chain(coordinator.iter()).all(|r| self.valid_rank(r)) {
+                    ctx.reject(from, "View names a process outside the group or a wrong rank");
+                    return;
+                }
+                if let Phase::Recovering { best, .. } = self.phase {
+                    if best.is_none_or(|b| s > b) {
+                        self.phase =
+                            Phase::Recovering { best: Some(s), best_is_coordinator: coordinator == Some(s) };
+                    }
+                }
+            }
+            _ => ctx.reject(from, FOREIGN),
+        }
+    }
+
+    fn rearm_t1_if_from_leader(&self, ctx: &mut Context<'_>, s: Rank) {
+        if self.phase == Phase::Idle && self.leader == Some(s) && s != self.me {
+            if let Some(t1) = self.timing.t1 {
+                ctx.set_timer(Timer::T1, t1);
+            }
+        }
+    }
+
+    fn on_timer(&mut self, ctx: &mut Context<'_>, timer: Timer) {
+        match (timer, self.phase) {
+            (Timer::T1, Phase::Idle) => {
+                if matches!(self.leader, Some(l) if l != self.me) {
+                    self.hold_election(ctx);
+                }
+            }
+            (Timer::T2, Phase::Recovering { best, best_is_coordinator }) => {
+                self.finish_recovery(ctx, best, best_is_coordinator)
+            }
+            (Timer::T2, Phase::Candidate) => match self.answered.first().copied() {
+                None => self.become_leader(ctx),
+                Some(top) => self.nominate(ctx, top),
+            },
+            (Timer::T3, Phase::Nominating { nominee }) => self.nominee_failed(ctx, nominee),
+            (Timer::T4, Phase::Answered) => {
+                self.phase = Phase::Idle;
+                // Not holding one: T4 had been the only armed timer.
+                self.leader = None;
+                ctx.started();
+                self.send_elections(ctx);
+            }
+            (Timer::Heartbeat, Phase::Idle) if self.is_leader() => {
+                for r in self.group.lower(&self.me) {
+                    ctx.send(r.id, Message::Alive);
+                }
+                if let Some(a) = self.timing.alive {
+                    ctx.set_timer(Timer::Heartbeat, a);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_membership(&mut self, ctx: &mut Context<'_>, group: Arc<Membership>) {
+        self.group = group;
+        self.answered.retain(|r| self.group.rank_of(&r.id) == Some(*r));
+        if let Some(l) = self.leader {
+            if l != self.me {
+                match self.group.rank_of(&l.id) {
+                    Some(r) => self.leader = Some(r),
+                    None => self.hold_election(ctx),
+                }
+            }
+        }
     }
 }
 
@@ -21,14 +467,509 @@ impl Election for FastBully {
     fn id(&self) -> NodeId {
         self.me.id
     }
-    fn handle(&mut self, _ctx: &mut Context<'_>, _input: Input) {}
+
+    fn handle(&mut self, ctx: &mut Context<'_>, input: Input) {
+        match input {
+            Input::Start => self.hold_election(ctx),
+            Input::Recover => self.recover(ctx),
+            Input::Message { from, msg } => self.on_message(ctx, from, msg),
+            Input::Timer(t) => self.on_timer(ctx, t),
+            Input::PeerDown(p) => match self.phase {
+                Phase::Nominating { nominee } if nominee.id == p => {
+                    ctx.cancel_timer(Timer::T3);
+                    self.nominee_failed(ctx, nominee);
+                }
+                Phase::Idle if matches!(self.leader, Some(l) if l.id == p && l != self.me) => {
+                    self.hold_election(ctx)
+                }
+                _ => {}
+            },
+            Input::SendFailed { to, msg: Message::Nomination } => {
+                if let Phase::Nominating { nominee } = self.phase {
+                    if nominee.id == to {
+                        ctx.cancel_timer(Timer::T3);
+                        self.nominee_failed(ctx, nominee);
+                    }
+                }
+            }
+            Input::SendFailed { .. } | Input::PeerUp(_) => {}
+            Input::Membership(g) => self.on_membership(ctx, g),
+        }
+    }
+
     fn leader(&self) -> Option<NodeId> {
-        None
+        self.leader.map(|r| r.id)
     }
+
     fn state(&self) -> &'static str {
-        "Passive"
+        match self.phase {
+            Phase::Recovering { .. } => "Recovering",
+            Phase::Candidate => "Candidate",
+            Phase::Nominating { .. } | Phase::Answered => "Waiting",
+            Phase::Idle if self.leader == Some(self.me) => "Leader",
+            Phase::Idle => "Passive",
+        }
     }
+
     fn in_election(&self) -> bool {
-        false
+        self.phase != Phase::Idle
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::Effect;
+    use crate::election::Algorithm;
+    use crate::testkit::Net;
+    use crate::time::Time;
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+    use std::time::Duration;
+
+    /// Heartbeats off: runs reach quiescence and counts contain only election messages.
+    fn quiet(algorithm: Algorithm) -> ElectionConfig {
+        ElectionConfig { alive_interval_ms: 0, ..ElectionConfig::for_algorithm(algorithm) }
+    }
+
+    fn cfg() -> ElectionConfig {
+        quiet(Algorithm::FastBully)
+    }
+
+    fn assert_settled(net: &Net, expected: usize, what: &str) {
+        let want = net.id(expected);
+        assert!(net.all_agree_on(want), "{what}: leaders {:?}, expected {want:?}", net.leaders());
+        for i in 0..net.len() {
+            if net.is_alive(i) {
+                let p = net.process(i);
+                assert!(!p.in_election(), "{what}: process {i} still in an election ({})", p.state());
+                let st = if i == expected { "Leader" } else { "Passive" };
+                assert_eq!(p.state(), st, "{what}: process {i}");
+            }
+        }
+    }
+
+    /// Every non-empty set of starters, started together, in ascending and in descending
+    /// order 7 ms apart, N = 1..=12: all agree on the highest process.
+    ///
+    /// Exact counts when the starters S start together: each starter sends `Election` to its
+    /// higher processes and every one is answered (no receiver holds its own election); at T2
+    /// every starter but P_{N-1} nominates P_{N-1}. P_{N-1} announces once to its N-1 lower
+    /// processes, and answers each further `Nomination` with one `Coordinator` to the
+    /// nominator: Nomination = |S \ {P_{N-1}}|, Coordinator = N-1 + |S \ {P_{N-1}}| - 1 if
+    /// P_{N-1} did not start (its first nomination made it announce), N-1 + |S \ {P_{N-1}}| if
+    /// it did (it announced at its own T2, just before the nominations arrived).
+    #[test]
+    fn agreement_every_start_pattern() {
+        for n in 1..=12usize {
+            for mask in 1u32..(1 << n) {
+                for pattern in 0..3 {
+                    let mut net = Net::new(n, cfg());
+                    let starters: Vec<usize> = (0..n).filter(|i| mask & (1 << i) != 0).collect();
+                    for &i in &starters {
+                        let at = match pattern {
+                            0 => 0,
+                            1 => 7 * i as u64,
+                            _ => 7 * (n - 1 - i) as u64,
+                        };
+                        net.start_at(Time::from_millis(at), i);
+                    }
+                    net.run();
+                    let what = format!("n={n} starters={mask:b} pattern={pattern}");
+                    assert_settled(&net, n - 1, &what);
+                    assert_eq!(net.rejected, 0, "{what}");
+                    let elections: u64 = starters.iter().map(|&i| (n - 1 - i) as u64).sum();
+                    assert_eq!(net.sent_of("Election"), elections, "{what}");
+                    assert_eq!(net.sent_of("Answer"), elections, "{what}");
+                    for i in 0..n {
+                        assert_eq!(net.started[i], u64::from(starters.contains(&i)), "{what}: {i}");
+                    }
+                    if pattern == 0 {
+                        let top_started = starters.contains(&(n - 1));
+                        let nominators = starters.len() as u64 - u64::from(top_started);
+                        assert_eq!(net.sent_of("Nomination"), nominators, "{what}");
+                        let coord = if top_started { n as u64 - 1 + nominators } else { n as u64 - 2 + nominators };
+                        assert_eq!(net.sent_of("Coordinator"), coord, "{what}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn highest_crashed_before_election() {
+        for n in 2..=12 {
+            let mut net = Net::new(n, cfg());
+            net.crash(n - 1);
+            net.start_all();
+            net.run();
+            assert_settled(&net, n - 2, &format!("n={n}"));
+        }
+    }
+
+    /// Run the theory schedule with `algorithm`: all N processes elect P_{N-1}, P_{N-1}
+    /// crashes unnoticed, P_0 alone holds an election. Returns the messages of that election.
+    fn lowest_initiates(algorithm: Algorithm, n: usize) -> Net {
+        let mut net = Net::new(n, quiet(algorithm));
+        net.start_all();
+        net.run();
+        net.sent.clear();
+        net.crash(n - 1);
+        let now = net.now;
+        net.start_at(now, 0);
+        net.run();
+        assert_settled(&net, n - 2, &format!("{algorithm} n={n}"));
+        net
+    }
+
+    /// The theory check, same schedule as the bully's `exact_count_lowest_initiates`:
+    /// P_{N-1} has crashed, P_0 alone holds an election (N >= 3).
+    ///
+    /// - P_0 sends `Election` to P_1 .. P_{N-1}: N-1 (the one to P_{N-1} fails).
+    /// - P_1 .. P_{N-2} answer and wait T4, holding no election of their own: N-2 `Answer`s.
+    /// - At T2, P_0 nominates the highest answerer P_{N-2}: 1 `Nomination`.
+    /// - P_{N-2} sends `Coordinator` to its N-2 lower processes.
+    ///
+    /// Total (N-1) + (N-2) + 1 + (N-2) = **3N - 4**, against the bully's N² - N - 1: a saving
+    /// of (N-1)(N-3), so the fast bully sends fewer for every N >= 4 (equal at N = 3).
+    #[test]
+    fn exact_count_lowest_initiates() {
+        for n in (3..=12u64).chain([16, 32, 64]) {
+            let fast = lowest_initiates(Algorithm::FastBully, n as usize);
+            assert_eq!(fast.sent_of("Election"), n - 1, "n={n}");
+            assert_eq!(fast.sent_of("Answer"), n - 2, "n={n}");
+            assert_eq!(fast.sent_of("Nomination"), 1, "n={n}");
+            assert_eq!(fast.sent_of("Coordinator"), n - 2, "n={n}");
+            assert_eq!(fast.total_sent(), fast_lowest_initiates(n), "n={n}");
+            let bully = lowest_initiates(Algorithm::Bully, n as usize);
+            assert_eq!(bully.total_sent(), bully_lowest_initiates(n), "n={n}");
+            assert_eq!(bully.total_sent() - fast.total_sent(), (n - 1) * (n - 3), "n={n}");
+            if n >= 4 {
+                assert!(fast.total_sent() < bully.total_sent(), "n={n}");
+            }
+        }
+        // N = 2: P_0 sends one `Election` to the dead P_1 and wins alone, in both.
+        assert_eq!(lowest_initiates(Algorithm::FastBully, 2).total_sent(), 1);
+        assert_eq!(lowest_initiates(Algorithm::Bully, 2).total_sent(), 1);
+    }
+
+    fn fast_lowest_initiates(n: u64) -> u64 {
+        3 * n - 4
+    }
+    fn bully_lowest_initiates(n: u64) -> u64 {
+        n * n - n - 1
+    }
+
+    /// Run a recovery schedule: all N elect P_{N-1}; process `who` crashes and recovers 10 ms
+    /// later. Returns the messages sent from the crash on.
+    fn recovery(algorithm: Algorithm, n: usize, who: usize) -> Net {
+        let mut net = Net::new(n, quiet(algorithm));
+        net.start_all();
+        net.run();
+        net.sent.clear();
+        net.crash(who);
+        let at = net.now + Duration::from_millis(10);
+        net.recover_at(at, who);
+        net.run();
+        assert_settled(&net, n - 1, &format!("{algorithm} n={n} recovery of {who}"));
+        net
+    }
+
+    /// Recovery of the lowest process while P_{N-1} is coordinator: `IamUp` to N-1 processes,
+    /// N-1 `View`s, the highest sender names itself coordinator and is admitted: **2(N-1)**,
+    /// against the bully's N² - 1 (every higher process answers and holds an election).
+    /// Recovery of the highest: `IamUp` N-1, `View` N-1, `Coordinator` N-1: **3(N-1)**, where
+    /// the bully sends only its N-1 `Coordinator`s (it has nobody higher to ask): the fast
+    /// bully's recovery costs more for the highest process.
+    #[test]
+    fn exact_count_recovery() {
+        for n in (2..=12u64).chain([16, 64]) {
+            let low = recovery(Algorithm::FastBully, n as usize, 0);
+            assert_eq!(low.sent_of("IamUp"), n - 1);
+            assert_eq!(low.sent_of("View"), n - 1);
+            assert_eq!(low.total_sent(), 2 * (n - 1), "n={n}");
+            assert_eq!(recovery(Algorithm::Bully, n as usize, 0).total_sent(), n * n - 1, "n={n}");
+            let high = recovery(Algorithm::FastBully, n as usize, n as usize - 1);
+            assert_eq!(high.total_sent(), 3 * (n - 1), "n={n}");
+            assert_eq!(recovery(Algorithm::Bully, n as usize, n as usize - 1).total_sent(), n - 1);
+        }
+    }
+
+    /// The table of `docs/RESULTS.md`: `cargo test -p overlay bully_exact_counts_table --
+    /// --nocapture`. Every number printed is measured by the pump and checked against its
+    /// formula.
+    #[test]
+    fn bully_exact_counts_table() {
+        println!("| N | bully, lowest initiates, highest crashed (N²-N-1) | fast bully, same (3N-4) | saving ((N-1)(N-3)) | bully, lowest recovers (N²-1) | fast bully, lowest recovers (2(N-1)) | bully, highest recovers (N-1) | fast bully, highest recovers (3(N-1)) |");
+        println!("|---|---|---|---|---|---|---|---|");
+        for n in [4u64, 8, 16, 64] {
+            let b = lowest_initiates(Algorithm::Bully, n as usize).total_sent();
+            let f = lowest_initiates(Algorithm::FastBully, n as usize).total_sent();
+            let bl = recovery(Algorithm::Bully, n as usize, 0).total_sent();
+            let fl = recovery(Algorithm::FastBully, n as usize, 0).total_sent();
+            let bh = recovery(Algorithm::Bully, n as usize, n as usize - 1).total_sent();
+            let fh = recovery(Algorithm::FastBully, n as usize, n as usize - 1).total_sent();
+            assert_eq!(
+                (b, f, bl, fl, bh, fh),
+                (n * n - n - 1, 3 * n - 4, n * n - 1, 2 * (n - 1), n - 1, 3 * (n - 1)),
+                "n={n}"
+            );
+            println!("| {n} | {b} | {f} | {} | {bl} | {fl} | {bh} | {fh} |", b - f);
+        }
+    }
+
+    /// The nominee dies after answering: P_0's T3 expires, it nominates the next answerer.
+    #[test]
+    fn nominee_crash_nominates_the_next() {
+        for n in 4..=10 {
+            let mut net = Net::new(n, cfg());
+            net.crash(n - 1);
+            net.start_at(Time::ZERO, 0);
+            // P_{N-2} answers at 1 ms and would be nominated at 500 ms.
+            net.crash_at(Time::from_millis(100), n - 2);
+            net.run();
+            assert_settled(&net, n - 3, &format!("n={n}"));
+            assert_eq!(net.sent_of("Nomination"), 2, "n={n}: one to the dead nominee, one to the next");
+            assert_eq!(net.started[0], 1, "n={n}: no restart needed");
+        }
+        // The same, reported by the failure detector: the next nominee is chosen at once.
+        let n = 6;
+        let mut net = Net::new(n, cfg());
+        net.report_crashes = true;
+        net.crash(n - 1);
+        net.start_at(Time::ZERO, 0);
+        net.crash_at(Time::from_millis(500) + Duration::from_micros(500), n - 2);
+        net.run();
+        assert_settled(&net, n - 3, "reported");
+        assert!(net.last_decision < Time::from_millis(1_000), "no T3 wait: decided at {:?}", net.last_decision);
+    }
+
+    /// Every answerer dies: the list empties and the election restarts (seed 002).
+    #[test]
+    fn all_answerers_crash_restarts() {
+        let n = 5;
+        let mut net = Net::new(n, cfg());
+        net.start_at(Time::ZERO, 0);
+        for i in 1..n {
+            net.crash_at(Time::from_millis(100), i);
+        }
+        net.run();
+        assert_settled(&net, 0, "alone");
+        assert_eq!(net.started[0], 2);
+    }
+
+    /// More answerers than `ANSWERED_CAP`, and the highest ANSWERED_CAP of them die after
+    /// answering: the list empties, the election restarts, and the next one wins.
+    #[test]
+    fn bounded_answered_list() {
+        let n = ANSWERED_CAP + 4;
+        let mut net = Net::new(n, cfg());
+        net.start_at(Time::ZERO, 0);
+        for i in n - ANSWERED_CAP..n {
+            net.crash_at(Time::from_millis(100), i);
+        }
+        net.run();
+        assert_settled(&net, n - ANSWERED_CAP - 1, "cap");
+        assert_eq!(net.started[0], 2, "restarted once the remembered answerers were exhausted");
+    }
+
+    /// An answering process whose initiator dies before nominating holds its own election
+    /// after T4.
+    #[test]
+    fn t4_expiry_holds_an_election() {
+        let n = 5;
+        let mut net = Net::new(n, cfg());
+        net.start_at(Time::ZERO, 0);
+        net.crash_at(Time::from_millis(100), 0);
+        net.run();
+        assert_settled(&net, n - 1, "after T4");
+        for i in 1..n {
+            assert_eq!(net.started[i], 1, "process {i} held one election after T4");
+        }
+    }
+
+    /// The coordinator dies just after its announcement; `PeerDown` starts a new election;
+    /// then the next coordinator dies too.
+    #[test]
+    fn coordinator_crash_reported_then_reelection() {
+        for n in 3..=10 {
+            let mut net = Net::new(n, cfg());
+            net.report_crashes = true;
+            net.start_all();
+            net.crash_at(Time::from_millis(600), n - 1);
+            net.crash_at(Time::from_millis(700), n - 2);
+            net.run();
+            assert_settled(&net, n - 3, &format!("n={n}"));
+        }
+    }
+
+    #[test]
+    fn heartbeats_keep_followers_and_detect_a_crash() {
+        let cfg = ElectionConfig {
+            alive_interval_ms: 1_000,
+            alive_error_factor: 3,
+            ..ElectionConfig::for_algorithm(Algorithm::FastBully)
+        };
+        let n = 6;
+        let mut net = Net::new(n, cfg.clone());
+        net.start_all();
+        net.run_until_quiet(Time::from_millis(10_000));
+        assert_settled(&net, n - 1, "heartbeats");
+        assert_eq!(net.sent_of("Alive"), 9 * (n as u64 - 1));
+        assert!(net.started.iter().all(|&s| s == 1), "{:?}", net.started);
+
+        let mut net = Net::new(n, cfg);
+        net.start_all();
+        net.crash_at(Time::from_millis(5_200), n - 1);
+        net.run_until_quiet(Time::from_millis(20_000));
+        assert_settled(&net, n - 2, "crash detected by T1");
+    }
+
+    /// The old highest recovers and takes over through `IamUp`/`View`/`Coordinator`.
+    #[test]
+    fn recovered_highest_bullies_its_way_back() {
+        for n in 2..=10 {
+            let mut net = Net::new(n, cfg());
+            net.report_crashes = true;
+            net.start_all();
+            net.crash_at(Time::from_millis(1_000), n - 1);
+            net.run();
+            assert_settled(&net, n - 2, "after the crash");
+            let at = net.now + Duration::from_millis(100);
+            net.recover_at(at, n - 1);
+            net.run();
+            assert_settled(&net, n - 1, &format!("n={n} after recovery"));
+        }
+    }
+
+    /// Recovering when the group's coordinator is dead but nobody noticed: the highest `View`
+    /// sender names a dead coordinator, so the recovering process holds an election.
+    #[test]
+    fn recovery_with_dead_coordinator_in_view_holds_an_election() {
+        let n = 6;
+        let mut net = Net::new(n, cfg());
+        net.start_all();
+        net.run();
+        net.sent.clear();
+        net.crash(n - 1); // unnoticed: no reports, no heartbeats
+        net.crash(1);
+        let at = net.now + Duration::from_millis(10);
+        net.recover_at(at, 1);
+        net.run();
+        // P_1 elected P_{N-2}, which announced to every lower process.
+        assert_settled(&net, n - 2, "dead coordinator in the view");
+        // IamUp 5, View 4, Election 4 (to P_2 .. P_5), Answer 3, Nomination 1 (to P_4),
+        // Coordinator 4 (P_4 to P_0 .. P_3).
+        let expect = [("Answer", 3), ("Coordinator", 4), ("Election", 4), ("IamUp", 5), ("Nomination", 1), ("View", 4)];
+        assert_eq!(net.sent, expect.into_iter().collect());
+    }
+
+    /// Nobody answers `IamUp`: the recovering process is coordinator without announcing.
+    #[test]
+    fn recovery_alone() {
+        let n = 4;
+        let mut net = Net::new(n, cfg());
+        for i in 0..n - 1 {
+            net.crash(i);
+        }
+        net.crash(n - 1);
+        net.recover_at(Time::ZERO, 1);
+        net.run();
+        assert_eq!(net.process(1).leader(), Some(net.id(1)));
+        assert_eq!(net.process(1).state(), "Leader");
+        assert_eq!(net.total_sent(), 3, "only the IamUps");
+        let mut single = Net::new(1, cfg());
+        single.crash(0);
+        single.recover_at(Time::ZERO, 0);
+        single.run();
+        assert_settled(&single, 0, "single");
+        assert_eq!(single.total_sent(), 0);
+    }
+
+    #[test]
+    fn coordinator_from_lower_is_bullied() {
+        let n = 5;
+        let mut net = Net::new(n, cfg());
+        net.start_all();
+        net.run();
+        let from = net.id(1);
+        net.input(3, Input::Message { from, msg: Message::Coordinator });
+        assert!(net.process(3).in_election());
+        net.run();
+        assert_settled(&net, n - 1, "after the bully");
+        assert_eq!(net.rejected, 0);
+    }
+
+    #[test]
+    fn membership_without_the_coordinator_starts_an_election() {
+        let n = 5;
+        let mut net = Net::new(n, cfg());
+        net.start_all();
+        net.run();
+        net.crash(n - 1);
+        let smaller = Arc::new(Membership::new((0..n - 1).map(|i| net.rank(i))));
+        for i in 0..n - 1 {
+            net.input(i, Input::Membership(smaller.clone()));
+        }
+        net.run();
+        assert_settled(&net, n - 2, "membership change");
+    }
+
+    fn handle(p: &mut FastBully, input: Input) -> Vec<Effect> {
+        let mut rng = StdRng::seed_from_u64(1);
+        let mut effects = Vec::new();
+        let mut ctx = Context::new(Time::ZERO, &mut rng, &mut effects);
+        p.handle(&mut ctx, input);
+        effects
+    }
+
+    #[test]
+    fn bad_input_is_rejected_and_changes_nothing() {
+        let ranks: Vec<Rank> = (1..=4).map(|i| Rank::new(0, NodeId::from_u64(i))).collect();
+        let group = Arc::new(Membership::new(ranks.clone()));
+        let mut p = FastBully::new(ranks[1], group, &cfg());
+        handle(&mut p, Input::Recover);
+        assert_eq!(p.state(), "Recovering");
+        let stranger = NodeId::from_u64(99);
+        let outsider = Rank::new(0, stranger);
+        let cases = [
+            (stranger, Message::IamUp),
+            (stranger, Message::Nomination),
+            (ranks[1].id, Message::Answer),
+            (ranks[3].id, Message::Election),
+            (ranks[3].id, Message::Nomination),
+            (ranks[0].id, Message::Answer),
+            (ranks[3].id, Message::View { up: vec![outsider], coordinator: None }),
+            (ranks[3].id, Message::View { up: vec![], coordinator: Some(outsider) }),
+            (ranks[3].id, Message::View { up: vec![Rank::new(7, ranks[2].id)], coordinator: None }),
+            (ranks[0].id, Message::EchoProbe),
+        ];
+        for (from, msg) in cases {
+            let before = (p.leader(), p.state(), p.in_election(), p.phase);
+            let effects = handle(&mut p, Input::Message { from, msg: msg.clone() });
+            assert!(
+                matches!(effects.as_slice(), [Effect::Rejected { from: f, .. }] if *f == from),
+                "{msg:?} from {from:?}: {effects:?}"
+            );
+            assert_eq!(before, (p.leader(), p.state(), p.in_election(), p.phase), "{msg:?}");
+        }
+        // A valid view is taken.
+        let v = Message::View { up: vec![ranks[3]], coordinator: Some(ranks[3]) };
+        assert!(handle(&mut p, Input::Message { from: ranks[3].id, msg: v }).is_empty());
+        let effects = handle(&mut p, Input::Timer(Timer::T2));
+        // Heartbeats are off, so admitting P_3 arms no T1.
+        assert_eq!(effects, vec![Effect::Leader(ranks[3].id)]);
+        assert_eq!(p.leader(), Some(ranks[3].id));
+    }
+
+    #[test]
+    fn stale_timers_are_ignored() {
+        let ranks: Vec<Rank> = (1..=3).map(|i| Rank::new(0, NodeId::from_u64(i))).collect();
+        let group = Arc::new(Membership::new(ranks.clone()));
+        let mut p = FastBully::new(ranks[0], group, &cfg());
+        for t in [Timer::T1, Timer::T2, Timer::T3, Timer::T4, Timer::Heartbeat, Timer::Lap] {
+            assert!(handle(&mut p, Input::Timer(t)).is_empty(), "{t:?}");
+        }
+        assert_eq!((p.leader(), p.state()), (None, "Passive"));
     }
 }

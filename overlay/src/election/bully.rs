@@ -348,14 +348,14 @@ impl Election for Bully {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::driver::Effect;
     use crate::election::Algorithm;
     use crate::testkit::Net;
     use crate::time::Time;
     use rand::rngs::StdRng;
-    use rand::SeedableRng;
+    use rand::{Rng, SeedableRng};
 
     /// Heartbeats off: runs reach quiescence and counts contain only election messages.
     pub(crate) fn quiet_cfg(algorithm: Algorithm) -> ElectionConfig {
@@ -663,5 +663,66 @@ mod tests {
             assert!(handle(&mut p, Input::Timer(t)).is_empty(), "{t:?}");
         }
         assert_eq!((p.leader(), p.state()), (None, "Passive"));
+    }
+
+    /// The seeds a randomised test runs: `PEERAGE_SEED` alone if set, else `0..count`.
+    pub(crate) fn seeds(count: u64) -> Vec<u64> {
+        match std::env::var("PEERAGE_SEED") {
+            Ok(v) => vec![v.trim().parse().expect("PEERAGE_SEED must be an unsigned integer")],
+            Err(_) => (0..count).collect(),
+        }
+    }
+
+    /// One random schedule: N in 2..=10 processes start together; up to 6 crashes and
+    /// recoveries at random times in the first 20 s; either heartbeats on (alive 200 ms,
+    /// T1 = 600 ms) with crash reports on or off, or heartbeats off with crash reports on. By 60 s every live process must name the highest
+    /// live process and none may be in an election. Panics with the seed on failure.
+    pub(crate) fn random_schedule(algorithm: Algorithm, seed: u64) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let n = rng.gen_range(2..=10usize);
+        let heartbeats = rng.gen_bool(0.5);
+        let cfg = ElectionConfig {
+            alive_interval_ms: if heartbeats { 200 } else { 0 },
+            alive_error_factor: 3,
+            ..ElectionConfig::for_algorithm(algorithm)
+        };
+        let mut net = Net::new(n, cfg);
+        // Without heartbeats only the failure detector's reports reveal a crash.
+        net.report_crashes = !heartbeats || rng.gen_bool(0.5);
+        net.start_all();
+        let mut schedule = Vec::new();
+        for _ in 0..rng.gen_range(1..=6) {
+            let at = Time::from_millis(rng.gen_range(0..20_000));
+            let who = rng.gen_range(0..n);
+            let crash = rng.gen_bool(0.6);
+            schedule.push((at, who, crash));
+            if crash {
+                net.crash_at(at, who);
+            } else {
+                net.recover_at(at, who);
+            }
+        }
+        // Keep somebody alive at the end.
+        net.recover_at(Time::from_millis(21_000), 0);
+        net.run_until_quiet(Time::from_millis(60_000));
+        let what = format!(
+            "{algorithm}: replay with PEERAGE_SEED={seed} (n={n}, heartbeats={heartbeats}, reports={}, schedule={schedule:?})",
+            net.report_crashes
+        );
+        let Some(h) = net.highest_alive() else { panic!("{what}: nobody alive") };
+        assert!(net.all_agree_on(net.id(h)), "{what}: leaders {:?}, highest alive {h}", net.leaders());
+        for i in (0..n).filter(|&i| net.is_alive(i)) {
+            assert!(!net.process(i).in_election(), "{what}: {i} in {}", net.process(i).state());
+        }
+        assert_eq!(net.rejected, 0, "{what}");
+    }
+
+    #[test]
+    fn random_crash_recover_schedules() {
+        let seeds = seeds(300);
+        println!("bully random schedules: seeds {}..={} (replay one with PEERAGE_SEED)", seeds[0], seeds[seeds.len() - 1]);
+        for seed in seeds {
+            random_schedule(Algorithm::Bully, seed);
+        }
     }
 }

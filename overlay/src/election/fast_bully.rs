@@ -972,4 +972,13 @@ mod tests {
         }
         assert_eq!((p.leader(), p.state()), (None, "Passive"));
     }
+
+    #[test]
+    fn random_crash_recover_schedules() {
+        let seeds = crate::election::bully::tests::seeds(300);
+        println!("fast bully random schedules: seeds {}..={} (replay one with PEERAGE_SEED)", seeds[0], seeds[seeds.len() - 1]);
+        for seed in seeds {
+            crate::election::bully::tests::random_schedule(Algorithm::FastBully, seed);
+        }
+    }
 }

@@ -654,6 +654,21 @@ pub(crate) mod tests {
     }
 
     /// Timers of a phase already left do nothing.
+    /// `Input::Membership` replaces the group: a newcomer's messages are refused before and
+    /// taken after; ranks of the old group stay valid.
+    #[test]
+    fn membership_update_admits_a_newcomer() {
+        let ranks: Vec<Rank> = (1..=4).map(|i| Rank::new(0, NodeId::from_u64(i))).collect();
+        let mut p = Bully::new(ranks[0], Arc::new(Membership::new(ranks[..3].iter().copied())), &cfg());
+        let coordinator = Input::Message { from: ranks[3].id, msg: Message::Coordinator };
+        let effects = handle(&mut p, coordinator.clone());
+        assert!(matches!(effects.as_slice(), [Effect::Rejected { .. }]), "{effects:?}");
+        assert_eq!(p.leader(), None);
+        assert!(handle(&mut p, Input::Membership(Arc::new(Membership::new(ranks.clone())))).is_empty());
+        assert_eq!(handle(&mut p, coordinator), vec![Effect::Leader(ranks[3].id)]);
+        assert_eq!((p.leader(), p.state()), (Some(ranks[3].id), "Passive"));
+    }
+
     #[test]
     fn stale_timers_are_ignored() {
         let ranks: Vec<Rank> = (1..=3).map(|i| Rank::new(0, NodeId::from_u64(i))).collect();

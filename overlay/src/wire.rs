@@ -91,7 +91,11 @@ mod tests {
             Body::Election { scope: 7, msg: Message::View { up: vec![r(1), r(2)], coordinator: Some(r(2)) } },
             Body::Election {
                 scope: 1,
-                msg: Message::RingElection { initiator: r(3), candidates: (0..50).map(r).collect() },
+                msg: Message::RingElection {
+                    epoch: 1,
+                    initiator: r(3),
+                    candidates: (0..50).map(r).collect(),
+                },
             },
         ]
     }

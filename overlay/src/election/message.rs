@@ -41,17 +41,20 @@ pub enum Message {
     Nomination,
 
     // ---- list-based ring (seeds 000, 001, 003 "modified version") ----
+    // `epoch` is our addition for crashes and restarts (see `ring.rs`): a restarted election
+    // has a higher epoch, and messages of older epochs never set a leader.
     /// `Election` on the ring, collecting the ranks of every live process it passes.
-    RingElection { initiator: Rank, candidates: Vec<Rank> },
+    RingElection { epoch: u64, initiator: Rank, candidates: Vec<Rank> },
     /// `Coordinator` on the ring: the elected process and the members of the new ring; it goes
     /// round once.
-    RingCoordinator { initiator: Rank, leader: Rank, members: Vec<Rank> },
+    RingCoordinator { epoch: u64, initiator: Rank, leader: Rank, members: Vec<Rank> },
 
     // ---- Chang-Roberts (seed 003) ----
+    // `epoch` is our addition for crashes (see `chang_roberts.rs`), as for the ring.
     /// The election message carrying the best candidate seen so far.
-    CrElection { candidate: Rank },
+    CrElection { epoch: u64, candidate: Rank },
     /// The `elected` message carrying the winner.
-    CrElected { leader: Rank },
+    CrElected { epoch: u64, leader: Rank },
 
     // ---- Villadangos et al. (seed 004) ----
     // `epoch` is our addition for crashes (see `villadangos.rs`): a restarted election has a

@@ -1,19 +1,498 @@
-//! PLACEHOLDER being replaced by its implementer in this session: Ring.
+//! The list-based ring election, skipping dead successors (seed 000 "A ring algorithm",
+//! seed 001 "The Ring Algorithm", seed 003's "modified version" of the ring).
+//!
+//! The logical ring is the rank order of [`Membership`]: a process's successor is the process
+//! with the next higher rank, wrapping from the highest to the lowest.
+//!
+//! # The algorithm as the seeds give it
+//! An initiator sends `Election` (here [`Message::RingElection`]) carrying the list of
+//! candidates `[itself]` to its successor. Each process appends its own rank and forwards the
+//! message to its successor. A send that fails skips the dead successor: the sender resends the
+//! *same* message to the next process after the dead one ("or the one after that, until a
+//! running process is located"). When the message comes back to its initiator, it becomes
+//! `Coordinator` ([`Message::RingCoordinator`]) naming the highest rank in the list as leader
+//! and the list as the members of the new ring, and goes round once; every process sets its
+//! leader on it. Seed 003's failure-tolerant variant: when the coordinator lap reaches the
+//! initiator again, the election succeeded if the coordinator is still in the list; otherwise
+//! a new election is held.
+//!
+//! # Choices where the seeds are vague (ours)
+//! - **Dead successors.** A process remembers the processes it found dead (a failed send,
+//!   `Input::SendFailed`, or a `PeerDown` report) and skips them without trying again. The
+//!   memory is a small sorted list of ring positions ([`Suspects`]), forgotten whenever a new
+//!   epoch begins (below), so a process that recovered is tried again at the next election
+//!   instead of being skipped forever. Any message from a process, or `PeerUp`, clears it too.
+//! - **Coordinator lap over live members only.** A forwarder removes from `members` every
+//!   process it knows to be dead, including one whose `Coordinator` send failed; so `members`
+//!   at the end of the lap are the processes that really received it. A process adopts the
+//!   leader only if the leader is still in `members` and not known dead. When the lap ends at
+//!   the initiator and the leader is missing (it crashed before the lap reached it), the
+//!   initiator holds a new election (seed 003).
+//! - **Epochs.** Messages carry an `epoch` (our addition). Starting an election (on `Start`,
+//!   `Recover`, `PeerDown` of the leader, a lap timeout, or a missing leader) increments the
+//!   process's epoch; a process that sees a higher epoch joins it and drops everything about
+//!   older ones. Messages of a lower epoch never set a leader: a stale `Coordinator` is
+//!   dropped; a stale `Election` reaching a process that is not in an election means its
+//!   sender (typically a recovered process, whose fresh state starts at epoch 0) wants an
+//!   election, so the receiver holds one at a new epoch (seed 000: "if a process which was
+//!   previously down comes back up, it holds an election"); a stale `Election` reaching a
+//!   process in an election is dropped, because the running election passes its sender too.
+//! - **Lap timer.** Every process taking part in an election arms the `Lap` timer
+//!   (`cfg.lap_timeout()`); if it fires before the election ends at this process, the process
+//!   holds a new election. The timeout must cover a whole election (two laps, 2N one-way
+//!   delays); to stay live even when it is configured too short, it doubles with every
+//!   consecutive restart of this process (up to 2^10), and resets when a leader is set.
+//! - **Initiator crash.** The process whose send to the initiator fails (or that skips the
+//!   initiator as known dead) knows the message has lapped without its initiator: it takes
+//!   over as initiator, drops the dead initiator from the list and sends `Coordinator` itself.
+//!   As a fallback (for example after a wrong `PeerDown` report), a process that finds itself
+//!   already in the candidate list does the same. The same rule ends a `Coordinator` lap
+//!   whose initiator died: the process that skips the initiator completes the lap on its
+//!   behalf (checks the leader is still in `members`, else holds a new election).
+//! - **Several initiators.** Within one epoch, a process taking part in an election drops an
+//!   `Election` whose initiator ranks lower than the highest initiator it has already
+//!   forwarded (or is itself). The highest initiator's message always survives (only it is
+//!   never dropped), so exactly one `Coordinator` lap runs; with every process initiating at
+//!   once this costs 2N - 1 `Election` + N `Coordinator` messages instead of 2N^2. This is
+//!   safe because the surviving message still collects every live process, an initiator crash
+//!   is taken over as above, and a message lost with a crashed forwarder is recovered by the
+//!   lap timers (a new epoch resets the suppression). A process *not* in an election
+//!   (finished) forwards a same-epoch `Election` without suppressing it and without joining:
+//!   a late message of the finished election dies at its (finished) initiator, while an
+//!   election held by a recovered process comes back to it and is announced normally.
+//! - **Rank check.** A process that receives a `Coordinator` naming a leader ranked below
+//!   itself knows the election missed it (it recovered after the election lap passed): it
+//!   holds a new election instead of adopting a lower leader.
+//! - `Start` while already in an election is a no-op; `Start` after an election, `Recover`,
+//!   and `PeerDown` of the leader start a new election.
+//! - `Input::Membership` with a group that contains this process replaces the group (the
+//!   suspects are forgotten, positions change); one without this process is ignored.
+//!
+//! # Assumptions
+//! Crash-stop (or crash-recover with fresh state) processes, a-priori known membership,
+//! reliable delivery between live processes, and a transport that reports failed sends. The
+//! per-process state is a few words plus the suspects list; the group is shared (`Arc`).
 
-use crate::driver::{Context, Election, Input};
-use crate::election::ElectionConfig;
+use crate::driver::{Context, Election, Input, Timer};
+use crate::election::{ElectionConfig, Message};
 use crate::id::{NodeId, Rank};
 use crate::membership::Membership;
 use std::sync::Arc;
+use std::time::Duration;
 
+/// The largest doubling of the lap timeout after consecutive restarts.
+pub(crate) const MAX_BACKOFF_SHIFT: u8 = 10;
+
+/// Ring positions (indices in [`Membership::ranks`]) this process believes dead, sorted.
+/// Usually empty or tiny; cleared at every new epoch.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Suspects(Vec<u32>);
+
+impl Suspects {
+    pub(crate) fn contains(&self, pos: usize) -> bool {
+        self.0.binary_search(&(pos as u32)).is_ok()
+    }
+    pub(crate) fn insert(&mut self, pos: usize) {
+        if let Err(i) = self.0.binary_search(&(pos as u32)) {
+            self.0.insert(i, pos as u32);
+        }
+    }
+    pub(crate) fn remove(&mut self, pos: usize) {
+        if let Ok(i) = self.0.binary_search(&(pos as u32)) {
+            self.0.remove(i);
+        }
+    }
+    pub(crate) fn clear(&mut self) {
+        self.0.clear();
+    }
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Where a message goes next on the ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// The first process after `from` not known dead (a ring position).
+    To(usize),
+    /// The walk passed `stop`, which is known dead: the message has completed its lap.
+    PassedStop,
+    /// Every other process is known dead.
+    Alone,
+}
+
+/// Walk the ring of `n` processes from position `from` (exclusive) to the first position not
+/// in `dead`. If the walk has to skip over `stop` (it is dead), report [`Next::PassedStop`].
+pub(crate) fn next_live(n: usize, from: usize, dead: &Suspects, stop: Option<usize>) -> Next {
+    for k in 1..n {
+        let p = (from + k) % n;
+        if !dead.contains(p) {
+            return Next::To(p);
+        }
+        if stop == Some(p) {
+            return Next::PassedStop;
+        }
+    }
+    Next::Alone
+}
+
+/// True if `r` is exactly the rank `group` knows for `r.id` (a message cannot invent a rank).
+pub(crate) fn is_member(group: &Membership, r: &Rank) -> bool {
+    group.rank_of(&r.id) == Some(*r)
+}
+
+/// The lap timeout after `restarts` consecutive restarts.
+pub(crate) fn backoff(base: Duration, restarts: u8) -> Duration {
+    base.saturating_mul(1u32 << restarts.min(MAX_BACKOFF_SHIFT))
+}
+
+/// Where this process stands in the current epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Not in an election.
+    Passive,
+    /// Forwarded an `Election` of this epoch; waiting for `Coordinator`.
+    Candidate,
+    /// Initiator: its `Election` is out and it is the highest initiator seen so far.
+    Waiting,
+    /// Initiator (or taker-over): its `Coordinator` lap is out.
+    Announcing,
+}
+
+/// One process of the list-based ring election.
 #[derive(Debug, Clone)]
 pub struct Ring {
     me: Rank,
+    group: Arc<Membership>,
+    /// This process's ring position; `None` if it is not a member of `group`.
+    pos: Option<u32>,
+    lap_timeout: Duration,
+    epoch: u64,
+    phase: Phase,
+    /// The highest initiator whose `Election` of this epoch this process forwarded or sent.
+    best_initiator: Option<Rank>,
+    leader: Option<Rank>,
+    dead: Suspects,
+    /// Consecutive restarts by the lap timer (the backoff exponent).
+    restarts: u8,
 }
 
 impl Ring {
-    pub fn new(me: Rank, _group: Arc<Membership>, _cfg: &ElectionConfig) -> Self {
-        Ring { me }
+    pub fn new(me: Rank, group: Arc<Membership>, cfg: &ElectionConfig) -> Self {
+        let pos = group.position(&me.id).map(|p| p as u32);
+        Ring {
+            me,
+            group,
+            pos,
+            lap_timeout: cfg.lap_timeout(),
+            epoch: 0,
+            phase: Phase::Passive,
+            best_initiator: None,
+            leader: None,
+            dead: Suspects::default(),
+            restarts: 0,
+        }
+    }
+
+    /// The current epoch (for tests and status output).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    fn pos_of(&self, id: &NodeId) -> Option<usize> {
+        self.group.position(id)
+    }
+
+    fn id_at(&self, p: usize) -> NodeId {
+        self.group.ranks()[p].id
+    }
+
+    fn arm_lap(&self, ctx: &mut Context<'_>) {
+        ctx.set_timer(Timer::Lap, backoff(self.lap_timeout, self.restarts));
+    }
+
+    /// Mark a process dead (never this process itself).
+    fn suspect(&mut self, id: &NodeId) {
+        if *id != self.me.id {
+            if let Some(p) = self.pos_of(id) {
+                self.dead.insert(p);
+            }
+        }
+    }
+
+    fn alive(&mut self, id: &NodeId) {
+        if let Some(p) = self.pos_of(id) {
+            self.dead.remove(p);
+        }
+    }
+
+    fn is_dead(&self, r: &Rank) -> bool {
+        self.pos_of(&r.id).is_some_and(|p| self.dead.contains(p))
+    }
+
+    /// Enter a higher epoch seen in a message.
+    fn join(&mut self, ctx: &mut Context<'_>, epoch: u64) {
+        self.epoch = epoch;
+        self.dead.clear();
+        self.leader = None;
+        self.best_initiator = None;
+        if self.phase != Phase::Passive {
+            ctx.cancel_timer(Timer::Lap);
+        }
+        self.phase = Phase::Passive;
+    }
+
+    /// Hold a new election at a new epoch. `dead_now` is a process just found dead, kept
+    /// across the epoch change.
+    fn restart(&mut self, ctx: &mut Context<'_>, dead_now: Option<NodeId>) {
+        if self.pos.is_none() {
+            return;
+        }
+        self.epoch += 1;
+        self.dead.clear();
+        if let Some(id) = dead_now {
+            self.suspect(&id);
+        }
+        self.leader = None;
+        self.best_initiator = Some(self.me);
+        self.phase = Phase::Waiting;
+        ctx.started();
+        self.arm_lap(ctx);
+        self.forward_election(ctx, self.me, vec![self.me]);
+    }
+
+    /// Send `Election` on (skipping dead successors), or finish the lap if it is complete.
+    fn forward_election(&mut self, ctx: &mut Context<'_>, initiator: Rank, mut candidates: Vec<Rank>) {
+        let Some(pos) = self.pos else { return };
+        let stop = if initiator == self.me { None } else { self.pos_of(&initiator.id) };
+        match next_live(self.group.len(), pos as usize, &self.dead, stop) {
+            Next::To(p) => {
+                let msg = Message::RingElection { epoch: self.epoch, initiator, candidates };
+                ctx.send(self.id_at(p), msg);
+            }
+            Next::PassedStop | Next::Alone => {
+                // The lap is complete: back at our own initiation (everyone else dead), or the
+                // initiator is dead and we take over.
+                if initiator != self.me {
+                    candidates.retain(|r| *r != initiator);
+                }
+                self.announce(ctx, candidates);
+            }
+        }
+    }
+
+    /// The `Election` lap is complete at this process: name the highest candidate and send
+    /// `Coordinator` round once.
+    fn announce(&mut self, ctx: &mut Context<'_>, candidates: Vec<Rank>) {
+        let leader = candidates.iter().copied().max().unwrap_or(self.me).max(self.me);
+        let mut members = candidates;
+        if !members.contains(&self.me) {
+            members.push(self.me);
+        }
+        self.set_leader(ctx, leader);
+        self.phase = Phase::Announcing;
+        self.arm_lap(ctx);
+        self.forward_coordinator(ctx, self.me, leader, members);
+    }
+
+    fn set_leader(&mut self, ctx: &mut Context<'_>, leader: Rank) {
+        if self.leader != Some(leader) {
+            self.leader = Some(leader);
+            ctx.decide(leader.id);
+        }
+    }
+
+    /// Send `Coordinator` on to the next live member, or complete the lap.
+    fn forward_coordinator(
+        &mut self,
+        ctx: &mut Context<'_>,
+        initiator: Rank,
+        leader: Rank,
+        mut members: Vec<Rank>,
+    ) {
+        let Some(pos) = self.pos else { return };
+        if !self.dead.is_empty() {
+            let (group, dead) = (&self.group, &self.dead);
+            members.retain(|r| !group.position(&r.id).is_some_and(|p| dead.contains(p)));
+        }
+        let stop = if initiator == self.me { None } else { self.pos_of(&initiator.id) };
+        match next_live(self.group.len(), pos as usize, &self.dead, stop) {
+            Next::To(p) => {
+                let msg = Message::RingCoordinator { epoch: self.epoch, initiator, leader, members };
+                ctx.send(self.id_at(p), msg);
+            }
+            Next::PassedStop | Next::Alone => self.complete_coordinator(ctx, leader, &members),
+        }
+    }
+
+    /// The `Coordinator` lap has come round (to its initiator, or to the process that skips
+    /// its dead initiator): succeed if the leader is still a live member, else re-elect.
+    fn complete_coordinator(&mut self, ctx: &mut Context<'_>, leader: Rank, members: &[Rank]) {
+        if members.contains(&leader) && !self.is_dead(&leader) {
+            if self.phase != Phase::Passive {
+                ctx.cancel_timer(Timer::Lap);
+            }
+            self.phase = Phase::Passive;
+            self.restarts = 0;
+        } else {
+            let dead_leader = self.is_dead(&leader).then_some(leader.id);
+            self.restart(ctx, dead_leader);
+        }
+    }
+
+    fn on_election(
+        &mut self,
+        ctx: &mut Context<'_>,
+        epoch: u64,
+        initiator: Rank,
+        mut candidates: Vec<Rank>,
+    ) {
+        if epoch < self.epoch {
+            if self.phase == Phase::Passive {
+                self.restart(ctx, None);
+            }
+            return;
+        }
+        if epoch > self.epoch {
+            self.join(ctx, epoch);
+        }
+        if initiator == self.me {
+            if self.phase == Phase::Waiting {
+                self.announce(ctx, candidates);
+            }
+            return;
+        }
+        // A passive process that names a leader has finished this epoch's election.
+        let taking_part = self.phase != Phase::Passive || self.leader.is_none();
+        if taking_part {
+            if self.best_initiator.is_some_and(|b| initiator < b) {
+                return; // suppressed: a higher initiator's election has passed here
+            }
+            self.best_initiator = Some(initiator);
+        }
+        if candidates.contains(&self.me) {
+            // The message lapped without its initiator: take over.
+            candidates.retain(|r| *r != initiator);
+            self.announce(ctx, candidates);
+            return;
+        }
+        if taking_part && matches!(self.phase, Phase::Passive | Phase::Waiting) {
+            self.phase = Phase::Candidate;
+            self.arm_lap(ctx);
+        }
+        candidates.push(self.me);
+        self.forward_election(ctx, initiator, candidates);
+    }
+
+    fn on_coordinator(
+        &mut self,
+        ctx: &mut Context<'_>,
+        epoch: u64,
+        initiator: Rank,
+        leader: Rank,
+        members: Vec<Rank>,
+    ) {
+        if epoch < self.epoch {
+            return; // stale: never set a leader from an older election
+        }
+        if epoch > self.epoch {
+            self.join(ctx, epoch);
+        }
+        if initiator == self.me {
+            if self.phase == Phase::Announcing {
+                self.complete_coordinator(ctx, leader, &members);
+            }
+            return;
+        }
+        let ok = members.contains(&leader) && !self.is_dead(&leader);
+        if ok && leader < self.me {
+            // The election missed this live, higher process.
+            self.restart(ctx, None);
+            return;
+        }
+        if ok {
+            self.set_leader(ctx, leader);
+            // An initiator whose own `Coordinator` lap is out keeps waiting for it, so that
+            // its check of the leader still runs.
+            if self.phase != Phase::Announcing {
+                if self.phase != Phase::Passive {
+                    ctx.cancel_timer(Timer::Lap);
+                }
+                self.phase = Phase::Passive;
+                self.restarts = 0;
+            }
+        }
+        self.forward_coordinator(ctx, initiator, leader, members);
+    }
+
+    fn on_send_failed(&mut self, ctx: &mut Context<'_>, to: NodeId, msg: Message) {
+        self.suspect(&to);
+        match msg {
+            Message::RingElection { epoch, initiator, candidates } if epoch == self.epoch => {
+                self.forward_election(ctx, initiator, candidates);
+            }
+            Message::RingCoordinator { epoch, initiator, leader, mut members }
+                if epoch == self.epoch =>
+            {
+                members.retain(|r| r.id != to);
+                self.forward_coordinator(ctx, initiator, leader, members);
+            }
+            _ => {}
+        }
+    }
+
+    fn on_message(&mut self, ctx: &mut Context<'_>, from: NodeId, msg: Message) {
+        if self.pos.is_none() {
+            ctx.reject(from, "this process is not a member of its group");
+            return;
+        }
+        if !self.group.contains(&from) {
+            ctx.reject(from, "sender is not a member of the group");
+            return;
+        }
+        let g = &*self.group;
+        match msg {
+            Message::RingElection { epoch, initiator, candidates } => {
+                if candidates.is_empty()
+                    || candidates.len() > g.len()
+                    || !is_member(g, &initiator)
+                    || !candidates.iter().all(|r| is_member(g, r))
+                {
+                    ctx.reject(from, "ring Election with a non-member or an empty list");
+                    return;
+                }
+                self.alive(&from);
+                self.on_election(ctx, epoch, initiator, candidates);
+            }
+            Message::RingCoordinator { epoch, initiator, leader, members } => {
+                if members.len() > g.len()
+                    || !is_member(g, &initiator)
+                    || !is_member(g, &leader)
+                    || !members.iter().all(|r| is_member(g, r))
+                {
+                    ctx.reject(from, "ring Coordinator naming a non-member");
+                    return;
+                }
+                self.alive(&from);
+                self.on_coordinator(ctx, epoch, initiator, leader, members);
+            }
+            _ => ctx.reject(from, "not a ring election message"),
+        }
+    }
+
+    fn on_membership(&mut self, ctx: &mut Context<'_>, group: Arc<Membership>) {
+        let Some(pos) = group.position(&self.me.id) else { return };
+        self.me = group.ranks()[pos];
+        self.pos = Some(pos as u32);
+        self.group = group;
+        self.dead.clear();
+        let leader_gone = self.leader.is_some_and(|l| !is_member(&self.group, &l));
+        if leader_gone {
+            self.leader = None;
+            if self.phase == Phase::Passive {
+                self.restart(ctx, None);
+            }
+        }
     }
 }
 
@@ -21,14 +500,461 @@ impl Election for Ring {
     fn id(&self) -> NodeId {
         self.me.id
     }
-    fn handle(&mut self, _ctx: &mut Context<'_>, _input: Input) {}
+
+    fn handle(&mut self, ctx: &mut Context<'_>, input: Input) {
+        match input {
+            Input::Start => {
+                if self.phase == Phase::Passive {
+                    self.restart(ctx, None);
+                }
+            }
+            Input::Recover => self.restart(ctx, None),
+            Input::Message { from, msg } => self.on_message(ctx, from, msg),
+            Input::Timer(Timer::Lap) => {
+                if self.phase != Phase::Passive {
+                    self.restarts = self.restarts.saturating_add(1).min(MAX_BACKOFF_SHIFT);
+                    self.restart(ctx, None);
+                }
+            }
+            Input::Timer(_) => {}
+            Input::PeerUp(id) => self.alive(&id),
+            Input::PeerDown(id) => {
+                if self.leader.is_some_and(|l| l.id == id) && self.phase == Phase::Passive {
+                    self.restart(ctx, Some(id));
+                } else {
+                    self.suspect(&id);
+                }
+            }
+            Input::SendFailed { to, msg } => self.on_send_failed(ctx, to, msg),
+            Input::Membership(group) => self.on_membership(ctx, group),
+        }
+    }
+
     fn leader(&self) -> Option<NodeId> {
-        None
+        self.leader.map(|r| r.id)
     }
+
     fn state(&self) -> &'static str {
-        "Passive"
+        match self.phase {
+            Phase::Passive if self.leader == Some(self.me) => "Leader",
+            Phase::Passive => "Passive",
+            Phase::Candidate => "Candidate",
+            Phase::Waiting | Phase::Announcing => "Waiting",
+        }
     }
+
     fn in_election(&self) -> bool {
-        false
+        self.phase != Phase::Passive
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Exact, deterministic tests on the lock-step [`Net`]: every message takes 1 ms, a failed
+    //! send comes back to its sender 1 ms later, process `i` has rank `i` (so `n - 1` is the
+    //! highest) and its successor is `i + 1` (wrapping).
+    use super::*;
+    use crate::election::Algorithm;
+    use crate::testkit::Net;
+    use crate::time::Time;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    fn cfg() -> ElectionConfig {
+        ElectionConfig::for_algorithm(Algorithm::Ring)
+    }
+
+    fn net(n: usize) -> Net {
+        Net::new(n, cfg())
+    }
+
+    /// The leader each process names, as a process index (`from_u64(i + 1)` is process i).
+    pub(crate) fn names(net: &Net) -> Vec<Option<u64>> {
+        net.leaders().iter().map(|l| l.map(|id| id.high_u64() - 1)).collect()
+    }
+
+    /// True if every live process names the same process and it is dead: the leader crashed
+    /// after everyone adopted it, which no process can notice without a failure report (the
+    /// driver's `Start` or `PeerDown` is then needed).
+    pub(crate) fn undetected_leader_crash(net: &Net) -> bool {
+        let live: Vec<usize> = (0..net.len()).filter(|&i| net.is_alive(i)).collect();
+        let Some(l) = live.first().and_then(|&i| net.process(i).leader()) else { return false };
+        let idx = (l.high_u64() - 1) as usize;
+        !net.is_alive(idx) && live.iter().all(|&i| net.process(i).leader() == Some(l))
+    }
+
+    /// Settle, allowing an undetected leader crash, which a driver's `Start` then repairs.
+    pub(crate) fn assert_settled_after_doubt(net: &mut Net, what: &str) {
+        if undetected_leader_crash(net) {
+            let i = (0..net.len()).find(|&i| net.is_alive(i)).unwrap();
+            net.start_at(net.now, i);
+            net.run();
+        }
+        assert_settled(net, what);
+    }
+
+    /// Every live process names the highest live process and none is still in an election.
+    pub(crate) fn assert_settled(net: &Net, what: &str) {
+        let best = net.highest_alive().expect("someone alive");
+        let leaders = names(net);
+        assert!(net.all_agree_on(net.id(best)), "{what}: leaders {leaders:?}, expected {best}");
+        for i in 0..net.len() {
+            if net.is_alive(i) {
+                assert!(!net.process(i).in_election(), "{what}: process {i} still in an election");
+            }
+        }
+    }
+
+    /// One initiator, no faults: the `Election` lap visits all N processes and comes back
+    /// (N messages), then the `Coordinator` lap does the same (N messages): 2N in total,
+    /// whichever process initiates. A group of one sends nothing.
+    #[test]
+    fn ring_one_initiator_two_laps() {
+        for n in 1..=12 {
+            for i in 0..n {
+                let mut net = net(n);
+                net.start_at(Time::ZERO, i);
+                net.run();
+                assert_settled(&net, &format!("n={n} initiator={i}"));
+                let lap = if n == 1 { 0 } else { n as u64 };
+                assert_eq!(net.sent_of("RingElection"), lap, "n={n} i={i}");
+                assert_eq!(net.sent_of("RingCoordinator"), lap, "n={n} i={i}");
+                assert_eq!(net.total_sent(), 2 * lap, "n={n} i={i}");
+                assert_eq!(net.rejected, 0);
+                assert_eq!(net.process(n - 1).state(), "Leader");
+            }
+        }
+    }
+
+    /// One dead successor that crashed before the election (not reported). The `Election`
+    /// lap makes N - 1 successful hops round the N - 1 live processes plus one failed send
+    /// to the dead one (its predecessor then resends past it): N `Election` messages. The
+    /// `Coordinator` lap skips the dead process without trying (its predecessor remembers
+    /// it): N - 1 messages. In total 2N - 1, for every initiator and dead process.
+    #[test]
+    fn ring_one_dead_successor_counts() {
+        for n in 3..=12 {
+            for dead in 0..n {
+                for i in (0..n).filter(|&i| i != dead) {
+                    let mut net = net(n);
+                    net.crash(dead);
+                    net.start_at(Time::ZERO, i);
+                    net.run();
+                    let what = format!("n={n} dead={dead} initiator={i}");
+                    assert_settled(&net, &what);
+                    assert_eq!(net.sent_of("RingElection"), n as u64, "{what}");
+                    assert_eq!(net.sent_of("RingCoordinator"), n as u64 - 1, "{what}");
+                }
+            }
+        }
+    }
+
+    /// Every process initiates at once. Process i + 1 drops the `Election` of initiator i
+    /// (it is itself a higher initiator), except process 0, which forwards the highest
+    /// initiator's: N initial sends + N - 1 forwards of the highest's message, then one
+    /// `Coordinator` lap of N: 3N - 1 in total.
+    #[test]
+    fn ring_all_initiate() {
+        for n in 2..=12 {
+            let mut net = net(n);
+            net.start_all();
+            net.run();
+            assert_settled(&net, &format!("n={n}"));
+            assert_eq!(net.sent_of("RingElection"), 2 * n as u64 - 1, "n={n}");
+            assert_eq!(net.sent_of("RingCoordinator"), n as u64, "n={n}");
+        }
+    }
+
+    /// Several processes crashed before the election; various initiators.
+    #[test]
+    fn ring_crashes_before() {
+        for n in 2..=12usize {
+            for mask in [0b1usize, 0b101, 0b1100, 0b1_0010_0110] {
+                let dead: Vec<usize> = (0..n).filter(|&j| mask >> (j % 10) & 1 == 1).collect();
+                if dead.len() >= n {
+                    continue;
+                }
+                // Always also crash the highest, so the old leader is gone.
+                for i in (0..n).filter(|i| !dead.contains(i) && *i != n - 1) {
+                    let mut net = net(n);
+                    for &d in &dead {
+                        net.crash(d);
+                    }
+                    net.crash(n - 1);
+                    if net.highest_alive().is_none() {
+                        continue;
+                    }
+                    net.start_at(Time::ZERO, i);
+                    net.run();
+                    assert_settled(&net, &format!("n={n} dead={dead:?}+top initiator={i}"));
+                }
+            }
+        }
+    }
+
+    /// A process crashes at every instant of the election (1 ms per hop), including the
+    /// highest (which may already be in the candidate list, or already named leader by the
+    /// initiator before the `Coordinator` lap reaches it), and the initiator itself.
+    #[test]
+    fn ring_crash_during() {
+        for n in 3..=12usize {
+            for victim in [n - 1, n - 2, 0, n / 2] {
+                for i in [0, n / 2, n - 1] {
+                    for t in 0..=(2 * n as u64 + 2) {
+                        for report in [false, true] {
+                            let mut net = net(n);
+                            net.report_crashes = report;
+                            net.start_at(Time::ZERO, i);
+                            net.crash_at(Time::from_micros(t * 1000 + 500), victim);
+                            net.run();
+                            let what =
+                                format!("n={n} victim={victim} initiator={i} t={t}.5ms report={report}");
+                            if report {
+                                assert_settled(&net, &what);
+                            } else {
+                                assert_settled_after_doubt(&mut net, &what);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The highest process crashes after the `Election` lap passed it but before the
+    /// `Coordinator` lap reaches it: the lap cannot deliver to it, it is dropped from
+    /// `members`, the processes after it do not adopt it, and the initiator (process 0)
+    /// holds a second election when the lap returns without the leader.
+    #[test]
+    fn ring_leader_missing_from_coordinator_lap_restarts() {
+        let n = 6;
+        let mut net = net(n);
+        net.start_at(Time::ZERO, 0);
+        // The Election lap is back at 0 at t = 6 ms; the Coordinator reaches 5 at t = 11 ms.
+        net.crash_at(Time::from_micros(8_500), n - 1);
+        net.run();
+        assert_settled(&net, "leader missing");
+        assert_eq!(net.started[0], 2, "the initiator restarted once");
+        assert_eq!(net.id(n - 2), net.process(0).leader().unwrap());
+        match net.process(0) {
+            crate::election::AnyElection::Ring(r) => assert_eq!(r.epoch(), 2),
+            _ => unreachable!(),
+        }
+    }
+
+    /// The initiator crashes while its `Election` circulates. Its predecessor's send to it
+    /// fails; that process takes over, drops the initiator from the list and announces. No
+    /// lap timer is needed: the decision comes well before `lap_timeout`.
+    #[test]
+    fn ring_initiator_crash_is_taken_over() {
+        for n in 3..=12usize {
+            for i in 0..n {
+                for t in 1..n as u64 {
+                    let mut net = net(n);
+                    net.start_at(Time::ZERO, i);
+                    net.crash_at(Time::from_micros(t * 1000 + 500), i);
+                    net.run();
+                    let what = format!("n={n} initiator={i} crash at {t}.5ms");
+                    assert_settled(&net, &what);
+                    assert!(net.last_decision < Time::from_millis(cfg().lap_timeout_ms), "{what}");
+                    // N Election sends (one of them fails) + N - 1 Coordinator hops.
+                    assert_eq!(net.total_sent(), 2 * n as u64 - 1, "{what}");
+                }
+            }
+        }
+    }
+
+    /// The leader crashes after the election and every process is told (`PeerDown`): all
+    /// N' = N - 1 survivors initiate at once, so the re-election costs 3N' - 1 messages
+    /// (as `ring_all_initiate`, the dead leader skipped without a failed send).
+    #[test]
+    fn ring_leader_crash_reelection() {
+        for n in 3..=12usize {
+            let mut net = net(n);
+            net.report_crashes = true;
+            net.start_at(Time::ZERO, 0);
+            net.run();
+            assert_settled(&net, "first");
+            let before = net.total_sent();
+            net.crash(n - 1);
+            net.run();
+            assert_settled(&net, &format!("n={n} after leader crash"));
+            let m = n as u64 - 1;
+            assert_eq!(net.total_sent() - before, 3 * m - 1, "n={n}");
+        }
+    }
+
+    /// A message lost with a crashed forwarder (its failed send comes back to a dead process)
+    /// is recovered by the initiator's lap timer.
+    #[test]
+    fn ring_lap_timer_recovers_lost_election() {
+        let mut net = net(5);
+        net.crash(2);
+        net.start_at(Time::ZERO, 0);
+        // t=1: 1 forwards to 2 (dead); the failure comes back to 1 at t=3; 1 dies at t=2.5.
+        net.crash_at(Time::from_micros(2_500), 1);
+        net.run();
+        assert_settled(&net, "lost");
+        assert_eq!(net.started[0], 2);
+        assert!(net.last_decision >= Time::from_millis(cfg().lap_timeout_ms));
+    }
+
+    /// The old leader recovers (fresh state) and holds an election; it wins again, even when
+    /// the group's epoch is already higher than its fresh one.
+    #[test]
+    fn ring_recovered_highest_wins() {
+        for n in 3..=12usize {
+            let mut net = net(n);
+            net.report_crashes = true;
+            net.start_at(Time::ZERO, 0);
+            net.run();
+            net.crash(n - 1);
+            net.run();
+            assert_settled(&net, "without the top");
+            let t = net.now + std::time::Duration::from_millis(1);
+            net.recover_at(t, n - 1);
+            net.run();
+            assert_settled(&net, &format!("n={n} after recovery"));
+            assert_eq!(net.process(0).leader(), Some(net.id(n - 1)));
+        }
+    }
+
+    /// A low process recovers: every process keeps or re-learns the same leader.
+    #[test]
+    fn ring_recovered_low_process_learns_leader() {
+        for n in 3..=12usize {
+            let mut net = net(n);
+            net.start_at(Time::ZERO, 0);
+            net.run();
+            net.crash(1);
+            net.start_at(net.now, 0); // a second election without 1 (epoch 2)
+            net.run();
+            let t = net.now + std::time::Duration::from_millis(1);
+            net.recover_at(t, 1);
+            net.run();
+            assert_settled(&net, &format!("n={n}"));
+        }
+    }
+
+    /// Messages of other algorithms, from non-members, or with forged ranks are refused and
+    /// change nothing.
+    #[test]
+    fn ring_rejects_bad_input() {
+        let mut net = net(4);
+        net.start_at(Time::ZERO, 0);
+        net.run();
+        let stranger = NodeId::from_u64(99);
+        let forged = Rank::new(7, net.id(1));
+        let r3 = net.rank(3);
+        let inputs = vec![
+            Input::Message { from: net.id(1), msg: Message::Election },
+            Input::Message { from: net.id(1), msg: Message::CrElected { epoch: 9, leader: r3 } },
+            Input::Message {
+                from: stranger,
+                msg: Message::RingElection { epoch: 9, initiator: r3, candidates: vec![r3] },
+            },
+            Input::Message {
+                from: net.id(1),
+                msg: Message::RingCoordinator { epoch: 9, initiator: r3, leader: forged, members: vec![forged] },
+            },
+            Input::Message {
+                from: net.id(1),
+                msg: Message::RingElection { epoch: 9, initiator: r3, candidates: vec![] },
+            },
+        ];
+        let k = inputs.len() as u64;
+        for input in inputs {
+            net.input(2, input);
+        }
+        net.run();
+        assert_eq!(net.rejected, k);
+        assert_settled(&net, "after bad input");
+        assert_eq!(net.total_sent(), 8);
+    }
+
+    /// Random crash and recovery schedules; at quiescence every live process names the
+    /// highest live one. Replay one with `PEERAGE_SEED`.
+    #[test]
+    fn ring_random_faults_agree() {
+        random_faults(cfg(), "ring");
+    }
+
+    pub(crate) fn random_faults(cfg: ElectionConfig, name: &str) {
+        let seeds: Vec<u64> = match std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()) {
+            Some(s) => vec![s],
+            None => (1..=300).collect(),
+        };
+        for seed in seeds {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let n = rng.gen_range(1..=12usize);
+            let mut net = Net::new(n, cfg.clone());
+            net.report_crashes = rng.gen_bool(0.5);
+            let span = 3 * n as u64 + 3;
+            for i in 0..n {
+                if rng.gen_bool(0.3) {
+                    net.crash(i);
+                }
+            }
+            for _ in 0..rng.gen_range(1..=3) {
+                let at = Time::from_micros(rng.gen_range(0..span * 1000));
+                net.start_at(at, rng.gen_range(0..n));
+            }
+            for _ in 0..rng.gen_range(0..=3) {
+                let at = Time::from_micros(rng.gen_range(0..span * 1000));
+                let who = rng.gen_range(0..n);
+                if rng.gen_bool(0.5) {
+                    net.crash_at(at, who);
+                } else {
+                    net.recover_at(at, who);
+                }
+            }
+            net.run();
+            // After the faults stop, one more start (as a driver would after any doubt)
+            // must not be needed for agreement, except where nobody ever initiated among
+            // the live processes; make sure someone live has started.
+            if net.highest_alive().is_none() {
+                continue;
+            }
+            let anyone_started = (0..n).any(|i| net.is_alive(i) && net.process(i).leader().is_some());
+            if !anyone_started {
+                let i = net.highest_alive().unwrap();
+                net.start_at(net.now, i);
+                net.run();
+            }
+            let what = format!("{name}: seed {seed} (replay with PEERAGE_SEED={seed}): n={n}");
+            assert_settled_after_doubt(&mut net, &what);
+        }
+    }
+
+    /// The counts table for docs/RESULTS.md:
+    /// `cargo test -p overlay count_table -- --nocapture`.
+    #[test]
+    fn ring_count_table() {
+        println!("| N | list-based ring scenario | formula | measured |");
+        println!("|---|---|---|---|");
+        for n in [4usize, 16, 64, 256] {
+            let nn = n as u64;
+            let mut one = net(n);
+            one.start_at(Time::ZERO, 0);
+            one.run();
+            assert_settled(&one, "one");
+            let mut dead = net(n);
+            dead.crash(n / 2);
+            dead.start_at(Time::ZERO, 0);
+            dead.run();
+            assert_settled(&dead, "dead");
+            let mut all = net(n);
+            all.start_all();
+            all.run();
+            assert_settled(&all, "all");
+            for (what, formula, measured) in [
+                ("one initiator, no faults", 2 * nn, one.total_sent()),
+                ("one initiator, one dead successor (incl. 1 failed send)", 2 * nn - 1, dead.total_sent()),
+                ("every process initiates", 3 * nn - 1, all.total_sent()),
+            ] {
+                println!("| {n} | {what} | {formula} | {measured} |");
+                assert_eq!(formula, measured, "n={n} {what}");
+            }
+        }
     }
 }

@@ -51,7 +51,9 @@
 //!     none): the view's highest is dead or nobody is coordinator, so admitting H would name
 //!     a coordinator that does not know it; it holds an election instead.
 //!
-//!   `View`s arriving after T2 are ignored.
+//!   `View`s arriving after T2 are ignored. If H is reported down (`PeerDown`) before T2
+//!   expires, it is not admitted: the recovering process holds an election instead (found by
+//!   the seeded schedules, `PEERAGE_SEED=3381`).
 //! - **The answered list is bounded** to the [`ANSWERED_CAP`] highest answerers: when all of
 //!   them fail (T3 expiry one after the other), the list is empty and the election restarts,
 //!   exactly as when the seed's full list empties. This keeps a process's state O(1) although
@@ -475,6 +477,10 @@ impl Election for FastBully {
             Input::Message { from, msg } => self.on_message(ctx, from, msg),
             Input::Timer(t) => self.on_timer(ctx, t),
             Input::PeerDown(p) => match self.phase {
+                Phase::Recovering { best: Some(b), .. } if b.id == p => {
+                    // Never admit a process reported down: hold an election after T2.
+                    self.phase = Phase::Recovering { best: Some(b), best_is_coordinator: false };
+                }
                 Phase::Nominating { nominee } if nominee.id == p => {
                     ctx.cancel_timer(Timer::T3);
                     self.nominee_failed(ctx, nominee);
@@ -862,6 +868,22 @@ mod tests {
         // Coordinator 4 (P_4 to P_0 .. P_3).
         let expect = [("Answer", 3), ("Coordinator", 4), ("Election", 4), ("IamUp", 5), ("Nomination", 1), ("View", 4)];
         assert_eq!(net.sent, expect.into_iter().collect());
+    }
+
+    /// The highest `View` sender is reported down before T2 expires: it is not admitted (the
+    /// case of `PEERAGE_SEED=3381`, shrunk).
+    #[test]
+    fn recovery_does_not_admit_a_process_reported_down() {
+        let mut net = Net::new(2, cfg());
+        net.report_crashes = true;
+        net.start_all();
+        net.run();
+        net.crash(0);
+        let at = net.now + Duration::from_millis(10);
+        net.recover_at(at, 0);
+        net.crash_at(at + Duration::from_millis(100), 1);
+        net.run();
+        assert_settled(&net, 0, "highest sender died during recovery");
     }
 
     /// Nobody answers `IamUp`: the recovering process is coordinator without announcing.

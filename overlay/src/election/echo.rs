@@ -1,19 +1,579 @@
-//! PLACEHOLDER being replaced by its implementer in this session: Echo.
+//! Vasudevan, Kurose and Towsley's leader election for wireless ad hoc networks ("Design and
+//! analysis of a leader election algorithm for mobile ad hoc networks", ICNP 2004), as
+//! summarised in seed 000, section "Elections in wireless environments": an echo (diffusing
+//! computation) over a spanning tree of an **arbitrary topology**, electing the node of best
+//! capacity, with concurrent elections, partitions, merges, joins and leaves.
+//!
+//! # The topology
+//! A node's neighbours are exactly the peers reported by [`Input::PeerUp`] and not since by
+//! [`Input::PeerDown`] (the group given to [`Echo::new`] is *not* the topology and is not used).
+//! A node sends only to neighbours. A message from a peer that is not a neighbour (typically
+//! one still in flight when the link went down) is refused with `Effect::Rejected` and
+//! changes nothing. A failed send ([`Input::SendFailed`]) is taken as the link going down.
+//!
+//! # What is taken from the paper and seed 000
+//! - **Capacity.** The `priority` of a [`Rank`] is the node's capacity; `(capacity, id)`
+//!   compared lexicographically decides, so the best-capacity node wins and ids break ties.
+//! - **Election tree.** The source sends `EchoElection{tag}` to all its neighbours. The first
+//!   `EchoElection` of an election makes its sender the receiver's *parent*; the receiver
+//!   forwards the election to all its neighbours except the parent and waits for their
+//!   acknowledgements before acknowledging to its parent. A node that already belongs to that
+//!   election acknowledges at once with `EchoAck{best: None}` ("merely acknowledges").
+//! - **Acknowledgements carry the best.** `EchoAck{best: Some(r)}` goes to the parent once
+//!   all neighbours have answered, `r` being the best `(capacity, id)` of the sender's subtree
+//!   (itself included). A `Some` ack marks the sender as a *child*.
+//! - **Announcement.** The source, once every neighbour has answered, knows the best node and
+//!   announces it with `EchoLeader{tag, leader}`, sent down the tree (each node forwards it to
+//!   its children). The tree reaches every node of the component, so this is a broadcast.
+//! - **Concurrent elections.** An election is identified by [`ElectionTag`] `(round, source)`,
+//!   the paper's computation index `(num, id)`. A node takes part only in the highest election
+//!   it has received an `EchoElection` for: a higher one makes it drop its participation in
+//!   the lower one (it rejoins with the new parent), a lower one is ignored. The highest
+//!   election floods the whole component regardless of the others, so it completes, and
+//!   results of lower elections are overwritten. A node starts an election with a round
+//!   above every round it has seen, so a new election always beats the ones it knows of.
+//! - **Probes.** `EchoProbe`/`EchoReply` between neighbours are the paper's heartbeat: with
+//!   `cfg.echo_probe_interval()` set, every node probes all neighbours each interval; a
+//!   neighbour that has not replied by the next probe is taken as gone (as if `PeerDown`).
+//! - **A node with no neighbours is its own leader** (its election ends at once).
+//!
+//! # What is adapted or added (the seed says only "with some minor adjustments")
+//! - **Crossing elections count as acknowledgements** (Segall's echo). When `EchoElection`
+//!   arrives from a neighbour this node is itself waiting on, that neighbour evidently already
+//!   belongs to the election (it forwards only after joining), so the message is taken as its
+//!   `EchoAck{best: None}` and nothing is sent back. "Ack at once with `None`" is kept for every
+//!   other sender already in the election. In a fault-free run from one source over a
+//!   connected graph of N nodes and |E| edges this gives exactly **2|E| - (N-1)** elections
+//!   (every node sends to all neighbours but its parent), **N-1** acks (tree edges) and
+//!   **N-1** leader announcements: **2|E| + N - 1** messages (3(N-1) on a tree). The tests
+//!   assert these counts exactly.
+//! - **No periodic traffic without probes.** With `echo_probe_interval_ms = 0` nothing is
+//!   periodic: failures are learned from `PeerDown` and failed sends, and runs reach
+//!   quiescence (the simulator checks agreement there).
+//! - **Lost neighbour during an election.** A neighbour that goes down while we wait for its
+//!   answer is taken as answered. Losing the parent, or the child whose subtree holds the best
+//!   found so far, starts a new election (higher round): what we would report is no longer
+//!   reachable.
+//! - **Leaving, partitions and leader loss.** When the leader is decided every node records
+//!   `via`, its next hop towards the leader on the election tree (the child whose ack carried
+//!   the leader, else the parent). A node that loses the link to `via` (or to the leader
+//!   itself, or is told the leader is down) may be cut off from the leader and starts a new
+//!   election; that election floods its whole component. Losing any other link cannot cut the
+//!   node off: the node on the other end, if cut off, has that link as its own `via`. So each
+//!   side of a partition ends with the best of its side (the side keeping the old leader keeps
+//!   the right one, since the old leader was the best of the whole).
+//! - **Joins and merges.** On `PeerUp` both ends send an unprompted `EchoReply{tag, leader}`
+//!   (their state; `leader: None` while in an election). A settled node receiving a settled
+//!   reply that names a different leader acts: if its own leader is worse (no leader counts
+//!   as worst) it starts a new election, with a round above both sides' rounds so that both
+//!   components join it; if its own is better it sends its own reply back, so that the other
+//!   end, comparing in turn, starts it. A node in an election that receives a reply marks the
+//!   sender *pending* and sends it its result once decided; a settled node receiving an
+//!   unsettled reply sends its state back so that the sender will owe it its result. Thus a
+//!   merged component always holds one election that covers it all and agrees on its best. The
+//!   paper merges by propagating the better leader instead; a new election also re-checks the
+//!   leaders, which may be stale.
+//! - **Safety-net timers** (`Timer::Custom`, `cfg.echo_ack_timeout()`, doubling after each
+//!   try, [`MAX_RETRIES`] tries): a node waiting for acks resends `EchoElection` to the
+//!   neighbours still silent (a duplicate makes a node that already acknowledged resend its
+//!   ack; a node still collecting its subtree ignores it), then gives up on them and goes on
+//!   without their subtrees. A node that acknowledged and waits for `EchoLeader` resends its
+//!   ack (a settled parent answers with `EchoLeader`), then starts a new election. A late
+//!   `Some` ack still makes its sender a child (it gets the announcement); if a node learns of
+//!   a subtree better than the announced leader, it starts a new election. The timeout should
+//!   exceed an echo's round trip over the component; a premature one costs messages, never
+//!   agreement. In fault-free runs no timer fires.
+//! - **Failure detection by probes.** A neighbour taken as gone by the probe detector is kept
+//!   as *suspected*; a probe or reply from it brings it back as a neighbour.
+//! - **Bad input.** Messages of other algorithms, messages from non-neighbours or from
+//!   ourselves, and tags with round `u64::MAX` (no higher round could follow) are refused with
+//!   `ctx.reject` and leave the state unchanged. `Start` and `Recover` start an election.
+//!
+//! # States (seeds' vocabulary)
+//! `Passive`: not in an election (idle, or naming a leader other than itself); `Candidate`:
+//! in an election, waiting for acknowledgements; `Waiting`: acknowledged to the parent,
+//! waiting for `EchoLeader`; `Leader`: not in an election and naming itself.
+//!
+//! Per-node state is a few scalars plus one small record per neighbour (flags) and the set of
+//! suspected neighbours.
 
-use crate::driver::{Context, Election, Input};
-use crate::election::ElectionConfig;
+use crate::driver::{Context, Election, Input, Timer};
+use crate::election::{ElectionConfig, ElectionTag, Message};
 use crate::id::{NodeId, Rank};
 use crate::membership::Membership;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Duration;
 
+/// Waiting for acknowledgements.
+const ACK_TIMER: Timer = Timer::Custom(0xEC40);
+/// Acknowledged to the parent, waiting for `EchoLeader`.
+const LEADER_TIMER: Timer = Timer::Custom(0xEC41);
+/// The probe period.
+const PROBE_TIMER: Timer = Timer::Custom(0xEC42);
+/// Resends before a safety-net timer gives up.
+pub const MAX_RETRIES: u32 = 3;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Not in an election.
+    Passive,
+    /// In an election, waiting for acknowledgements.
+    Candidate,
+    /// Acknowledged to the parent, waiting for the announcement.
+    Waiting,
+}
+
+/// What a node keeps per neighbour.
+#[derive(Debug, Clone, Copy, Default)]
+struct Link {
+    /// We sent it our election's `EchoElection` and it has not answered yet.
+    waiting: bool,
+    /// It acknowledged our election with `Some` (it is our child in the tree).
+    child: bool,
+    /// It sent us its state while we were in an election: it gets our result when decided.
+    pending: bool,
+    /// We probed it and it has not replied yet.
+    probed: bool,
+}
+
+/// One node of Vasudevan et al.'s echo election.
 #[derive(Debug, Clone)]
 pub struct Echo {
     me: Rank,
+    ack_timeout: Duration,
+    probe_every: Option<Duration>,
+    /// The neighbours.
+    links: BTreeMap<NodeId, Link>,
+    /// Neighbours dropped by the probe detector or a failed send; traffic from them readmits.
+    suspected: BTreeSet<NodeId>,
+    /// Highest round seen in any tag.
+    max_round: u64,
+    /// The latest election this node joined (running or finished).
+    tag: Option<ElectionTag>,
+    phase: Phase,
+    parent: Option<NodeId>,
+    /// Best rank of our subtree in the current election (ourselves included).
+    best: Rank,
+    /// The child whose ack carried `best` (`None`: `best` is us).
+    best_from: Option<NodeId>,
+    /// What we acknowledged to the parent, for resends.
+    acked: Option<Rank>,
+    retries: u32,
+    leader: Option<Rank>,
+    /// Next hop towards the leader on the election tree (`None`: we are the leader).
+    via: Option<NodeId>,
+    probing: bool,
 }
 
 impl Echo {
-    pub fn new(me: Rank, _group: Arc<Membership>, _cfg: &ElectionConfig) -> Self {
-        Echo { me }
+    /// A fresh node. The group is not the topology and is not used: neighbours arrive as
+    /// `PeerUp`.
+    pub fn new(me: Rank, _group: Arc<Membership>, cfg: &ElectionConfig) -> Self {
+        Echo {
+            me,
+            ack_timeout: cfg.echo_ack_timeout().max(Duration::from_millis(1)),
+            probe_every: cfg.echo_probe_interval(),
+            links: BTreeMap::new(),
+            suspected: BTreeSet::new(),
+            max_round: 0,
+            tag: None,
+            phase: Phase::Passive,
+            parent: None,
+            best: me,
+            best_from: None,
+            acked: None,
+            retries: 0,
+            leader: None,
+            via: None,
+            probing: false,
+        }
+    }
+
+    /// The neighbours this node currently has.
+    pub fn neighbours(&self) -> impl Iterator<Item = &NodeId> {
+        self.links.keys()
+    }
+
+    /// The latest election this node joined.
+    pub fn tag(&self) -> Option<ElectionTag> {
+        self.tag
+    }
+
+    /// The leader's full rank (capacity and id).
+    pub fn leader_rank(&self) -> Option<Rank> {
+        self.leader
+    }
+
+    /// Our state as neighbours see it.
+    fn reply(&self) -> Message {
+        let leader = if self.phase == Phase::Passive {
+            self.leader
+        } else {
+            None
+        };
+        Message::EchoReply {
+            tag: self.tag,
+            leader,
+        }
+    }
+
+    fn backoff(&self) -> Duration {
+        self.ack_timeout * (1u32 << self.retries.min(16))
+    }
+
+    /// Start a new election, with a round above every round seen.
+    fn start_election(&mut self, ctx: &mut Context<'_>) {
+        self.max_round = self.max_round.saturating_add(1);
+        let tag = ElectionTag {
+            round: self.max_round,
+            source: self.me,
+        };
+        ctx.started();
+        self.join(ctx, tag, None);
+    }
+
+    /// Take part in election `tag` with `parent` (`None`: we are its source), dropping any
+    /// lower election.
+    fn join(&mut self, ctx: &mut Context<'_>, tag: ElectionTag, parent: Option<NodeId>) {
+        self.tag = Some(tag);
+        self.max_round = self.max_round.max(tag.round);
+        self.phase = Phase::Candidate;
+        self.parent = parent;
+        self.best = self.me;
+        self.best_from = None;
+        self.acked = None;
+        self.retries = 0;
+        ctx.cancel_timer(LEADER_TIMER);
+        let mut any = false;
+        for (id, l) in self.links.iter_mut() {
+            l.child = false;
+            l.waiting = Some(*id) != parent;
+            if l.waiting {
+                any = true;
+                ctx.send(*id, Message::EchoElection { tag });
+            }
+        }
+        if any {
+            ctx.set_timer(ACK_TIMER, self.ack_timeout);
+        }
+        self.maybe_complete(ctx);
+    }
+
+    /// If every neighbour has answered: acknowledge to the parent, or (as the source) decide.
+    fn maybe_complete(&mut self, ctx: &mut Context<'_>) {
+        if self.phase != Phase::Candidate || self.links.values().any(|l| l.waiting) {
+            return;
+        }
+        ctx.cancel_timer(ACK_TIMER);
+        let Some(tag) = self.tag else { return };
+        match self.parent {
+            None => self.settle(ctx, self.best),
+            Some(p) => {
+                ctx.send(
+                    p,
+                    Message::EchoAck {
+                        tag,
+                        best: Some(self.best),
+                    },
+                );
+                self.acked = Some(self.best);
+                self.phase = Phase::Waiting;
+                self.retries = 0;
+                ctx.set_timer(LEADER_TIMER, self.ack_timeout);
+            }
+        }
+    }
+
+    /// The current election is decided: `leader`.
+    fn settle(&mut self, ctx: &mut Context<'_>, leader: Rank) {
+        let Some(tag) = self.tag else { return };
+        self.phase = Phase::Passive;
+        self.leader = Some(leader);
+        ctx.cancel_timer(ACK_TIMER);
+        ctx.cancel_timer(LEADER_TIMER);
+        self.via = if leader == self.me {
+            None
+        } else if leader == self.best {
+            self.best_from
+        } else {
+            self.parent
+        };
+        let reply = self.reply();
+        for (id, l) in self.links.iter_mut() {
+            l.waiting = false;
+            if l.child {
+                ctx.send(*id, Message::EchoLeader { tag, leader });
+            }
+            if l.pending {
+                l.pending = false;
+                ctx.send(*id, reply.clone());
+            }
+        }
+        ctx.decide(leader.id);
+        if self.best > leader {
+            // Part of our subtree (a late acknowledgement) was not counted: elect again.
+            self.start_election(ctx);
+        }
+    }
+
+    fn peer_up(&mut self, ctx: &mut Context<'_>, peer: NodeId) {
+        if peer == self.me.id || self.links.contains_key(&peer) {
+            return;
+        }
+        self.suspected.remove(&peer);
+        self.links.insert(peer, Link::default());
+        ctx.send(peer, self.reply());
+    }
+
+    fn peer_down(&mut self, ctx: &mut Context<'_>, peer: NodeId) {
+        self.suspected.remove(&peer);
+        let leader_lost = self.leader.map(|l| l.id) == Some(peer);
+        let Some(link) = self.links.remove(&peer) else {
+            if self.phase == Phase::Passive && leader_lost {
+                self.start_election(ctx);
+            }
+            return;
+        };
+        match self.phase {
+            Phase::Passive => {
+                let cut_off = self.leader.is_some() && (leader_lost || self.via == Some(peer));
+                // A node left with no neighbours is its own leader.
+                let alone = self.links.is_empty() && self.leader != Some(self.me);
+                if cut_off || alone {
+                    self.start_election(ctx);
+                }
+            }
+            Phase::Candidate | Phase::Waiting => {
+                if self.parent == Some(peer) || self.best_from == Some(peer) {
+                    self.start_election(ctx);
+                } else if link.waiting {
+                    self.maybe_complete(ctx);
+                }
+            }
+        }
+    }
+
+    fn on_timer(&mut self, ctx: &mut Context<'_>, timer: Timer) {
+        match timer {
+            ACK_TIMER => {
+                let Some(tag) = self.tag else { return };
+                if self.phase != Phase::Candidate {
+                    return;
+                }
+                self.retries += 1;
+                if self.retries <= MAX_RETRIES {
+                    for (id, l) in &self.links {
+                        if l.waiting {
+                            ctx.send(*id, Message::EchoElection { tag });
+                        }
+                    }
+                    ctx.set_timer(ACK_TIMER, self.backoff());
+                } else {
+                    for l in self.links.values_mut() {
+                        l.waiting = false;
+                    }
+                    self.maybe_complete(ctx);
+                }
+            }
+            LEADER_TIMER => {
+                let (Some(tag), Some(p)) = (self.tag, self.parent) else {
+                    return;
+                };
+                if self.phase != Phase::Waiting {
+                    return;
+                }
+                self.retries += 1;
+                if self.retries <= MAX_RETRIES {
+                    ctx.send(
+                        p,
+                        Message::EchoAck {
+                            tag,
+                            best: self.acked,
+                        },
+                    );
+                    ctx.set_timer(LEADER_TIMER, self.backoff());
+                } else {
+                    self.start_election(ctx);
+                }
+            }
+            PROBE_TIMER => self.probe_round(ctx),
+            _ => {}
+        }
+    }
+
+    /// Neighbours silent since the last probe are gone; probe the others again.
+    fn probe_round(&mut self, ctx: &mut Context<'_>) {
+        let Some(every) = self.probe_every else {
+            return;
+        };
+        let silent: Vec<NodeId> = self
+            .links
+            .iter()
+            .filter(|(_, l)| l.probed)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in silent {
+            self.peer_down(ctx, id);
+            self.suspected.insert(id);
+        }
+        for (id, l) in self.links.iter_mut() {
+            l.probed = true;
+            ctx.send(*id, Message::EchoProbe);
+        }
+        ctx.set_timer(PROBE_TIMER, every);
+    }
+
+    fn on_message(&mut self, ctx: &mut Context<'_>, from: NodeId, msg: Message) {
+        let tag = match &msg {
+            Message::EchoElection { tag } | Message::EchoAck { tag, .. } => Some(*tag),
+            Message::EchoLeader { tag, .. } => Some(*tag),
+            Message::EchoReply { tag, .. } => *tag,
+            Message::EchoProbe => None,
+            _ => {
+                ctx.reject(from, "echo: message of another election algorithm");
+                return;
+            }
+        };
+        if from == self.me.id {
+            ctx.reject(from, "echo: message from this node itself");
+            return;
+        }
+        if tag.is_some_and(|t| t.round == u64::MAX) {
+            ctx.reject(from, "echo: election round out of range");
+            return;
+        }
+        if !self.links.contains_key(&from) {
+            let probe_traffic = matches!(msg, Message::EchoProbe | Message::EchoReply { .. });
+            if probe_traffic && self.suspected.remove(&from) {
+                self.links.insert(from, Link::default());
+            } else {
+                ctx.reject(from, "echo: message from a peer that is not a neighbour");
+                return;
+            }
+        }
+        if let Some(t) = tag {
+            self.max_round = self.max_round.max(t.round);
+        }
+        match msg {
+            Message::EchoElection { tag } => self.on_election(ctx, from, tag),
+            Message::EchoAck { tag, best } => self.on_ack(ctx, from, tag, best),
+            // Only the parent announces, and only for the election we are in.
+            Message::EchoLeader { tag, leader }
+                if Some(tag) == self.tag
+                    && self.phase != Phase::Passive
+                    && self.parent == Some(from) =>
+            {
+                self.settle(ctx, leader)
+            }
+            Message::EchoProbe => ctx.send(from, self.reply()),
+            Message::EchoReply { tag, leader } => self.on_reply(ctx, from, tag, leader),
+            _ => {}
+        }
+    }
+
+    fn on_election(&mut self, ctx: &mut Context<'_>, from: NodeId, tag: ElectionTag) {
+        if Some(tag) > self.tag {
+            self.join(ctx, tag, Some(from));
+            return;
+        }
+        if Some(tag) < self.tag {
+            // A lower election: we take part only in the highest one; ignore.
+            return;
+        }
+        let waiting = self.links.get(&from).is_some_and(|l| l.waiting);
+        if waiting && self.phase == Phase::Candidate {
+            // Crossing elections: the sender already belongs to this election.
+            if let Some(l) = self.links.get_mut(&from) {
+                l.waiting = false;
+            }
+            self.maybe_complete(ctx);
+        } else if self.parent == Some(from) {
+            // The parent resends: our ack was lost. Resend it if we sent one; if we are
+            // still collecting our subtree, it will come.
+            if let Some(b) = self.acked {
+                ctx.send(from, Message::EchoAck { tag, best: Some(b) });
+            }
+        } else {
+            ctx.send(from, Message::EchoAck { tag, best: None });
+        }
+    }
+
+    fn on_ack(
+        &mut self,
+        ctx: &mut Context<'_>,
+        from: NodeId,
+        tag: ElectionTag,
+        best: Option<Rank>,
+    ) {
+        if Some(tag) != self.tag {
+            return;
+        }
+        let Some(l) = self.links.get_mut(&from) else {
+            return;
+        };
+        match best {
+            None => {
+                if l.waiting && self.phase == Phase::Candidate {
+                    l.waiting = false;
+                    self.maybe_complete(ctx);
+                }
+            }
+            Some(b) => {
+                l.waiting = false;
+                l.child = true;
+                match self.phase {
+                    Phase::Candidate | Phase::Waiting => {
+                        if b > self.best {
+                            self.best = b;
+                            self.best_from = Some(from);
+                        }
+                        self.maybe_complete(ctx);
+                    }
+                    Phase::Passive => {
+                        // A late (or resent) ack after the decision: announce to it.
+                        if let Some(leader) = self.leader {
+                            ctx.send(from, Message::EchoLeader { tag, leader });
+                            if b > leader {
+                                self.best = b;
+                                self.best_from = Some(from);
+                                self.start_election(ctx);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_reply(
+        &mut self,
+        ctx: &mut Context<'_>,
+        from: NodeId,
+        tag: Option<ElectionTag>,
+        leader: Option<Rank>,
+    ) {
+        let Some(l) = self.links.get_mut(&from) else {
+            return;
+        };
+        l.probed = false;
+        if self.phase != Phase::Passive {
+            l.pending = true;
+            return;
+        }
+        if tag.is_some() && leader.is_none() {
+            // The sender is in an election: make sure it owes us its result.
+            ctx.send(from, self.reply());
+            return;
+        }
+        if leader == self.leader {
+            return;
+        }
+        if self.leader < leader {
+            self.start_election(ctx);
+        } else {
+            ctx.send(from, self.reply());
+        }
     }
 }
 
@@ -21,14 +581,862 @@ impl Election for Echo {
     fn id(&self) -> NodeId {
         self.me.id
     }
-    fn handle(&mut self, _ctx: &mut Context<'_>, _input: Input) {}
+
+    fn handle(&mut self, ctx: &mut Context<'_>, input: Input) {
+        if !self.probing {
+            if let Some(every) = self.probe_every {
+                self.probing = true;
+                ctx.set_timer(PROBE_TIMER, every);
+            }
+        }
+        match input {
+            Input::Start | Input::Recover => self.start_election(ctx),
+            Input::Message { from, msg } => self.on_message(ctx, from, msg),
+            Input::Timer(t) => self.on_timer(ctx, t),
+            Input::PeerUp(p) => self.peer_up(ctx, p),
+            Input::PeerDown(p) => self.peer_down(ctx, p),
+            Input::SendFailed { to, .. } => {
+                if self.links.contains_key(&to) {
+                    self.peer_down(ctx, to);
+                    self.suspected.insert(to);
+                }
+            }
+            Input::Membership(_) => {}
+        }
+    }
+
     fn leader(&self) -> Option<NodeId> {
-        None
+        self.leader.map(|r| r.id)
     }
+
     fn state(&self) -> &'static str {
-        "Passive"
+        match self.phase {
+            Phase::Candidate => "Candidate",
+            Phase::Waiting => "Waiting",
+            Phase::Passive if self.leader == Some(self.me) => "Leader",
+            Phase::Passive => "Passive",
+        }
     }
+
     fn in_election(&self) -> bool {
-        false
+        self.phase != Phase::Passive
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::Effect;
+    use crate::election::Algorithm;
+    use crate::testkit::Net;
+    use crate::time::Time;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    fn cfg(probe_ms: u64) -> ElectionConfig {
+        ElectionConfig {
+            algorithm: Algorithm::Echo,
+            echo_probe_interval_ms: probe_ms,
+            ..ElectionConfig::default()
+        }
+    }
+
+    /// Seeds for the randomised tests: `PEERAGE_SEED` replays one, else a fixed range.
+    fn seeds(default: std::ops::Range<u64>) -> Vec<u64> {
+        match std::env::var("PEERAGE_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+        {
+            Some(s) => vec![s],
+            None => default.collect(),
+        }
+    }
+
+    /// An undirected topology on nodes `0..n`.
+    #[derive(Clone, Debug)]
+    struct Topo {
+        n: usize,
+        edges: BTreeSet<(usize, usize)>,
+    }
+
+    impl Topo {
+        fn new(n: usize) -> Topo {
+            Topo {
+                n,
+                edges: BTreeSet::new(),
+            }
+        }
+        fn add(&mut self, a: usize, b: usize) -> bool {
+            a != b && self.edges.insert((a.min(b), a.max(b)))
+        }
+        fn remove(&mut self, a: usize, b: usize) -> bool {
+            self.edges.remove(&(a.min(b), a.max(b)))
+        }
+        fn line(n: usize) -> Topo {
+            let mut t = Topo::new(n);
+            for i in 1..n {
+                t.add(i - 1, i);
+            }
+            t
+        }
+        fn ring(n: usize) -> Topo {
+            let mut t = Topo::line(n);
+            t.add(n - 1, 0);
+            t
+        }
+        fn star(n: usize) -> Topo {
+            let mut t = Topo::new(n);
+            for i in 1..n {
+                t.add(0, i);
+            }
+            t
+        }
+        fn grid(w: usize, h: usize) -> Topo {
+            let mut t = Topo::new(w * h);
+            for y in 0..h {
+                for x in 0..w {
+                    let i = y * w + x;
+                    if x + 1 < w {
+                        t.add(i, i + 1);
+                    }
+                    if y + 1 < h {
+                        t.add(i, i + w);
+                    }
+                }
+            }
+            t
+        }
+        fn complete(n: usize) -> Topo {
+            let mut t = Topo::new(n);
+            for i in 0..n {
+                for j in i + 1..n {
+                    t.add(i, j);
+                }
+            }
+            t
+        }
+        /// A random tree plus `extra` random edges: connected.
+        fn random(n: usize, extra: usize, rng: &mut StdRng) -> Topo {
+            let mut t = Topo::new(n);
+            for i in 1..n {
+                let j = rng.gen_range(0..i);
+                t.add(i, j);
+            }
+            let max_extra = n * (n - 1) / 2 - (n - 1);
+            let mut added = 0;
+            while added < extra.min(max_extra) {
+                let (a, b) = (rng.gen_range(0..n), rng.gen_range(0..n));
+                if t.add(a, b) {
+                    added += 1;
+                }
+            }
+            t
+        }
+        /// Connected components of the live nodes.
+        fn components(&self, alive: &[bool]) -> Vec<Vec<usize>> {
+            let mut adj = vec![Vec::new(); self.n];
+            for &(a, b) in &self.edges {
+                if alive[a] && alive[b] {
+                    adj[a].push(b);
+                    adj[b].push(a);
+                }
+            }
+            let mut seen = vec![false; self.n];
+            let mut out = Vec::new();
+            for s in 0..self.n {
+                if seen[s] || !alive[s] {
+                    continue;
+                }
+                let mut comp = vec![s];
+                seen[s] = true;
+                let mut k = 0;
+                while k < comp.len() {
+                    for &v in &adj[comp[k]] {
+                        if !seen[v] {
+                            seen[v] = true;
+                            comp.push(v);
+                        }
+                    }
+                    k += 1;
+                }
+                out.push(comp);
+            }
+            out
+        }
+    }
+
+    fn random_caps(n: usize, rng: &mut StdRng) -> Vec<u64> {
+        (0..n).map(|_| rng.gen_range(0..1000)).collect()
+    }
+
+    /// A quiet network over `topo` (links reported, nothing started), node `i` with capacity
+    /// `caps[i]` and id `i + 1`.
+    fn build(topo: &Topo, caps: &[u64], cfg: ElectionConfig) -> Net {
+        let ranks = (0..topo.n)
+            .map(|i| Rank::new(caps[i], NodeId::from_u64(i as u64 + 1)))
+            .collect();
+        let mut net = Net::with_ranks(ranks, cfg);
+        for &(a, b) in &topo.edges {
+            net.connect(a, b);
+        }
+        net.run();
+        net
+    }
+
+    fn alive(net: &Net) -> Vec<bool> {
+        (0..net.len()).map(|i| net.is_alive(i)).collect()
+    }
+
+    /// Every live node names the best-capacity node of its component and is out of any
+    /// election.
+    fn check_agreement(net: &Net, topo: &Topo, what: &str) {
+        check_components(net, topo, what, |_| true)
+    }
+
+    /// Like [`check_agreement`], for the components holding a node that `pick` accepts.
+    fn check_components(net: &Net, topo: &Topo, what: &str, pick: impl Fn(usize) -> bool) {
+        for comp in topo
+            .components(&alive(net))
+            .into_iter()
+            .filter(|c| c.iter().any(|&i| pick(i)))
+        {
+            let best = comp.iter().map(|&i| net.rank(i)).max().unwrap();
+            for &i in &comp {
+                let p = net.process(i);
+                assert!(
+                    !p.in_election(),
+                    "{what}: node {i} still in an election ({})",
+                    p.state()
+                );
+                assert_eq!(
+                    p.leader(),
+                    Some(best.id),
+                    "{what}: node {i} names {:?}, its component {comp:?} has best {} (capacity {})",
+                    p.leader().map(|l| l.high_u64() - 1),
+                    best.id.high_u64() - 1,
+                    best.priority,
+                );
+                let want = if best.id == net.id(i) {
+                    "Leader"
+                } else {
+                    "Passive"
+                };
+                assert_eq!(p.state(), want, "{what}: node {i}");
+            }
+        }
+    }
+
+    fn node(net: &Net, i: usize) -> &Echo {
+        match net.process(i) {
+            crate::election::AnyElection::Echo(e) => e,
+            _ => panic!("not an echo node"),
+        }
+    }
+
+    fn disconnect(net: &mut Net, topo: &mut Topo, a: usize, b: usize) {
+        assert!(topo.remove(a, b));
+        net.disconnect(a, b);
+    }
+
+    fn connect(net: &mut Net, topo: &mut Topo, a: usize, b: usize) {
+        assert!(topo.add(a, b));
+        net.connect(a, b);
+    }
+
+    /// Crash `i` and report the loss of its links (the transport's `PeerDown`).
+    fn crash(net: &mut Net, topo: &mut Topo, i: usize) {
+        net.crash(i);
+        let gone: Vec<(usize, usize)> = topo
+            .edges
+            .iter()
+            .copied()
+            .filter(|&(a, b)| a == i || b == i)
+            .collect();
+        for (a, b) in gone {
+            disconnect(net, topo, a, b);
+        }
+    }
+
+    #[test]
+    fn echo_lone_node_is_its_own_leader() {
+        let mut net = build(&Topo::new(1), &[5], cfg(0));
+        net.start_at(Time::ZERO, 0);
+        net.run();
+        assert_eq!(net.process(0).leader(), Some(net.id(0)));
+        assert_eq!(net.process(0).state(), "Leader");
+        assert_eq!(net.total_sent(), 0);
+    }
+
+    /// Fault-free election from one source: exactly 2|E| - (N-1) `EchoElection`, N-1
+    /// `EchoAck`, N-1 `EchoLeader`, total 2|E| + N - 1.
+    fn assert_exact_count(topo: &Topo, caps: &[u64], source: usize, name: &str) -> u64 {
+        let mut net = build(topo, caps, cfg(0));
+        // Building the topology costs one hello per link end and nothing else.
+        assert_eq!(
+            net.total_sent(),
+            2 * topo.edges.len() as u64,
+            "{name}: hellos"
+        );
+        net.sent.clear();
+        net.start_at(net.now, source);
+        net.run();
+        check_agreement(&net, topo, name);
+        let (n, e) = (topo.n as u64, topo.edges.len() as u64);
+        assert_eq!(
+            net.sent_of("EchoElection"),
+            2 * e - (n - 1),
+            "{name}: elections"
+        );
+        assert_eq!(net.sent_of("EchoAck"), n - 1, "{name}: acks");
+        assert_eq!(net.sent_of("EchoLeader"), n - 1, "{name}: announcements");
+        assert_eq!(net.total_sent(), 2 * e + n - 1, "{name}: total");
+        assert_eq!(net.rejected, 0, "{name}");
+        assert_eq!(net.started.iter().sum::<u64>(), 1, "{name}: one election");
+        net.total_sent()
+    }
+
+    #[test]
+    fn echo_message_count_is_exact_on_trees_and_graphs() {
+        let caps: Vec<u64> = (0..16).map(|i| (i * 7919 % 13) as u64).collect();
+        // Trees: 3(N-1).
+        assert_eq!(assert_exact_count(&Topo::line(8), &caps, 0, "line 8"), 21);
+        assert_eq!(
+            assert_exact_count(&Topo::line(8), &caps, 4, "line 8 from the middle"),
+            21
+        );
+        assert_eq!(
+            assert_exact_count(&Topo::star(8), &caps, 0, "star 8 from the hub"),
+            21
+        );
+        assert_eq!(
+            assert_exact_count(&Topo::star(8), &caps, 5, "star 8 from a leaf"),
+            21
+        );
+        // Graphs: 2|E| + N - 1.
+        assert_eq!(assert_exact_count(&Topo::ring(8), &caps, 3, "ring 8"), 23);
+        assert_eq!(
+            assert_exact_count(&Topo::grid(4, 3), &caps, 0, "grid 4x3"),
+            45
+        );
+        assert_eq!(
+            assert_exact_count(&Topo::complete(6), &caps, 2, "complete 6"),
+            35
+        );
+        for seed in seeds(0..10) {
+            println!("PEERAGE_SEED={seed}");
+            let mut rng = StdRng::seed_from_u64(seed);
+            let n = rng.gen_range(2..30);
+            let topo = Topo::random(n, rng.gen_range(0..2 * n), &mut rng);
+            let caps = random_caps(n, &mut rng);
+            let src = rng.gen_range(0..n);
+            assert_exact_count(&topo, &caps, src, &format!("random seed {seed}"));
+        }
+    }
+
+    #[test]
+    fn echo_best_capacity_wins_on_every_topology() {
+        for seed in seeds(0..20) {
+            println!("PEERAGE_SEED={seed}");
+            let mut rng = StdRng::seed_from_u64(seed);
+            let n = rng.gen_range(2..40);
+            let topos = [
+                Topo::line(n),
+                Topo::ring(n.max(3)),
+                Topo::star(n),
+                Topo::grid(n.div_ceil(4).max(1), 4),
+                Topo::random(n, n / 2, &mut rng),
+            ];
+            for (k, topo) in topos.iter().enumerate() {
+                let caps = random_caps(topo.n, &mut rng);
+                let mut net = build(topo, &caps, cfg(0));
+                net.start_at(net.now, rng.gen_range(0..topo.n));
+                net.run();
+                check_agreement(&net, topo, &format!("seed {seed} topology {k}"));
+                // The capacity decides, not the id.
+                let best = (0..topo.n).max_by_key(|&i| (caps[i], i)).unwrap();
+                assert_eq!(net.process(0).leader(), Some(net.id(best)));
+            }
+        }
+    }
+
+    #[test]
+    fn echo_concurrent_elections_end_with_one_leader() {
+        for seed in seeds(0..20) {
+            println!("PEERAGE_SEED={seed}");
+            let mut rng = StdRng::seed_from_u64(seed);
+            let n = rng.gen_range(3..40);
+            let topo = Topo::random(n, rng.gen_range(0..n), &mut rng);
+            let caps = random_caps(n, &mut rng);
+            let mut net = build(&topo, &caps, cfg(0));
+            if seed % 2 == 0 {
+                net.start_all();
+            } else {
+                // A few sources, at the same time or staggered by less than an election.
+                for _ in 0..rng.gen_range(2..6) {
+                    let at = net.now + std::time::Duration::from_micros(rng.gen_range(0..3000));
+                    net.start_at(at, rng.gen_range(0..n));
+                }
+            }
+            net.run();
+            check_agreement(&net, &topo, &format!("seed {seed}"));
+            assert_eq!(net.rejected, 0);
+        }
+    }
+
+    #[test]
+    fn echo_partition_then_merge() {
+        for seed in seeds(0..20) {
+            println!("PEERAGE_SEED={seed}");
+            let mut rng = StdRng::seed_from_u64(seed);
+            let n = rng.gen_range(4..40);
+            let mut topo = Topo::random(n, rng.gen_range(0..n), &mut rng);
+            let caps = random_caps(n, &mut rng);
+            let mut net = build(&topo, &caps, cfg(0));
+            net.start_at(net.now, rng.gen_range(0..n));
+            net.run();
+            check_agreement(&net, &topo, "before the partition");
+            // Split the nodes in two random sides and cut every edge between them.
+            let side: Vec<bool> = (0..n).map(|_| rng.gen_bool(0.5)).collect();
+            let cut: Vec<(usize, usize)> = topo
+                .edges
+                .iter()
+                .copied()
+                .filter(|&(a, b)| side[a] != side[b])
+                .collect();
+            for &(a, b) in &cut {
+                disconnect(&mut net, &mut topo, a, b);
+            }
+            net.run();
+            assert!(topo.components(&alive(&net)).len() >= 2 || cut.is_empty());
+            check_agreement(&net, &topo, &format!("seed {seed} partitioned"));
+            for &(a, b) in &cut {
+                connect(&mut net, &mut topo, a, b);
+            }
+            net.run();
+            assert_eq!(topo.components(&alive(&net)).len(), 1);
+            check_agreement(&net, &topo, &format!("seed {seed} merged"));
+        }
+    }
+
+    #[test]
+    fn echo_partition_of_a_line_keeps_the_leader_on_its_side() {
+        // Line 0..9, capacities rising to node 9: cutting (4,5) leaves {5..9} with 9 (no
+        // new election there) and {0..4} electing 4.
+        let caps: Vec<u64> = (0..10).collect();
+        let mut topo = Topo::line(10);
+        let mut net = build(&topo, &caps, cfg(0));
+        net.start_at(net.now, 0);
+        net.run();
+        check_agreement(&net, &topo, "line");
+        net.started.iter_mut().for_each(|s| *s = 0);
+        disconnect(&mut net, &mut topo, 4, 5);
+        net.run();
+        check_agreement(&net, &topo, "cut line");
+        assert_eq!(net.process(0).leader(), Some(net.id(4)));
+        assert_eq!(net.process(5).leader(), Some(net.id(9)));
+        // Only node 4 (cut off from its next hop to the leader) started an election.
+        assert_eq!(net.started, vec![0, 0, 0, 0, 1, 0, 0, 0, 0, 0]);
+        // Losing a non-tree link of a ring changes nothing.
+        let mut ring = Topo::ring(6);
+        let mut net = build(&ring, &caps, cfg(0));
+        net.start_at(net.now, 0);
+        net.run();
+        net.sent.clear();
+        // Node 0 started: 0-5 carried crossing elections, so it is not a tree edge of the
+        // election from 0 when the ring has an even length... find a non-tree edge instead.
+        let tree_edge = |net: &Net, a: usize, b: usize| {
+            node(net, a).parent == Some(net.id(b)) || node(net, b).parent == Some(net.id(a))
+        };
+        let (a, b) = ring
+            .edges
+            .iter()
+            .copied()
+            .find(|&(a, b)| !tree_edge(&net, a, b))
+            .unwrap();
+        disconnect(&mut net, &mut ring, a, b);
+        net.run();
+        assert_eq!(net.total_sent(), 0, "losing a non-tree link is free");
+        check_agreement(&net, &ring, "ring minus a non-tree link");
+    }
+
+    #[test]
+    fn echo_leader_crash_triggers_reelection() {
+        for seed in seeds(0..20) {
+            println!("PEERAGE_SEED={seed}");
+            let mut rng = StdRng::seed_from_u64(seed);
+            let n = rng.gen_range(3..40);
+            let mut topo = Topo::random(n, rng.gen_range(0..n), &mut rng);
+            let caps = random_caps(n, &mut rng);
+            let mut net = build(&topo, &caps, cfg(0));
+            net.start_at(net.now, rng.gen_range(0..n));
+            net.run();
+            check_agreement(&net, &topo, "before the crash");
+            let leader = net.highest_alive().unwrap();
+            crash(&mut net, &mut topo, leader);
+            net.run();
+            check_agreement(
+                &net,
+                &topo,
+                &format!("seed {seed} after the leader crashed"),
+            );
+            assert!(net.process((leader + 1) % n).leader() != Some(net.id(leader)));
+            // It comes back with fresh state and its links: it is the best again.
+            net.recover_at(net.now, leader);
+            net.run();
+            assert_eq!(
+                net.process(leader).leader(),
+                Some(net.id(leader)),
+                "alone at first"
+            );
+            let back: Vec<usize> = (0..n)
+                .filter(|&j| j != leader)
+                .filter(|_| rng.gen_bool(0.5))
+                .collect();
+            let back = if back.is_empty() {
+                vec![(leader + 1) % n]
+            } else {
+                back
+            };
+            for &j in &back {
+                connect(&mut net, &mut topo, leader, j);
+            }
+            net.run();
+            check_agreement(&net, &topo, &format!("seed {seed} after recovery"));
+        }
+    }
+
+    #[test]
+    fn echo_joining_node_is_integrated() {
+        let caps = [3, 9, 4, 1, 7, 2];
+        // Node 5 (capacity 2) and node 1 (capacity 9) join later.
+        let mut topo = Topo::new(6);
+        for (a, b) in [(0, 2), (2, 3), (3, 4), (4, 0)] {
+            topo.add(a, b);
+        }
+        let mut net = build(&topo, &caps, cfg(0));
+        net.start_at(net.now, 0);
+        net.run();
+        check_components(&net, &topo, "before the joins", |i| i == 0);
+        assert_eq!(
+            net.process(1).leader(),
+            None,
+            "never started, no neighbours"
+        );
+        assert_eq!(net.process(0).leader(), Some(net.id(4)));
+        // A weak newcomer that never started: it is pulled into an election and adopts 4.
+        connect(&mut net, &mut topo, 5, 3);
+        net.run();
+        check_components(&net, &topo, "weak join", |i| i == 0);
+        // A strong newcomer that started alone first: the component moves to it.
+        net.start_at(net.now, 1);
+        net.run();
+        assert_eq!(net.process(1).state(), "Leader");
+        connect(&mut net, &mut topo, 1, 5);
+        net.run();
+        check_agreement(&net, &topo, "strong join");
+        assert_eq!(net.process(0).leader(), Some(net.id(1)));
+    }
+
+    #[test]
+    fn echo_random_churn_reaches_agreement_at_quiescence() {
+        for seed in seeds(0..30) {
+            println!("PEERAGE_SEED={seed}");
+            let mut rng = StdRng::seed_from_u64(seed);
+            let n = rng.gen_range(3..30);
+            let mut topo = Topo::random(n, rng.gen_range(0..n), &mut rng);
+            let caps = random_caps(n, &mut rng);
+            let mut net = build(&topo, &caps, cfg(0));
+            // Every process starts at boot (`Input::Start`), all at once.
+            net.start_all();
+            for round in 0..8 {
+                // Several changes at once, some while elections are running.
+                for _ in 0..rng.gen_range(1..5) {
+                    let live: Vec<usize> = (0..n).filter(|&i| net.is_alive(i)).collect();
+                    match rng.gen_range(0..6) {
+                        0 | 1 if !topo.edges.is_empty() => {
+                            let k = rng.gen_range(0..topo.edges.len());
+                            let (a, b) = *topo.edges.iter().nth(k).unwrap();
+                            disconnect(&mut net, &mut topo, a, b);
+                        }
+                        2 | 3 if live.len() >= 2 => {
+                            let a = live[rng.gen_range(0..live.len())];
+                            let b = live[rng.gen_range(0..live.len())];
+                            if a != b && !topo.edges.contains(&(a.min(b), a.max(b))) {
+                                connect(&mut net, &mut topo, a, b);
+                            }
+                        }
+                        4 if live.len() > 2 => {
+                            crash(&mut net, &mut topo, live[rng.gen_range(0..live.len())]);
+                        }
+                        _ => {
+                            if let Some(d) = (0..n).find(|&i| !net.is_alive(i)) {
+                                net.recover_at(net.now, d);
+                                net.run_until_quiet(net.now);
+                                let b = live[rng.gen_range(0..live.len())];
+                                connect(&mut net, &mut topo, d, b);
+                            } else {
+                                net.start_at(net.now, live[rng.gen_range(0..live.len())]);
+                            }
+                        }
+                    }
+                    // Let some, not all, of the consequences happen.
+                    let until = net.now + std::time::Duration::from_micros(rng.gen_range(0..4000));
+                    net.run_until_quiet(until);
+                }
+                net.run();
+                check_agreement(&net, &topo, &format!("seed {seed} round {round}"));
+            }
+        }
+    }
+
+    #[test]
+    fn echo_probes_detect_a_silent_crash_and_merges() {
+        // Probes every 100 ms; the leader crashes without any PeerDown.
+        let caps: Vec<u64> = vec![5, 1, 8, 2, 6, 3, 9, 4];
+        let topo = Topo::grid(4, 2);
+        let ranks = (0..8)
+            .map(|i| Rank::new(caps[i], NodeId::from_u64(i as u64 + 1)))
+            .collect();
+        let mut net = Net::with_ranks(ranks, cfg(100));
+        for &(a, b) in &topo.edges {
+            net.connect(a, b);
+        }
+        net.start_at(net.now, 0);
+        net.run_until_quiet(Time::from_millis(1_000));
+        check_agreement(&net, &topo, "with probes");
+        let leader = net.highest_alive().unwrap();
+        assert_eq!(leader, 6);
+        net.crash(leader);
+        let mut rest = topo.clone();
+        rest.edges.retain(|&(a, b)| a != leader && b != leader);
+        net.run_until_quiet(net.now + std::time::Duration::from_millis(2_000));
+        check_agreement(&net, &rest, "after a silent crash");
+        assert_eq!(net.process(0).leader(), Some(net.id(2)));
+        // Probes keep flowing: no quiescence with probes on, by design.
+        let before = net.sent_of("EchoProbe");
+        net.run_until_quiet(net.now + std::time::Duration::from_millis(500));
+        assert!(net.sent_of("EchoProbe") > before);
+    }
+
+    #[test]
+    fn echo_no_timers_or_messages_left_without_probes() {
+        let mut rng = StdRng::seed_from_u64(7);
+        let topo = Topo::random(20, 15, &mut rng);
+        let caps = random_caps(20, &mut rng);
+        let mut net = build(&topo, &caps, cfg(0));
+        net.start_all();
+        net.run();
+        let t = net.now;
+        // A quiet network stays quiet: nothing more is sent, however long we wait.
+        let sent = net.total_sent();
+        net.run_until_quiet(Time::from_millis(10_000_000));
+        assert_eq!(net.total_sent(), sent);
+        assert!(net.now.as_micros() <= t.as_micros() + 10_000_000);
+    }
+
+    /// Drive one node by hand.
+    fn feed(e: &mut Echo, input: Input) -> Vec<Effect> {
+        let mut rng = StdRng::seed_from_u64(0);
+        let mut effects = Vec::new();
+        let mut ctx = Context::new(Time::ZERO, &mut rng, &mut effects);
+        e.handle(&mut ctx, input);
+        effects
+    }
+
+    fn sends(effects: &[Effect]) -> Vec<(NodeId, Message)> {
+        effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Send { to, msg } => Some((*to, msg.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn echo_ack_timer_resends_then_gives_up() {
+        let me = Rank::new(1, NodeId::from_u64(1));
+        let (a, b) = (NodeId::from_u64(2), NodeId::from_u64(3));
+        let mut e = Echo::new(me, Arc::new(Membership::default()), &cfg(0));
+        feed(&mut e, Input::PeerUp(a));
+        feed(&mut e, Input::PeerUp(b));
+        let out = feed(&mut e, Input::Start);
+        assert_eq!(sends(&out).len(), 2);
+        assert_eq!(e.state(), "Candidate");
+        // b answers, a stays silent (its ack was lost).
+        let tag = e.tag().unwrap();
+        feed(
+            &mut e,
+            Input::Message {
+                from: b,
+                msg: Message::EchoAck { tag, best: None },
+            },
+        );
+        assert!(e.in_election());
+        for k in 1..=MAX_RETRIES {
+            let out = feed(&mut e, Input::Timer(ACK_TIMER));
+            assert_eq!(
+                sends(&out),
+                vec![(a, Message::EchoElection { tag })],
+                "resend {k}"
+            );
+            let backoff = out.iter().find_map(|x| match x {
+                Effect::SetTimer {
+                    timer: ACK_TIMER,
+                    after,
+                } => Some(*after),
+                _ => None,
+            });
+            assert_eq!(backoff, Some(cfg(0).echo_ack_timeout() * (1 << k)));
+        }
+        let out = feed(&mut e, Input::Timer(ACK_TIMER));
+        // Gave up on a: the source decides on what it has (itself) and announces to nobody.
+        assert!(sends(&out).is_empty());
+        assert_eq!(e.leader(), Some(me.id));
+        assert!(!e.in_election());
+        // a's ack arrives late with a better rank: a becomes a child, gets the announcement,
+        // and a new election starts.
+        let better = Rank::new(9, a);
+        let out = feed(
+            &mut e,
+            Input::Message {
+                from: a,
+                msg: Message::EchoAck {
+                    tag,
+                    best: Some(better),
+                },
+            },
+        );
+        let s = sends(&out);
+        assert!(s.contains(&(a, Message::EchoLeader { tag, leader: me })));
+        assert!(out.contains(&Effect::ElectionStarted));
+        assert!(e.tag().unwrap() > tag);
+    }
+
+    #[test]
+    fn echo_waiting_node_pulls_the_result_then_restarts() {
+        let me = Rank::new(1, NodeId::from_u64(1));
+        let p = NodeId::from_u64(2);
+        let mut e = Echo::new(me, Arc::new(Membership::default()), &cfg(0));
+        feed(&mut e, Input::PeerUp(p));
+        let tag = ElectionTag {
+            round: 4,
+            source: Rank::new(0, p),
+        };
+        let out = feed(
+            &mut e,
+            Input::Message {
+                from: p,
+                msg: Message::EchoElection { tag },
+            },
+        );
+        // A leaf: acks at once with itself.
+        assert_eq!(
+            sends(&out),
+            vec![(
+                p,
+                Message::EchoAck {
+                    tag,
+                    best: Some(me)
+                }
+            )]
+        );
+        assert_eq!(e.state(), "Waiting");
+        for _ in 0..MAX_RETRIES {
+            let out = feed(&mut e, Input::Timer(LEADER_TIMER));
+            assert_eq!(
+                sends(&out),
+                vec![(
+                    p,
+                    Message::EchoAck {
+                        tag,
+                        best: Some(me)
+                    }
+                )]
+            );
+        }
+        let out = feed(&mut e, Input::Timer(LEADER_TIMER));
+        assert!(out.contains(&Effect::ElectionStarted));
+        assert_eq!(e.tag().unwrap().round, 5);
+        assert_eq!(e.tag().unwrap().source, me);
+    }
+
+    #[test]
+    fn echo_rejects_bad_input_and_keeps_its_state() {
+        let me = Rank::new(1, NodeId::from_u64(1));
+        let (a, stranger) = (NodeId::from_u64(2), NodeId::from_u64(99));
+        let mut e = Echo::new(me, Arc::new(Membership::default()), &cfg(0));
+        feed(&mut e, Input::PeerUp(a));
+        feed(&mut e, Input::Start);
+        let before = format!("{e:?}");
+        let tag = ElectionTag {
+            round: 50,
+            source: Rank::new(0, stranger),
+        };
+        let bad = [
+            (a, Message::Election),
+            (
+                a,
+                Message::CrElected {
+                    epoch: 1,
+                    leader: me,
+                },
+            ),
+            (stranger, Message::EchoElection { tag }),
+            (
+                stranger,
+                Message::EchoReply {
+                    tag: Some(tag),
+                    leader: None,
+                },
+            ),
+            (me.id, Message::EchoProbe),
+            (
+                a,
+                Message::EchoElection {
+                    tag: ElectionTag {
+                        round: u64::MAX,
+                        source: me,
+                    },
+                },
+            ),
+        ];
+        for (from, msg) in bad {
+            let out = feed(
+                &mut e,
+                Input::Message {
+                    from,
+                    msg: msg.clone(),
+                },
+            );
+            assert!(
+                matches!(out.as_slice(), [Effect::Rejected { .. }]),
+                "{msg:?} from {from:?} gave {out:?}"
+            );
+        }
+        assert_eq!(format!("{e:?}"), before);
+        // Stale or mismatched messages of the right kind are ignored without harm.
+        let low = ElectionTag {
+            round: 0,
+            source: Rank::new(0, a),
+        };
+        for msg in [
+            Message::EchoAck {
+                tag: low,
+                best: Some(Rank::new(1000, a)),
+            },
+            Message::EchoLeader {
+                tag: low,
+                leader: Rank::new(1000, a),
+            },
+            Message::EchoElection { tag: low },
+        ] {
+            assert!(sends(&feed(&mut e, Input::Message { from: a, msg })).is_empty());
+        }
+        assert_eq!(format!("{e:?}"), before);
+        // PeerDown of an unknown peer, Membership changes: nothing.
+        assert!(feed(&mut e, Input::PeerDown(stranger)).is_empty());
+        assert!(feed(&mut e, Input::Membership(Arc::new(Membership::default()))).is_empty());
+        assert_eq!(format!("{e:?}"), before);
     }
 }

@@ -78,8 +78,11 @@ pub enum Message {
     EchoLeader { tag: ElectionTag, leader: Rank },
     /// Periodic liveness probe between neighbours (detects lost leaders and partitions).
     EchoProbe,
-    /// Reply to a probe, carrying the leader the sender names.
-    EchoReply { leader: Option<Rank> },
+    /// Reply to a probe (also sent unprompted to a new neighbour, and to neighbours waiting
+    /// for the sender's result): the latest election the sender joined and the leader it
+    /// names (`None` while that election is unfinished or before any). Neighbours compare
+    /// these to find merged components that disagree.
+    EchoReply { tag: Option<ElectionTag>, leader: Option<Rank> },
 }
 
 impl Message {

@@ -688,8 +688,8 @@ pub(crate) mod tests {
         }
     }
 
-    /// One random schedule: N in 2..=10 processes start together; up to 6 crashes and
-    /// recoveries at random times in the first 20 s; either heartbeats on (alive 200 ms,
+    /// One random schedule: N in 2..=10 processes start together; up to 8 crashes and
+    /// recoveries at random times in the first 3 s or the first 20 s; either heartbeats on (alive 200 ms,
     /// T1 = 600 ms) with crash reports on or off, or heartbeats off with crash reports on. By 60 s every live process must name the highest
     /// live process and none may be in an election. Panics with the seed on failure.
     pub(crate) fn random_schedule(algorithm: Algorithm, seed: u64) {
@@ -706,8 +706,10 @@ pub(crate) mod tests {
         net.report_crashes = !heartbeats || rng.gen_bool(0.5);
         net.start_all();
         let mut schedule = Vec::new();
-        for _ in 0..rng.gen_range(1..=6) {
-            let at = Time::from_millis(rng.gen_range(0..20_000));
+        // Crashes packed into the first elections, or spread out.
+        let window = if rng.gen_bool(0.5) { 3_000 } else { 20_000 };
+        for _ in 0..rng.gen_range(1..=8) {
+            let at = Time::from_millis(rng.gen_range(0..window));
             let who = rng.gen_range(0..n);
             let crash = rng.gen_bool(0.6);
             schedule.push((at, who, crash));

@@ -13,11 +13,15 @@
 //! - [`driver`]: the one driver interface shared by every election.
 //! - [`election`]: the six election algorithms, one module each.
 //! - [`wire`]: versioned wire envelope and a decoder that never panics.
+//! - [`coords`]: Vivaldi latency coordinates (height, adjustment, gravity, latency filter).
+//! - [`latency`]: a seeded model of Internet RTTs shared by the simulator and the local swarm.
 //! - `testkit` (tests and the `testkit` feature): a lock-step deterministic pump for exact tests.
 
+pub mod coords;
 pub mod driver;
 pub mod election;
 pub mod id;
+pub mod latency;
 pub mod membership;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;

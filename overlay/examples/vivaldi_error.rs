@@ -1,0 +1,236 @@
+//! Experiment: how well do Vivaldi coordinates predict RTTs of the Internet latency model?
+//!
+//! `n` nodes are placed by [`LatencyModel`]. Every node runs a [`VivaldiClient`]. In each
+//! round every node measures (with jitter, through the model's `sample_rtt`) the RTT to each
+//! of its fixed neighbours (a random view, as a gossip or DHT routing table gives; optionally
+//! some of them in its own city, as a latency-aware overlay learns) and to a few fresh
+//! random peers (as gossip partners), and updates its coordinate with the peer's current
+//! coordinate. At checkpoints the median relative error `|predicted − true| / true` is taken
+//! over random node pairs against the model's base (jitter-free) RTT.
+//!
+//! The same run is repeated with plain Vivaldi (`VivaldiConfig::vanilla`: no adjustment, no
+//! latency filter, no gravity) to show what Serf's additions buy.
+//!
+//! Run: `cargo run --release -p overlay --example vivaldi_error -- --nodes 1000 --seed 1`
+
+use anyhow::{bail, Context as _, Result};
+use clap::Parser;
+use overlay::coords::{VivaldiClient, VivaldiConfig};
+use overlay::latency::{LatencyModel, ModelConfig};
+use overlay::NodeId;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::sync::Arc;
+use std::time::Instant;
+
+#[derive(Parser, Debug)]
+#[command(about = "Median relative error of Vivaldi coordinates over the Internet latency model")]
+struct Args {
+    /// Number of nodes.
+    #[arg(long, default_value_t = 1000)]
+    nodes: usize,
+    /// Seed of the latency model and of the run.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Rounds of measurements.
+    #[arg(long, default_value_t = 200)]
+    rounds: usize,
+    /// Euclidean dimensions of the coordinates (plus a height).
+    #[arg(long, default_value_t = 8)]
+    dims: usize,
+    /// Fixed random neighbours per node, each measured every round.
+    #[arg(long, default_value_t = 8)]
+    neighbours: usize,
+    /// Of the fixed neighbours, how many are picked from the node's own city when it has
+    /// others there (a latency-aware overlay's near neighbours).
+    #[arg(long, default_value_t = 0)]
+    local: usize,
+    /// Fresh uniformly random peers measured per node per round.
+    #[arg(long, default_value_t = 2)]
+    random: usize,
+    /// Node pairs sampled for the error statistics.
+    #[arg(long, default_value_t = 100_000)]
+    pairs: usize,
+    /// Also run plain Vivaldi (no adjustment, filter, gravity) for comparison.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    vanilla: bool,
+    /// Latency model configuration as JSON (fields of `ModelConfig`; missing ones default).
+    #[arg(long)]
+    model: Option<String>,
+}
+
+struct Errors {
+    median: f64,
+    p90: f64,
+    mean: f64,
+    by_class: [(f64, usize); 3],
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn measure(model: &LatencyModel, clients: &[VivaldiClient], pairs: &[(usize, usize)]) -> Errors {
+    let mut all = Vec::with_capacity(pairs.len());
+    let mut classes: [Vec<f64>; 3] = [vec![], vec![], vec![]];
+    for &(a, b) in pairs {
+        let truth = model.rtt_ms(a, b) / 1000.0;
+        let est = clients[a].coordinate().distance_secs(clients[b].coordinate()).unwrap_or(f64::INFINITY);
+        let e = (est - truth).abs() / truth;
+        all.push(e);
+        let class = if model.city_of(a) == model.city_of(b) {
+            0
+        } else if model.region_of(a) == model.region_of(b) {
+            1
+        } else {
+            2
+        };
+        classes[class].push(e);
+    }
+    all.sort_by(|x, y| x.total_cmp(y));
+    let mut by_class = [(0.0, 0); 3];
+    for (k, c) in classes.iter_mut().enumerate() {
+        c.sort_by(|x, y| x.total_cmp(y));
+        by_class[k] = (percentile(c, 0.5), c.len());
+    }
+    Errors {
+        median: percentile(&all, 0.5),
+        p90: percentile(&all, 0.9),
+        mean: all.iter().sum::<f64>() / all.len().max(1) as f64,
+        by_class,
+    }
+}
+
+fn neighbour_lists(model: &LatencyModel, args: &Args, rng: &mut ChaCha8Rng) -> Vec<Vec<u32>> {
+    let n = model.len();
+    // Nodes grouped by city, for the local neighbours.
+    let mut by_city: std::collections::HashMap<usize, Vec<u32>> = std::collections::HashMap::new();
+    for a in 0..n {
+        by_city.entry(model.city_of(a)).or_default().push(a as u32);
+    }
+    (0..n)
+        .map(|a| {
+            let mut list = Vec::with_capacity(args.neighbours);
+            let same_city = &by_city[&model.city_of(a)];
+            for _ in 0..args.local.min(args.neighbours) {
+                if same_city.len() > 1 {
+                    let b = same_city[rng.gen_range(0..same_city.len())];
+                    if b as usize != a && !list.contains(&b) {
+                        list.push(b);
+                    }
+                }
+            }
+            while list.len() < args.neighbours.min(n - 1) {
+                let b = model.random_peer(a, rng).unwrap_or(0) as u32;
+                if !list.contains(&b) {
+                    list.push(b);
+                }
+            }
+            list
+        })
+        .collect()
+}
+
+fn run(label: &str, model: &LatencyModel, config: VivaldiConfig, args: &Args, pairs: &[(usize, usize)]) -> Result<()> {
+    let n = model.len();
+    let mut rng = ChaCha8Rng::seed_from_u64(args.seed ^ 0x5eed);
+    let neighbours = neighbour_lists(model, args, &mut rng);
+    let config = Arc::new(config);
+    let mut clients: Vec<VivaldiClient> =
+        (0..n).map(|_| VivaldiClient::new(config.clone())).collect::<Result<_, _>>().context("bad Vivaldi config")?;
+    let ids: Vec<NodeId> = (0..n).map(|i| NodeId::from_u64(i as u64)).collect();
+    let started = Instant::now();
+    let mut updates = 0u64;
+    let mut refused = 0u64;
+    let checkpoints: Vec<usize> = {
+        let mut c: Vec<usize> = [1, 5, 10, 20, 50, 100, 200, 500, 1000].into_iter().filter(|&r| r < args.rounds).collect();
+        c.push(args.rounds);
+        c
+    };
+    println!("\n[{label}] dims={} rounds={} neighbours={} (local {}) random/round={}", config.dimensionality, args.rounds, args.neighbours, args.local, args.random);
+    println!("{:>6} {:>9} {:>9} {:>9}", "round", "median", "p90", "mean");
+    for round in 1..=args.rounds {
+        for a in 0..n {
+            let fixed = neighbours[a].iter().map(|&b| b as usize);
+            let peers: Vec<usize> =
+                fixed.chain((0..args.random).map(|_| model.random_peer(a, &mut rng).unwrap_or(a))).collect();
+            for b in peers {
+                if b == a {
+                    continue;
+                }
+                let rtt = model.sample_rtt(a, b, &mut rng);
+                let theirs = *clients[b].coordinate();
+                match clients[a].update(&ids[b], &theirs, rtt, &mut rng) {
+                    Ok(_) => updates += 1,
+                    Err(_) => refused += 1,
+                }
+            }
+        }
+        if checkpoints.contains(&round) {
+            let e = measure(model, &clients, pairs);
+            println!("{round:>6} {:>9.4} {:>9.4} {:>9.4}", e.median, e.p90, e.mean);
+        }
+    }
+    let elapsed = started.elapsed();
+    let e = measure(model, &clients, pairs);
+    let resets: u64 = clients.iter().map(|c| c.stats().resets as u64).sum();
+    let mem = clients.iter().map(|c| c.memory_bytes()).sum::<usize>() as f64 / n as f64;
+    println!(
+        "[{label}] final: median relative error {:.4}, p90 {:.4}, mean {:.4}; median by pair class: same city {:.4} ({} pairs), same region {:.4} ({}), other region {:.4} ({})",
+        e.median, e.p90, e.mean, e.by_class[0].0, e.by_class[0].1, e.by_class[1].0, e.by_class[1].1, e.by_class[2].0, e.by_class[2].1
+    );
+    println!(
+        "[{label}] {updates} updates ({refused} refused, {resets} resets) in {:.2} s ({:.2} M updates/s); client memory {mem:.0} B/node",
+        elapsed.as_secs_f64(),
+        updates as f64 / elapsed.as_secs_f64() / 1e6
+    );
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    if args.nodes < 2 {
+        bail!("--nodes must be at least 2");
+    }
+    if args.rounds == 0 || args.pairs == 0 {
+        bail!("--rounds and --pairs must be positive");
+    }
+    let model_config: ModelConfig = match &args.model {
+        Some(json) => serde_json::from_str(json).context("--model is not a valid ModelConfig JSON")?,
+        None => ModelConfig::default(),
+    };
+    let started = Instant::now();
+    let model = LatencyModel::generate(args.nodes, &model_config, args.seed).context("latency model")?;
+    println!(
+        "latency model: {} nodes generated in {:.3} s ({} B/node), seed {}",
+        model.len(),
+        started.elapsed().as_secs_f64(),
+        LatencyModel::BYTES_PER_NODE,
+        args.seed
+    );
+    let mut rng = ChaCha8Rng::seed_from_u64(args.seed ^ 0xe7a1);
+    let pairs: Vec<(usize, usize)> = (0..args.pairs)
+        .filter_map(|_| {
+            let a = rng.gen_range(0..model.len());
+            model.random_peer(a, &mut rng).map(|b| (a, b))
+        })
+        .collect();
+    let mut rtts: Vec<f64> = pairs.iter().map(|&(a, b)| model.rtt_ms(a, b)).collect();
+    rtts.sort_by(|x, y| x.total_cmp(y));
+    println!(
+        "true RTT over sampled pairs, ms: p10 {:.1}, median {:.1}, p90 {:.1}",
+        percentile(&rtts, 0.1),
+        percentile(&rtts, 0.5),
+        percentile(&rtts, 0.9)
+    );
+    let config = VivaldiConfig { dimensionality: args.dims, ..VivaldiConfig::default() };
+    config.validate().context("--dims")?;
+    run("serf-like", &model, config, &args, &pairs)?;
+    if args.vanilla {
+        run("vanilla", &model, VivaldiConfig::vanilla(args.dims), &args, &pairs)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,207 @@
+//! The `peerage-lab` command line (clap derive).
+//!
+//! Every subcommand is one variant of [`Command`] with its own argument struct and a `run`
+//! function in its module: adding `peerage-lab superpeers` is one variant here and one arm in
+//! [`Command::run`]. Flag values are parsed by the value types' `FromStr`, so a bad value is a
+//! clap error that names the flag and says what was expected; experiment configs that parse
+//! but cannot run (N = 0, too many crashes, ...) are reported by [`crate::lab::scenario`] and
+//! exit non-zero.
+
+use crate::lab::spec::{Amount, Initiators, SeedRange};
+use crate::sim::latency::LatencySpec;
+use crate::sim::topology::TopologySpec;
+use clap::{Args, Parser, Subcommand};
+use overlay::election::Algorithm;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::str::FromStr;
+
+/// Peerage's experiment lab: deterministic simulations of the election algorithms.
+#[derive(Debug, Parser)]
+#[command(name = "peerage-lab", version, about, long_about = None)]
+pub struct Cli {
+    /// More log output (-v: decisions and faults, -vv: every delivery).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run election experiments over seeds; print a table, write CSV and JSON.
+    Elections(ElectionsArgs),
+    /// Long randomised safety/liveness sweep of small random cases (not run in CI).
+    Sweep(SweepArgs),
+    /// Measure the simulator's throughput (delivered messages/s) and memory per process.
+    Bench(BenchArgs),
+    /// Super-peer selection at scale: both methods, baselines, CSV/JSON and plots (issue 4).
+    Superpeers(crate::superpeers::SuperpeersArgs),
+}
+
+impl Command {
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        match self {
+            Command::Elections(a) => crate::lab::elections::run(a),
+            Command::Sweep(a) => crate::lab::sweep::run(a),
+            Command::Bench(a) => crate::lab::bench::run(a),
+            Command::Superpeers(a) => crate::superpeers::run(a),
+        }
+    }
+}
+
+/// A comma-separated list of algorithms, or `all`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlgorithmList(pub Vec<Algorithm>);
+
+impl FromStr for AlgorithmList {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.trim().eq_ignore_ascii_case("all") {
+            return Ok(AlgorithmList(Algorithm::ALL.to_vec()));
+        }
+        let v: Result<Vec<Algorithm>, _> = s.split(',').map(|a| a.parse::<Algorithm>()).collect();
+        let v = v.map_err(|e| e.to_string())?;
+        if v.is_empty() {
+            return Err("no algorithm given".into());
+        }
+        Ok(AlgorithmList(v))
+    }
+}
+
+/// A comma-separated list of group sizes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodesList(pub Vec<usize>);
+
+impl FromStr for NodesList {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let v: Result<Vec<usize>, _> =
+            s.split(',').map(|x| x.trim().replace('_', "").parse::<usize>()).collect();
+        let v = v.map_err(|_| format!("bad node count list {s:?}: expected e.g. 16 or 16,64,256"))?;
+        Ok(NodesList(v))
+    }
+}
+
+fn duration_ms(s: &str) -> Result<u64, String> {
+    crate::sim::units::parse_duration(s).map(|d| d.as_millis() as u64).map_err(|e| e.to_string())
+}
+
+fn probability(s: &str) -> Result<f64, String> {
+    let v: f64 = s.trim().parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not a probability in [0, 1]"))
+    }
+}
+
+/// The experiment flags shared by `elections` and `bench`. Every flag overrides the config
+/// file's value; unset flags keep it.
+#[derive(Debug, Clone, Args)]
+pub struct ExperimentArgs {
+    /// A JSON or TOML experiment config file (the fields of a scenario; flags override it).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Algorithm(s): bully, fast-bully, ring, chang-roberts, villadangos, echo, a comma list, or all.
+    #[arg(short, long)]
+    pub algorithm: Option<AlgorithmList>,
+    /// Number of processes (a comma list runs each size).
+    #[arg(short, long, value_name = "N[,N...]")]
+    pub nodes: Option<NodesList>,
+    /// Processes that start an election at time 0: `all` or a count.
+    #[arg(long, value_name = "K|all")]
+    pub initiators: Option<Initiators>,
+    /// Processes down from the start: a fraction (0.1) or a count (3).
+    #[arg(long, value_name = "F|K")]
+    pub crash_before: Option<Amount>,
+    /// Processes that crash at random times within the election.
+    #[arg(long, value_name = "K")]
+    pub crash_during: Option<usize>,
+    /// Window for the during-election crashes (default: the election's own duration, measured
+    /// by a dry run of the same seed).
+    #[arg(long, value_name = "DURATION", value_parser = duration_ms)]
+    pub crash_window: Option<u64>,
+    /// Crashed processes recover (fresh state, Input::Recover) at a random later time.
+    #[arg(long)]
+    pub recover: bool,
+    /// Message loss probability.
+    #[arg(long, value_name = "P", value_parser = probability)]
+    pub loss: Option<f64>,
+    /// Message duplication probability.
+    #[arg(long, value_name = "P", value_parser = probability)]
+    pub dup: Option<f64>,
+    /// Probability that a message is held back (and so reordered).
+    #[arg(long, value_name = "P", value_parser = probability)]
+    pub reorder: Option<f64>,
+    /// Link latency: const:5ms, range:1ms..50ms, matrix:FILE[,jitter=0.1].
+    #[arg(long)]
+    pub latency: Option<LatencySpec>,
+    /// Failure-detector delay before PeerDown/PeerUp reports.
+    #[arg(long, value_name = "DURATION", value_parser = duration_ms)]
+    pub detect_delay: Option<u64>,
+    /// Echo topology: regular:D, geometric:D or complete.
+    #[arg(long)]
+    pub topology: Option<TopologySpec>,
+    /// Echo capacities drawn from 0..C (0: all equal).
+    #[arg(long, value_name = "C")]
+    pub capacities: Option<u64>,
+    /// Partition a random fraction of processes at this time.
+    #[arg(long, value_name = "DURATION", value_parser = duration_ms, requires = "partition_fraction")]
+    pub partition_at: Option<u64>,
+    /// Fraction of processes on the far side of the partition.
+    #[arg(long, value_name = "F", value_parser = probability, requires = "partition_at")]
+    pub partition_fraction: Option<f64>,
+    /// Heal the partition at this time.
+    #[arg(long, value_name = "DURATION", value_parser = duration_ms, requires = "partition_at")]
+    pub heal_at: Option<u64>,
+    /// Virtual time limit.
+    #[arg(long, value_name = "DURATION", value_parser = duration_ms)]
+    pub time_limit: Option<u64>,
+    /// Count serialised message bytes (postcard); costs O(message size) per message.
+    #[arg(long)]
+    pub count_bytes: bool,
+    /// One seed.
+    #[arg(long, conflicts_with = "seeds")]
+    pub seed: Option<u64>,
+    /// A seed range A..B (half-open).
+    #[arg(long, value_name = "A..B")]
+    pub seeds: Option<SeedRange>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ElectionsArgs {
+    #[command(flatten)]
+    pub exp: ExperimentArgs,
+    /// Write results.csv, runs.csv and results.json here.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Leave the per-process leaders out of the JSON (large at N = 100,000).
+    #[arg(long)]
+    pub no_leaders: bool,
+    /// Exit with status 2 if any run violated safety or liveness.
+    #[arg(long)]
+    pub strict: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SweepArgs {
+    /// Algorithm(s) to sweep (comma list or all).
+    #[arg(short, long, default_value = "all")]
+    pub algorithm: AlgorithmList,
+    /// Seeds A..B (half-open) or one seed.
+    #[arg(long, value_name = "A..B", default_value = "0..1000")]
+    pub seeds: SeedRange,
+    /// Worker threads.
+    #[arg(short, long, default_value_t = 1)]
+    pub jobs: usize,
+    /// Print every failing seed's scenario and verdict in full.
+    #[arg(long)]
+    pub details: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub exp: ExperimentArgs,
+}

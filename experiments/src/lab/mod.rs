@@ -1,0 +1,19 @@
+//! The `peerage-lab` experiments built on the simulator.
+//!
+//! - [`cli`]: the command line (clap derive); one enum variant per subcommand, so adding the
+//!   super-peer experiments is one variant and one match arm.
+//! - [`spec`]: small parsed value types (fractions or counts, seed ranges).
+//! - [`scenario`]: an election experiment's configuration, its seeded construction and the
+//!   outcome of one run.
+//! - [`summary`]: best/worst/average over seeds.
+//! - [`elections`]: `peerage-lab elections` (tables, CSV, JSON).
+//! - [`sweep`]: `peerage-lab sweep`, the long randomised safety/liveness check.
+//! - [`bench`]: `peerage-lab bench`, the simulator's throughput and memory.
+
+pub mod bench;
+pub mod cli;
+pub mod elections;
+pub mod scenario;
+pub mod spec;
+pub mod summary;
+pub mod sweep;

@@ -1,0 +1,436 @@
+//! An election experiment: its configuration ([`Scenario`], from flags or a JSON/TOML file),
+//! how a seed turns it into a concrete simulation, and the [`Outcome`] of one run.
+//!
+//! How a seed is used (everything from one `ChaCha8Rng::seed_from_u64(seed)`, in this order):
+//! ranks (random 256-bit ids; for echo a random capacity in `0..capacities` as the priority),
+//! the echo topology, the latency model's placement (matrix), the processes down from the
+//! start, the initiators, then the crash-during victims and times, the recovery times and the
+//! partition; the same RNG then drives the run itself.
+//!
+//! Choices the brief left open, written down:
+//! - `crash_before` processes are down from time zero and never reported (see the engine).
+//! - `crash_during` crashes K distinct, initially live processes at times uniform in
+//!   `[0, W]`, where W (the *crash window*) is the election's duration: unless given, it is
+//!   measured by a dry run of the same seed without the during-election faults (its time of
+//!   agreement, at least 1 ms). So "random times within the election" is exact.
+//! - `recover`: every crashed process comes back at a uniform time in `(t, t + W]` after its
+//!   crash time `t` (time 0 for `crash_before`).
+//! - Initiators are drawn among the processes live at the start; asking for more than there
+//!   are starts them all.
+//! - Timeouts: heartbeats and echo probes are off (`alive_interval_ms = 0`,
+//!   `echo_probe_interval_ms = 0`) so that runs end; the ring lap timeout is raised to at least
+//!   4 x N x the largest one-way latency (a lap at N = 100,000 takes minutes of virtual time),
+//!   and the echo acknowledgement timeout to at least 8 x (topology eccentricity of process 0)
+//!   x the largest latency. Explicit `timeouts` override these.
+//! - At least one process must stay up: `crash_before + crash_during <= N - 1`.
+
+use crate::sim::engine::{RunEnd, Sim, SimError, SimSetup};
+use crate::sim::faults::{Fault, FaultPlan, NetworkFaults};
+use crate::sim::latency::LatencySpec;
+use crate::sim::metrics::Metrics;
+use crate::sim::topology::TopologySpec;
+use crate::sim::{check, Verdict};
+use crate::lab::spec::{Amount, Initiators};
+use overlay::election::{Algorithm, ElectionConfig};
+use overlay::{Election, NodeId, Rank, Time};
+use rand::seq::index::sample;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Optional timeout overrides (milliseconds).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Timeouts {
+    pub answer_timeout_ms: Option<u64>,
+    pub coordinator_timeout_ms: Option<u64>,
+    pub nomination_timeout_ms: Option<u64>,
+    pub lap_timeout_ms: Option<u64>,
+    pub echo_ack_timeout_ms: Option<u64>,
+}
+
+/// A partition of a random `fraction` of the processes at `at_ms`, optionally healed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartitionSpec {
+    pub at_ms: u64,
+    pub fraction: f64,
+    #[serde(default)]
+    pub heal_at_ms: Option<u64>,
+}
+
+/// One election experiment (everything but the seed).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Scenario {
+    pub algorithm: Algorithm,
+    pub nodes: usize,
+    pub initiators: Initiators,
+    pub crash_before: Amount,
+    pub crash_during: usize,
+    pub crash_window_ms: Option<u64>,
+    pub recover: bool,
+    pub latency: LatencySpec,
+    pub loss: f64,
+    pub dup: f64,
+    pub reorder: f64,
+    /// Largest extra delay of a reordered message.
+    pub reorder_delay_ms: u64,
+    pub detect_delay_ms: u64,
+    pub report_recoveries: bool,
+    /// Echo only.
+    pub topology: TopologySpec,
+    /// Echo only: capacities are drawn from `0..capacities` (0: all equal, ids decide).
+    pub capacities: u64,
+    pub partition: Option<PartitionSpec>,
+    /// Virtual time limit.
+    pub time_limit_ms: u64,
+    /// Event budget (guards against runaway runs).
+    pub max_events: u64,
+    pub count_bytes: bool,
+    pub timeouts: Timeouts,
+}
+
+impl Default for Scenario {
+    fn default() -> Self {
+        Scenario {
+            algorithm: Algorithm::ChangRoberts,
+            nodes: 16,
+            initiators: Initiators::All,
+            crash_before: Amount::Count(0),
+            crash_during: 0,
+            crash_window_ms: None,
+            recover: false,
+            latency: LatencySpec::Constant(Duration::from_millis(5)),
+            loss: 0.0,
+            dup: 0.0,
+            reorder: 0.0,
+            reorder_delay_ms: 20,
+            detect_delay_ms: 100,
+            report_recoveries: true,
+            topology: TopologySpec::RandomRegular { degree: 4 },
+            capacities: 1_000,
+            partition: None,
+            time_limit_ms: 24 * 3_600_000,
+            max_events: 2_000_000_000,
+            count_bytes: false,
+            timeouts: Timeouts::default(),
+        }
+    }
+}
+
+/// A scenario that cannot be run.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("nodes must be at least 1 (got {0})")]
+    NoNodes(usize),
+    #[error("nodes must be at most 50,000,000 (got {0})")]
+    TooManyNodes(usize),
+    #[error("crash-before ({before}) plus crash-during ({during}) must leave at least one of {nodes} processes up")]
+    TooManyCrashes { before: usize, during: usize, nodes: usize },
+    #[error("{name} must be a probability in [0, 1], got {value}")]
+    Rate { name: &'static str, value: f64 },
+    #[error("partition fraction must be in [0, 1], got {0}")]
+    PartitionFraction(f64),
+    #[error("heal time {heal} ms is before the partition at {at} ms")]
+    HealBeforePartition { at: u64, heal: u64 },
+    #[error("time limit must be positive")]
+    NoTime,
+    #[error(transparent)]
+    Latency(#[from] crate::sim::latency::MatrixError),
+    #[error(transparent)]
+    Sim(#[from] SimError),
+}
+
+/// The result of one seeded run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    pub algorithm: Algorithm,
+    pub nodes: usize,
+    pub seed: u64,
+    pub end: RunEnd,
+    pub verdict: Verdict,
+    pub metrics: Metrics,
+    /// Total messages sent.
+    pub messages: u64,
+    /// Virtual time of the last leader decision of a process live at the end (µs).
+    pub agreement_us: Option<u64>,
+    /// Virtual time when the run stopped (µs).
+    pub end_us: u64,
+    /// The crash window used (µs).
+    pub crash_window_us: u64,
+    pub crashed_during: usize,
+    pub down_at_start: usize,
+    /// Wall-clock seconds the run took (the measured run only, not the dry run).
+    pub wall_secs: f64,
+    /// `(process id, leader it names)` for every live process, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leaders: Option<Vec<(String, Option<String>)>>,
+}
+
+impl Outcome {
+    /// Safety, agreement and liveness held.
+    pub fn ok(&self) -> bool {
+        self.verdict.ok()
+    }
+}
+
+impl Scenario {
+    /// Check the numbers before anything is built.
+    pub fn validate(&self) -> Result<(), ScenarioError> {
+        if self.nodes == 0 {
+            return Err(ScenarioError::NoNodes(0));
+        }
+        if self.nodes > 50_000_000 {
+            return Err(ScenarioError::TooManyNodes(self.nodes));
+        }
+        let before = self.crash_before.of(self.nodes);
+        if before + self.crash_during >= self.nodes {
+            return Err(ScenarioError::TooManyCrashes { before, during: self.crash_during, nodes: self.nodes });
+        }
+        for (name, value) in [("loss", self.loss), ("dup", self.dup), ("reorder", self.reorder)] {
+            if !(0.0..=1.0).contains(&value) {
+                return Err(ScenarioError::Rate { name, value });
+            }
+        }
+        if let Some(p) = &self.partition {
+            if !(0.0..=1.0).contains(&p.fraction) {
+                return Err(ScenarioError::PartitionFraction(p.fraction));
+            }
+            if let Some(h) = p.heal_at_ms {
+                if h < p.at_ms {
+                    return Err(ScenarioError::HealBeforePartition { at: p.at_ms, heal: h });
+                }
+            }
+        }
+        if self.time_limit_ms == 0 {
+            return Err(ScenarioError::NoTime);
+        }
+        Ok(())
+    }
+
+    /// The election configuration this scenario runs with.
+    pub fn election_config(&self, eccentricity: Option<u32>) -> ElectionConfig {
+        let mut c = ElectionConfig::for_algorithm(self.algorithm);
+        c.alive_interval_ms = 0;
+        c.echo_probe_interval_ms = 0;
+        let ub_ms = self.latency.upper_bound().map_or(500, |d| d.as_millis() as u64).max(1)
+            + if self.reorder > 0.0 { self.reorder_delay_ms } else { 0 };
+        c.lap_timeout_ms = c.lap_timeout_ms.max(4 * self.nodes as u64 * ub_ms);
+        if let Some(e) = eccentricity {
+            c.echo_ack_timeout_ms = c.echo_ack_timeout_ms.max(8 * e as u64 * ub_ms);
+        }
+        let t = &self.timeouts;
+        if let Some(v) = t.answer_timeout_ms {
+            c.answer_timeout_ms = v;
+        }
+        if let Some(v) = t.coordinator_timeout_ms {
+            c.coordinator_timeout_ms = v;
+        }
+        if let Some(v) = t.nomination_timeout_ms {
+            c.nomination_timeout_ms = v;
+        }
+        if let Some(v) = t.lap_timeout_ms {
+            c.lap_timeout_ms = v;
+        }
+        if let Some(v) = t.echo_ack_timeout_ms {
+            c.echo_ack_timeout_ms = v;
+        }
+        c
+    }
+
+    /// Build the simulation of `seed`; `window` is the crash window (`None`: no
+    /// during-election faults, the dry run). Returns the simulator and the count of
+    /// processes down from the start.
+    pub fn build(&self, seed: u64, window: Option<Duration>) -> Result<(Sim, usize), ScenarioError> {
+        self.validate()?;
+        let n = self.nodes;
+        let echo = self.algorithm == Algorithm::Echo;
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let ranks: Vec<Rank> = (0..n)
+            .map(|_| {
+                let id = NodeId(rng.gen());
+                let prio = if echo && self.capacities > 0 { rng.gen_range(0..self.capacities) } else { 0 };
+                Rank::new(prio, id)
+            })
+            .collect();
+        let topology = echo.then(|| self.topology.build(n, &mut rng));
+        let ecc = topology.as_ref().map(|t| {
+            let l = crate::sim::topology::eccentricity(t, 0);
+            l.max(1)
+        });
+        let latency = self.latency.build(n, &mut rng)?;
+        let before = self.crash_before.of(n);
+        let down: Vec<u32> = sample(&mut rng, n, before).into_iter().map(|i| i as u32).collect();
+        let mut is_down = vec![false; n];
+        for &d in &down {
+            is_down[d as usize] = true;
+        }
+        let live: Vec<u32> = (0..n as u32).filter(|&i| !is_down[i as usize]).collect();
+        let starters: Vec<u32> = match self.initiators {
+            Initiators::All => live.clone(),
+            Initiators::Count(k) => {
+                let k = k.min(live.len());
+                let mut v: Vec<u32> = sample(&mut rng, live.len(), k).into_iter().map(|i| live[i]).collect();
+                v.sort_unstable();
+                v
+            }
+        };
+        let mut plan = FaultPlan::default();
+        if let Some(w) = window {
+            let w_us = w.as_micros().max(1) as u64;
+            let victims: Vec<u32> =
+                sample(&mut rng, live.len(), self.crash_during).into_iter().map(|i| live[i]).collect();
+            for v in victims {
+                let t = rng.gen_range(0..=w_us);
+                plan.push(Time::from_micros(t), Fault::Crash(v));
+                if self.recover {
+                    let r = t + rng.gen_range(1..=w_us);
+                    plan.push(Time::from_micros(r), Fault::Recover(v));
+                }
+            }
+            if self.recover {
+                for &d in &down {
+                    plan.push(Time::from_micros(rng.gen_range(1..=w_us)), Fault::Recover(d));
+                }
+            }
+            if let Some(p) = &self.partition {
+                let k = (p.fraction * n as f64).round() as usize;
+                let mut sides = vec![0u16; n];
+                for i in sample(&mut rng, n, k.min(n)) {
+                    sides[i] = 1;
+                }
+                plan.push(Time::from_millis(p.at_ms), Fault::Partition(sides));
+                if let Some(h) = p.heal_at_ms {
+                    plan.push(Time::from_millis(h), Fault::Heal);
+                }
+            }
+        }
+        let setup = SimSetup {
+            ranks,
+            election: self.election_config(ecc),
+            latency,
+            faults: NetworkFaults {
+                loss: self.loss,
+                duplicate: self.dup,
+                reorder: self.reorder,
+                reorder_delay: Duration::from_millis(self.reorder_delay_ms),
+            },
+            detect_delay: Duration::from_millis(self.detect_delay_ms),
+            report_recoveries: self.report_recoveries,
+            topology,
+            count_bytes: self.count_bytes,
+        };
+        let mut sim = Sim::new(setup, rng)?;
+        for &d in &down {
+            sim.down_from_start(d)?;
+        }
+        sim.announce_topology();
+        for s in starters {
+            sim.start_at(Time::ZERO, s)?;
+        }
+        sim.schedule(plan)?;
+        Ok((sim, before))
+    }
+
+    /// True if the scenario has faults that happen during the election.
+    pub fn has_during_faults(&self) -> bool {
+        self.crash_during > 0 || self.partition.is_some() || (self.recover && self.crash_before.of(self.nodes) > 0)
+    }
+
+    /// Run `seed` to quiescence (or the limits) and judge it.
+    pub fn run(&self, seed: u64, keep_leaders: bool) -> Result<Outcome, ScenarioError> {
+        let limit = Time::from_millis(self.time_limit_ms);
+        let window = if self.has_during_faults() {
+            Some(match self.crash_window_ms {
+                Some(ms) => Duration::from_millis(ms.max(1)),
+                None => {
+                    let (mut dry, _) = self.build(seed, None)?;
+                    dry.run_until(limit, self.max_events);
+                    let t = agreement_time(&dry).unwrap_or(dry.now());
+                    Duration::from_micros(t.as_micros().max(1_000))
+                }
+            })
+        } else {
+            None
+        };
+        let (mut sim, down) = self.build(seed, window)?;
+        let started = std::time::Instant::now();
+        let end = sim.run_until(limit, self.max_events);
+        let wall_secs = started.elapsed().as_secs_f64();
+        let verdict = check(&sim, end);
+        let metrics = sim.metrics_snapshot();
+        let leaders = keep_leaders.then(|| {
+            (0..sim.len() as u32)
+                .filter_map(|i| sim.process(i).map(|p| (sim.rank(i).id.to_string(), p.leader().map(|l| l.to_string()))))
+                .collect()
+        });
+        Ok(Outcome {
+            algorithm: self.algorithm,
+            nodes: self.nodes,
+            seed,
+            end,
+            messages: metrics.messages(),
+            crashed_during: if window.is_some() { self.crash_during } else { 0 },
+            metrics,
+            agreement_us: agreement_time(&sim).map(|t| t.as_micros()),
+            end_us: sim.now().as_micros(),
+            crash_window_us: window.map_or(0, |w| w.as_micros() as u64),
+            down_at_start: down,
+            wall_secs,
+            verdict,
+            leaders,
+        })
+    }
+
+    /// A small random scenario for the safety/liveness tests and the sweep: N in 3..=24,
+    /// crashes before and during the election, sometimes recoveries, random latencies; echo
+    /// additionally gets a random topology and capacities. The parameters are drawn from the
+    /// seed (through a separate stream), so `seed` alone replays the whole case.
+    pub fn random_small(algorithm: Algorithm, seed: u64) -> Scenario {
+        let mut r = ChaCha8Rng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15);
+        let n = r.gen_range(3..=24usize);
+        let before = r.gen_range(0..=n / 3);
+        let during = r.gen_range(0..=(n / 3).min(n - 1 - before));
+        let hi = r.gen_range(1..=30u64);
+        Scenario {
+            algorithm,
+            nodes: n,
+            initiators: if r.gen_bool(0.5) { Initiators::All } else { Initiators::Count(r.gen_range(1..=n)) },
+            crash_before: Amount::Count(before),
+            crash_during: during,
+            recover: r.gen_bool(0.3),
+            latency: LatencySpec::Range(Duration::from_millis(1), Duration::from_millis(hi)),
+            detect_delay_ms: r.gen_range(1..=200),
+            topology: if r.gen_bool(0.5) {
+                TopologySpec::RandomRegular { degree: r.gen_range(2..=4) }
+            } else {
+                TopologySpec::Geometric { avg_degree: r.gen_range(2.0..6.0) }
+            },
+            capacities: if r.gen_bool(0.3) { 0 } else { r.gen_range(1..=10) },
+            time_limit_ms: 3_600_000,
+            max_events: 5_000_000,
+            ..Scenario::default()
+        }
+    }
+}
+
+/// The last leader decision among processes live at the end.
+pub fn agreement_time(sim: &Sim) -> Option<Time> {
+    (0..sim.len() as u32).filter(|&i| sim.is_alive(i)).filter_map(|i| sim.decided_at(i)).max()
+}
+
+/// The command that replays one seed of a random small case exactly.
+pub fn replay_command(algorithm: Algorithm, seed: u64) -> String {
+    format!(
+        "PEERAGE_SEED={seed} cargo nextest run -p peerage-experiments --test safety_liveness {}   # or: cargo run -p peerage-experiments --bin peerage-lab -- sweep --algorithm {} --seeds {seed} -v",
+        test_name(algorithm),
+        algorithm
+    )
+}
+
+/// The integration test's name for an algorithm.
+pub fn test_name(algorithm: Algorithm) -> String {
+    algorithm.name().replace('-', "_")
+}

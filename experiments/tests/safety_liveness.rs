@@ -1,0 +1,75 @@
+//! Safety and liveness of every election algorithm in the simulator, on random small cases
+//! with crashes before and during the election (and sometimes recoveries).
+//!
+//! Each test runs seeds `0..1000` (or `PEERAGE_SEED_COUNT` seeds) of
+//! `Scenario::random_small(algorithm, seed)`: N in 3..=24, random latencies, random
+//! initiators, failure-detector delays and (for echo) topologies and capacities. At
+//! quiescence every live process must name the best live process of its component and every
+//! live process must have decided. A failing seed prints itself with the exact replay command;
+//! `PEERAGE_SEED=<seed>` runs only that seed (with the failure's details).
+//! The longer sweep is `peerage-lab sweep --seeds 0..100000` (not run in CI).
+
+use overlay::election::Algorithm;
+use peerage_experiments::lab::scenario::{replay_command, Scenario};
+use peerage_experiments::lab::sweep::check_seed;
+
+fn seeds() -> Vec<u64> {
+    if let Ok(s) = std::env::var("PEERAGE_SEED") {
+        let seed: u64 = s.trim().parse().expect("PEERAGE_SEED must be a number");
+        return vec![seed];
+    }
+    let count: u64 = std::env::var("PEERAGE_SEED_COUNT").ok().and_then(|s| s.parse().ok()).unwrap_or(1000);
+    (0..count).collect()
+}
+
+fn sweep(algorithm: Algorithm) {
+    let seeds = seeds();
+    eprintln!("{algorithm}: seeds {}..={} ({} cases)", seeds[0], seeds[seeds.len() - 1], seeds.len());
+    let mut failures = Vec::new();
+    for &seed in &seeds {
+        if let Err(f) = check_seed(algorithm, seed) {
+            eprintln!("FAIL {algorithm} seed {seed}: {}\n  replay: {}", f.summary, replay_command(algorithm, seed));
+            if seeds.len() == 1 {
+                eprintln!("scenario: {:#?}", Scenario::random_small(algorithm, seed));
+            }
+            failures.push(seed);
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{algorithm}: {} of {} seeds violated safety or liveness; first failing seeds {:?}",
+        failures.len(),
+        seeds.len(),
+        &failures[..failures.len().min(20)]
+    );
+}
+
+#[test]
+fn bully() {
+    sweep(Algorithm::Bully);
+}
+
+#[test]
+fn fast_bully() {
+    sweep(Algorithm::FastBully);
+}
+
+#[test]
+fn ring() {
+    sweep(Algorithm::Ring);
+}
+
+#[test]
+fn chang_roberts() {
+    sweep(Algorithm::ChangRoberts);
+}
+
+#[test]
+fn villadangos() {
+    sweep(Algorithm::Villadangos);
+}
+
+#[test]
+fn echo() {
+    sweep(Algorithm::Echo);
+}

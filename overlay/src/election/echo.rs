@@ -89,7 +89,8 @@
 //!   try, [`MAX_RETRIES`] tries): a node waiting for acks resends `EchoElection` to the
 //!   neighbours still silent (a duplicate makes a node that already acknowledged resend its
 //!   ack; a node still collecting its subtree ignores it), then gives up on them and goes on
-//!   without their subtrees. A node that acknowledged and waits for `EchoLeader` resends its
+//!   without their subtrees (they are sent our result once decided, as a reply, so that a
+//!   disagreement is noticed). A node that acknowledged and waits for `EchoLeader` resends its
 //!   ack (a settled parent answers with `EchoLeader`), then starts a new election. A late
 //!   `Some` ack still makes its sender a child (it gets the announcement); if a node learns of
 //!   a subtree better than the announced leader, it starts a new election. The timeout should
@@ -385,8 +386,12 @@ impl Echo {
                     }
                     ctx.set_timer(ACK_TIMER, self.backoff());
                 } else {
+                    // Give up on them; they get our result, to compare with theirs.
                     for l in self.links.values_mut() {
-                        l.waiting = false;
+                        if l.waiting {
+                            l.waiting = false;
+                            l.pending = true;
+                        }
                     }
                     self.maybe_complete(ctx);
                 }
@@ -1307,6 +1312,64 @@ mod tests {
         );
     }
 
+    /// Run until quiet with a random delay for every message (0.1 to 5 ms), so that messages
+    /// overtake each other, also on the same link.
+    fn run_jittered(net: &mut Net, rng: &mut StdRng) {
+        loop {
+            net.latency = std::time::Duration::from_micros(rng.gen_range(100..5_000));
+            if !net.step() {
+                break;
+            }
+        }
+    }
+
+    #[test]
+    fn echo_random_delays_and_churn_reach_agreement() {
+        for seed in seeds(0..30) {
+            println!("PEERAGE_SEED={seed}");
+            let mut rng = StdRng::seed_from_u64(seed);
+            let n = rng.gen_range(3..30);
+            let mut topo = Topo::random(n, rng.gen_range(0..2 * n), &mut rng);
+            let caps = random_caps(n, &mut rng);
+            let mut net = build(&topo, &caps, cfg(0));
+            for _ in 0..rng.gen_range(1..4) {
+                let at = net.now + std::time::Duration::from_micros(rng.gen_range(0..5_000));
+                net.start_at(at, rng.gen_range(0..n));
+            }
+            run_jittered(&mut net, &mut rng);
+            check_agreement(&net, &topo, &format!("seed {seed} start"));
+            for round in 0..6 {
+                for _ in 0..rng.gen_range(1..4) {
+                    let live: Vec<usize> = (0..n).filter(|&i| net.is_alive(i)).collect();
+                    match rng.gen_range(0..4) {
+                        0 if !topo.edges.is_empty() => {
+                            let k = rng.gen_range(0..topo.edges.len());
+                            let (a, b) = *topo.edges.iter().nth(k).unwrap();
+                            disconnect(&mut net, &mut topo, a, b);
+                        }
+                        1 if live.len() > 2 => {
+                            crash(&mut net, &mut topo, live[rng.gen_range(0..live.len())]);
+                        }
+                        _ => {
+                            let a = live[rng.gen_range(0..live.len())];
+                            let b = live[rng.gen_range(0..live.len())];
+                            if a != b && !topo.edges.contains(&(a.min(b), a.max(b))) {
+                                connect(&mut net, &mut topo, a, b);
+                            }
+                        }
+                    }
+                    // Part of the consequences, then the next change.
+                    for _ in 0..rng.gen_range(0..30) {
+                        net.latency = std::time::Duration::from_micros(rng.gen_range(100..5_000));
+                        net.step();
+                    }
+                }
+                run_jittered(&mut net, &mut rng);
+                check_agreement(&net, &topo, &format!("seed {seed} round {round}"));
+            }
+        }
+    }
+
     #[test]
     fn echo_probes_with_random_churn() {
         // Probes on (every 50 ms): crashes are silent, link changes are reported.
@@ -1409,6 +1472,138 @@ mod tests {
         assert!(net.last_decision.since(t0) < std::time::Duration::from_secs(1));
     }
 
+    /// A tiny pump that loses messages (the testkit never does): every message is dropped
+    /// with probability `loss` and delayed 0.1 to 3 ms otherwise; timers as in the testkit.
+    struct Lossy {
+        nodes: Vec<Echo>,
+        index: std::collections::HashMap<NodeId, usize>,
+        queue: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u64)>>,
+        events: std::collections::HashMap<u64, (usize, Input, Option<u64>)>,
+        armed: std::collections::HashMap<(usize, Timer), u64>,
+        seq: u64,
+        now: u64,
+        loss: f64,
+        rng: StdRng,
+        dropped: u64,
+    }
+
+    impl Lossy {
+        fn new(ranks: &[Rank], seed: u64) -> Lossy {
+            let group = Arc::new(Membership::default());
+            Lossy {
+                nodes: ranks
+                    .iter()
+                    .map(|r| Echo::new(*r, group.clone(), &cfg(0)))
+                    .collect(),
+                index: ranks.iter().enumerate().map(|(i, r)| (r.id, i)).collect(),
+                queue: Default::default(),
+                events: Default::default(),
+                armed: Default::default(),
+                seq: 0,
+                now: 0,
+                loss: 0.0,
+                rng: StdRng::seed_from_u64(seed),
+                dropped: 0,
+            }
+        }
+        fn push(&mut self, after_us: u64, to: usize, input: Input, generation: Option<u64>) {
+            self.seq += 1;
+            self.queue
+                .push(std::cmp::Reverse((self.now + after_us, self.seq)));
+            self.events.insert(self.seq, (to, input, generation));
+        }
+        fn input(&mut self, i: usize, input: Input) {
+            let mut effects = Vec::new();
+            let mut rng = StdRng::seed_from_u64(self.seq);
+            let mut ctx = Context::new(Time(self.now), &mut rng, &mut effects);
+            self.nodes[i].handle(&mut ctx, input);
+            let from = self.nodes[i].id();
+            for e in effects {
+                match e {
+                    Effect::Send { to, msg } => {
+                        let Some(&j) = self.index.get(&to) else {
+                            continue;
+                        };
+                        if self.rng.gen_bool(self.loss) {
+                            self.dropped += 1;
+                        } else {
+                            let d = self.rng.gen_range(100..3_000);
+                            self.push(d, j, Input::Message { from, msg }, None);
+                        }
+                    }
+                    Effect::SetTimer { timer, after } => {
+                        self.seq += 1;
+                        let g = self.seq;
+                        self.armed.insert((i, timer), g);
+                        self.push(after.as_micros() as u64, i, Input::Timer(timer), Some(g));
+                    }
+                    Effect::CancelTimer { timer } => {
+                        self.armed.remove(&(i, timer));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        fn run(&mut self) {
+            while let Some(std::cmp::Reverse((at, seq))) = self.queue.pop() {
+                self.now = at;
+                let Some((to, input, generation)) = self.events.remove(&seq) else {
+                    continue;
+                };
+                if let (Some(g), Input::Timer(t)) = (generation, &input) {
+                    if self.armed.get(&(to, *t)) != Some(&g) {
+                        continue;
+                    }
+                    self.armed.remove(&(to, *t));
+                }
+                self.input(to, input);
+            }
+        }
+    }
+
+    #[test]
+    fn echo_lost_messages_are_recovered_by_the_timers() {
+        let mut dropped = 0;
+        for seed in seeds(0..40) {
+            println!("PEERAGE_SEED={seed}");
+            let mut rng = StdRng::seed_from_u64(seed);
+            let n = rng.gen_range(2..25);
+            let topo = Topo::random(n, rng.gen_range(0..n), &mut rng);
+            let caps = random_caps(n, &mut rng);
+            let ranks: Vec<Rank> = (0..n)
+                .map(|i| Rank::new(caps[i], NodeId::from_u64(i as u64 + 1)))
+                .collect();
+            let mut net = Lossy::new(&ranks, seed);
+            for &(a, b) in &topo.edges {
+                net.input(a, Input::PeerUp(ranks[b].id));
+                net.input(b, Input::PeerUp(ranks[a].id));
+            }
+            net.run();
+            // From here on, 10% of the messages are lost.
+            net.loss = 0.1;
+            for i in 0..n {
+                if i == 0 || rng.gen_bool(0.2) {
+                    net.input(i, Input::Start);
+                }
+            }
+            net.run();
+            dropped += net.dropped;
+            let best = ranks.iter().max().unwrap().id;
+            for (i, e) in net.nodes.iter().enumerate() {
+                assert!(
+                    !e.in_election(),
+                    "seed {seed}: node {i} still {}",
+                    e.state()
+                );
+                assert_eq!(e.leader(), Some(best), "seed {seed}: node {i}");
+            }
+        }
+        assert!(
+            seeds(0..40).len() == 1 || dropped > 100,
+            "only {dropped} messages lost"
+        );
+    }
+
     /// Drive one node by hand.
     fn feed(e: &mut Echo, input: Input) -> Vec<Effect> {
         let mut rng = StdRng::seed_from_u64(0);
@@ -1465,8 +1660,18 @@ mod tests {
             assert_eq!(backoff, Some(cfg(0).echo_ack_timeout() * (1 << k)));
         }
         let out = feed(&mut e, Input::Timer(ACK_TIMER));
-        // Gave up on a: the source decides on what it has (itself) and announces to nobody.
-        assert!(sends(&out).is_empty());
+        // Gave up on a: the source decides on what it has (itself), announces to nobody (no
+        // child) and sends a its result to compare.
+        assert_eq!(
+            sends(&out),
+            vec![(
+                a,
+                Message::EchoReply {
+                    tag: Some(tag),
+                    leader: Some(me)
+                }
+            )]
+        );
         assert_eq!(e.leader(), Some(me.id));
         assert!(!e.in_election());
         // a's ack arrives late with a better rank: a becomes a child, gets the announcement,

@@ -54,6 +54,27 @@ struct Args {
     /// Also run plain Vivaldi (no adjustment, filter, gravity) for comparison.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     vanilla: bool,
+    /// Override the default and Serf runs' adjustment window (0 = off).
+    #[arg(long)]
+    adjustment_window: Option<u16>,
+    /// Override the default and Serf runs' latency-filter size (1 = off).
+    #[arg(long)]
+    filter_size: Option<u8>,
+    /// Override the default and Serf runs' gravity rho, seconds (0 = off).
+    #[arg(long)]
+    gravity_rho: Option<f64>,
+    /// Override the outlier gate's factor in the default run (0 = off).
+    #[arg(long)]
+    outlier_factor: Option<f64>,
+    /// Override the outlier gate's floor in the default run.
+    #[arg(long)]
+    outlier_floor: Option<f64>,
+    /// Also run Serf's exact algorithm (no outlier gate) for comparison.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    serf: bool,
+    /// Override Vivaldi's cc (coordinate timestep factor) in all runs.
+    #[arg(long)]
+    cc: Option<f64>,
     /// Latency model configuration as JSON (fields of `ModelConfig`; missing ones default).
     #[arg(long)]
     model: Option<String>,
@@ -177,13 +198,14 @@ fn run(label: &str, model: &LatencyModel, config: VivaldiConfig, args: &Args, pa
     let elapsed = started.elapsed();
     let e = measure(model, &clients, pairs);
     let resets: u64 = clients.iter().map(|c| c.stats().resets as u64).sum();
+    let outliers: u64 = clients.iter().map(|c| c.stats().outliers).sum();
     let mem = clients.iter().map(|c| c.memory_bytes()).sum::<usize>() as f64 / n as f64;
     println!(
         "[{label}] final: median relative error {:.4}, p90 {:.4}, mean {:.4}; median by pair class: same city {:.4} ({} pairs), same region {:.4} ({}), other region {:.4} ({})",
         e.median, e.p90, e.mean, e.by_class[0].0, e.by_class[0].1, e.by_class[1].0, e.by_class[1].1, e.by_class[2].0, e.by_class[2].1
     );
     println!(
-        "[{label}] {updates} updates ({refused} refused, {resets} resets) in {:.2} s ({:.2} M updates/s); client memory {mem:.0} B/node",
+        "[{label}] {updates} updates ({refused} refused, {resets} resets, {outliers} gated as outliers) in {:.2} s ({:.2} M updates/s); client memory {mem:.0} B/node",
         elapsed.as_secs_f64(),
         updates as f64 / elapsed.as_secs_f64() / 1e6
     );
@@ -226,11 +248,38 @@ fn main() -> Result<()> {
         percentile(&rtts, 0.5),
         percentile(&rtts, 0.9)
     );
-    let config = VivaldiConfig { dimensionality: args.dims, ..VivaldiConfig::default() };
-    config.validate().context("--dims")?;
-    run("serf-like", &model, config, &args, &pairs)?;
+    let mut config = VivaldiConfig { dimensionality: args.dims, ..VivaldiConfig::default() };
+    let mut vanilla = VivaldiConfig::vanilla(args.dims);
+    let mut serf = VivaldiConfig::serf(args.dims);
+    if let Some(f) = args.outlier_factor {
+        config.outlier_factor = f;
+    }
+    if let Some(f) = args.outlier_floor {
+        config.outlier_floor = f;
+    }
+    for c in [&mut config, &mut serf] {
+        if let Some(w) = args.adjustment_window {
+            c.adjustment_window = w;
+        }
+        if let Some(f) = args.filter_size {
+            c.latency_filter_size = f;
+        }
+        if let Some(g) = args.gravity_rho {
+            c.gravity_rho = g;
+        }
+    }
+    if let Some(cc) = args.cc {
+        for c in [&mut config, &mut serf, &mut vanilla] {
+            c.vivaldi_cc = cc;
+        }
+    }
+    config.validate().context("Vivaldi configuration (--dims, --adjustment-window, --filter-size, --gravity-rho, --outlier-factor, --cc)")?;
+    run("peerage", &model, config, &args, &pairs)?;
+    if args.serf {
+        run("serf", &model, serf, &args, &pairs)?;
+    }
     if args.vanilla {
-        run("vanilla", &model, VivaldiConfig::vanilla(args.dims), &args, &pairs)?;
+        run("vanilla", &model, vanilla, &args, &pairs)?;
     }
     Ok(())
 }

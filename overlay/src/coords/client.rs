@@ -16,6 +16,21 @@
 //!    the error estimate becomes `e_i ← ce·w·ε + e_i·(1 − ce·w)`, capped at
 //!    `vivaldi_error_max`; the coordinate moves by `δ·(rtt − d)` with `δ = cc·w` along the unit
 //!    vector from `x_j` (see [`Coordinate`] for the height rule).
+//!    **Outlier gate (ours, not Serf's; off with `outlier_factor = 0`).** If the sample is
+//!    *longer* than predicted by `s = (rtt − d) / rtt` with `s > outlier_floor` and
+//!    `s > outlier_factor · e_i` (the error estimate *before* this sample), the sample still
+//!    updates the error estimate but moves neither the coordinate nor the adjustment term.
+//!    Only "longer" is gated because detours lengthen paths; a sample shorter than predicted
+//!    is physical evidence and always used. Pairs whose route takes a detour violate the triangle
+//!    inequality and do so persistently (the latency filter cannot help: every sample is
+//!    high); without the gate, a node that keeps measuring such a neighbour is dragged off
+//!    every round. The gate is self-opening: if the network really changes, most samples are
+//!    wrong, the error estimate (which still sees them) rises toward their error and so
+//!    above `s / outlier_factor` (this needs `outlier_factor > 1`), and samples move the
+//!    coordinate again. A redescending (Tukey-style) weight, in the
+//!    spirit of the robust-embedding literature on triangle-inequality violations (e.g.
+//!    Wang, Zhang, Zhang, "Towards network triangle inequality violation aware distributed
+//!    systems", IMC 2007); the factor and floor are our choice, measured in docs/RESULTS.md.
 //! 4. **Adjustment term.** The last `adjustment_window` values of `rtt − raw distance` are
 //!    kept; the adjustment is their sum divided by `2 · window` (each end of a pair carries
 //!    half), as in Serf. Stored as `f32` seconds to halve the per-node memory.
@@ -54,6 +69,9 @@ pub struct ClientStats {
     pub rejected: u64,
     /// Times the coordinate became invalid (NaN/inf) and was reset.
     pub resets: u32,
+    /// Accepted samples that were gated as outliers (error estimate updated, coordinate not
+    /// moved); see `VivaldiConfig::outlier_factor`.
+    pub outliers: u64,
 }
 
 /// One node's Vivaldi state.
@@ -155,8 +173,11 @@ impl VivaldiClient {
             return Err(e);
         }
         let rtt = self.filter.push(peer, rtt_secs).max(ZERO_THRESHOLD);
-        self.update_vivaldi(theirs, rtt, rng);
-        self.update_adjustment(theirs, rtt);
+        if self.update_vivaldi(theirs, rtt, rng) {
+            self.update_adjustment(theirs, rtt);
+        } else {
+            self.stats.outliers += 1;
+        }
         self.update_gravity(rng);
         if !self.coord.is_finite() {
             self.stats.resets += 1;
@@ -167,16 +188,26 @@ impl VivaldiClient {
         Ok(&self.coord)
     }
 
-    fn update_vivaldi(&mut self, theirs: &Coordinate, rtt: f64, rng: &mut dyn RngCore) {
+    /// Returns false when the sample was gated as an outlier (coordinate not moved).
+    fn update_vivaldi(&mut self, theirs: &Coordinate, rtt: f64, rng: &mut dyn RngCore) -> bool {
         let cfg = &*self.config;
         let dist = self.coord.distance_unchecked(theirs);
         let wrongness = (dist - rtt).abs() / rtt;
         let total_error = (self.coord.error + theirs.error).max(ZERO_THRESHOLD);
         let weight = self.coord.error / total_error;
+        // Only "much farther than predicted" is gated: detours lengthen paths, never shorten.
+        let stretch = (rtt - dist) / rtt;
+        let outlier = cfg.outlier_factor > 0.0
+            && stretch > cfg.outlier_floor
+            && stretch > cfg.outlier_factor * self.coord.error;
         let e = cfg.vivaldi_ce * weight * wrongness + self.coord.error * (1.0 - cfg.vivaldi_ce * weight);
         self.coord.error = e.min(cfg.vivaldi_error_max);
+        if outlier {
+            return false;
+        }
         let force = cfg.vivaldi_cc * weight * (rtt - dist);
         self.coord.apply_force(force, theirs, cfg.height_min, rng);
+        true
     }
 
     fn update_adjustment(&mut self, theirs: &Coordinate, rtt: f64) {

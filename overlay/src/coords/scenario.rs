@@ -135,10 +135,18 @@ pub fn simulate(clients: &mut [VivaldiClient], truth: &Truth, cycles: usize, rng
 
 /// Relative prediction error over all pairs.
 pub fn evaluate(clients: &[VivaldiClient], truth: &Truth) -> Stats {
+    evaluate_where(clients, truth, |_, _| true)
+}
+
+/// Relative prediction error over the pairs `i < j` for which `keep(i, j)` holds.
+pub fn evaluate_where(clients: &[VivaldiClient], truth: &Truth, keep: impl Fn(usize, usize) -> bool) -> Stats {
     let n = clients.len().min(truth.len());
     let (mut sum, mut max, mut count) = (0.0, 0.0f64, 0usize);
     for i in 0..n {
         for j in i + 1..n {
+            if !keep(i, j) {
+                continue;
+            }
             let actual = truth.rtt(i, j);
             let est = clients[i].coordinate().distance_secs(clients[j].coordinate()).unwrap_or(f64::INFINITY);
             let err = (est - actual).abs() / actual;
@@ -206,51 +214,70 @@ mod tests {
         );
     }
 
+    /// Our defaults (with the outlier gate) and Serf's exact algorithm, both held to Serf's bars.
+    fn configs(dims: usize) -> [(&'static str, VivaldiConfig); 2] {
+        [
+            ("peerage", VivaldiConfig { dimensionality: dims, ..VivaldiConfig::default() }),
+            ("serf", VivaldiConfig::serf(dims)),
+        ]
+    }
+
     #[test]
     fn line_converges() {
-        let m = over_seeds("line", |r| run(&Truth::line(10, 0.010), VivaldiConfig::default(), 1000, r).1);
-        check("line", m, 0.0031, 0.0130);
+        for (name, cfg) in configs(8) {
+            let m = over_seeds(&format!("line/{name}"), |r| run(&Truth::line(10, 0.010), cfg.clone(), 1000, r).1);
+            check("line", m, 0.0031, 0.0130);
+        }
     }
 
     #[test]
     fn grid_converges() {
-        let m = over_seeds("grid", |r| run(&Truth::grid(25, 0.010), VivaldiConfig::default(), 1000, r).1);
-        check("grid", m, 0.0016, 0.0230);
+        for (name, cfg) in configs(8) {
+            let m = over_seeds(&format!("grid/{name}"), |r| run(&Truth::grid(25, 0.010), cfg.clone(), 1000, r).1);
+            check("grid", m, 0.0016, 0.0230);
+        }
     }
 
     #[test]
     fn split_converges() {
-        let m = over_seeds("split", |r| run(&Truth::split(25, 0.001, 0.010), VivaldiConfig::default(), 1000, r).1);
-        check("split", m, 0.000060, 0.00048);
+        for (name, cfg) in configs(8) {
+            let m = over_seeds(&format!("split/{name}"), |r| {
+                run(&Truth::split(25, 0.001, 0.010), cfg.clone(), 1000, r).1
+            });
+            check("split", m, 0.000060, 0.00048);
+        }
     }
 
     #[test]
     fn height_lifts_the_centre_node() {
         let radius = 0.100;
-        let config = VivaldiConfig { dimensionality: 2, ..VivaldiConfig::default() };
-        let (mut centre, mut others) = (vec![], vec![]);
-        let m = over_seeds("height", |r| {
-            let (cs, s) = run(&Truth::circle(25, radius), config.clone(), 1000, r);
-            centre.push(cs[0].coordinate().height);
-            others.push(cs[1..].iter().map(|c| c.coordinate().height).fold(0.0, f64::max));
-            s
-        });
-        // Serf's height bars (centre node lifted to >= 0.97 radius, the ring flat within
-        // 0.03 radius), on the median over seeds.
-        let (c, o) = (median(centre), median(others));
-        eprintln!("height: median centre height {c:.4}, median highest ring node {o:.4}");
-        assert!(c >= 0.97 * radius, "centre height {c}");
-        assert!(o <= 0.03 * radius, "ring height {o}");
-        check("height", m, 0.0028, 0.064);
+        for (name, config) in configs(2) {
+            let (mut centre, mut others) = (vec![], vec![]);
+            let m = over_seeds(&format!("height/{name}"), |r| {
+                let (cs, s) = run(&Truth::circle(25, radius), config.clone(), 1000, r);
+                centre.push(cs[0].coordinate().height);
+                others.push(cs[1..].iter().map(|c| c.coordinate().height).fold(0.0, f64::max));
+                s
+            });
+            // Serf's height bars (centre node lifted to >= 0.97 radius, the ring flat within
+            // 0.03 radius), on the median over seeds.
+            let (c, o) = (median(centre), median(others));
+            eprintln!("height/{name}: median centre height {c:.4}, median highest ring node {o:.4}");
+            assert!(c >= 0.97 * radius, "centre height {c}");
+            assert!(o <= 0.03 * radius, "ring height {o}");
+            check("height", m, 0.0028, 0.064);
+        }
     }
 
     #[test]
     fn random_rtts_within_serf_bounds() {
-        let m = over_seeds("random", |r| {
-            let truth = Truth::random(25, 0.100, 0.010, r);
-            run(&truth, VivaldiConfig::default(), 1000, r).1
-        });
-        check("random", m, 0.075, 0.33);
+        for (name, cfg) in configs(8) {
+            let m = over_seeds(&format!("random/{name}"), |r| {
+                let truth = Truth::random(25, 0.100, 0.010, r);
+                run(&truth, cfg.clone(), 1000, r).1
+            });
+            check("random", m, 0.075, 0.33);
+        }
     }
 
     #[test]
@@ -301,5 +328,44 @@ mod tests {
         assert!(w <= 0.8, "gravity did not pull the centre back: ratio {w}");
         // Without gravity the centre stays put: the test can tell the difference.
         assert!(wo > 0.95, "without gravity the centre should stay put: ratio {wo}");
+    }
+
+    /// A grid where a tenth of the pairs take a detour (RTT × 2.5, violating the triangle
+    /// inequality). Serf's algorithm lets the detoured pairs drag the coordinates; the outlier
+    /// gate should keep the clean pairs' error clearly lower.
+    #[test]
+    fn outlier_gate_shields_clean_pairs_from_detours() {
+        let detoured = |i: usize, j: usize| crate::latency::sample::pair_unit(i as u64, j as u64, 99, 0) < 0.1;
+        let grid = Truth::grid(25, 0.010);
+        let truth = Truth::from_fn(25, |i, j| grid.rtt(i, j) * if detoured(i, j) { 2.5 } else { 1.0 });
+        let clean = |cfg: VivaldiConfig, name: &str| {
+            over_seeds(name, |r| {
+                let mut cs = clients(25, cfg.clone()).unwrap();
+                simulate(&mut cs, &truth, 2000, r);
+                evaluate_where(&cs, &truth, |i, j| !detoured(i, j))
+            })
+        };
+        let (gate, _) = clean(VivaldiConfig::default(), "detour-gate");
+        let (serf, _) = clean(VivaldiConfig::serf(8), "detour-serf");
+        eprintln!("clean-pair average error: gate {gate:.4}, Serf {serf:.4}");
+        assert!(gate < 0.7 * serf, "gate {gate} vs Serf {serf}");
+    }
+
+    /// After convergence every RTT doubles (a real change, not an outlier): the gate must
+    /// open again and the coordinates must follow.
+    #[test]
+    fn outlier_gate_reopens_after_a_real_change() {
+        let before = Truth::grid(25, 0.010);
+        let after = Truth::from_fn(25, |i, j| 2.0 * before.rtt(i, j));
+        let (avg, max) = over_seeds("reopen", |r| {
+            let mut cs = clients(25, VivaldiConfig::default()).unwrap();
+            simulate(&mut cs, &before, 1000, r);
+            simulate(&mut cs, &after, 1000, r);
+            let gated: u64 = cs.iter().map(|c| c.stats().outliers).sum();
+            let total: u64 = cs.iter().map(|c| c.stats().updates).sum();
+            assert!(gated < total / 4, "gate stayed shut: {gated} of {total} gated");
+            evaluate(&cs, &after)
+        });
+        check("reopen", (avg, max), 0.0016, 0.0230);
     }
 }

@@ -40,8 +40,9 @@
 //!   with a round above every round it has seen, so a new election beats all it knows of.
 //! - **Probes.** `EchoProbe`/`EchoReply` between neighbours are (as we recall the paper) its
 //!   heartbeat: with `cfg.echo_probe_interval()` set, every node probes all neighbours each
-//!   interval; a neighbour that has not replied by the next probe is taken as gone (as if
-//!   `PeerDown`).
+//!   interval; a neighbour that leaves [`PROBE_MISSES`] probes in a row unanswered is taken
+//!   as gone (as if `PeerDown`): detection takes two to three intervals, and one lost probe
+//!   or reply is tolerated.
 //! - **A node with no neighbours is its own leader**: its election ends at once, and a node
 //!   that loses its last neighbour elects itself.
 //!
@@ -129,6 +130,8 @@ const LEADER_TIMER: Timer = Timer::Custom(0xEC41);
 const PROBE_TIMER: Timer = Timer::Custom(0xEC42);
 /// Resends before a safety-net timer gives up.
 pub const MAX_RETRIES: u32 = 3;
+/// Probes a neighbour may leave unanswered before it is taken as gone.
+pub const PROBE_MISSES: u8 = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -149,8 +152,8 @@ struct Link {
     child: bool,
     /// It sent us its state while we were in an election: it gets our result when decided.
     pending: bool,
-    /// We probed it and it has not replied yet.
-    probed: bool,
+    /// Probes sent to it since its last reply.
+    unanswered: u8,
 }
 
 /// One node of Vasudevan et al.'s echo election.
@@ -422,7 +425,7 @@ impl Echo {
         }
     }
 
-    /// Neighbours silent since the last probe are gone; probe the others again.
+    /// Neighbours that left [`PROBE_MISSES`] probes unanswered are gone; probe the others.
     fn probe_round(&mut self, ctx: &mut Context<'_>) {
         let Some(every) = self.probe_every else {
             return;
@@ -430,7 +433,7 @@ impl Echo {
         let silent: Vec<NodeId> = self
             .links
             .iter()
-            .filter(|(_, l)| l.probed)
+            .filter(|(_, l)| l.unanswered >= PROBE_MISSES)
             .map(|(id, _)| *id)
             .collect();
         for id in silent {
@@ -438,7 +441,7 @@ impl Echo {
             self.suspected.insert(id);
         }
         for (id, l) in self.links.iter_mut() {
-            l.probed = true;
+            l.unanswered = l.unanswered.saturating_add(1);
             ctx.send(*id, Message::EchoProbe);
         }
         ctx.set_timer(PROBE_TIMER, every);
@@ -576,7 +579,7 @@ impl Echo {
         let Some(l) = self.links.get_mut(&from) else {
             return;
         };
-        l.probed = false;
+        l.unanswered = 0;
         if self.phase != Phase::Passive {
             l.pending = true;
             return;
@@ -1739,6 +1742,99 @@ mod tests {
         assert!(out.contains(&Effect::ElectionStarted));
         assert_eq!(e.tag().unwrap().round, 5);
         assert_eq!(e.tag().unwrap().source, me);
+    }
+
+    #[test]
+    fn echo_probe_detector_tolerates_one_miss_and_readmits() {
+        let me = Rank::new(1, NodeId::from_u64(1));
+        let (a, b) = (NodeId::from_u64(2), NodeId::from_u64(3));
+        let mut e = Echo::new(me, Arc::new(Membership::default()), &cfg(100));
+        let out = feed(&mut e, Input::PeerUp(a));
+        assert!(out.contains(&Effect::SetTimer {
+            timer: PROBE_TIMER,
+            after: Duration::from_millis(100)
+        }));
+        feed(&mut e, Input::PeerUp(b));
+        feed(&mut e, Input::Start);
+        // Settle: both are leaves of our election, b is the best.
+        let tag = e.tag().unwrap();
+        feed(
+            &mut e,
+            Input::Message {
+                from: a,
+                msg: Message::EchoAck {
+                    tag,
+                    best: Some(Rank::new(0, a)),
+                },
+            },
+        );
+        feed(
+            &mut e,
+            Input::Message {
+                from: b,
+                msg: Message::EchoAck {
+                    tag,
+                    best: Some(Rank::new(5, b)),
+                },
+            },
+        );
+        assert_eq!(e.leader(), Some(b));
+        let probe = |e: &mut Echo| sends(&feed(e, Input::Timer(PROBE_TIMER)));
+        // Round 1: both probed. Only a answers.
+        assert_eq!(
+            probe(&mut e),
+            vec![(a, Message::EchoProbe), (b, Message::EchoProbe)]
+        );
+        let reply = Message::EchoReply {
+            tag: Some(tag),
+            leader: Some(Rank::new(5, b)),
+        };
+        feed(
+            &mut e,
+            Input::Message {
+                from: a,
+                msg: reply.clone(),
+            },
+        );
+        // Round 2: one miss is tolerated, b is probed again.
+        assert_eq!(
+            probe(&mut e),
+            vec![(a, Message::EchoProbe), (b, Message::EchoProbe)]
+        );
+        feed(
+            &mut e,
+            Input::Message {
+                from: a,
+                msg: reply.clone(),
+            },
+        );
+        assert_eq!(e.neighbours().count(), 2);
+        // Round 3: b missed two probes: gone. It was the leader: a new election (to a only).
+        let out = feed(&mut e, Input::Timer(PROBE_TIMER));
+        assert!(out.contains(&Effect::ElectionStarted));
+        assert_eq!(e.neighbours().copied().collect::<Vec<_>>(), vec![a]);
+        let new_tag = e.tag().unwrap();
+        assert!(sends(&out).contains(&(a, Message::EchoElection { tag: new_tag })));
+        assert!(!sends(&out).iter().any(|(to, _)| *to == b));
+        // b was only slow: its probe readmits it, and it is answered.
+        let out = feed(
+            &mut e,
+            Input::Message {
+                from: b,
+                msg: Message::EchoProbe,
+            },
+        );
+        assert_eq!(
+            sends(&out),
+            vec![(
+                b,
+                Message::EchoReply {
+                    tag: Some(new_tag),
+                    leader: None
+                }
+            )]
+        );
+        assert_eq!(e.neighbours().count(), 2);
     }
 
     #[test]

@@ -103,8 +103,9 @@
 //! - **Trust.** Ranks in messages are believed as sent (no authentication; the group is not
 //!   consulted, since a newcomer may not be in it yet).
 //! - **Bad input.** Messages of other algorithms, messages from non-neighbours or from
-//!   ourselves, and tags with round `u64::MAX` (no higher round could follow) are refused with
-//!   `ctx.reject` and leave the state unchanged. `Start` and `Recover` start an election.
+//!   ourselves, and tags with a round above [`MAX_ROUND`] (so that a higher round can always
+//!   follow) are refused with `ctx.reject` and leave the state unchanged. `Start` and
+//!   `Recover` start an election.
 //!
 //! # States (seeds' vocabulary)
 //! `Passive`: not in an election (idle, or naming a leader other than itself); `Candidate`:
@@ -130,6 +131,9 @@ const LEADER_TIMER: Timer = Timer::Custom(0xEC41);
 const PROBE_TIMER: Timer = Timer::Custom(0xEC42);
 /// Resends before a safety-net timer gives up.
 pub const MAX_RETRIES: u32 = 3;
+/// Rounds above this are refused: honest rounds grow by one per election and never get
+/// near it, and a forged huge round must not leave the group unable to go higher.
+pub const MAX_ROUND: u64 = u64::MAX / 2;
 /// Probes a neighbour may leave unanswered before it is taken as gone.
 pub const PROBE_MISSES: u8 = 2;
 
@@ -238,7 +242,8 @@ impl Echo {
     }
 
     fn backoff(&self) -> Duration {
-        self.ack_timeout * (1u32 << self.retries.min(16))
+        self.ack_timeout
+            .saturating_mul(1u32 << self.retries.min(16))
     }
 
     /// Start a new election, with a round above every round seen.
@@ -462,7 +467,7 @@ impl Echo {
             ctx.reject(from, "echo: message from this node itself");
             return;
         }
-        if tag.is_some_and(|t| t.round == u64::MAX) {
+        if tag.is_some_and(|t| t.round > MAX_ROUND) {
             ctx.reject(from, "echo: election round out of range");
             return;
         }
@@ -529,7 +534,7 @@ impl Echo {
         tag: ElectionTag,
         best: Option<Rank>,
     ) {
-        if Some(tag) != self.tag {
+        if Some(tag) != self.tag || self.parent == Some(from) {
             return;
         }
         let Some(l) = self.links.get_mut(&from) else {
@@ -1697,6 +1702,25 @@ mod tests {
     }
 
     #[test]
+    fn echo_extreme_timeouts_do_not_panic() {
+        let me = Rank::new(1, NodeId::from_u64(1));
+        let a = NodeId::from_u64(2);
+        for ms in [0, 1, u64::MAX] {
+            let c = ElectionConfig {
+                echo_ack_timeout_ms: ms,
+                ..cfg(0)
+            };
+            let mut e = Echo::new(me, Arc::new(Membership::default()), &c);
+            feed(&mut e, Input::PeerUp(a));
+            feed(&mut e, Input::Start);
+            for _ in 0..=MAX_RETRIES {
+                feed(&mut e, Input::Timer(ACK_TIMER));
+            }
+            assert_eq!(e.leader(), Some(me.id), "ack timeout {ms} ms");
+        }
+    }
+
+    #[test]
     fn echo_waiting_node_pulls_the_result_then_restarts() {
         let me = Rank::new(1, NodeId::from_u64(1));
         let p = NodeId::from_u64(2);
@@ -1871,9 +1895,19 @@ mod tests {
                 a,
                 Message::EchoElection {
                     tag: ElectionTag {
-                        round: u64::MAX,
+                        round: MAX_ROUND + 1,
                         source: me,
                     },
+                },
+            ),
+            (
+                a,
+                Message::EchoReply {
+                    tag: Some(ElectionTag {
+                        round: u64::MAX,
+                        source: me,
+                    }),
+                    leader: None,
                 },
             ),
         ];

@@ -8,8 +8,9 @@
 //! coordinate. At checkpoints the median relative error `|predicted − true| / true` is taken
 //! over random node pairs against the model's base (jitter-free) RTT.
 //!
-//! The same run is repeated with plain Vivaldi (`VivaldiConfig::vanilla`: no adjustment, no
-//! latency filter, no gravity) to show what Serf's additions buy.
+//! The same run is repeated with Serf's exact algorithm (`VivaldiConfig::serf`: no outlier
+//! gate) and with plain Vivaldi (`VivaldiConfig::vanilla`: no adjustment, no latency filter,
+//! no gravity, no gate) to show what each addition buys.
 //!
 //! Run: `cargo run --release -p overlay --example vivaldi_error -- --nodes 1000 --seed 1`
 
@@ -38,12 +39,13 @@ struct Args {
     /// Euclidean dimensions of the coordinates (plus a height).
     #[arg(long, default_value_t = 8)]
     dims: usize,
-    /// Fixed random neighbours per node, each measured every round.
-    #[arg(long, default_value_t = 8)]
+    /// Fixed neighbours per node, each measured every round.
+    #[arg(long, default_value_t = 16)]
     neighbours: usize,
     /// Of the fixed neighbours, how many are picked from the node's own city when it has
-    /// others there (a latency-aware overlay's near neighbours).
-    #[arg(long, default_value_t = 0)]
+    /// others there (a latency-aware overlay's near neighbours: in Peerage, the members of
+    /// the node's low-latency super-peer cluster).
+    #[arg(long, default_value_t = 4)]
     local: usize,
     /// Fresh uniformly random peers measured per node per round.
     #[arg(long, default_value_t = 2)]

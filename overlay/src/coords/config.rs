@@ -80,7 +80,7 @@ impl Default for VivaldiConfig {
             adjustment_window: 20,
             height_min: 10.0e-6,
             latency_filter_size: 3,
-            latency_filter_peers: 16,
+            latency_filter_peers: 32,
             gravity_rho: 150.0,
             outlier_factor: 1.5,
             outlier_floor: 0.2,

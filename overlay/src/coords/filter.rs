@@ -16,6 +16,13 @@
 //! - samples are stored as `f32` seconds (7 significant digits: sub-microsecond at 1 s).
 //!
 //! Memory: 16 bytes per tracked peer plus 4 bytes per sample, in two flat vectors.
+//!
+//! Sizing: `latency_filter_peers` should be at least the number of peers a node measures
+//! regularly (its cluster members and routing neighbours plus the gossip partners of one
+//! round). Below that, LRU degenerates the way it does under a scan larger than the cache:
+//! each returning neighbour evicts the next one due, and no window ever fills, so the filter
+//! silently turns into a pass-through. The default (32) covers the experiment's 16
+//! neighbours + 2 random peers with room to spare.
 
 use crate::id::NodeId;
 
@@ -70,7 +77,10 @@ impl LatencyFilter {
         let idx = match self.slots.iter().position(|s| s.key == key) {
             Some(i) => i,
             None if self.slots.len() < self.peers as usize => {
+                // Exact growth: a million clients must not each carry doubling slack.
+                self.slots.reserve_exact(1);
                 self.slots.push(Slot { key, last_used: 0, len: 0, head: 0 });
+                self.samples.reserve_exact(size);
                 self.samples.extend(std::iter::repeat_n(0.0, size));
                 self.slots.len() - 1
             }

@@ -1,19 +1,412 @@
-//! PLACEHOLDER being replaced by its implementer in this session: ChangRoberts.
+//! Chang and Roberts' ring election with a participant flag (seed 003, "Ring-Based
+//! Algorithm"), made failure-tolerant as seed 003's "modified version" suggests.
+//!
+//! The logical ring is the rank order of [`Membership`]: a process's successor is the process
+//! with the next higher rank, wrapping from the highest to the lowest.
+//!
+//! # The algorithm as seed 003 gives it
+//! Every process starts non-participant. An initiator marks itself participant and sends
+//! `election(own rank)` ([`Message::CrElection`]) to its successor. On `election(c)`:
+//! - `c > me`: forward it, mark participant;
+//! - `c < me` and not participant: replace `c` by its own rank, forward, mark participant;
+//! - `c < me` and participant: discard it;
+//! - `c = me`: this process is the leader; it marks itself non-participant and sends
+//!   `elected(me)` ([`Message::CrElected`]) round.
+//!
+//! On `elected(l)` with `l != me`: set the leader to `l`, mark non-participant, forward; the
+//! lap stops at `l`. With one initiator and no faults this costs `N - 1 - i` + `N` `election`
+//! and `N` `elected` messages, where `i` is the initiator's position in rank order; in our
+//! ring direction (successor = next higher rank) the best case, 2N, is the highest process
+//! initiating, the worst, 3N - 1, the lowest (the highest process's successor) initiating.
+//!
+//! # Failure handling (ours, after seed 003's "modified version")
+//! - **Dead successors** are skipped: a failed send (`Input::SendFailed`) or a `PeerDown`
+//!   report marks the process dead and the same message is resent to the next process after
+//!   it. The marks ([`Suspects`]) are ring positions, forgotten at every new epoch so that a
+//!   recovered process is tried again.
+//! - **A dead candidate.** An `election(c)` whose candidate `c` is dead would circulate for
+//!   ever (everyone else ranks below it and forwards it). The process whose send to `c`
+//!   fails discards the message and holds a new election. (Receiving `election(c)` counts
+//!   as evidence that `c` lives: a suspicion of `c` is dropped and the message is sent
+//!   towards it, so a recovered process is never skipped on an old suspicion; a wrong guess
+//!   costs one failed send.) Likewise an `elected(l)` lap whose leader `l` is dead ends at
+//!   the process whose send to `l` fails, which holds a new election that supersedes it
+//!   (`elected(l)` is evidence that `l` lives, as `election(c)` is for `c`).
+//! - **Epochs.** Messages carry an `epoch` (our addition). A new election (on `Start` when
+//!   not participant, `Recover`, `PeerDown` of the leader, a dead candidate or leader, a lap
+//!   timeout, or the rank check below) increments the epoch; a process that sees a higher
+//!   epoch joins it (participant flag cleared, leader unset, as seed 003's "elected = false").
+//!   So a restart can always run even though earlier messages left every process
+//!   participant. Messages of an older epoch never set a leader: a stale `elected` is
+//!   dropped. A stale `election` (typically from a recovered process, whose fresh state
+//!   starts at epoch 0) is answered by a non-participant at once, and by a participant when
+//!   its own election ends (it remembers one; the running election may skip the sender,
+//!   whose predecessor can still suspect it): if the stale candidate ranks above the leader,
+//!   it holds a new election; otherwise it sends `elected(leader)` straight back to the
+//!   sender (a catch-up). A process that already names `l` in this epoch and is not participant does not
+//!   forward a second `elected(l)` (so the catch-up costs three messages: the stale
+//!   `election`, the catch-up, and the recovered process's forward that its successor
+//!   stops).
+//!   Together: at quiescence every live process names the leader of the highest epoch, which
+//!   was alive when its `elected` lap went round: older epochs never set a leader, and the
+//!   lap of a leader that died ends at the process that cannot deliver to it, which holds a
+//!   new election at a higher epoch (processes that adopted the dead leader meanwhile are
+//!   corrected by it; `PeerDown` of the named leader also starts one).
+//! - **Rank check.** A process that receives `elected(l)` with `l` ranked below itself was
+//!   missed by the election (it recovered after the `election` lap passed): it holds a new
+//!   election instead of naming a lower leader.
+//! - **Two laps in one epoch** (possible only when processes recovered while an election
+//!   ran, so that two candidates each went round the processes alive at the time): within an
+//!   epoch a process only moves to a higher leader. A non-participant naming `l'` that
+//!   receives `elected(l)` with `l < l'` does not pass that lap on but sends `elected(l')`
+//!   straight to `l`, which adopts it and sends it on round the processes its own lap
+//!   passed; the highest lap is never cut, so everyone ends with the highest.
+//! - **Lap timer.** Every participant arms the `Lap` timer (`cfg.lap_timeout()`); when it
+//!   fires before `elected` arrives (a message was lost with a crashed forwarder), the
+//!   process holds a new election. The timeout must cover a whole election (up to 3N - 1
+//!   one-way delays); to stay live when it is configured too short it doubles with every
+//!   consecutive restart of this process (up to 2^10) and resets when a leader is set.
+//! - A process alone (every other process known dead) names itself at once.
+//! - `Input::Membership` with a group that contains this process replaces the group; one
+//!   without this process is ignored.
+//!
+//! # Memory
+//! The simulator runs 100,000 processes all initiating, so the state is a handful of words:
+//! rank, ring position, epoch, participant flag, leader, backoff, and the (usually empty)
+//! suspects list. The group is shared (`Arc`).
 
-use crate::driver::{Context, Election, Input};
-use crate::election::ElectionConfig;
+use crate::driver::{Context, Election, Input, Timer};
+use crate::election::ring::{backoff, is_member, next_live, Next, Suspects, MAX_BACKOFF_SHIFT};
+use crate::election::{ElectionConfig, Message};
 use crate::id::{NodeId, Rank};
 use crate::membership::Membership;
 use std::sync::Arc;
+use std::time::Duration;
 
+/// One process of the Chang-Roberts election.
 #[derive(Debug, Clone)]
 pub struct ChangRoberts {
     me: Rank,
+    group: Arc<Membership>,
+    /// This process's ring position; `None` if it is not a member of `group`.
+    pos: Option<u32>,
+    lap_timeout: Duration,
+    epoch: u64,
+    participant: bool,
+    leader: Option<Rank>,
+    dead: Suspects,
+    /// A stale `election` received while participant: (sender, candidate) ring positions,
+    /// answered when this process's election ends.
+    stale: Option<(u32, u32)>,
+    /// Consecutive restarts by the lap timer (the backoff exponent).
+    restarts: u8,
 }
 
 impl ChangRoberts {
-    pub fn new(me: Rank, _group: Arc<Membership>, _cfg: &ElectionConfig) -> Self {
-        ChangRoberts { me }
+    pub fn new(me: Rank, group: Arc<Membership>, cfg: &ElectionConfig) -> Self {
+        let pos = group.position(&me.id).map(|p| p as u32);
+        ChangRoberts {
+            me,
+            group,
+            pos,
+            lap_timeout: cfg.lap_timeout(),
+            epoch: 0,
+            participant: false,
+            leader: None,
+            dead: Suspects::default(),
+            stale: None,
+            restarts: 0,
+        }
+    }
+
+    /// The current epoch (for tests and status output).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    fn pos_of(&self, id: &NodeId) -> Option<usize> {
+        self.group.position(id)
+    }
+
+    fn suspect(&mut self, id: &NodeId) {
+        if *id != self.me.id {
+            if let Some(p) = self.pos_of(id) {
+                self.dead.insert(p);
+            }
+        }
+    }
+
+    fn alive(&mut self, id: &NodeId) {
+        if let Some(p) = self.pos_of(id) {
+            self.dead.remove(p);
+        }
+    }
+
+    /// True if `to` is the next process on the ring after this one once the processes known
+    /// dead (other than `to`) are skipped, i.e. `to` was the target of a lap hop.
+    fn is_next_hop(&self, to: &NodeId) -> bool {
+        let (Some(me), Some(t)) = (self.pos, self.pos_of(to)) else { return false };
+        let n = self.group.len();
+        (1..n).map(|k| (me as usize + k) % n).take_while(|&p| p != t).all(|p| self.dead.contains(p))
+    }
+
+    fn become_participant(&mut self, ctx: &mut Context<'_>) {
+        if !self.participant {
+            self.participant = true;
+            ctx.set_timer(Timer::Lap, backoff(self.lap_timeout, self.restarts));
+        }
+    }
+
+    /// Enter a higher epoch seen in a message.
+    fn join(&mut self, ctx: &mut Context<'_>, epoch: u64) {
+        self.epoch = epoch;
+        self.dead.clear();
+        self.leader = None;
+        if self.participant {
+            ctx.cancel_timer(Timer::Lap);
+        }
+        self.participant = false;
+    }
+
+    /// Hold a new election at a new epoch; `dead_now` is a process just found dead, kept
+    /// across the epoch change.
+    fn restart(&mut self, ctx: &mut Context<'_>, dead_now: Option<NodeId>) {
+        if self.pos.is_none() {
+            return;
+        }
+        self.epoch += 1;
+        self.dead.clear();
+        if let Some(id) = dead_now {
+            self.suspect(&id);
+        }
+        self.leader = None;
+        self.participant = false;
+        ctx.started();
+        self.become_participant(ctx);
+        self.send_election(ctx, self.me);
+    }
+
+    /// Send `election(candidate)` to the next live process; a dead candidate ends the message
+    /// and starts a new election.
+    fn send_election(&mut self, ctx: &mut Context<'_>, candidate: Rank) {
+        let Some(pos) = self.pos else { return };
+        let stop = if candidate == self.me { None } else { self.pos_of(&candidate.id) };
+        if stop.is_some_and(|p| self.dead.contains(p)) {
+            self.restart(ctx, Some(candidate.id));
+            return;
+        }
+        match next_live(self.group.len(), pos as usize, &self.dead, stop) {
+            Next::To(p) => {
+                let to = self.group.ranks()[p].id;
+                ctx.send(to, Message::CrElection { epoch: self.epoch, candidate });
+            }
+            Next::PassedStop => self.restart(ctx, Some(candidate.id)),
+            Next::Alone => self.elected(ctx),
+        }
+    }
+
+    /// This process is the leader of the current epoch: announce it.
+    fn elected(&mut self, ctx: &mut Context<'_>) {
+        self.set_leader(ctx, self.me);
+        self.send_elected(ctx, self.me);
+        self.answer_stale(ctx);
+    }
+
+    /// The election ended here: answer a stale `election` received meanwhile, as a
+    /// non-participant would have (new election if its candidate ranks above the leader,
+    /// else a catch-up `elected` to its sender).
+    fn answer_stale(&mut self, ctx: &mut Context<'_>) {
+        if self.participant {
+            return;
+        }
+        let (Some((from, cand)), Some(leader)) = (self.stale, self.leader) else { return };
+        self.stale = None;
+        let ranks = self.group.ranks();
+        let (Some(from), Some(cand)) = (ranks.get(from as usize), ranks.get(cand as usize)) else {
+            return;
+        };
+        if *cand > leader {
+            self.restart(ctx, None);
+        } else if from.id != self.me.id {
+            ctx.send(from.id, Message::CrElected { epoch: self.epoch, leader });
+        }
+    }
+
+    fn set_leader(&mut self, ctx: &mut Context<'_>, leader: Rank) {
+        if self.participant {
+            ctx.cancel_timer(Timer::Lap);
+        }
+        self.participant = false;
+        self.restarts = 0;
+        if self.leader != Some(leader) {
+            self.leader = Some(leader);
+            ctx.decide(leader.id);
+        }
+    }
+
+    /// Send `elected(leader)` on; the lap ends at the leader (or, if it is dead, at the
+    /// process that skips it, which holds a new election).
+    fn send_elected(&mut self, ctx: &mut Context<'_>, leader: Rank) {
+        let Some(pos) = self.pos else { return };
+        let stop = if leader == self.me { None } else { self.pos_of(&leader.id) };
+        match next_live(self.group.len(), pos as usize, &self.dead, stop) {
+            Next::To(p) => {
+                let to = self.group.ranks()[p].id;
+                ctx.send(to, Message::CrElected { epoch: self.epoch, leader });
+            }
+            Next::PassedStop => self.restart(ctx, Some(leader.id)),
+            Next::Alone => {}
+        }
+    }
+
+    fn on_election(&mut self, ctx: &mut Context<'_>, from: NodeId, epoch: u64, candidate: Rank) {
+        if epoch < self.epoch {
+            if self.participant {
+                // Answered when this election ends: its sender may be a recovered process
+                // that the running election skips (its predecessor still suspects it).
+                if let (Some(f), Some(c)) = (self.pos_of(&from), self.pos_of(&candidate.id)) {
+                    let keep = self.stale.is_some_and(|(_, old)| old as usize > c);
+                    if !keep {
+                        self.stale = Some((f as u32, c as u32));
+                    }
+                }
+                return;
+            }
+            match self.leader {
+                Some(l) if candidate <= l => {
+                    ctx.send(from, Message::CrElected { epoch: self.epoch, leader: l });
+                }
+                _ => self.restart(ctx, None),
+            }
+            return;
+        }
+        let joined = epoch > self.epoch;
+        if joined {
+            self.join(ctx, epoch);
+        }
+        // The candidate was alive when it sent this message: a suspicion of it (perhaps from
+        // before it recovered) is dropped and the message goes towards it; only a failed
+        // send to it ends the message (otherwise a recovered process could be skipped for
+        // ever).
+        self.alive(&candidate.id);
+        if candidate == self.me {
+            // Our own rank came all the way round: no live process ranks higher.
+            if self.participant || joined {
+                self.elected(ctx);
+            }
+            return;
+        }
+        if candidate > self.me {
+            self.become_participant(ctx);
+            self.send_election(ctx, candidate);
+        } else if !self.participant {
+            self.become_participant(ctx);
+            self.send_election(ctx, self.me);
+        }
+        // else: participant and a smaller candidate: discard.
+    }
+
+    fn on_elected(&mut self, ctx: &mut Context<'_>, epoch: u64, leader: Rank) {
+        if epoch < self.epoch {
+            return; // stale: never set a leader from an older election
+        }
+        let joined = epoch > self.epoch;
+        if joined {
+            self.join(ctx, epoch);
+        }
+        let settled = if joined || self.participant { None } else { self.leader };
+        if leader == self.me {
+            // The lap is back at the leader (unless a higher leader of this epoch is known).
+            if settled.is_none_or(|cur| cur <= self.me) {
+                self.set_leader(ctx, leader);
+                self.answer_stale(ctx);
+            }
+            return;
+        }
+        if let Some(cur) = settled {
+            // Two laps of one epoch (possible only when processes recovered while it ran):
+            // a process only ever moves to a higher leader within an epoch.
+            if cur == leader {
+                return; // already announced here (a catch-up echo)
+            }
+            if leader < cur {
+                // Tell the lower leader about the higher one instead of passing its lap on.
+                ctx.send(leader.id, Message::CrElected { epoch: self.epoch, leader: cur });
+                return;
+            }
+        }
+        if leader < self.me {
+            // The election missed this live, higher process.
+            self.restart(ctx, None);
+            return;
+        }
+        // The leader sent this lap, so it lived after any older suspicion of it: adopt it and
+        // send the lap on towards it; if it is dead after all, the process whose send to it
+        // fails holds a new election, which supersedes this one.
+        self.alive(&leader.id);
+        self.set_leader(ctx, leader);
+        self.send_elected(ctx, leader);
+        self.answer_stale(ctx);
+    }
+
+    fn on_send_failed(&mut self, ctx: &mut Context<'_>, to: NodeId, msg: Message) {
+        self.suspect(&to);
+        match msg {
+            Message::CrElection { epoch, candidate } if epoch == self.epoch && self.participant => {
+                self.send_election(ctx, candidate);
+            }
+            // Resend only a lap hop (not a catch-up sent back to a predecessor).
+            Message::CrElected { epoch, leader }
+                if epoch == self.epoch && self.leader == Some(leader) && self.is_next_hop(&to) =>
+            {
+                self.send_elected(ctx, leader);
+            }
+            _ => {}
+        }
+    }
+
+    fn on_message(&mut self, ctx: &mut Context<'_>, from: NodeId, msg: Message) {
+        if self.pos.is_none() {
+            ctx.reject(from, "this process is not a member of its group");
+            return;
+        }
+        if !self.group.contains(&from) {
+            ctx.reject(from, "sender is not a member of the group");
+            return;
+        }
+        match msg {
+            Message::CrElection { epoch, candidate } => {
+                if !is_member(&self.group, &candidate) {
+                    ctx.reject(from, "Chang-Roberts election for a non-member");
+                    return;
+                }
+                self.alive(&from);
+                self.on_election(ctx, from, epoch, candidate);
+            }
+            Message::CrElected { epoch, leader } => {
+                if !is_member(&self.group, &leader) {
+                    ctx.reject(from, "Chang-Roberts elected names a non-member");
+                    return;
+                }
+                self.alive(&from);
+                self.on_elected(ctx, epoch, leader);
+            }
+            _ => ctx.reject(from, "not a Chang-Roberts message"),
+        }
+    }
+
+    fn on_membership(&mut self, ctx: &mut Context<'_>, group: Arc<Membership>) {
+        let Some(pos) = group.position(&self.me.id) else { return };
+        self.me = group.ranks()[pos];
+        self.pos = Some(pos as u32);
+        self.group = group;
+        self.dead.clear();
+        if self.leader.is_some_and(|l| !is_member(&self.group, &l)) {
+            self.leader = None;
+            if !self.participant {
+                self.restart(ctx, None);
+            }
+        }
     }
 }
 
@@ -21,14 +414,444 @@ impl Election for ChangRoberts {
     fn id(&self) -> NodeId {
         self.me.id
     }
-    fn handle(&mut self, _ctx: &mut Context<'_>, _input: Input) {}
+
+    fn handle(&mut self, ctx: &mut Context<'_>, input: Input) {
+        match input {
+            Input::Start => {
+                if !self.participant {
+                    self.restart(ctx, None);
+                }
+            }
+            Input::Recover => self.restart(ctx, None),
+            Input::Message { from, msg } => self.on_message(ctx, from, msg),
+            Input::Timer(Timer::Lap) => {
+                if self.participant {
+                    self.restarts = self.restarts.saturating_add(1).min(MAX_BACKOFF_SHIFT);
+                    self.restart(ctx, None);
+                }
+            }
+            Input::Timer(_) => {}
+            Input::PeerUp(id) => self.alive(&id),
+            Input::PeerDown(id) => {
+                if self.leader.is_some_and(|l| l.id == id) && !self.participant {
+                    self.restart(ctx, Some(id));
+                } else {
+                    self.suspect(&id);
+                }
+            }
+            Input::SendFailed { to, msg } => self.on_send_failed(ctx, to, msg),
+            Input::Membership(group) => self.on_membership(ctx, group),
+        }
+    }
+
     fn leader(&self) -> Option<NodeId> {
-        None
+        self.leader.map(|r| r.id)
     }
+
     fn state(&self) -> &'static str {
-        "Passive"
+        if self.participant {
+            "Candidate"
+        } else if self.leader == Some(self.me) {
+            "Leader"
+        } else {
+            "Passive"
+        }
     }
+
     fn in_election(&self) -> bool {
-        false
+        self.participant
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Exact, deterministic tests on the lock-step [`Net`]: every message takes 1 ms, a failed
+    //! send comes back to its sender 1 ms later, process `i` has rank `i` (so `n - 1` is the
+    //! highest) and its successor is `i + 1` (wrapping).
+    use super::*;
+    use crate::election::ring::tests::{assert_settled, assert_settled_after_doubt, random_faults};
+    use crate::election::{Algorithm, AnyElection};
+    use crate::testkit::Net;
+    use crate::time::Time;
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+
+    fn cfg() -> ElectionConfig {
+        ElectionConfig::for_algorithm(Algorithm::ChangRoberts)
+    }
+
+    fn net(n: usize) -> Net {
+        Net::new(n, cfg())
+    }
+
+    fn epoch_of(net: &Net, i: usize) -> u64 {
+        match net.process(i) {
+            AnyElection::ChangRoberts(c) => c.epoch(),
+            _ => unreachable!(),
+        }
+    }
+
+    /// One initiator at ring position i (rank order), no faults. Its `election(i)` is replaced
+    /// by each higher process in turn until it reaches the highest, n - 1: n - 1 - i messages
+    /// (the highest's own message starts at its first hop, so count hops): i -> i+1 -> ... ->
+    /// n-1 is n - 1 - i hops; then `election(n-1)` goes once round, n hops; then `elected`
+    /// goes once round, n hops. Total 3n - 1 - i: the best case 2n when the highest initiates
+    /// (i = n - 1), the worst case 3n - 1 when the lowest, the highest's successor in our
+    /// ring direction, initiates (i = 0).
+    #[test]
+    fn cr_one_initiator_counts_best_and_worst() {
+        for n in 2..=12usize {
+            for i in 0..n {
+                let mut net = net(n);
+                net.start_at(Time::ZERO, i);
+                net.run();
+                let what = format!("n={n} initiator={i}");
+                assert_settled(&net, &what);
+                let (n64, i64) = (n as u64, i as u64);
+                assert_eq!(net.sent_of("CrElection"), 2 * n64 - 1 - i64, "{what}");
+                assert_eq!(net.sent_of("CrElected"), n64, "{what}");
+                assert_eq!(net.total_sent(), 3 * n64 - 1 - i64, "{what}");
+                assert_eq!(net.rejected, 0);
+                assert_eq!(net.process(n - 1).state(), "Leader");
+                assert_eq!(net.process(0).state(), "Passive");
+            }
+            // The extremes, as seed 003 states them.
+            let count = |i: usize| {
+                let mut net = net(n);
+                net.start_at(Time::ZERO, i);
+                net.run();
+                net.total_sent()
+            };
+            assert_eq!(count(n - 1), 2 * n as u64, "best case n={n}");
+            assert_eq!(count(0), 3 * n as u64 - 1, "worst case n={n}");
+        }
+    }
+
+    /// A group of one names itself without a message.
+    #[test]
+    fn cr_group_of_one() {
+        let mut net = net(1);
+        net.start_at(Time::ZERO, 0);
+        net.run();
+        assert_settled(&net, "n=1");
+        assert_eq!(net.total_sent(), 0);
+    }
+
+    /// Every process initiates at once: process i + 1 (participant) discards `election(i)`,
+    /// except process 0, which forwards `election(n-1)`: n + (n - 1) `election`, n `elected`:
+    /// 3n - 1.
+    #[test]
+    fn cr_all_initiate() {
+        for n in 2..=12usize {
+            let mut net = net(n);
+            net.start_all();
+            net.run();
+            assert_settled(&net, &format!("n={n}"));
+            assert_eq!(net.sent_of("CrElection"), 2 * n as u64 - 1, "n={n}");
+            assert_eq!(net.sent_of("CrElected"), n as u64, "n={n}");
+        }
+    }
+
+    /// Two initiators, the second starting up to n - 1 ms later (before the first election
+    /// can have ended at it).
+    #[test]
+    fn cr_several_initiators() {
+        for n in 2..=12usize {
+            for (a, b) in [(0, n / 2), (n / 2, 0), (1 % n, n - 1), (n - 1, 0)] {
+                for dt in 0..n as u64 {
+                    let mut net = net(n);
+                    net.start_at(Time::ZERO, a);
+                    net.start_at(Time::from_millis(dt), b);
+                    net.run();
+                    let what = format!("n={n} a={a} b={b} dt={dt}");
+                    assert_settled(&net, &what);
+                    // Both joined one epoch: only the highest's election comes back, so
+                    // exactly one `elected` lap of n messages.
+                    assert_eq!(net.sent_of("CrElected"), n as u64, "{what}");
+                }
+            }
+        }
+    }
+
+    /// Crashes before the election (not reported), always including the highest: dead
+    /// successors are skipped and the highest live process wins, for several dead sets and
+    /// every live initiator.
+    #[test]
+    fn cr_crashes_before() {
+        for n in 2..=12usize {
+            for mask in [0b1usize, 0b101, 0b1100, 0b1_0010_0110] {
+                let dead: Vec<usize> = (0..n).filter(|&j| mask >> (j % 10) & 1 == 1).collect();
+                for i in (0..n).filter(|i| !dead.contains(i) && *i != n - 1) {
+                    let mut net = net(n);
+                    for &d in &dead {
+                        net.crash(d);
+                    }
+                    net.crash(n - 1);
+                    if net.highest_alive().is_none() {
+                        continue;
+                    }
+                    net.start_at(Time::ZERO, i);
+                    net.run();
+                    assert_settled(&net, &format!("n={n} dead={dead:?}+top initiator={i}"));
+                }
+            }
+        }
+    }
+
+    /// The highest process dead before the election (not reported), the lowest initiating
+    /// (worst case): the message is replaced up to n - 2, whose send to n - 1 fails once and
+    /// is resent to 0; then `election(n-2)` and `elected` go round the N' = n - 1 live
+    /// processes, the predecessor skipping the dead one: (n - 2) + 1 failed + N' + N' =
+    /// 3N' - 1 + 1, the worst case over the live ring plus the one failed send.
+    #[test]
+    fn cr_dead_top_counts() {
+        for n in 3..=12usize {
+            let mut net = net(n);
+            net.crash(n - 1);
+            net.start_at(Time::ZERO, 0);
+            net.run();
+            assert_settled(&net, &format!("n={n}"));
+            let m = n as u64 - 1;
+            assert_eq!(net.total_sent(), 3 * m - 1 + 1, "n={n}");
+        }
+    }
+
+    /// A process crashes at every instant of the election, with and without reports,
+    /// including the highest (possibly while its own `election` or `elected` circulates) and
+    /// the initiator.
+    #[test]
+    fn cr_crash_during() {
+        for n in 3..=12usize {
+            for victim in [n - 1, n - 2, 0, n / 2] {
+                for i in [0, n / 2, n - 1] {
+                    for t in 0..=(3 * n as u64 + 2) {
+                        for report in [false, true] {
+                            let mut net = net(n);
+                            net.report_crashes = report;
+                            net.start_at(Time::ZERO, i);
+                            net.crash_at(Time::from_micros(t * 1000 + 500), victim);
+                            net.run();
+                            let what =
+                                format!("n={n} victim={victim} initiator={i} t={t}.5ms report={report}");
+                            // No message is lost with one crash: no lap timer is needed.
+                            assert!(net.last_decision < Time::from_millis(cfg().lap_timeout_ms), "{what}");
+                            if report {
+                                assert_settled(&net, &what);
+                            } else {
+                                assert_settled_after_doubt(&mut net, &what);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The highest process crashes while its own `election` circulates (everyone else
+    /// forwards it). The process whose send to it fails discards the message and holds a new
+    /// election at epoch 2, which the others join although they are all participants of
+    /// epoch 1.
+    #[test]
+    fn cr_dead_candidate_restarts_at_new_epoch() {
+        let n = 6;
+        let mut net = net(n);
+        net.start_at(Time::ZERO, n - 1);
+        // election(5) reaches 0 at 1 ms, ..., 4 at 5 ms, back to 5 at 6 ms: crash at 3.5 ms.
+        net.crash_at(Time::from_micros(3_500), n - 1);
+        net.run();
+        assert_settled(&net, "dead candidate");
+        assert_eq!(net.started[n - 2], 1, "process 4 restarted");
+        assert!((0..n - 1).all(|i| epoch_of(&net, i) == 2));
+    }
+
+    /// The leader crashes after the election and every process is told: the N' = n - 1
+    /// survivors all initiate at epoch 2, costing 3N' - 1 messages (as `cr_all_initiate`;
+    /// the predecessor of the dead leader skips it without a failed send).
+    #[test]
+    fn cr_leader_crash_reelection() {
+        for n in 3..=12usize {
+            let mut net = net(n);
+            net.report_crashes = true;
+            net.start_at(Time::ZERO, 0);
+            net.run();
+            let before = net.total_sent();
+            net.crash(n - 1);
+            net.run();
+            assert_settled(&net, &format!("n={n}"));
+            let m = n as u64 - 1;
+            assert_eq!(net.total_sent() - before, 3 * m - 1, "n={n}");
+        }
+    }
+
+    /// A message lost with a crashed forwarder is recovered by the lap timers.
+    #[test]
+    fn cr_lap_timer_recovers_lost_election() {
+        let mut net = net(5);
+        net.crash(2);
+        net.start_at(Time::ZERO, 0);
+        net.crash_at(Time::from_micros(2_500), 1);
+        net.run();
+        assert_settled(&net, "lost");
+        assert!(net.last_decision >= Time::from_millis(cfg().lap_timeout_ms));
+    }
+
+    /// A recovered low process (fresh state, epoch 0) is behind the group (epoch 2). Its
+    /// stale `election` makes its successor send `elected(leader)` straight back (a
+    /// catch-up); the recovered process adopts it and forwards it once, and its successor,
+    /// which already names that leader, stops it: 3 messages, no new election.
+    #[test]
+    fn cr_recovered_low_process_catches_up() {
+        for n in 3..=12usize {
+            let mut net = net(n);
+            net.report_crashes = true;
+            net.start_at(Time::ZERO, 0);
+            net.run();
+            net.start_at(net.now, 0); // a second election: epoch 2
+            net.run();
+            net.crash(1);
+            net.run();
+            let before = net.total_sent();
+            let t = net.now + std::time::Duration::from_millis(1);
+            net.recover_at(t, 1);
+            net.run();
+            assert_settled(&net, &format!("n={n}"));
+            assert_eq!(net.total_sent() - before, 3, "n={n}");
+            assert_eq!(epoch_of(&net, 1), 2);
+        }
+    }
+
+    /// The old leader recovers and wins again: its stale candidate ranks above the group's
+    /// leader, so its successor holds a new election.
+    #[test]
+    fn cr_recovered_highest_wins() {
+        for n in 3..=12usize {
+            let mut net = net(n);
+            net.report_crashes = true;
+            net.start_at(Time::ZERO, 0);
+            net.run();
+            net.crash(n - 1);
+            net.run();
+            assert_settled(&net, "without the top");
+            let t = net.now + std::time::Duration::from_millis(1);
+            net.recover_at(t, n - 1);
+            net.run();
+            assert_settled(&net, &format!("n={n} after recovery"));
+            assert_eq!(net.process(0).leader(), Some(net.id(n - 1)));
+        }
+    }
+
+    /// Stale messages of an older epoch never set a leader, and a dead leader's `elected`
+    /// lap ends at the process that cannot deliver to it, which holds a new election.
+    #[test]
+    fn cr_stale_messages_cannot_name_a_dead_leader() {
+        let ranks: Vec<Rank> = (0..5).map(|i| Rank::new(0, NodeId::from_u64(i + 1))).collect();
+        let group = Arc::new(Membership::new(ranks.iter().copied()));
+        // Process 3, the predecessor of process 4.
+        let mut p = ChangRoberts::new(ranks[3], group, &cfg());
+        let mut rng = StdRng::seed_from_u64(0);
+        let mut fx = Vec::new();
+        let mut feed = |p: &mut ChangRoberts, input: Input| {
+            fx.clear();
+            let mut ctx = Context::new(Time::ZERO, &mut rng, &mut fx);
+            p.handle(&mut ctx, input);
+            fx.clone()
+        };
+        let from = ranks[2].id;
+        use crate::driver::Effect;
+        // Epoch 3 names process 3 itself (its lap comes back).
+        feed(&mut p, Input::Message { from, msg: Message::CrElection { epoch: 3, candidate: ranks[3] } });
+        assert_eq!(p.leader(), Some(ranks[3].id));
+        // A stale elected(4) of epoch 2 arrives: ignored, nothing sent.
+        let fx2 = feed(&mut p, Input::Message { from, msg: Message::CrElected { epoch: 2, leader: ranks[4] } });
+        assert!(fx2.is_empty(), "{fx2:?}");
+        assert_eq!(p.leader(), Some(ranks[3].id));
+        // A stale election(2): not participant, and 2 <= its leader 3, so it answers with a
+        // catch-up elected(3) of epoch 3 to the sender.
+        let fx = feed(&mut p, Input::Message { from, msg: Message::CrElection { epoch: 1, candidate: ranks[2] } });
+        let catch_up = Message::CrElected { epoch: 3, leader: ranks[3] };
+        assert_eq!(fx, vec![Effect::Send { to: from, msg: catch_up }]);
+        // Epoch 4: election(4) passes, process 4 is reported dead, its elected(4) arrives and
+        // is sent on towards 4; the send fails: the lap ends here and epoch 5 begins.
+        feed(&mut p, Input::Message { from, msg: Message::CrElection { epoch: 4, candidate: ranks[4] } });
+        assert_eq!(p.leader(), None);
+        feed(&mut p, Input::PeerDown(ranks[4].id));
+        let lap = Message::CrElected { epoch: 4, leader: ranks[4] };
+        let fx3 = feed(&mut p, Input::Message { from, msg: lap.clone() });
+        assert!(fx3.contains(&Effect::Send { to: ranks[4].id, msg: lap.clone() }), "{fx3:?}");
+        let fx4 = feed(&mut p, Input::SendFailed { to: ranks[4].id, msg: lap });
+        assert_ne!(p.leader(), Some(ranks[4].id));
+        assert_eq!(p.epoch(), 5);
+        assert!(fx4.contains(&Effect::ElectionStarted));
+        // Its own election goes to process 0, skipping the dead 4.
+        let own = Message::CrElection { epoch: 5, candidate: ranks[3] };
+        assert!(fx4.contains(&Effect::Send { to: ranks[0].id, msg: own }), "{fx4:?}");
+        assert!(p.in_election());
+        assert_eq!(p.state(), "Candidate");
+    }
+
+    /// Messages of other algorithms, from non-members, or with forged ranks are refused and
+    /// change nothing.
+    #[test]
+    fn cr_rejects_bad_input() {
+        let mut net = net(4);
+        net.start_at(Time::ZERO, 0);
+        net.run();
+        let before = net.total_sent();
+        let forged = Rank::new(7, net.id(1));
+        let r3 = net.rank(3);
+        let inputs = vec![
+            Input::Message { from: net.id(1), msg: Message::Election },
+            Input::Message {
+                from: net.id(1),
+                msg: Message::RingElection { epoch: 9, initiator: r3, candidates: vec![r3] },
+            },
+            Input::Message { from: NodeId::from_u64(99), msg: Message::CrElection { epoch: 9, candidate: r3 } },
+            Input::Message { from: net.id(1), msg: Message::CrElection { epoch: 9, candidate: forged } },
+            Input::Message { from: net.id(1), msg: Message::CrElected { epoch: 9, leader: forged } },
+        ];
+        let k = inputs.len() as u64;
+        for input in inputs {
+            net.input(2, input);
+        }
+        net.run();
+        assert_eq!(net.rejected, k);
+        assert_eq!(net.total_sent(), before);
+        assert_settled(&net, "after bad input");
+    }
+
+    /// Random crash and recovery schedules; at quiescence every live process names the
+    /// highest live one. Replay one with `PEERAGE_SEED`.
+    #[test]
+    fn cr_random_faults_agree() {
+        random_faults(cfg(), "chang-roberts");
+    }
+
+    /// The counts table for docs/RESULTS.md:
+    /// `cargo test -p overlay count_table -- --nocapture`.
+    #[test]
+    fn cr_count_table() {
+        println!("| N | Chang-Roberts scenario | formula | measured |");
+        println!("|---|---|---|---|");
+        for n in [4usize, 16, 64, 256] {
+            let nn = n as u64;
+            let run = |setup: &dyn Fn(&mut Net)| {
+                let mut net = net(n);
+                setup(&mut net);
+                net.run();
+                assert_settled(&net, "table");
+                net.total_sent()
+            };
+            let best = run(&|net| net.start_at(Time::ZERO, n - 1));
+            let worst = run(&|net| net.start_at(Time::ZERO, 0));
+            let all = run(&|net| net.start_all());
+            for (what, formula, measured) in [
+                ("one initiator, the highest (best case)", 2 * nn, best),
+                ("one initiator, the lowest = the highest's successor (worst case)", 3 * nn - 1, worst),
+                ("every process initiates", 3 * nn - 1, all),
+            ] {
+                println!("| {n} | {what} | {formula} | {measured} |");
+                assert_eq!(formula, measured, "n={n} {what}");
+            }
+        }
     }
 }

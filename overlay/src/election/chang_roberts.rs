@@ -855,3 +855,17 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod size {
+    /// The simulator holds 100,000 of these at once: keep the state a handful of words (no
+    /// per-process copy of the group; the suspects list is empty unless failures were seen).
+    #[test]
+    fn cr_and_ring_state_is_small() {
+        let cr = std::mem::size_of::<super::ChangRoberts>();
+        let ring = std::mem::size_of::<crate::election::ring::Ring>();
+        println!("ChangRoberts: {cr} bytes, Ring: {ring} bytes");
+        assert!(cr <= 192, "ChangRoberts grew to {cr} bytes");
+        assert!(ring <= 256, "Ring grew to {ring} bytes");
+    }
+}

@@ -74,15 +74,17 @@
 //!   candidate without having a successor). Processes that restart from the same epoch start
 //!   the same new epoch, which is then one election with many initiators.
 //! - **Dead neighbours.** A failed `Message1` is resent to the next process below the failed
-//!   one on the ring, skipping processes known to be dead (from `SendFailed` and `PeerDown`).
-//!   If nobody else is left, the process is alone and elects itself. Knowledge of the dead
-//!   is kept per epoch: a new epoch forgets it (the process that starts it keeps only the
-//!   failure that made it start, as a *suspect*), because a crashed process may have
-//!   recovered and skipping a live process breaks the ring. `PeerUp` marks a process alive
-//!   again. A message does not: it may have been sent before the crash that was reported. For
-//!   the same reason a process told of a leader it learned to be dead in this epoch (the
-//!   announcement overtook the crash report) starts a new epoch; a suspect that wins a later
-//!   epoch has recovered and is accepted.
+//!   one on the ring, skipping processes known to be dead (from `SendFailed` and `PeerDown`;
+//!   the 32 most recent are kept, forgetting one only costs a failed send). If nobody else is
+//!   left, the process is alone and elects itself. A process is alive again after `PeerUp`,
+//!   or when a `Message1` it initiated arrives (only a live process initiates; a `Message1`
+//!   sent before a crash cannot lead to that process winning, because it only wins after its
+//!   message has passed). Other messages are no news of life: they may have been sent before
+//!   the reported crash. So a process told of a leader it knows to be dead (the announcement
+//!   overtook the crash report) starts a new epoch. The process whose failure made a process
+//!   start an epoch becomes its *suspect*: skipped on the ring, but accepted as leader if it
+//!   wins later (it recovered). A stall (the timer) forgets all the dead: a wrong belief
+//!   (a recovery nobody reported, a healed partition) can break the ring.
 //! - **Stall timer.** A process taking part in an undecided election arms [`Timer::Lap`] for
 //!   3 x `lap_timeout` (a fault-free election needs at most n + 2(n - 1) message delays,
 //!   three laps' worth), doubled after each stall this process detected (at most 16x), and
@@ -127,6 +129,10 @@ use std::time::Duration;
 /// "No process": the sentinel for the position fields.
 const NONE: u32 = u32::MAX;
 
+/// How many dead processes a process remembers (the most recent); forgetting one only costs
+/// a failed send.
+const MAX_DEAD: usize = 32;
+
 /// A process's status, in seed 004's vocabulary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
@@ -167,9 +173,10 @@ pub struct Villadangos {
     /// Stalls this process detected in a row (backs the stall timer off).
     stalls: u8,
     lap_timeout_ms: u64,
-    /// The process whose failure started this epoch (`NONE` if none).
+    /// The process whose failure made this process start its latest epoch (`NONE` if none):
+    /// skipped on the ring, but accepted as leader if it wins (then it has recovered).
     suspect: u32,
-    /// Positions learned to be dead during this epoch.
+    /// Positions known to be dead (at most `MAX_DEAD`, the most recent).
     dead: Vec<u32>,
 }
 
@@ -214,6 +221,9 @@ impl Villadangos {
     }
     fn mark_dead(&mut self, p: u32) {
         if p != self.pos && !self.dead.contains(&p) {
+            if self.dead.len() >= MAX_DEAD {
+                self.dead.remove(0);
+            }
             self.dead.push(p);
         }
     }
@@ -243,7 +253,7 @@ impl Villadangos {
         ctx.send(self.rank_at(p).id, msg);
     }
 
-    /// Drop the election state and join `epoch` (undecided, forgetting the dead).
+    /// Drop the election state and join `epoch`, undecided.
     fn enter_epoch(&mut self, ctx: &mut Context<'_>, epoch: u64) {
         self.epoch = epoch;
         self.status = Status::Passive;
@@ -251,8 +261,6 @@ impl Villadangos {
         self.candidate_predecessor = NONE;
         self.candidate_successor = NONE;
         self.leader = NONE;
-        self.suspect = NONE;
-        self.dead.clear();
         self.arm_lap(ctx);
     }
 
@@ -260,6 +268,7 @@ impl Villadangos {
     fn start_epoch(&mut self, ctx: &mut Context<'_>, dead: Option<u32>) {
         self.enter_epoch(ctx, self.epoch.saturating_add(1));
         if let Some(d) = dead.filter(|&d| d != self.pos) {
+            self.dead.retain(|&x| x != d);
             self.suspect = d;
         }
         self.initiate(ctx);
@@ -327,7 +336,7 @@ impl Villadangos {
             self.suspect = NONE;
         }
         if self.dead.contains(&self.leader) {
-            // The announcement overtook the report of the leader's crash in this epoch.
+            // The announcement overtook the report of the leader's crash.
             self.start_epoch(ctx, Some(self.leader));
         } else if self.leader < self.pos {
             // A live process above the leader: it must win.
@@ -446,6 +455,8 @@ impl Villadangos {
                     ctx.reject(from, "message1 names a process outside the group");
                     return;
                 };
+                // Only a live process initiates: its Message1 is news of life (see the doc).
+                self.mark_alive(p);
                 if self.admit(ctx, epoch, from) {
                     self.on_message1(ctx, p);
                 }
@@ -600,7 +611,11 @@ impl Election for Villadangos {
             Input::Message { from, msg } => self.on_message(ctx, from, msg),
             Input::Timer(Timer::Lap) => {
                 if !self.decided {
+                    // A stall may come from a wrong belief that someone is dead (a process
+                    // that recovered unreported, a healed partition): forget them all.
                     self.stalls = self.stalls.saturating_add(1);
+                    self.dead.clear();
+                    self.suspect = NONE;
                     self.start_epoch(ctx, None);
                 }
             }
@@ -682,6 +697,30 @@ mod tests {
         }
     }
 
+    /// `net.run()`, printing every process after each event when `PEERAGE_TRACE` is set.
+    fn run(net: &mut Net) {
+        if std::env::var("PEERAGE_TRACE").is_err() {
+            net.run();
+            return;
+        }
+        let limit = Time::from_millis(3_600_000);
+        let mut last = String::new();
+        while net.now <= limit && net.step() {
+            let mut line = format!("{:>9}us sent {:>4}:", net.now.as_micros(), net.total_sent());
+            for i in 0..net.len() {
+                if let AnyElection::Villadangos(v) = net.process(i) {
+                    let l = v.leader().map(|l| l.high_u64() as i64 - 1).unwrap_or(-1);
+                    let a = if net.is_alive(i) { ' ' } else { 'X' };
+                    line += &format!(" {a}{i}:{}/e{}/l{l}/s{}", &v.state()[..2], v.epoch(), v.suspect as i32);
+                }
+            }
+            if line[16..] != last[16.min(last.len())..] {
+                println!("{line}");
+            }
+            last = line;
+        }
+    }
+
     /// If every live process is still untouched (`Passive` in epoch 0: every initiator crashed
     /// before anyone heard of the election), the application starts them, as at start-up.
     fn start_untouched(net: &mut Net) {
@@ -694,7 +733,7 @@ mod tests {
             for i in live {
                 net.start_at(now, i);
             }
-            net.run();
+            run(net);
         }
     }
 
@@ -928,7 +967,7 @@ mod tests {
                 }
                 events.push((who, at, back));
             }
-            net.run();
+            run(&mut net);
             if net.highest_alive().is_none() {
                 continue;
             }

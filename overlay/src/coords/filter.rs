@@ -181,6 +181,20 @@ mod tests {
     }
 
     #[test]
+    fn recency_survives_the_tick_wrap() {
+        let mut f = LatencyFilter::new(3, 2);
+        f.push(&id(1), 0.1);
+        f.push(&id(2), 0.2);
+        f.tick = u32::MAX - 1;
+        f.push(&id(1), 0.1); // tick MAX: peer 2 is the least recent
+        f.push(&id(1), 0.1); // wraps: ticks renumbered by recency
+        assert!(f.tick < 10, "renumbered: {}", f.tick);
+        f.push(&id(3), 0.3); // must evict peer 2, not peer 1
+        assert_eq!(f.push(&id(1), 0.9), 0.1f32 as f64, "peer 1 kept its window");
+        assert_eq!(f.tracked(), 2);
+    }
+
+    #[test]
     fn forget_and_passthrough() {
         let mut f = LatencyFilter::new(3, 4);
         f.push(&id(1), 0.1);

@@ -87,9 +87,11 @@
 //!   (a recovery nobody reported, a healed partition) can break the ring.
 //! - **Stall timer.** A process taking part in an undecided election arms [`Timer::Lap`] for
 //!   3 x `lap_timeout` (a fault-free election needs at most n + 2(n - 1) message delays,
-//!   three laps' worth), doubled after each stall this process detected (at most 16x), and
-//!   starts a new epoch when it fires. This covers messages lost with a crashed process when
-//!   nobody reports the crash.
+//!   three laps' worth, so `lap_timeout` must exceed one lap, n message delays, as for the
+//!   ring algorithms), doubled after each stall this process detected in a row (at most
+//!   1024x, reset by a decision), and starts a new epoch when it fires. This covers messages
+//!   lost with a crashed process when nobody reports the crash, and a `lap_timeout` set too
+//!   short for the group.
 //! - **A recovered higher process.** `Recover` starts a new epoch. If the group has decided
 //!   at a higher epoch, the first process reached answers with `VillLeader`; the recovered
 //!   process adopts that epoch and, being higher than the leader, starts the next one, which
@@ -242,7 +244,7 @@ impl Villadangos {
     }
 
     fn lap_after(&self) -> Duration {
-        let factor = 3u64 << self.stalls.min(4);
+        let factor = 3u64 << self.stalls.min(10);
         Duration::from_millis(self.lap_timeout_ms.saturating_mul(factor))
     }
     fn arm_lap(&self, ctx: &mut Context<'_>) {
@@ -1294,6 +1296,34 @@ mod tests {
                 c.reports, c.early_timers, c.alive
             ));
         }
+    }
+
+    #[test]
+    fn villadangos_membership_change() {
+        // Decided on 4 in a group of 4; a group without the leader restarts the election.
+        let mut p = Villadangos::new(rank(2), group(4), &cfg());
+        let from4 = NodeId::from_u64(4);
+        drive(&mut p, Input::Message { from: from4, msg: Message::VillLeader { epoch: 0, leader: rank(4) } });
+        assert_eq!(p.leader(), Some(from4));
+        // The leader stays a member (another process joins below): the decision is kept.
+        let bigger = Arc::new(Membership::new([0, 1, 2, 3, 4].map(rank)));
+        let e = drive(&mut p, Input::Membership(bigger));
+        assert!(e.is_empty(), "{e:?}");
+        assert_eq!((p.state(), p.leader()), ("Dummy", Some(from4)));
+        // The leader leaves: new epoch, Message1 to the new neighbour below (rank 1).
+        let smaller = Arc::new(Membership::new([1, 2, 3].map(rank)));
+        let e = drive(&mut p, Input::Membership(smaller));
+        assert_eq!((p.state(), p.epoch(), p.leader()), ("Candidate", 1, None));
+        assert!(e.contains(&Effect::Send {
+            to: NodeId::from_u64(1),
+            msg: Message::Message1 { epoch: 1, candidate_predecessor: rank(2) }
+        }));
+        // Removed from the group: takes no part, rejects messages.
+        let without = Arc::new(Membership::new([1, 3].map(rank)));
+        drive(&mut p, Input::Membership(without));
+        assert_eq!((p.state(), p.leader(), p.in_election()), ("Passive", None, false));
+        let e = drive(&mut p, Input::Start);
+        assert!(e.is_empty());
     }
 
     #[test]

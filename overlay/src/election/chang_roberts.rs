@@ -37,9 +37,9 @@
 //!   timeout, or the rank check below) increments the epoch; a process that sees a higher
 //!   epoch joins it (participant flag cleared, leader unset, as seed 003's "elected = false").
 //!   So a restart can always run even though earlier messages left every process
-//!   participant. Messages of an older epoch never set a leader: a stale `elected` is
-//!   dropped. A stale `election` (typically from a recovered process, whose fresh state
-//!   starts at epoch 0) is answered by a non-participant at once, and by a participant when
+//!   participant. Messages of an older epoch never set a leader. A stale `election`
+//!   (typically from a recovered process, whose fresh state starts at epoch 0), or a stale
+//!   `elected` (its sender lags behind; it counts as the candidate) is answered by a non-participant at once, and by a participant when
 //!   its own election ends (it remembers one; the running election may skip the sender,
 //!   whose predecessor can still suspect it): if the stale candidate ranks above the leader,
 //!   it holds a new election; otherwise it sends `elected(leader)` straight back to the
@@ -261,23 +261,7 @@ impl ChangRoberts {
 
     fn on_election(&mut self, ctx: &mut Context<'_>, from: NodeId, epoch: u64, candidate: Rank) {
         if epoch < self.epoch {
-            if self.participant {
-                // Answered when this election ends: its sender may be a recovered process
-                // that the running election skips (its predecessor still suspects it).
-                if let (Some(f), Some(c)) = (self.pos_of(&from), self.pos_of(&candidate.id)) {
-                    let keep = self.stale.is_some_and(|(_, old)| old as usize > c);
-                    if !keep {
-                        self.stale = Some((f as u32, c as u32));
-                    }
-                }
-                return;
-            }
-            match self.leader {
-                Some(l) if candidate <= l => {
-                    ctx.send(from, Message::CrElected { epoch: self.epoch, leader: l });
-                }
-                _ => self.restart(ctx, None),
-            }
+            self.lagging(ctx, from, candidate);
             return;
         }
         let joined = epoch > self.epoch;
@@ -306,9 +290,35 @@ impl ChangRoberts {
         // else: participant and a smaller candidate: discard.
     }
 
-    fn on_elected(&mut self, ctx: &mut Context<'_>, epoch: u64, leader: Rank) {
+    /// A message of an older epoch from `from` (a recovered or lagging process), naming
+    /// `candidate` (for a stale `elected`, the sender itself). A non-participant answers at
+    /// once, a participant when its election ends (it remembers one, the highest): a new
+    /// election if `candidate` ranks above the leader, else a catch-up `elected(leader)` to
+    /// `from`.
+    fn lagging(&mut self, ctx: &mut Context<'_>, from: NodeId, candidate: Rank) {
+        if self.participant {
+            if let (Some(f), Some(c)) = (self.pos_of(&from), self.pos_of(&candidate.id)) {
+                if self.stale.is_none_or(|(_, old)| old as usize <= c) {
+                    self.stale = Some((f as u32, c as u32));
+                }
+            }
+            return;
+        }
+        match self.leader {
+            Some(l) if candidate <= l => {
+                ctx.send(from, Message::CrElected { epoch: self.epoch, leader: l });
+            }
+            _ => self.restart(ctx, None),
+        }
+    }
+
+    fn on_elected(&mut self, ctx: &mut Context<'_>, from: NodeId, epoch: u64, leader: Rank) {
         if epoch < self.epoch {
-            return; // stale: never set a leader from an older election
+            // Never set a leader from an older election; tell the lagging sender.
+            if let Some(sender) = self.group.rank_of(&from) {
+                self.lagging(ctx, from, sender);
+            }
+            return;
         }
         let joined = epoch > self.epoch;
         if joined {
@@ -389,7 +399,7 @@ impl ChangRoberts {
                     return;
                 }
                 self.alive(&from);
-                self.on_elected(ctx, epoch, leader);
+                self.on_elected(ctx, from, epoch, leader);
             }
             _ => ctx.reject(from, "not a Chang-Roberts message"),
         }
@@ -761,9 +771,11 @@ mod tests {
         // Epoch 3 names process 3 itself (its lap comes back).
         feed(&mut p, Input::Message { from, msg: Message::CrElection { epoch: 3, candidate: ranks[3] } });
         assert_eq!(p.leader(), Some(ranks[3].id));
-        // A stale elected(4) of epoch 2 arrives: ignored, nothing sent.
+        // A stale elected(4) of epoch 2 arrives: not adopted; its sender (process 2) lags
+        // behind and ranks below the leader, so it gets a catch-up elected(3) of epoch 3.
         let fx2 = feed(&mut p, Input::Message { from, msg: Message::CrElected { epoch: 2, leader: ranks[4] } });
-        assert!(fx2.is_empty(), "{fx2:?}");
+        let catch_up = Message::CrElected { epoch: 3, leader: ranks[3] };
+        assert_eq!(fx2, vec![Effect::Send { to: from, msg: catch_up }]);
         assert_eq!(p.leader(), Some(ranks[3].id));
         // A stale election(2): not participant, and 2 <= its leader 3, so it answers with a
         // catch-up elected(3) of epoch 3 to the sender.

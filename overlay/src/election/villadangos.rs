@@ -113,10 +113,14 @@
 //!
 //! # Assumptions
 //!
-//! A complete network (any process can message any other), reliable FIFO-free channels,
-//! crash-stop failures with optional recovery (fresh state), and a shared [`Membership`].
+//! A complete network (any process can message any other); channels need not be FIFO (the
+//! tests deliver pending messages in any order) and duplicates are harmless; crash-stop
+//! failures with optional recovery (fresh state); a shared [`Membership`]. Not covered: a
+//! *lost* message is only made up for by the stall timer (a whole new epoch), so the loss rate
+//! must stay well below 1/(4n); after a partition heals nothing is reported to this algorithm,
+//! so the two sides keep their leaders until a `Start` or a `PeerDown` of a leader.
 //! Per-process state is a few words: positions in the shared group instead of ranks, and a
-//! list of the dead known in this epoch (usually empty). A process whose own rank is not in
+//! list of known dead (at most 32, usually empty). A process whose own rank is not in
 //! its group takes no part and rejects every message until a [`Input::Membership`] that
 //! contains it arrives. A membership change during an election restarts it (positions
 //! change); after a decision the leader is kept if it is still a member.

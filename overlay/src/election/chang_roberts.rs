@@ -22,7 +22,7 @@
 //! # Failure handling (ours, after seed 003's "modified version")
 //! - **Dead successors** are skipped: a failed send (`Input::SendFailed`) or a `PeerDown`
 //!   report marks the process dead and the same message is resent to the next process after
-//!   it. The marks ([`Suspects`]) are ring positions, forgotten at every new epoch so that a
+//!   it. The marks (`Suspects`) are ring positions, forgotten at every new epoch so that a
 //!   recovered process is tried again.
 //! - **A dead candidate.** An `election(c)` whose candidate `c` is dead would circulate for
 //!   ever (everyone else ranks below it and forwards it). The process whose send to `c`

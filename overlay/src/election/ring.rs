@@ -19,7 +19,7 @@
 //! # Choices where the seeds are vague (ours)
 //! - **Dead successors.** A process remembers the processes it found dead (a failed send,
 //!   `Input::SendFailed`, or a `PeerDown` report) and skips them without trying again. The
-//!   memory is a small sorted list of ring positions ([`Suspects`]), forgotten whenever a new
+//!   memory is a small sorted list of ring positions (`Suspects`), forgotten whenever a new
 //!   epoch begins (below), so a process that recovered is tried again at the next election
 //!   instead of being skipped forever. Any message from a process, or `PeerUp`, clears it too,
 //!   and so does an `Election` whose initiator or candidate it is (the message is sent towards

@@ -846,6 +846,23 @@ mod tests {
         random_faults(cfg(), "chang-roberts");
     }
 
+    /// 100,000 processes, every one initiating (the simulator's worst load), on the test
+    /// pump: still exactly 3N - 1 messages and agreement. Ignored by default (about 2 s and
+    /// 300 MB): `cargo test -p overlay cr_100k -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn cr_100k_all_initiate() {
+        let n = 100_000usize;
+        let mut cfg = cfg();
+        cfg.lap_timeout_ms = 3_600_000; // longer than one election (3N one-way delays)
+        let mut net = Net::new(n, cfg);
+        net.start_all();
+        net.run();
+        println!("N = {n}: {} messages (3N - 1 = {})", net.total_sent(), 3 * n as u64 - 1);
+        assert_eq!(net.total_sent(), 3 * n as u64 - 1);
+        assert!(net.all_agree_on(net.id(n - 1)));
+    }
+
     /// The counts table for docs/RESULTS.md:
     /// `cargo test -p overlay count_table -- --nocapture`.
     #[test]

@@ -16,7 +16,14 @@
 //! - `recover`: every crashed process comes back at a uniform time in `(t, t + W]` after its
 //!   crash time `t` (time 0 for `crash_before`).
 //! - Initiators are drawn among the processes live at the start; asking for more than there
-//!   are starts them all.
+//!   are starts them all. An election needs someone who wants it: for the complete-graph
+//!   algorithms the first initiator never crashes during the election; for echo, every
+//!   connected component of the topology that remains after the during-election crashes
+//!   (without `recover`) contains an initiator that does not crash (its lowest-index process
+//!   is added if none was drawn). Without this, a group whose only initiators crash before
+//!   sending anything (or a component cut off before the election reaches it) has nobody who
+//!   knows an election is needed, and "no leader" is then the expected outcome, not a
+//!   liveness failure. The oracle itself is not weakened.
 //! - Timeouts: heartbeats and echo probes are off (`alive_interval_ms = 0`,
 //!   `echo_probe_interval_ms = 0`) so that runs end; the ring lap timeout is raised to at least
 //!   4 x N x the largest one-way latency (a lap at N = 100,000 takes minutes of virtual time),
@@ -268,7 +275,7 @@ impl Scenario {
             is_down[d as usize] = true;
         }
         let live: Vec<u32> = (0..n as u32).filter(|&i| !is_down[i as usize]).collect();
-        let starters: Vec<u32> = match self.initiators {
+        let mut starters: Vec<u32> = match self.initiators {
             Initiators::All => live.clone(),
             Initiators::Count(k) => {
                 let k = k.min(live.len());
@@ -277,11 +284,49 @@ impl Scenario {
                 v
             }
         };
+        // An election needs someone who wants it (see the module doc). Complete-graph
+        // algorithms: the first initiator never crashes during the election. Echo: every
+        // connected component of the topology left after the during-election crashes gets an
+        // initiator that does not crash (its lowest-index process, if none was drawn).
         let mut plan = FaultPlan::default();
-        if let Some(w) = window {
-            let w_us = w.as_micros().max(1) as u64;
-            let victims: Vec<u32> =
-                sample(&mut rng, live.len(), self.crash_during).into_iter().map(|i| live[i]).collect();
+        let mut victims: Vec<u32> = Vec::new();
+        let w_us = window.map(|w| w.as_micros().max(1) as u64);
+        if w_us.is_some() {
+            let protected: Vec<u32> = match &topology {
+                Some(_) => Vec::new(),
+                None => starters.first().copied().into_iter().collect(),
+            };
+            let candidates: Vec<u32> = live.iter().copied().filter(|i| !protected.contains(i)).collect();
+            let k = self.crash_during.min(candidates.len());
+            victims = sample(&mut rng, candidates.len(), k).into_iter().map(|i| candidates[i]).collect();
+        }
+        if let Some(t) = &topology {
+            let mut gone = is_down.clone();
+            if !self.recover {
+                for &v in &victims {
+                    gone[v as usize] = true;
+                }
+            }
+            let label = t.components(|i| !gone[i as usize], |_, _| true);
+            let comps = label.iter().filter(|&&c| c != u32::MAX).max().map_or(0, |&m| m as usize + 1);
+            let mut has: Vec<bool> = vec![false; comps];
+            for &s in &starters {
+                if !victims.contains(&s) && label[s as usize] != u32::MAX {
+                    has[label[s as usize] as usize] = true;
+                }
+            }
+            for &i in &live {
+                let c = label[i as usize];
+                if c != u32::MAX && !has[c as usize] && !victims.contains(&i) {
+                    has[c as usize] = true;
+                    if !starters.contains(&i) {
+                        starters.push(i);
+                    }
+                }
+            }
+            starters.sort_unstable();
+        }
+        if let Some(w_us) = w_us {
             for v in victims {
                 let t = rng.gen_range(0..=w_us);
                 plan.push(Time::from_micros(t), Fault::Crash(v));
@@ -372,7 +417,7 @@ impl Scenario {
             seed,
             end,
             messages: metrics.messages(),
-            crashed_during: if window.is_some() { self.crash_during } else { 0 },
+            crashed_during: metrics.crashes as usize,
             metrics,
             agreement_us: agreement_time(&sim).map(|t| t.as_micros()),
             end_us: sim.now().as_micros(),

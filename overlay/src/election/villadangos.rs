@@ -77,10 +77,11 @@
 //!   one on the ring, skipping processes known to be dead (from `SendFailed` and `PeerDown`;
 //!   the 32 most recent are kept, forgetting one only costs a failed send). If nobody else is
 //!   left, the process is alone and elects itself. A process is alive again after `PeerUp`,
-//!   or when a `Message1` it initiated arrives (only a live process initiates; a `Message1`
-//!   sent before a crash cannot lead to that process winning, because it only wins after its
-//!   message has passed). Other messages are no news of life: they may have been sent before
-//!   the reported crash. So a process told of a leader it knows to be dead (the announcement
+//!   or when a `Message1` it initiated arrives as the first `Message1` the receiver handles in
+//!   that epoch (only a live process initiates; such a message arriving after the crash
+//!   report cannot come from a process that won afterwards, because a process only wins after
+//!   its election has passed the receiver, and a later copy, a duplicate, is not the first).
+//!   Other messages are no news of life: they may have been sent before the reported crash. So a process told of a leader it knows to be dead (the announcement
 //!   overtook the crash report) starts a new epoch. The process whose failure made a process
 //!   start an epoch becomes its *suspect*: skipped on the ring, but accepted as leader if it
 //!   wins later (it recovered). A stall (the timer) forgets all the dead: a wrong belief
@@ -461,9 +462,14 @@ impl Villadangos {
                     ctx.reject(from, "message1 names a process outside the group");
                     return;
                 };
-                // Only a live process initiates: its Message1 is news of life (see the doc).
-                self.mark_alive(p);
                 if self.admit(ctx, epoch, from) {
+                    // The first Message1 of an epoch is news of life of its initiator (see the
+                    // doc); a later one may be a duplicate sent before a crash.
+                    let first = self.status == Status::Passive
+                        || (self.status == Status::Candidate && self.candidate_predecessor == NONE);
+                    if first {
+                        self.mark_alive(p);
+                    }
                     self.on_message1(ctx, p);
                 }
             }
@@ -1082,7 +1088,8 @@ mod tests {
     /// An asynchronous pump: any pending message may be delivered next (every interleaving a
     /// simulator's random latencies can produce, and more), processes crash at random steps,
     /// crashes are optionally reported (`PeerDown`), failed sends are reported to live senders,
-    /// and a `Lap` timer fires when nothing else is pending (time passes) or, rarely, early.
+    /// messages may be duplicated or (a few) lost, and a `Lap` timer fires when nothing else is
+    /// pending (time passes) or, rarely, early.
     struct Chaos {
         procs: Vec<Villadangos>,
         ids: Vec<NodeId>,
@@ -1093,6 +1100,10 @@ mod tests {
         reports: bool,
         early_timers: f64,
         late_starts: bool,
+        /// Duplicate probability; loss probability for the first `losses` losses.
+        dup: f64,
+        loss: f64,
+        losses: usize,
         sent: u64,
         started: u64,
     }
@@ -1116,6 +1127,9 @@ mod tests {
                 reports: false,
                 early_timers: 0.0,
                 late_starts: true,
+                dup: 0.0,
+                loss: 0.0,
+                losses: 0,
                 sent: 0,
                 started: 0,
             }
@@ -1139,6 +1153,13 @@ mod tests {
                     Effect::Send { to, msg } => {
                         self.sent += 1;
                         let j = (to.high_u64() - 1) as usize;
+                        if self.losses > 0 && self.rng.gen_bool(self.loss) {
+                            self.losses -= 1;
+                            continue;
+                        }
+                        if self.rng.gen_bool(self.dup) {
+                            self.pending.push(Ev::Deliver { from: i, to: j, msg: msg.clone() });
+                        }
                         self.pending.push(Ev::Deliver { from: i, to: j, msg });
                     }
                     Effect::SetTimer { timer: Timer::Lap, .. } => self.lap[i] = true,
@@ -1264,6 +1285,11 @@ mod tests {
             let mut c = Chaos::new(n, seed);
             c.reports = rng.gen_bool(0.5);
             c.early_timers = if rng.gen_bool(0.3) { 0.02 } else { 0.0 };
+            c.dup = if rng.gen_bool(0.3) { 0.05 } else { 0.0 };
+            if rng.gen_bool(0.2) {
+                c.loss = 0.02;
+                c.losses = 3;
+            }
             let mut inits: Vec<usize> = (0..n).filter(|_| rng.gen_bool(0.4)).collect();
             if inits.is_empty() {
                 inits.push(rng.gen_range(0..n));
@@ -1296,8 +1322,8 @@ mod tests {
                 c.run(&mut 0, 0.0);
             }
             c.check(&format!(
-                "seed {seed}: n={n} reports={} early={} inits={inits:?} alive={:?}",
-                c.reports, c.early_timers, c.alive
+                "seed {seed}: n={n} reports={} early={} dup={} loss={} inits={inits:?} alive={:?}",
+                c.reports, c.early_timers, c.dup, c.loss, c.alive
             ));
         }
     }

@@ -1,4 +1,174 @@
-//! PLACEHOLDER: the `peerage` command line is being built in this session.
-fn main() -> anyhow::Result<()> {
-    anyhow::bail!("peerage: not built yet")
+//! The `peerage` binary: parses the command line, sets up logging (stderr) and runs
+//! `peerage run` or `peerage swarm`. Errors from the user's input end here as one clear
+//! message and exit code 2 (bad flags/config) or 1 (run-time failure).
+
+use anyhow::Context as _;
+use clap::Parser;
+use peerage_node::cli::{Cli, Command, RunArgs, SwarmArgs, SwarmTransport};
+use peerage_node::config::FileConfig;
+use peerage_node::status::StatusSink;
+use peerage_node::swarm_runner::{self, Kill, LocalSwarmConfig, SwarmOptions};
+use peerage_node::{identity, metrics, node, TransportKind};
+use std::time::Duration;
+use tracing_subscriber::EnvFilter;
+
+fn main() {
+    let cli = Cli::parse();
+    let filter = EnvFilter::try_from_default_env()
+        .or_else(|_| EnvFilter::try_new(&cli.log))
+        .unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("peerage: cannot start the runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    let result = match cli.command {
+        Command::Run(args) => rt.block_on(run(args)),
+        Command::Swarm(args) => rt.block_on(swarm(args)),
+    };
+    if let Err(e) = result {
+        eprintln!("peerage: error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn merge(args: &RunArgs) -> anyhow::Result<FileConfig> {
+    let mut fc = match &args.config {
+        Some(p) => FileConfig::load(p)?,
+        None => FileConfig::default(),
+    };
+    if !args.listen.is_empty() {
+        fc.listen = args.listen.clone();
+    }
+    if !args.bootstrap.is_empty() {
+        fc.bootstrap = args.bootstrap.clone();
+    }
+    if let Some(a) = &args.algorithm {
+        fc.algorithm = Some(a.clone());
+    }
+    if let Some(p) = args.priority {
+        fc.priority = p;
+    }
+    if let Some(i) = &args.identity {
+        fc.identity = Some(i.clone());
+    }
+    if let Some(m) = &args.metrics {
+        fc.metrics = Some(m.clone());
+    }
+    if let Some(k) = &args.kad_protocol {
+        fc.kad_protocol = k.clone();
+    }
+    if let Some(s) = args.scope {
+        fc.scope = s;
+    }
+    if let Some(a) = args.alive_interval_ms {
+        fc.election.alive_interval_ms = a;
+    }
+    Ok(fc)
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let cfg = merge(&args)?.resolve()?;
+    let key = match &cfg.identity {
+        Some(path) => {
+            let (key, created) = identity::load_or_create(path)?;
+            if created {
+                tracing::info!(path = %path.display(), "created a new identity key");
+            }
+            key
+        }
+        None => {
+            tracing::info!("no --identity file: using a fresh identity for this run");
+            libp2p::identity::Keypair::generate_ed25519()
+        }
+    };
+    let peer = key.public().to_peer_id();
+    let metrics = match cfg.metrics {
+        Some(addr) => {
+            let (m, registry) = metrics::Metrics::new();
+            let bound = metrics::serve(addr, registry)?;
+            tracing::info!(%bound, "serving Prometheus metrics");
+            Some(m)
+        }
+        None => None,
+    };
+    let seed = rand::random();
+    let mut handle = node::spawn(node::NodeOptions {
+        cfg,
+        key,
+        transport: TransportKind::TcpQuic,
+        status: StatusSink::stdout(peer.to_string()),
+        metrics,
+        seed,
+    })?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => {
+            r.context("cannot listen for Ctrl-C")?;
+            tracing::info!("Ctrl-C: shutting down");
+            handle.shutdown().await;
+            Ok(())
+        }
+        _ = handle.wait() => {
+            match handle.probe.get().fatal {
+                Some(f) => anyhow::bail!("{f}"),
+                None => anyhow::bail!("the node stopped unexpectedly"),
+            }
+        }
+    }
+}
+
+async fn swarm(args: SwarmArgs) -> anyhow::Result<()> {
+    let algorithm: overlay::Algorithm = args.algorithm.parse()?;
+    let mut election = overlay::ElectionConfig::for_algorithm(algorithm);
+    if let Some(a) = args.alive_interval_ms {
+        election.alive_interval_ms = a;
+    }
+    election.validate()?;
+    let seed = args.seed.unwrap_or_else(rand::random);
+    eprintln!("peerage swarm: {} nodes, {algorithm}, seed {seed}", args.nodes);
+    let n = args.nodes as usize;
+    let mut sc = LocalSwarmConfig::new(n, election, seed);
+    sc.transport = match args.transport {
+        SwarmTransport::Memory => TransportKind::Memory,
+        SwarmTransport::Tcp => TransportKind::TcpQuic,
+    };
+    if args.ranked {
+        sc.priorities = Some((0..n as u64).collect());
+    }
+    let mut kills: Vec<Kill> =
+        args.kill_leader_at.iter().map(|&s| Ok(Kill::Leader { at: secs(s)? })).collect::<anyhow::Result<_>>()?;
+    if let Some(f) = args.kill_fraction {
+        if !(0.0..=1.0).contains(&f) {
+            anyhow::bail!("--kill-fraction must be between 0 and 1, got {f}");
+        }
+        kills.push(Kill::Fraction { fraction: f, at: secs(args.kill_fraction_at)? });
+    }
+    kills.sort_by_key(|k| match k {
+        Kill::Leader { at } | Kill::Fraction { at, .. } => *at,
+    });
+    let report = swarm_runner::run(SwarmOptions {
+        swarm: sc,
+        timeout: Duration::from_secs(args.timeout_s),
+        settle: Duration::from_secs(args.settle_s),
+        measure: Duration::from_secs(args.measure_s.max(1)),
+        kills,
+        progress: !args.quiet,
+    })
+    .await?;
+    let text = serde_json::to_string_pretty(&report)?;
+    println!("{text}");
+    if let Some(p) = &args.out {
+        std::fs::write(p, &text).with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    if report.leader_agreed_s.is_none() {
+        anyhow::bail!("the swarm did not agree on a leader within {} s", args.timeout_s);
+    }
+    Ok(())
+}
+
+fn secs(s: f64) -> anyhow::Result<Duration> {
+    Duration::try_from_secs_f64(s).map_err(|_| anyhow::anyhow!("bad time {s} s: must be a non-negative number"))
 }

@@ -1,0 +1,110 @@
+//! The `peerage` command line (clap derive): `peerage run` (one node) and `peerage swarm`
+//! (N nodes in one process). Every `run` flag has the same key in the TOML `--config` file;
+//! a flag given on the command line wins over the file.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(name = "peerage", version, about = "Peerage: a libp2p overlay that elects leaders and super peers")]
+pub struct Cli {
+    /// Log filter (tracing env-filter syntax), logs go to stderr. Also RUST_LOG.
+    #[arg(long, global = true, default_value = "info")]
+    pub log: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one node (status as JSON lines on stdout).
+    Run(RunArgs),
+    /// Run N nodes in this process and print a JSON report.
+    Swarm(SwarmArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// TOML config file (keys: listen, bootstrap, algorithm, priority, identity, metrics,
+    /// kad_protocol, scope, [election], [limits], [timing]).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Listen multiaddr (repeatable), e.g. /ip4/127.0.0.1/tcp/4001 or /ip4/0.0.0.0/udp/0/quic-v1.
+    #[arg(long)]
+    pub listen: Vec<String>,
+    /// Bootstrap multiaddr (repeatable), ideally ending in /p2p/<peer id>.
+    #[arg(long)]
+    pub bootstrap: Vec<String>,
+    /// Election algorithm: bully, fast-bully, ring, chang-roberts, villadangos, echo.
+    #[arg(long)]
+    pub algorithm: Option<String>,
+    /// Election priority (for the echo election: the capacity). Higher wins.
+    #[arg(long, visible_alias = "capacity")]
+    pub priority: Option<u64>,
+    /// Identity key file; created if missing. Without it the node gets a fresh id each run.
+    #[arg(long)]
+    pub identity: Option<PathBuf>,
+    /// Serve Prometheus metrics on this host:port.
+    #[arg(long)]
+    pub metrics: Option<String>,
+    /// Kademlia protocol name.
+    #[arg(long)]
+    pub kad_protocol: Option<String>,
+    /// Election scope (group) number.
+    #[arg(long)]
+    pub scope: Option<u64>,
+    /// Coordinator heartbeat period in ms (0 = off).
+    #[arg(long)]
+    pub alive_interval_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum SwarmTransport {
+    Memory,
+    Tcp,
+}
+
+#[derive(Debug, Args)]
+pub struct SwarmArgs {
+    /// Number of nodes.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=5000))]
+    pub nodes: u32,
+    /// Election algorithm.
+    #[arg(long, default_value = "bully")]
+    pub algorithm: String,
+    /// Transport between the in-process nodes.
+    #[arg(long, value_enum, default_value = "memory")]
+    pub transport: SwarmTransport,
+    /// Give up waiting for convergence (and for each re-election) after this many seconds.
+    #[arg(long, default_value_t = 300)]
+    pub timeout_s: u64,
+    /// Seconds to wait after agreement before measuring the steady state.
+    #[arg(long, default_value_t = 10)]
+    pub settle_s: u64,
+    /// Length of the steady-state measurement window in seconds.
+    #[arg(long, default_value_t = 10)]
+    pub measure_s: u64,
+    /// Crash the leader this many seconds after the steady-state window (repeatable).
+    #[arg(long)]
+    pub kill_leader_at: Vec<f64>,
+    /// Crash this fraction of the nodes (0..1) at --kill-fraction-at seconds after the window.
+    #[arg(long)]
+    pub kill_fraction: Option<f64>,
+    #[arg(long, default_value_t = 0.0)]
+    pub kill_fraction_at: f64,
+    /// Coordinator heartbeat period in ms (0 = off); T1 = this x alive_error_factor.
+    #[arg(long)]
+    pub alive_interval_ms: Option<u64>,
+    /// Random seed (node ports, bootstrap choices, kills). Default: random, printed.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Give node i priority i (so the last node should win) instead of all 0.
+    #[arg(long)]
+    pub ranked: bool,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Also write the report to this file.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}

@@ -1,0 +1,318 @@
+//! Node configuration: the keys of a TOML `--config` file and the `peerage run` flags that
+//! override them, validated into a [`NodeConfig`].
+//!
+//! Every limit is set on purpose rather than left at a library default (issue 3): connection
+//! counts (see `gate.rs` and `peer_manager.rs` for why each number), frame sizes, timeouts.
+//! The numbers follow the measurements in `shared/notes/libp2p-swarm-probe.md`: a node
+//! refuses unwanted outbound dials before dialling once it has `outbound_gate` connections and
+//! inbound connections before the handshake at `inbound_gate`; the peer manager keeps between
+//! `target_low` and `target_high` peers.
+//!
+//! Unknown keys are errors (`deny_unknown_fields`), so a typo in a config file is reported,
+//! not ignored.
+
+use libp2p::{multiaddr::Protocol, Multiaddr, PeerId};
+use overlay::{Algorithm, ElectionConfig};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Connection and message-size limits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Hard cap on established connections (libp2p `connection_limits`).
+    pub max_established: u32,
+    /// Hard cap per peer (two allows a simultaneous dial from both ends).
+    pub max_established_per_peer: u32,
+    /// Cap on connections still in their handshake, each direction.
+    pub max_pending_incoming: u32,
+    pub max_pending_outgoing: u32,
+    /// Refuse inbound connections *before the handshake* once this many are established.
+    pub inbound_gate: u32,
+    /// Refuse outbound dials we did not ask for (kad queries) *before dialling* once this many
+    /// are established. Dials the node itself wants (bootstrap, peer manager, election
+    /// messages) pass up to `max_established`.
+    pub outbound_gate: u32,
+    /// The peer manager dials routing-table peers while below this many peers...
+    pub target_low: u32,
+    /// ...and prunes random peers that are neither gossipsub mesh peers nor in recent election
+    /// use while above this many.
+    pub target_high: u32,
+    /// Only connections older than this are pruned.
+    pub prune_min_age_ms: u64,
+    /// A connection that carried an election message is kept at least this long afterwards.
+    pub election_keep_ms: u64,
+    /// libp2p idle connection timeout (connections with no open stream).
+    pub idle_timeout_ms: u64,
+    /// Largest election frame accepted or sent (bytes).
+    pub max_election_frame: usize,
+    /// Largest membership-sync frame accepted or sent (bytes).
+    pub max_members_frame: usize,
+    /// Largest gossipsub message.
+    pub max_gossip_bytes: usize,
+    /// Request-response timeout for election and membership requests.
+    pub request_timeout_ms: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_established: 64,
+            max_established_per_peer: 2,
+            max_pending_incoming: 32,
+            max_pending_outgoing: 32,
+            inbound_gate: 48,
+            outbound_gate: 10,
+            target_low: 6,
+            target_high: 12,
+            prune_min_age_ms: 10_000,
+            election_keep_ms: 5_000,
+            idle_timeout_ms: 10_000,
+            max_election_frame: overlay::wire::MAX_FRAME_BYTES,
+            max_members_frame: 1024 * 1024,
+            max_gossip_bytes: 256 * 1024,
+            request_timeout_ms: 5_000,
+        }
+    }
+}
+
+/// Pacing of the node's own periodic work.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Timing {
+    /// The membership must be quiet this long before the start-up election.
+    pub settle_ms: u64,
+    /// A node that still names no leader this long (plus up to the same again, random) after
+    /// settling starts an election itself.
+    pub fallback_ms: u64,
+    /// Period of membership sync to connected peers.
+    pub members_sync_ms: u64,
+    /// Period of the `status` JSON line.
+    pub status_ms: u64,
+    /// Period of Kademlia bootstrap (random walk); 0 turns periodic bootstrap off.
+    pub kad_bootstrap_s: u64,
+    /// Ping period (RTT samples for later Vivaldi coordinates).
+    pub ping_s: u64,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            settle_ms: 2_000,
+            fallback_ms: 4_000,
+            members_sync_ms: 500,
+            status_ms: 2_000,
+            kad_bootstrap_s: 300,
+            ping_s: 15,
+        }
+    }
+}
+
+/// The TOML file (and the flags' target): everything optional, defaults filled in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FileConfig {
+    pub listen: Vec<String>,
+    pub bootstrap: Vec<String>,
+    pub algorithm: Option<String>,
+    pub priority: u64,
+    pub identity: Option<PathBuf>,
+    pub metrics: Option<String>,
+    pub kad_protocol: String,
+    /// Election group scope (0 = the whole swarm).
+    pub scope: u64,
+    pub election: ElectionConfig,
+    pub limits: Limits,
+    pub timing: Timing,
+}
+
+impl Default for FileConfig {
+    fn default() -> Self {
+        FileConfig {
+            listen: vec!["/ip4/0.0.0.0/tcp/0".into(), "/ip4/0.0.0.0/udp/0/quic-v1".into()],
+            bootstrap: vec![],
+            algorithm: None,
+            priority: 0,
+            identity: None,
+            metrics: None,
+            kad_protocol: DEFAULT_KAD_PROTOCOL.into(),
+            scope: 0,
+            election: ElectionConfig::default(),
+            limits: Limits::default(),
+            timing: Timing::default(),
+        }
+    }
+}
+
+/// The default Kademlia protocol name.
+pub const DEFAULT_KAD_PROTOCOL: &str = "/peerage/kad/1.0.0";
+
+/// A configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("config file {path}: {source}")]
+    Toml { path: PathBuf, source: toml::de::Error },
+    #[error("bad listen address {addr:?}: {reason}")]
+    Listen { addr: String, reason: String },
+    #[error("bad bootstrap address {addr:?}: {reason}")]
+    Bootstrap { addr: String, reason: String },
+    #[error(transparent)]
+    Algorithm(#[from] overlay::election::UnknownAlgorithm),
+    #[error("bad election settings: {0}")]
+    Election(#[from] overlay::election::ConfigError),
+    #[error("bad metrics address {addr:?}: {reason}")]
+    Metrics { addr: String, reason: String },
+    #[error("bad kad protocol name {name:?}: it must start with '/'")]
+    KadProtocol { name: String },
+    #[error("bad limits: {0}")]
+    Limits(String),
+}
+
+/// A bootstrap peer: an address, with the peer id if the address ends in `/p2p/<id>`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BootstrapPeer {
+    pub addr: Multiaddr,
+    pub peer: Option<PeerId>,
+}
+
+/// The validated configuration a node runs with.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    pub listen: Vec<Multiaddr>,
+    pub bootstrap: Vec<BootstrapPeer>,
+    pub priority: u64,
+    pub identity: Option<PathBuf>,
+    pub metrics: Option<std::net::SocketAddr>,
+    pub kad_protocol: String,
+    pub scope: u64,
+    pub election: ElectionConfig,
+    pub limits: Limits,
+    pub timing: Timing,
+}
+
+impl FileConfig {
+    /// Read a TOML file.
+    pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        toml::from_str(&text).map_err(|source| ConfigError::Toml { path: path.to_path_buf(), source })
+    }
+
+    /// Validate into a [`NodeConfig`].
+    pub fn resolve(&self) -> Result<NodeConfig, ConfigError> {
+        let listen = self
+            .listen
+            .iter()
+            .map(|a| {
+                a.parse::<Multiaddr>()
+                    .map_err(|e| ConfigError::Listen { addr: a.clone(), reason: e.to_string() })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let bootstrap = self.bootstrap.iter().map(|a| parse_bootstrap(a)).collect::<Result<Vec<_>, _>>()?;
+        let mut election = self.election.clone();
+        if let Some(a) = &self.algorithm {
+            election.algorithm = a.parse::<Algorithm>()?;
+        }
+        election.validate()?;
+        let metrics = match &self.metrics {
+            None => None,
+            Some(s) => Some(s.parse().map_err(|e: std::net::AddrParseError| ConfigError::Metrics {
+                addr: s.clone(),
+                reason: format!("{e} (expected host:port, e.g. 127.0.0.1:9100)"),
+            })?),
+        };
+        if !self.kad_protocol.starts_with('/') {
+            return Err(ConfigError::KadProtocol { name: self.kad_protocol.clone() });
+        }
+        let l = &self.limits;
+        if l.max_established == 0 || l.max_established_per_peer == 0 {
+            return Err(ConfigError::Limits("max_established and max_established_per_peer must be positive".into()));
+        }
+        if l.target_low > l.target_high || l.target_high > l.max_established {
+            return Err(ConfigError::Limits(format!(
+                "need target_low <= target_high <= max_established, got {} / {} / {}",
+                l.target_low, l.target_high, l.max_established
+            )));
+        }
+        if l.max_election_frame < 64 || l.max_members_frame < 64 || l.max_gossip_bytes < 1024 {
+            return Err(ConfigError::Limits("frame limits are too small to carry any message".into()));
+        }
+        if l.request_timeout_ms == 0 {
+            return Err(ConfigError::Limits("request_timeout_ms must be positive".into()));
+        }
+        Ok(NodeConfig {
+            listen,
+            bootstrap,
+            priority: self.priority,
+            identity: self.identity.clone(),
+            metrics,
+            kad_protocol: self.kad_protocol.clone(),
+            scope: self.scope,
+            election,
+            limits: self.limits.clone(),
+            timing: self.timing.clone(),
+        })
+    }
+}
+
+/// Parse one bootstrap multiaddr (optionally ending in `/p2p/<peer id>`).
+pub fn parse_bootstrap(s: &str) -> Result<BootstrapPeer, ConfigError> {
+    let bad = |reason: String| ConfigError::Bootstrap { addr: s.to_string(), reason };
+    let addr: Multiaddr = s.parse().map_err(|e: libp2p::multiaddr::Error| bad(e.to_string()))?;
+    let peer = match addr.iter().last() {
+        Some(Protocol::P2p(p)) => Some(p),
+        _ => None,
+    };
+    if addr.iter().next().is_none() {
+        return Err(bad("empty address".into()));
+    }
+    Ok(BootstrapPeer { addr, peer })
+}
+
+impl NodeConfig {
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.limits.request_timeout_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_resolve() {
+        let c = FileConfig::default().resolve().unwrap();
+        assert_eq!(c.kad_protocol, "/peerage/kad/1.0.0");
+        assert_eq!(c.listen.len(), 2);
+    }
+
+    #[test]
+    fn toml_keys_and_errors() {
+        let c: FileConfig = toml::from_str(
+            "listen = [\"/ip4/127.0.0.1/tcp/0\"]\nalgorithm = \"ring\"\npriority = 4\n[election]\nanswer_timeout_ms = 300\n",
+        )
+        .unwrap();
+        let r = c.resolve().unwrap();
+        assert_eq!(r.election.algorithm, Algorithm::Ring);
+        assert_eq!(r.election.answer_timeout_ms, 300);
+        assert_eq!(r.priority, 4);
+        assert!(toml::from_str::<FileConfig>("lisen = []").is_err());
+        let bad = FileConfig { algorithm: Some("paxos".into()), ..Default::default() };
+        assert!(bad.resolve().unwrap_err().to_string().contains("paxos"));
+        let bad = FileConfig { bootstrap: vec!["not-an-addr".into()], ..Default::default() };
+        assert!(bad.resolve().unwrap_err().to_string().contains("bootstrap"));
+        let bad = FileConfig { metrics: Some("nowhere".into()), ..Default::default() };
+        assert!(bad.resolve().is_err());
+    }
+
+    #[test]
+    fn bootstrap_peer_id_is_taken_from_p2p() {
+        let id = libp2p::identity::Keypair::generate_ed25519().public().to_peer_id();
+        let b = parse_bootstrap(&format!("/ip4/127.0.0.1/tcp/4001/p2p/{id}")).unwrap();
+        assert_eq!(b.peer, Some(id));
+        assert_eq!(parse_bootstrap("/ip4/127.0.0.1/tcp/4001").unwrap().peer, None);
+    }
+}

@@ -1,0 +1,206 @@
+//! The connection gate: refuses connections *before* they cost a handshake.
+//!
+//! Why (see `shared/notes/libp2p-swarm-probe.md`): with libp2p's defaults every node ends up
+//! connected to every other one (kad queries dial, gossipsub keeps the connections busy), and
+//! `connection_limits` alone refuses only after a full noise handshake, which lets early nodes
+//! fill their slots while late nodes get none. This behaviour counts established connections
+//! and
+//! - refuses an inbound connection in `handle_pending_inbound_connection` (before the
+//!   upgrade) once `inbound_gate` connections are established;
+//! - refuses an outbound dial in `handle_pending_outbound_connection` (before dialling) once
+//!   `outbound_gate` connections are established, unless the node itself *wants* that peer
+//!   (bootstrap, peer manager, a pending election or membership message): those pass up to
+//!   the hard cap. In practice the refused dials are kad's query dials.
+//!
+//! It also serves the node's address book to the swarm: addresses learned from membership
+//! sync are returned from `handle_pending_outbound_connection`, so a request to a peer we are
+//! not connected to can dial it.
+//!
+//! Assumption: the node marks a peer as wanted (`want`) *before* it asks libp2p to dial it or
+//! to send it a request. Wanted marks expire after `WANT_TTL`.
+
+use libp2p::core::{transport::PortUse, Endpoint, Multiaddr};
+use libp2p::swarm::{
+    behaviour::ConnectionEstablished, dummy, ConnectionClosed, ConnectionDenied, ConnectionId, FromSwarm,
+    NetworkBehaviour, THandler, THandlerInEvent, THandlerOutEvent, ToSwarm,
+};
+use libp2p::PeerId;
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+/// How long a `want` mark lets dials to that peer through.
+pub const WANT_TTL: Duration = Duration::from_secs(30);
+/// Addresses kept per peer in the address book.
+pub const MAX_ADDRS_PER_PEER: usize = 4;
+
+/// Why a connection was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum GateRefusal {
+    #[error("inbound refused before the handshake: {established} connections established (gate {gate})")]
+    Inbound { established: usize, gate: usize },
+    #[error("outbound dial refused before dialling: {established} connections established (gate {gate})")]
+    Outbound { established: usize, gate: usize },
+}
+
+/// Counters the node reports.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GateCounters {
+    pub refused_inbound: u64,
+    pub refused_outbound: u64,
+    /// Every connection ever established (the "new connections" the swarm report rates).
+    pub established_total: u64,
+}
+
+pub struct Gate {
+    inbound_gate: usize,
+    outbound_gate: usize,
+    hard_cap: usize,
+    established: HashMap<ConnectionId, PeerId>,
+    per_peer: HashMap<PeerId, usize>,
+    wanted: HashMap<PeerId, Instant>,
+    addresses: HashMap<PeerId, Vec<Multiaddr>>,
+    counters: GateCounters,
+}
+
+impl Gate {
+    pub fn new(inbound_gate: usize, outbound_gate: usize, hard_cap: usize) -> Self {
+        Gate {
+            inbound_gate,
+            outbound_gate,
+            hard_cap,
+            established: HashMap::new(),
+            per_peer: HashMap::new(),
+            wanted: HashMap::new(),
+            addresses: HashMap::new(),
+            counters: GateCounters::default(),
+        }
+    }
+
+    /// Let dials to `peer` through (up to the hard cap) for the next `WANT_TTL`.
+    pub fn want(&mut self, peer: PeerId) {
+        self.wanted.insert(peer, Instant::now());
+    }
+
+    /// Remember addresses of `peer` (newest first, bounded).
+    pub fn add_addresses(&mut self, peer: PeerId, addrs: impl IntoIterator<Item = Multiaddr>) {
+        let book = self.addresses.entry(peer).or_default();
+        for a in addrs {
+            if !book.contains(&a) {
+                book.insert(0, a);
+            }
+        }
+        book.truncate(MAX_ADDRS_PER_PEER);
+    }
+
+    pub fn addresses_of(&self, peer: &PeerId) -> &[Multiaddr] {
+        self.addresses.get(peer).map(|v| v.as_slice()).unwrap_or(&[])
+    }
+
+    pub fn established(&self) -> usize {
+        self.established.len()
+    }
+
+    pub fn counters(&self) -> GateCounters {
+        self.counters
+    }
+
+    /// Drop expired `want` marks (called from the node's periodic tick).
+    pub fn expire(&mut self, now: Instant) {
+        self.wanted.retain(|_, t| now.duration_since(*t) < WANT_TTL);
+    }
+
+    fn is_wanted(&self, peer: &PeerId) -> bool {
+        self.wanted.get(peer).is_some_and(|t| t.elapsed() < WANT_TTL)
+    }
+}
+
+impl NetworkBehaviour for Gate {
+    type ConnectionHandler = dummy::ConnectionHandler;
+    type ToSwarm = Infallible;
+
+    fn handle_pending_inbound_connection(
+        &mut self,
+        _: ConnectionId,
+        _: &Multiaddr,
+        _: &Multiaddr,
+    ) -> Result<(), ConnectionDenied> {
+        let established = self.established.len();
+        if established >= self.inbound_gate {
+            self.counters.refused_inbound += 1;
+            return Err(ConnectionDenied::new(GateRefusal::Inbound { established, gate: self.inbound_gate }));
+        }
+        Ok(())
+    }
+
+    fn handle_established_inbound_connection(
+        &mut self,
+        _: ConnectionId,
+        _: PeerId,
+        _: &Multiaddr,
+        _: &Multiaddr,
+    ) -> Result<THandler<Self>, ConnectionDenied> {
+        Ok(dummy::ConnectionHandler)
+    }
+
+    fn handle_pending_outbound_connection(
+        &mut self,
+        _: ConnectionId,
+        maybe_peer: Option<PeerId>,
+        _: &[Multiaddr],
+        _: Endpoint,
+    ) -> Result<Vec<Multiaddr>, ConnectionDenied> {
+        let established = self.established.len();
+        let Some(peer) = maybe_peer else {
+            // A dial by address only: the node's own bootstrap dials.
+            return Ok(vec![]);
+        };
+        let wanted = self.is_wanted(&peer);
+        let gate = if wanted { self.hard_cap } else { self.outbound_gate };
+        if established >= gate {
+            self.counters.refused_outbound += 1;
+            return Err(ConnectionDenied::new(GateRefusal::Outbound { established, gate }));
+        }
+        Ok(self.addresses_of(&peer).to_vec())
+    }
+
+    fn handle_established_outbound_connection(
+        &mut self,
+        _: ConnectionId,
+        _: PeerId,
+        _: &Multiaddr,
+        _: Endpoint,
+        _: PortUse,
+    ) -> Result<THandler<Self>, ConnectionDenied> {
+        Ok(dummy::ConnectionHandler)
+    }
+
+    fn on_swarm_event(&mut self, event: FromSwarm) {
+        match event {
+            FromSwarm::ConnectionEstablished(ConnectionEstablished { peer_id, connection_id, .. }) => {
+                self.established.insert(connection_id, peer_id);
+                *self.per_peer.entry(peer_id).or_default() += 1;
+                self.counters.established_total += 1;
+            }
+            FromSwarm::ConnectionClosed(ConnectionClosed { peer_id, connection_id, .. }) => {
+                self.established.remove(&connection_id);
+                if let Some(n) = self.per_peer.get_mut(&peer_id) {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        self.per_peer.remove(&peer_id);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_connection_handler_event(&mut self, _: PeerId, _: ConnectionId, event: THandlerOutEvent<Self>) {
+        match event {}
+    }
+
+    fn poll(&mut self, _: &mut Context<'_>) -> Poll<ToSwarm<Self::ToSwarm, THandlerInEvent<Self>>> {
+        Poll::Pending
+    }
+}

@@ -1,0 +1,108 @@
+//! The node's identity key file.
+//!
+//! A node keeps its libp2p identity (ed25519) in a file so that its `PeerId`, and therefore
+//! its `NodeId` (`NodeId::hash_of(peer_id.to_bytes())`), survives restarts. The file holds
+//! the key in libp2p's protobuf encoding, hex-encoded on one line (readable, copyable). A
+//! missing file is created with a fresh key (mode 0600 on Unix); an unreadable or corrupt
+//! file is an error that names the file and says what is wrong — the node never silently
+//! replaces a key it could not read.
+
+use libp2p::identity::Keypair;
+use std::path::{Path, PathBuf};
+
+/// Why the key file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    #[error("cannot read identity key file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("cannot write identity key file {path}: {source}")]
+    Write { path: PathBuf, source: std::io::Error },
+    #[error("identity key file {path} is corrupt: {reason} (delete it to create a new identity, which changes the node id)")]
+    Corrupt { path: PathBuf, reason: String },
+}
+
+/// Load the key at `path`, or create and store a new ed25519 key if the file does not exist.
+/// Returns the key and whether it was created.
+pub fn load_or_create(path: &Path) -> Result<(Keypair, bool), IdentityError> {
+    match std::fs::read(path) {
+        Ok(bytes) => decode(path, &bytes).map(|k| (k, false)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let key = Keypair::generate_ed25519();
+            store(path, &key)?;
+            Ok((key, true))
+        }
+        Err(source) => Err(IdentityError::Read { path: path.to_path_buf(), source }),
+    }
+}
+
+fn decode(path: &Path, bytes: &[u8]) -> Result<Keypair, IdentityError> {
+    let corrupt = |reason: String| IdentityError::Corrupt { path: path.to_path_buf(), reason };
+    let text = std::str::from_utf8(bytes).map_err(|_| corrupt("not text".into()))?;
+    let raw = hex_decode(text.trim()).map_err(corrupt)?;
+    Keypair::from_protobuf_encoding(&raw).map_err(|e| corrupt(format!("not a libp2p key: {e}")))
+}
+
+fn store(path: &Path, key: &Keypair) -> Result<(), IdentityError> {
+    let write_err = |source| IdentityError::Write { path: path.to_path_buf(), source };
+    let raw = key
+        .to_protobuf_encoding()
+        .map_err(|e| write_err(std::io::Error::other(e.to_string())))?;
+    if let Some(dir) = path.parent() {
+        if !dir.as_os_str().is_empty() {
+            std::fs::create_dir_all(dir).map_err(write_err)?;
+        }
+    }
+    let text = format!("{}\n", hex_encode(&raw));
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).map_err(write_err)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600)).map_err(write_err)?;
+    }
+    std::fs::rename(&tmp, path).map_err(write_err)
+}
+
+fn hex_encode(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn hex_decode(s: &str) -> Result<Vec<u8>, String> {
+    if s.is_empty() {
+        return Err("empty".into());
+    }
+    if s.len() % 2 != 0 {
+        return Err("odd number of hex digits".into());
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| {
+            s.get(i..i + 2)
+                .and_then(|d| u8::from_str_radix(d, 16).ok())
+                .ok_or_else(|| format!("not hex at character {i}"))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_then_reload_keeps_the_id() {
+        let dir = std::env::temp_dir().join(format!("peerage-id-{}", std::process::id()));
+        let path = dir.join("node.key");
+        let _ = std::fs::remove_file(&path);
+        let (a, created) = load_or_create(&path).unwrap();
+        assert!(created);
+        let (b, created) = load_or_create(&path).unwrap();
+        assert!(!created);
+        assert_eq!(a.public().to_peer_id(), b.public().to_peer_id());
+        std::fs::write(&path, "zz\n").unwrap();
+        let err = load_or_create(&path).unwrap_err();
+        assert!(err.to_string().contains("corrupt"), "{err}");
+        std::fs::write(&path, "0011\n").unwrap();
+        assert!(matches!(load_or_create(&path), Err(IdentityError::Corrupt { .. })));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,31 @@
+//! # peerage-node: the Peerage libp2p node
+//!
+//! A real rust-libp2p 0.57 node (tokio; TCP + noise + yamux, QUIC, or the in-process memory
+//! transport) that runs the `overlay` election state machines. Layers, one idea per file:
+//! - [`cli`], [`config`], [`identity`]: command line, TOML config, the persistent key;
+//! - [`codec`], [`behaviour`], [`gate`]: wire framing, the composed libp2p behaviour and
+//!   transports, the pre-handshake connection gate;
+//! - [`members`], [`peer_manager`]: who is in the group, and which connections to keep;
+//! - [`election_driver`], [`node`]: the election state machine's clock/timers/routing, and
+//!   the node's event loop;
+//! - [`status`], [`metrics`], [`sysstat`]: JSON status lines, Prometheus, /proc readings;
+//! - [`swarm_runner`]: N nodes in one process (`peerage swarm`, integration tests).
+
+pub mod behaviour;
+pub mod cli;
+pub mod codec;
+pub mod config;
+pub mod election_driver;
+pub mod gate;
+pub mod identity;
+pub mod members;
+pub mod metrics;
+pub mod node;
+pub mod peer_manager;
+pub mod status;
+pub mod swarm_runner;
+pub mod sysstat;
+
+pub use behaviour::TransportKind;
+pub use node::{spawn, NodeHandle, NodeOptions};
+pub use swarm_runner::{LocalSwarm, LocalSwarmConfig};

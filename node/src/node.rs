@@ -1,0 +1,856 @@
+//! One Peerage node: the libp2p swarm, the member directory, the election driver, the peer
+//! manager and the status/metrics outputs, in one event loop.
+//!
+//! The loop waits on three things: a swarm event, the earliest election timer or the
+//! periodic tick (`members_sync_ms`), and shutdown. Everything the elections learn comes in
+//! as `overlay::Input`s:
+//! - `Message` from the election request-response protocol or from an addressed gossipsub
+//!   election broadcast (`election_driver.rs` explains the routing);
+//! - `Timer` when a timer armed through `Effect::SetTimer` is due;
+//! - `Membership` when the member directory changed (at most once per tick);
+//! - `SendFailed` when a point-to-point election request fails; a failure to *dial* the
+//!   peer also reports it `PeerDown`;
+//! - `PeerUp`/`PeerDown`: for the echo election, which runs over the actual topology, on the
+//!   first connection to / loss of the last connection to a peer; for the other algorithms
+//!   `PeerDown` is reported only when a peer is lost for good: the connection to the leader
+//!   closed with an error and a redial failed, or a dial failed; `PeerUp` when a peer reported
+//!   down connects again.
+//!
+//! When elections start (issue 3 leaves it to the node; recorded here):
+//! - start-up: once the member directory has been quiet for `settle_ms`, the highest-ranked
+//!   member it knows starts an election (`Input::Start`); the others wait, so that start-up
+//!   costs one election, not N concurrent ones;
+//! - fallback: a node that names no leader `fallback_ms` (+ random up to the same again) after
+//!   settling starts one itself;
+//! - a higher-ranked member appears: it is the highest member it knows, so it starts an
+//!   election once settled if the leader it names ranks lower;
+//! - the leader is reported down (`PeerDown`) and, one answer+coordinator timeout later, the
+//!   node still names it and is not in an election: it starts one. The algorithms' own
+//!   heartbeats (T1) cover leaders that no one is connected to.
+//! Node-initiated starts are at least `settle_ms + fallback_ms` apart.
+
+use crate::behaviour::{build_swarm, Behaviour, BehaviourEvent, TransportKind};
+use crate::codec::{ACK_OK, ACK_REJECTED};
+use crate::config::NodeConfig;
+use crate::election_driver::{group_sends, BroadcastFrame, ElectionDriver, Recipients, BROADCAST_VERSION};
+use crate::members::{node_id_of, Directory};
+use crate::metrics::Metrics;
+use crate::peer_manager::{self, PeerInfo, Policy};
+use crate::status::{Probe, Snapshot, StatusSink};
+use futures::StreamExt;
+use libp2p::identity::Keypair;
+use libp2p::multiaddr::Protocol;
+use libp2p::swarm::{dial_opts::DialOpts, ConnectionError, ConnectionId, SwarmEvent};
+use libp2p::{gossipsub, identify, kad, request_response, Multiaddr, PeerId, Swarm};
+use overlay::wire::{self, Body};
+use overlay::{Algorithm, Effect, Input, Message, NodeId, Rank};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+/// Inputs processed per batch before yielding back to the swarm (loopback and synthetic
+/// failures), so that a misbehaving algorithm cannot spin the loop forever.
+const MAX_CHAINED_INPUTS: usize = 10_000;
+/// Peer manager period.
+const PEER_MANAGER_PERIOD: Duration = Duration::from_secs(2);
+
+/// Everything needed to start a node.
+pub struct NodeOptions {
+    pub cfg: NodeConfig,
+    pub key: Keypair,
+    pub transport: TransportKind,
+    pub status: StatusSink,
+    pub metrics: Option<Arc<Metrics>>,
+    pub seed: u64,
+}
+
+/// A running node's public face.
+pub struct NodeHandle {
+    pub peer_id: PeerId,
+    pub node_id: NodeId,
+    pub rank: Rank,
+    pub probe: Arc<Probe>,
+    shutdown: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl NodeHandle {
+    /// Ask the node to stop cleanly and wait for it.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        let _ = self.task.await;
+    }
+    /// Crash the node: drop it at once (no goodbye), like a killed process.
+    pub fn crash(self) {
+        self.task.abort();
+    }
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+    /// Wait until the node stops on its own (a fatal error, see `Snapshot::fatal`).
+    pub async fn wait(&mut self) {
+        let _ = (&mut self.task).await;
+    }
+}
+
+struct Conn {
+    since: Instant,
+    last_election_use: Option<Instant>,
+}
+
+struct Node {
+    swarm: Swarm<Behaviour>,
+    cfg: NodeConfig,
+    me: Rank,
+    peer_id: PeerId,
+    scope_topic: gossipsub::IdentTopic,
+    directory: Directory,
+    fed_version: u64,
+    last_dir_change: Instant,
+    driver: ElectionDriver,
+    echo: bool,
+    pending: HashMap<request_response::OutboundRequestId, (NodeId, Message)>,
+    queue: VecDeque<Input>,
+    conns: HashMap<PeerId, Conn>,
+    reported_down: HashSet<NodeId>,
+    leader_redial: Option<(PeerId, Instant)>,
+    leader_down_at: Option<Instant>,
+    last_leader: Option<NodeId>,
+    last_start: Option<Instant>,
+    fallback_at: Option<Instant>,
+    closing: HashSet<PeerId>,
+    rng: StdRng,
+    status: StatusSink,
+    metrics: Option<Arc<Metrics>>,
+    probe: Arc<Probe>,
+    snap: Snapshot,
+    last_peers_reported: usize,
+    last_members_reported: usize,
+    bootstrap_dials: HashSet<ConnectionId>,
+    bootstrap_errors: Vec<String>,
+    bootstrap_ok: bool,
+}
+
+/// Build the swarm, start listening and dialling, and spawn the event loop on the current
+/// tokio runtime.
+pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
+    let peer_id = opts.key.public().to_peer_id();
+    let node_id = node_id_of(&peer_id);
+    let me = Rank::new(opts.cfg.priority, node_id);
+    let mut swarm = build_swarm(opts.key, &opts.cfg, opts.transport)?;
+    for addr in &opts.cfg.listen {
+        swarm.listen_on(addr.clone()).map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+    }
+    let topic = gossipsub::IdentTopic::new(format!("peerage/election/{}", opts.cfg.scope));
+    swarm
+        .behaviour_mut()
+        .gossipsub
+        .subscribe(&topic)
+        .map_err(|e| anyhow::anyhow!("cannot subscribe to the election topic: {e}"))?;
+    let mut bootstrap_dials = HashSet::new();
+    let mut bootstrap_errors = Vec::new();
+    for b in &opts.cfg.bootstrap {
+        if let Some(p) = b.peer {
+            swarm.behaviour_mut().gate.want(p);
+            swarm.behaviour_mut().gate.add_addresses(p, [b.addr.clone()]);
+            swarm.behaviour_mut().kad.add_address(&p, b.addr.clone());
+        }
+        let dial = match b.peer {
+            Some(p) => DialOpts::peer_id(p).addresses(vec![b.addr.clone()]).build(),
+            None => DialOpts::unknown_peer_id().address(b.addr.clone()).build(),
+        };
+        let id = dial.connection_id();
+        match swarm.dial(dial) {
+            Ok(()) => {
+                bootstrap_dials.insert(id);
+            }
+            Err(e) => {
+                warn!(addr = %b.addr, "cannot dial bootstrap address: {e}");
+                bootstrap_errors.push(format!("{}: {e}", b.addr));
+            }
+        }
+    }
+    if !opts.cfg.bootstrap.is_empty() && bootstrap_dials.is_empty() {
+        anyhow::bail!("none of the bootstrap addresses can be dialled: {}", bootstrap_errors.join("; "));
+    }
+    let incarnation = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(1);
+    let directory = Directory::new(peer_id, opts.cfg.priority, incarnation, vec![]);
+    let driver = ElectionDriver::new(me, &opts.cfg.election, opts.seed);
+    let probe = Arc::new(Probe::default());
+    let (tx, rx) = watch::channel(false);
+    let now = Instant::now();
+    let node = Node {
+        swarm,
+        me,
+        peer_id,
+        scope_topic: topic,
+        directory,
+        fed_version: 0,
+        last_dir_change: now,
+        driver,
+        echo: opts.cfg.election.algorithm == Algorithm::Echo,
+        pending: HashMap::new(),
+        queue: VecDeque::new(),
+        conns: HashMap::new(),
+        reported_down: HashSet::new(),
+        leader_redial: None,
+        leader_down_at: None,
+        last_leader: None,
+        last_start: None,
+        fallback_at: None,
+        closing: HashSet::new(),
+        rng: StdRng::seed_from_u64(opts.seed ^ 0x9e37_79b9_7f4a_7c15),
+        status: opts.status,
+        metrics: opts.metrics,
+        probe: probe.clone(),
+        snap: Snapshot::default(),
+        last_peers_reported: 0,
+        last_members_reported: 0,
+        bootstrap_dials,
+        bootstrap_errors,
+        bootstrap_ok: false,
+        cfg: opts.cfg,
+    };
+    node.status.emit(
+        "started",
+        json!({ "node_id": node_id.to_string(), "priority": me.priority, "algorithm": node.cfg.election.algorithm.name() }),
+    );
+    let task = tokio::spawn(node.run(rx));
+    Ok(NodeHandle { peer_id, node_id, rank: me, probe, shutdown: tx, task })
+}
+
+impl Node {
+    async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+        let tick = Duration::from_millis(self.cfg.timing.members_sync_ms.max(50));
+        let mut next_tick = Instant::now() + tick;
+        let mut next_manage = Instant::now() + PEER_MANAGER_PERIOD;
+        let mut next_status = Instant::now() + Duration::from_millis(self.cfg.timing.status_ms.max(100));
+        loop {
+            let wake = self.driver.next_deadline().map_or(next_tick, |d| d.min(next_tick));
+            tokio::select! {
+                changed = shutdown.changed() => {
+                    if changed.is_err() || *shutdown.borrow() {
+                        break;
+                    }
+                }
+                ev = self.swarm.select_next_some() => self.on_swarm_event(ev),
+                _ = tokio::time::sleep_until(wake.into()) => {}
+            }
+            if let Some(f) = &self.snap.fatal {
+                tracing::error!("{f}");
+                self.status.emit("fatal", json!({ "error": f }));
+                self.probe.set(self.snap.clone());
+                return;
+            }
+            let now = Instant::now();
+            for t in self.driver.take_due(now) {
+                self.feed(Input::Timer(t));
+            }
+            if now >= next_tick {
+                next_tick = now + tick;
+                self.tick(now);
+            }
+            if now >= next_manage {
+                next_manage = now + PEER_MANAGER_PERIOD;
+                self.manage_peers(now);
+            }
+            if now >= next_status {
+                next_status = now + Duration::from_millis(self.cfg.timing.status_ms.max(100));
+                self.status.emit("status", json!(self.snap));
+            }
+        }
+        self.status.emit("shutdown", json!({}));
+        info!(peer = %self.peer_id, "node stopped");
+    }
+
+    // ---------------------------------------------------------------- elections
+
+    /// Feed one input and everything it causes (loopback sends, synthetic failures).
+    fn feed(&mut self, input: Input) {
+        self.queue.push_back(input);
+        let mut n = 0;
+        while let Some(i) = self.queue.pop_front() {
+            n += 1;
+            if n > MAX_CHAINED_INPUTS {
+                warn!("more than {MAX_CHAINED_INPUTS} chained election inputs; dropping the rest");
+                self.queue.clear();
+                break;
+            }
+            let effects = self.driver.feed(i);
+            self.apply(effects);
+        }
+        self.after_election_change();
+    }
+
+    fn apply(&mut self, effects: Vec<Effect>) {
+        for (msg, to) in group_sends(&effects) {
+            self.route(msg, to);
+        }
+        for e in effects {
+            match e {
+                Effect::ElectionStarted => {
+                    if let Some(m) = &self.metrics {
+                        m.elections_started.inc();
+                    }
+                    self.status.emit("election_started", json!({ "state": self.driver.state() }));
+                }
+                Effect::Rejected { from, reason } => {
+                    warn!(from = %from.short(), reason, "election message rejected");
+                    self.status.emit("rejected", json!({ "from": from.to_string(), "reason": reason }));
+                }
+                Effect::Leader(l) if l == self.me.id => {
+                    if let Some(m) = &self.metrics {
+                        m.elections_won.inc();
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn after_election_change(&mut self) {
+        let leader = self.driver.leader();
+        if leader != self.last_leader {
+            let old = self.last_leader.map(|l| l.to_string());
+            let new = leader.map(|l| l.to_string());
+            if let Some(m) = &self.metrics {
+                m.set_leader(old.as_deref(), new.as_deref(), leader == Some(self.me.id));
+            }
+            let leader_peer = leader.and_then(|l| self.directory.peer_of(&l)).map(|p| p.to_string());
+            info!(leader = ?leader.map(|l| l.short()), "leader changed");
+            self.status.emit(
+                "leader",
+                json!({ "leader": new, "leader_peer": leader_peer, "previous": old,
+                        "is_me": leader == Some(self.me.id), "state": self.driver.state() }),
+            );
+            self.last_leader = leader;
+            self.leader_down_at = None;
+            self.leader_redial = None;
+        }
+        self.refresh_snapshot();
+    }
+
+    /// Carry out one grouped send (see `election_driver.rs` for the routing choice).
+    fn route(&mut self, msg: Message, to: Vec<NodeId>) {
+        let kind = msg.kind();
+        let far = to
+            .iter()
+            .filter(|id| self.directory.peer_of(id).is_none_or(|p| !self.swarm.is_connected(&p)))
+            .count();
+        // Echo runs over the actual topology and refuses messages from non-neighbours: it
+        // only ever sends point to point.
+        let broadcast_min = 3;
+        if !self.echo && to.len() >= broadcast_min && far * 2 >= to.len() {
+            let recipients = Recipients::describe(self.driver.group(), self.me, &to);
+            match self.broadcast(&msg, recipients) {
+                Ok(()) => {
+                    self.snap.broadcasts_sent += 1;
+                    self.snap.messages_sent += to.len() as u64;
+                    if let Some(m) = &self.metrics {
+                        m.message("sent", kind);
+                    }
+                    return;
+                }
+                Err(e) => debug!("broadcast of {kind} failed ({e}); sending point to point"),
+            }
+        }
+        for id in to {
+            self.unicast(id, msg.clone());
+        }
+    }
+
+    fn broadcast(&mut self, msg: &Message, to: Recipients) -> anyhow::Result<()> {
+        let frame = wire::encode(&Body::Election { scope: self.cfg.scope, msg: msg.clone() })?;
+        let bytes = postcard::to_stdvec(&BroadcastFrame { version: BROADCAST_VERSION, to, frame })?;
+        self.swarm.behaviour_mut().gossipsub.publish(self.scope_topic.clone(), bytes)?;
+        Ok(())
+    }
+
+    fn unicast(&mut self, to: NodeId, msg: Message) {
+        if let Some(m) = &self.metrics {
+            m.message("sent", msg.kind());
+        }
+        self.snap.messages_sent += 1;
+        if to == self.me.id {
+            self.queue.push_back(Input::Message { from: self.me.id, msg });
+            return;
+        }
+        let Some(peer) = self.directory.peer_of(&to) else {
+            debug!(to = %to.short(), "election message to an unknown member");
+            self.queue.push_back(Input::SendFailed { to, msg });
+            return;
+        };
+        let bytes = match wire::encode(&Body::Election { scope: self.cfg.scope, msg: msg.clone() }) {
+            Ok(b) => b,
+            Err(e) => {
+                warn!("cannot encode {}: {e}", msg.kind());
+                self.queue.push_back(Input::SendFailed { to, msg });
+                return;
+            }
+        };
+        let addrs: Vec<Multiaddr> = self.directory.get(&peer).map(|m| m.addrs.clone()).unwrap_or_default();
+        let b = self.swarm.behaviour_mut();
+        b.gate.want(peer);
+        let rid = b.election.send_request_with_addresses(&peer, bytes, addrs);
+        if let Some(c) = self.conns.get_mut(&peer) {
+            c.last_election_use = Some(Instant::now());
+        }
+        self.pending.insert(rid, (to, msg));
+    }
+
+    /// A frame that arrived (point to point or addressed broadcast) from `peer`.
+    fn on_election_frame(&mut self, peer: PeerId, bytes: &[u8]) -> bool {
+        match wire::decode(bytes) {
+            Ok(Body::Election { scope, msg }) if scope == self.cfg.scope => {
+                if let Some(m) = &self.metrics {
+                    m.message("received", msg.kind());
+                }
+                self.snap.messages_received += 1;
+                if let Some(c) = self.conns.get_mut(&peer) {
+                    c.last_election_use = Some(Instant::now());
+                }
+                let from = node_id_of(&peer);
+                if self.reported_down.remove(&from) {
+                    self.queue.push_back(Input::PeerUp(from));
+                }
+                self.feed(Input::Message { from, msg });
+                true
+            }
+            Ok(Body::Election { scope, .. }) => {
+                warn!(%peer, scope, my_scope = self.cfg.scope, "election message for another scope, ignored");
+                self.bad_frame();
+                false
+            }
+            Err(e) => {
+                warn!(%peer, len = bytes.len(), "malformed election frame: {e}");
+                self.bad_frame();
+                false
+            }
+        }
+    }
+
+    fn bad_frame(&mut self) {
+        self.snap.bad_frames += 1;
+        if let Some(m) = &self.metrics {
+            m.bad_frames.inc();
+        }
+    }
+
+    fn maybe_start(&mut self, now: Instant) {
+        if self.driver.in_election() {
+            return;
+        }
+        let settle = Duration::from_millis(self.cfg.timing.settle_ms);
+        let fallback = Duration::from_millis(self.cfg.timing.fallback_ms);
+        if now.duration_since(self.last_dir_change) < settle {
+            return;
+        }
+        if self.last_start.is_some_and(|t| now.duration_since(t) < settle + fallback) {
+            return;
+        }
+        let group = self.driver.group().clone();
+        let top = group.highest() == Some(self.me);
+        let leader = self.driver.leader();
+        let leader_rank = leader.and_then(|l| group.rank_of(&l));
+        let reason = match leader {
+            None if top => Some("start-up: highest known member"),
+            None => {
+                let at = *self.fallback_at.get_or_insert_with(|| {
+                    now + fallback + Duration::from_millis(self.rng.gen_range(0..=self.cfg.timing.fallback_ms))
+                });
+                (now >= at).then_some("no leader after fallback delay")
+            }
+            Some(_) if top && leader_rank.is_some_and(|r| r < self.me) => Some("a lower-ranked leader is named"),
+            Some(l) => {
+                let grace = Duration::from_millis(
+                    self.cfg.election.answer_timeout_ms + self.cfg.election.coordinator_timeout_ms,
+                );
+                match self.leader_down_at {
+                    Some(t) if now.duration_since(t) >= grace && self.reported_down.contains(&l) => {
+                        Some("leader reported down")
+                    }
+                    _ => None,
+                }
+            }
+        };
+        if let Some(reason) = reason {
+            info!(reason, "starting an election");
+            self.last_start = Some(now);
+            self.fallback_at = None;
+            self.feed(Input::Start);
+        }
+    }
+
+    fn report_down(&mut self, node: NodeId) {
+        if self.reported_down.insert(node) {
+            if Some(node) == self.driver.leader() {
+                self.leader_down_at = Some(Instant::now());
+            }
+            self.feed(Input::PeerDown(node));
+        }
+    }
+
+    // ---------------------------------------------------------------- periodic work
+
+    fn tick(&mut self, now: Instant) {
+        self.swarm.behaviour_mut().gate.expire(now);
+        // Own addresses into the directory.
+        let mine: Vec<Multiaddr> = self.swarm.listeners().filter(|a| !is_unspecified(a)).cloned().collect();
+        self.directory.set_my_addrs(mine);
+        // Membership sync to connected peers.
+        let peers: Vec<PeerId> = self.conns.keys().copied().collect();
+        for p in peers {
+            if let Some(frame) = self.directory.next_frame_for(&p) {
+                self.swarm.behaviour_mut().members.send_request(&p, frame);
+            }
+        }
+        // Group changes into the election.
+        if self.directory.version() != self.fed_version {
+            self.fed_version = self.directory.version();
+            self.last_dir_change = now;
+            let m = self.directory.membership();
+            self.feed(Input::Membership(m));
+            if self.directory.len() != self.last_members_reported {
+                self.last_members_reported = self.directory.len();
+                if let Some(m) = &self.metrics {
+                    m.members.set(self.directory.len() as i64);
+                }
+                self.status.emit("members", json!({ "members": self.directory.len() }));
+            }
+        }
+        // Leader lost for good?
+        if let Some((p, t)) = self.leader_redial {
+            if now.duration_since(t) > Duration::from_millis(self.cfg.limits.request_timeout_ms) {
+                self.leader_redial = None;
+                if !self.swarm.is_connected(&p) {
+                    self.report_down(node_id_of(&p));
+                }
+            }
+        }
+        self.maybe_start(now);
+        self.refresh_snapshot();
+    }
+
+    fn manage_peers(&mut self, now: Instant) {
+        let mesh: HashSet<PeerId> = self.swarm.behaviour().gossipsub.all_mesh_peers().copied().collect();
+        let infos: Vec<PeerInfo> = self
+            .conns
+            .iter()
+            .map(|(p, c)| PeerInfo {
+                peer: *p,
+                connected_since: c.since,
+                last_election_use: c.last_election_use,
+                in_mesh: mesh.contains(p),
+            })
+            .collect();
+        let l = &self.cfg.limits;
+        let policy = Policy {
+            target_low: l.target_low as usize,
+            target_high: l.target_high as usize,
+            prune_min_age: Duration::from_millis(l.prune_min_age_ms),
+            election_keep: Duration::from_millis(l.election_keep_ms),
+        };
+        let mut candidates = Vec::new();
+        if infos.len() < policy.target_low {
+            for bucket in self.swarm.behaviour_mut().kad.kbuckets() {
+                for e in bucket.iter() {
+                    let p = *e.node.key.preimage();
+                    if !self.conns.contains_key(&p) {
+                        candidates.push(p);
+                    }
+                }
+            }
+        }
+        let plan = peer_manager::plan(&policy, &infos, &candidates, now, &mut self.rng);
+        for p in plan.prune {
+            debug!(peer = %p, "pruning");
+            self.closing.insert(p);
+            let _ = self.swarm.disconnect_peer_id(p);
+        }
+        for p in plan.dial {
+            self.swarm.behaviour_mut().gate.want(p);
+            if let Err(e) = self.swarm.dial(DialOpts::peer_id(p).build()) {
+                debug!(peer = %p, "peer manager dial failed: {e}");
+            }
+        }
+    }
+
+    fn refresh_snapshot(&mut self) {
+        let counters = self.swarm.behaviour().gate.counters();
+        let rt: usize = self.swarm.behaviour_mut().kad.kbuckets().map(|b| b.num_entries()).sum();
+        let s = &mut self.snap;
+        s.leader = self.driver.leader().map(|l| l.to_string());
+        s.state = self.driver.state().to_string();
+        s.in_election = self.driver.in_election();
+        s.peers = self.conns.len();
+        s.connections = self.swarm.behaviour().gate.established();
+        s.members = self.directory.len();
+        s.routing_table = rt;
+        s.elections_started = self.driver.started;
+        s.elections_won = self.driver.won;
+        s.connections_opened = counters.established_total;
+        s.refused_inbound = counters.refused_inbound;
+        s.refused_outbound = counters.refused_outbound;
+        self.probe.set(s.clone());
+        if self.conns.len() != self.last_peers_reported {
+            self.last_peers_reported = self.conns.len();
+            if let Some(m) = &self.metrics {
+                m.peers.set(self.conns.len() as i64);
+            }
+            self.status.emit("peers", json!({ "peers": self.conns.len() }));
+        }
+    }
+
+    // ---------------------------------------------------------------- swarm events
+
+    fn on_swarm_event(&mut self, ev: SwarmEvent<BehaviourEvent>) {
+        if let Some(m) = &self.metrics {
+            use libp2p::metrics::Recorder;
+            m.libp2p.record(&ev);
+        }
+        match ev {
+            SwarmEvent::NewListenAddr { address, .. } => {
+                let full = address.clone().with(Protocol::P2p(self.peer_id));
+                info!(%full, "listening");
+                self.snap.listen.push(full.to_string());
+                self.status.emit("listening", json!({ "addr": full.to_string() }));
+            }
+            SwarmEvent::ConnectionEstablished { peer_id, endpoint, num_established, connection_id, .. } => {
+                if self.bootstrap_dials.remove(&connection_id) {
+                    self.bootstrap_ok = true;
+                }
+                if num_established.get() == 1 {
+                    self.conns.insert(peer_id, Conn { since: Instant::now(), last_election_use: None });
+                    self.directory.peer_connected(peer_id);
+                    if endpoint.is_dialer() {
+                        let addr = endpoint.get_remote_address().clone();
+                        self.swarm.behaviour_mut().kad.add_address(&peer_id, addr.clone());
+                        self.swarm.behaviour_mut().gate.add_addresses(peer_id, [addr]);
+                    }
+                    let node = node_id_of(&peer_id);
+                    if self.echo || self.reported_down.remove(&node) {
+                        self.feed(Input::PeerUp(node));
+                    }
+                    // Give the new peer our member list right away.
+                    if let Some(frame) = self.directory.next_frame_for(&peer_id) {
+                        self.swarm.behaviour_mut().members.send_request(&peer_id, frame);
+                    }
+                }
+            }
+            SwarmEvent::ConnectionClosed { peer_id, num_established, cause, .. } => {
+                if num_established == 0 {
+                    self.conns.remove(&peer_id);
+                    self.directory.peer_disconnected(&peer_id);
+                    let pruned = self.closing.remove(&peer_id);
+                    let node = node_id_of(&peer_id);
+                    if self.echo {
+                        self.feed(Input::PeerDown(node));
+                    } else if !pruned
+                        && Some(node) == self.driver.leader()
+                        && !matches!(cause, None | Some(ConnectionError::KeepAliveTimeout))
+                    {
+                        // The leader's connection broke: find out whether it is gone for good.
+                        debug!(%peer_id, ?cause, "connection to the leader lost; redialling");
+                        self.swarm.behaviour_mut().gate.want(peer_id);
+                        let _ = self.swarm.dial(DialOpts::peer_id(peer_id).build());
+                        self.leader_redial = Some((peer_id, Instant::now()));
+                    }
+                }
+            }
+            SwarmEvent::OutgoingConnectionError { peer_id, error, connection_id } => {
+                if self.bootstrap_dials.remove(&connection_id) {
+                    warn!("bootstrap dial failed: {error}");
+                    self.bootstrap_errors.push(error.to_string());
+                    if self.bootstrap_dials.is_empty() && !self.bootstrap_ok {
+                        self.snap.fatal = Some(format!(
+                            "no bootstrap peer could be reached: {}",
+                            self.bootstrap_errors.join("; ")
+                        ));
+                    }
+                }
+                let Some(p) = peer_id else { return };
+                debug!(peer = %p, "dial failed: {error}");
+                if self.leader_redial.is_some_and(|(lp, _)| lp == p) && !self.swarm.is_connected(&p) {
+                    self.leader_redial = None;
+                    self.report_down(node_id_of(&p));
+                }
+            }
+            SwarmEvent::IncomingConnectionError { error, .. } => debug!("incoming connection failed: {error}"),
+            SwarmEvent::Behaviour(b) => self.on_behaviour_event(b),
+            _ => {}
+        }
+    }
+
+    fn on_behaviour_event(&mut self, ev: BehaviourEvent) {
+        match ev {
+            BehaviourEvent::Election(e) => self.on_election_rr(e),
+            BehaviourEvent::Members(e) => self.on_members_rr(e),
+            BehaviourEvent::Gossipsub(e) => {
+                if let Some(m) = &self.metrics {
+                    use libp2p::metrics::Recorder;
+                    m.libp2p.record(&e);
+                }
+                if let gossipsub::Event::Message { message, .. } = e {
+                    self.on_broadcast(message);
+                }
+            }
+            BehaviourEvent::Identify(e) => {
+                if let Some(m) = &self.metrics {
+                    use libp2p::metrics::Recorder;
+                    m.libp2p.record(&e);
+                }
+                if let identify::Event::Received { peer_id, info, .. } = e {
+                    let addrs: Vec<Multiaddr> =
+                        info.listen_addrs.into_iter().filter(|a| !is_unspecified(a)).take(8).collect();
+                    for a in &addrs {
+                        self.swarm.behaviour_mut().kad.add_address(&peer_id, a.clone());
+                    }
+                    self.swarm.behaviour_mut().gate.add_addresses(peer_id, addrs);
+                }
+            }
+            BehaviourEvent::Kad(e) => {
+                if let Some(m) = &self.metrics {
+                    use libp2p::metrics::Recorder;
+                    m.libp2p.record(&e);
+                }
+                if let kad::Event::RoutingUpdated { peer, addresses, .. } = e {
+                    self.swarm.behaviour_mut().gate.add_addresses(peer, addresses.iter().cloned());
+                }
+            }
+            BehaviourEvent::Ping(e) => {
+                if let Some(m) = &self.metrics {
+                    use libp2p::metrics::Recorder;
+                    m.libp2p.record(&e);
+                }
+            }
+            BehaviourEvent::Limits(v) | BehaviourEvent::Gate(v) => match v {},
+        }
+    }
+
+    fn on_broadcast(&mut self, message: gossipsub::Message) {
+        let Some(source) = message.source else {
+            warn!("unsigned election broadcast dropped");
+            self.bad_frame();
+            return;
+        };
+        if source == self.peer_id {
+            return;
+        }
+        let frame: BroadcastFrame = match postcard::from_bytes(&message.data) {
+            Ok(f) => f,
+            Err(e) => {
+                warn!(%source, "malformed election broadcast: {e}");
+                self.bad_frame();
+                return;
+            }
+        };
+        if frame.version != BROADCAST_VERSION {
+            warn!(%source, version = frame.version, "election broadcast of an unknown version");
+            self.bad_frame();
+            return;
+        }
+        if frame.to.includes(&self.me, &node_id_of(&source)) {
+            self.on_election_frame(source, &frame.frame);
+        }
+    }
+
+    fn on_election_rr(&mut self, e: request_response::Event<Vec<u8>, Vec<u8>>) {
+        use request_response::{Event, Message as RrMessage, OutboundFailure};
+        match e {
+            Event::Message { peer, message: RrMessage::Request { request, channel, .. }, .. } => {
+                let ok = self.on_election_frame(peer, &request);
+                let ack = vec![if ok { ACK_OK } else { ACK_REJECTED }];
+                let _ = self.swarm.behaviour_mut().election.send_response(channel, ack);
+            }
+            Event::Message { peer, message: RrMessage::Response { request_id, response }, .. } => {
+                self.pending.remove(&request_id);
+                if response.first() != Some(&ACK_OK) {
+                    debug!(%peer, "peer refused our election frame");
+                }
+            }
+            Event::OutboundFailure { peer, request_id, error, .. } => {
+                if let Some((to, msg)) = self.pending.remove(&request_id) {
+                    debug!(%peer, kind = msg.kind(), "election send failed: {error}");
+                    let dial = matches!(error, OutboundFailure::DialFailure);
+                    self.feed(Input::SendFailed { to, msg });
+                    if dial && !self.swarm.is_connected(&peer) {
+                        self.report_down(to);
+                    }
+                }
+            }
+            Event::InboundFailure { peer, error, .. } => {
+                warn!(%peer, "election request from peer failed: {error}");
+                if matches!(&error, request_response::InboundFailure::Io(io) if io.kind() == std::io::ErrorKind::InvalidData)
+                {
+                    self.bad_frame();
+                }
+            }
+            Event::ResponseSent { .. } => {}
+        }
+    }
+
+    fn on_members_rr(&mut self, e: request_response::Event<Vec<u8>, Vec<u8>>) {
+        use request_response::{Event, Message as RrMessage};
+        match e {
+            Event::Message { peer, message: RrMessage::Request { request, channel, .. }, .. } => {
+                let ok = match self.directory.merge(&request) {
+                    Ok((changed, bad)) => {
+                        if bad > 0 {
+                            warn!(%peer, bad, "members frame with bad entries");
+                        }
+                        if changed > 0 {
+                            self.note_new_addresses();
+                        }
+                        true
+                    }
+                    Err(e) => {
+                        warn!(%peer, "{e}");
+                        self.bad_frame();
+                        false
+                    }
+                };
+                let _ = self
+                    .swarm
+                    .behaviour_mut()
+                    .members
+                    .send_response(channel, vec![if ok { ACK_OK } else { ACK_REJECTED }]);
+            }
+            Event::OutboundFailure { peer, error, .. } => {
+                debug!(%peer, "members sync failed: {error}");
+                self.directory.sync_failed(&peer);
+            }
+            Event::InboundFailure { peer, error, .. } => warn!(%peer, "members request from peer failed: {error}"),
+            _ => {}
+        }
+    }
+
+    /// Hand member addresses to the gate's address book (used when dialling on demand).
+    fn note_new_addresses(&mut self) {
+        let entries: Vec<(PeerId, Vec<Multiaddr>)> = self
+            .directory
+            .iter()
+            .filter(|(p, m)| !m.addrs.is_empty() && self.swarm.behaviour().gate.addresses_of(p).is_empty())
+            .map(|(p, m)| (*p, m.addrs.clone()))
+            .collect();
+        for (p, a) in entries {
+            self.swarm.behaviour_mut().gate.add_addresses(p, a);
+        }
+    }
+}
+
+fn is_unspecified(a: &Multiaddr) -> bool {
+    a.iter().any(|p| match p {
+        Protocol::Ip4(ip) => ip.is_unspecified(),
+        Protocol::Ip6(ip) => ip.is_unspecified(),
+        _ => false,
+    })
+}
+

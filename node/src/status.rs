@@ -1,0 +1,88 @@
+//! Status output: JSON lines on stdout for `peerage run`, and a shared snapshot for the
+//! in-process swarm runner and tests.
+//!
+//! Every line is one JSON object with `ts` (Unix ms), `event` and `peer` (this node's peer
+//! id). Events: `started`, `listening`, `peers` (count changed), `members` (count changed),
+//! `election_started`, `leader` (the named leader changed), `rejected`, `status` (periodic),
+//! `shutdown`. Lines are written whole and flushed, so a reader can parse them as they come.
+
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::sync::Mutex;
+
+/// A point-in-time view of one node, shared with the swarm runner.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Snapshot {
+    pub leader: Option<String>,
+    pub state: String,
+    pub in_election: bool,
+    pub peers: usize,
+    pub connections: usize,
+    pub members: usize,
+    pub routing_table: usize,
+    pub elections_started: u64,
+    pub elections_won: u64,
+    pub connections_opened: u64,
+    pub refused_inbound: u64,
+    pub refused_outbound: u64,
+    pub messages_sent: u64,
+    pub messages_received: u64,
+    pub broadcasts_sent: u64,
+    pub bad_frames: u64,
+    /// Listen addresses (with `/p2p/<id>`).
+    pub listen: Vec<String>,
+    /// Why the node stopped on its own (for example: no bootstrap peer reachable).
+    pub fatal: Option<String>,
+}
+
+/// The latest snapshot of a node.
+#[derive(Debug, Default)]
+pub struct Probe {
+    snap: Mutex<Snapshot>,
+}
+
+impl Probe {
+    pub fn set(&self, s: Snapshot) {
+        if let Ok(mut g) = self.snap.lock() {
+            *g = s;
+        }
+    }
+    pub fn get(&self) -> Snapshot {
+        self.snap.lock().map(|g| g.clone()).unwrap_or_default()
+    }
+}
+
+/// Writes JSON status lines (to stdout, or nowhere).
+#[derive(Debug, Clone)]
+pub struct StatusSink {
+    enabled: bool,
+    peer: String,
+}
+
+impl StatusSink {
+    pub fn stdout(peer: String) -> Self {
+        StatusSink { enabled: true, peer }
+    }
+    pub fn silent() -> Self {
+        StatusSink { enabled: false, peer: String::new() }
+    }
+
+    pub fn emit(&self, event: &str, fields: Value) {
+        if !self.enabled {
+            return;
+        }
+        let ts = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let mut obj = json!({ "ts": ts, "event": event, "peer": self.peer });
+        if let (Some(o), Value::Object(extra)) = (obj.as_object_mut(), fields) {
+            o.extend(extra);
+        }
+        let mut out = std::io::stdout().lock();
+        // A closed stdout (reader gone) must not stop the node.
+        let _ = writeln!(out, "{obj}");
+        let _ = out.flush();
+    }
+}

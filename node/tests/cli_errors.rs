@@ -1,0 +1,72 @@
+//! Bad flags, an unreachable bootstrap address and a corrupt key file end `peerage` with a
+//! clear message on stderr and a non-zero exit code, never a panic.
+
+use std::process::Command;
+use std::time::Duration;
+
+fn peerage(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_peerage")).args(args).output().expect("run peerage");
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!stderr.contains("panicked"), "peerage panicked: {stderr}");
+    (out.status.code().unwrap_or(-1), stderr)
+}
+
+#[test]
+fn bad_flags_are_clear_errors() {
+    let (code, err) = peerage(&["run", "--algorithm", "paxos"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("unknown election algorithm") && err.contains("paxos"), "{err}");
+
+    let (code, err) = peerage(&["run", "--listen", "not-an-address"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("bad listen address"), "{err}");
+
+    let (code, err) = peerage(&["run", "--bootstrap", "/ip4/127.0.0.1/tcp/notaport"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("bad bootstrap address"), "{err}");
+
+    let (code, err) = peerage(&["run", "--priority", "lots"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("--priority"), "{err}");
+
+    let (code, err) = peerage(&["swarm", "--nodes", "0"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("--nodes"), "{err}");
+}
+
+#[test]
+fn corrupt_key_file_is_a_clear_error() {
+    let path = std::env::temp_dir().join(format!("peerage-corrupt-{}.key", std::process::id()));
+    std::fs::write(&path, "this is not a key\n").unwrap();
+    let (code, err) = peerage(&["run", "--listen", "/ip4/127.0.0.1/tcp/0", "--identity", path.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&path);
+    assert_ne!(code, 0);
+    assert!(err.contains("corrupt"), "{err}");
+}
+
+#[test]
+fn unreachable_bootstrap_is_a_clear_error() {
+    // A port nobody listens on: bind one, note it, close it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let start = std::time::Instant::now();
+    let (code, err) = peerage(&[
+        "run",
+        "--listen",
+        "/ip4/127.0.0.1/tcp/0",
+        "--bootstrap",
+        &format!("/ip4/127.0.0.1/tcp/{port}"),
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("no bootstrap peer could be reached"), "{err}");
+    assert!(start.elapsed() < Duration::from_secs(60));
+}
+
+#[test]
+fn config_file_with_unknown_key_is_a_clear_error() {
+    let path = std::env::temp_dir().join(format!("peerage-cfg-{}.toml", std::process::id()));
+    std::fs::write(&path, "lisen = [\"/ip4/127.0.0.1/tcp/0\"]\n").unwrap();
+    let (code, err) = peerage(&["run", "--config", path.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&path);
+    assert_ne!(code, 0);
+    assert!(err.contains("unknown field") && err.contains("lisen"), "{err}");
+}

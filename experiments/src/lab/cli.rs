@@ -182,6 +182,9 @@ pub struct ElectionsArgs {
     /// Exit with status 2 if any run violated safety or liveness.
     #[arg(long)]
     pub strict: bool,
+    /// Print the summary as a Markdown table (for docs/RESULTS.md) instead of a box table.
+    #[arg(long)]
+    pub markdown: bool,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -137,7 +137,11 @@ pub fn run(args: ElectionsArgs) -> anyhow::Result<ExitCode> {
         }
         all_runs.extend(runs);
     }
-    print_table(&summaries);
+    if args.markdown {
+        print_markdown(&summaries);
+    } else {
+        print_table(&summaries);
+    }
     if let Some(dir) = &args.out {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         write_runs_csv(&dir.join("runs.csv"), &all_runs)?;
@@ -206,6 +210,31 @@ pub fn print_table(summaries: &[Summary]) {
         ]);
     }
     println!("{t}");
+}
+
+/// Print one Markdown row per (algorithm, N), header included.
+pub fn print_markdown(summaries: &[Summary]) {
+    println!("| algorithm | N | seeds | safe & live | messages best | worst | avg | avg bytes | agreement ms best | worst | avg | avg messages by kind |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    for s in summaries {
+        let kinds: Vec<String> = s.kinds_avg.iter().map(|(k, v)| format!("{k} {}", fmt_num(*v))).collect();
+        println!(
+            "| {} | {} | {} | {}/{} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {} |",
+            s.algorithm,
+            s.nodes,
+            s.seeds,
+            s.ok,
+            s.seeds,
+            fmt_num(s.messages.best),
+            fmt_num(s.messages.worst),
+            fmt_num(s.messages.avg),
+            s.bytes_avg.map_or("-".into(), fmt_num),
+            s.agreement_ms.best,
+            s.agreement_ms.worst,
+            s.agreement_ms.avg,
+            kinds.join(", ")
+        );
+    }
 }
 
 fn write_runs_csv(path: &Path, runs: &[Outcome]) -> anyhow::Result<()> {

@@ -230,34 +230,13 @@ fn main() -> Result<()> {
     if args.rounds == 0 || args.pairs == 0 {
         bail!("--rounds and --pairs must be positive");
     }
+    if args.neighbours > 1024 || args.random > 1024 || args.local > args.neighbours {
+        bail!("--neighbours and --random must be at most 1024, and --local at most --neighbours");
+    }
     let model_config: ModelConfig = match &args.model {
         Some(json) => serde_json::from_str(json).context("--model is not a valid ModelConfig JSON")?,
         None => ModelConfig::default(),
     };
-    let started = Instant::now();
-    let model = LatencyModel::generate(args.nodes, &model_config, args.seed).context("latency model")?;
-    println!(
-        "latency model: {} nodes generated in {:.3} s ({} B/node), seed {}",
-        model.len(),
-        started.elapsed().as_secs_f64(),
-        LatencyModel::BYTES_PER_NODE,
-        args.seed
-    );
-    let mut rng = ChaCha8Rng::seed_from_u64(args.seed ^ 0xe7a1);
-    let pairs: Vec<(usize, usize)> = (0..args.pairs)
-        .filter_map(|_| {
-            let a = rng.gen_range(0..model.len());
-            model.random_peer(a, &mut rng).map(|b| (a, b))
-        })
-        .collect();
-    let mut rtts: Vec<f64> = pairs.iter().map(|&(a, b)| model.rtt_ms(a, b)).collect();
-    rtts.sort_by(|x, y| x.total_cmp(y));
-    println!(
-        "true RTT over sampled pairs, ms: p10 {:.1}, median {:.1}, p90 {:.1}",
-        percentile(&rtts, 0.1),
-        percentile(&rtts, 0.5),
-        percentile(&rtts, 0.9)
-    );
     let mut config = VivaldiConfig { dimensionality: args.dims, ..VivaldiConfig::default() };
     let mut vanilla = VivaldiConfig::vanilla(args.dims);
     let mut serf = VivaldiConfig::serf(args.dims);
@@ -284,6 +263,30 @@ fn main() -> Result<()> {
         }
     }
     config.validate().context("Vivaldi configuration (--dims, --adjustment-window, --filter-size, --gravity-rho, --outlier-factor, --cc)")?;
+    let started = Instant::now();
+    let model = LatencyModel::generate(args.nodes, &model_config, args.seed).context("latency model")?;
+    println!(
+        "latency model: {} nodes generated in {:.3} s ({} B/node), seed {}",
+        model.len(),
+        started.elapsed().as_secs_f64(),
+        LatencyModel::BYTES_PER_NODE,
+        args.seed
+    );
+    let mut rng = ChaCha8Rng::seed_from_u64(args.seed ^ 0xe7a1);
+    let pairs: Vec<(usize, usize)> = (0..args.pairs)
+        .filter_map(|_| {
+            let a = rng.gen_range(0..model.len());
+            model.random_peer(a, &mut rng).map(|b| (a, b))
+        })
+        .collect();
+    let mut rtts: Vec<f64> = pairs.iter().map(|&(a, b)| model.rtt_ms(a, b)).collect();
+    rtts.sort_by(|x, y| x.total_cmp(y));
+    println!(
+        "true RTT over sampled pairs, ms: p10 {:.1}, median {:.1}, p90 {:.1}",
+        percentile(&rtts, 0.1),
+        percentile(&rtts, 0.5),
+        percentile(&rtts, 0.9)
+    );
     run("peerage", &model, config, &args, &pairs)?;
     if args.serf {
         run("serf", &model, serf, &args, &pairs)?;

@@ -39,9 +39,10 @@
 //!   sender (typically a recovered process, whose fresh state starts at epoch 0) wants an
 //!   election, so the receiver holds one at a new epoch (seed 000: "if a process which was
 //!   previously down comes back up, it holds an election"); a stale `Election` reaching a
-//!   process in an election is dropped but its initiator remembered (one per process): when
-//!   the running election ends here and that initiator is not among the `members` (its
-//!   predecessor skipped it on an old suspicion), the process holds a new election.
+//!   process in an election is dropped but its initiator remembered (one per process, the
+//!   highest; so is the initiator of a suppressed `Election`, below): when the running
+//!   election ends here and that initiator is not among the `members` (its predecessor
+//!   skipped it on an old suspicion), the process holds a new election.
 //! - **Lap timer.** Every process taking part in an election arms the `Lap` timer
 //!   (`cfg.lap_timeout()`); if it fires before the election ends at this process, the process
 //!   holds a new election. The timeout must cover a whole election (two laps, 2N one-way
@@ -401,6 +402,14 @@ impl Ring {
         !members.iter().any(|r| group.position(&r.id) == Some(p as usize))
     }
 
+    fn remember_stale(&mut self, initiator: &Rank) {
+        if let Some(p) = self.pos_of(&initiator.id) {
+            if self.stale.is_none_or(|old| (old as usize) < p) {
+                self.stale = Some(p as u32);
+            }
+        }
+    }
+
     fn on_election(
         &mut self,
         ctx: &mut Context<'_>,
@@ -411,12 +420,10 @@ impl Ring {
         if epoch < self.epoch {
             if self.phase == Phase::Passive {
                 self.restart(ctx, None);
-            } else if let Some(p) = self.pos_of(&initiator.id) {
+            } else {
                 // Checked when this election ends: the running election may skip the
                 // sender (its predecessor can still suspect it).
-                if self.stale.is_none_or(|old| (old as usize) < p) {
-                    self.stale = Some(p as u32);
-                }
+                self.remember_stale(&initiator);
             }
             return;
         }
@@ -449,7 +456,11 @@ impl Ring {
         let taking_part = self.phase != Phase::Passive || self.leader.is_none();
         if taking_part {
             if self.best_initiator.is_some_and(|b| initiator < b) {
-                return; // suppressed: a higher initiator's election has passed here
+                // Suppressed: a higher initiator's election has passed here. Remember the
+                // initiator as for a stale election: if the winning lap skips it (its
+                // predecessor suspects it), a new election follows.
+                self.remember_stale(&initiator);
+                return;
             }
             self.best_initiator = Some(initiator);
         }

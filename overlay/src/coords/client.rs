@@ -5,8 +5,9 @@
 //! additions of Ledlie et al. 2007 and Lee et al. 2010):
 //!
 //! 1. **Input checks.** The RTT must be positive, finite and at most [`MAX_RTT`] (10 s, Serf's
-//!    bound); the remote coordinate must have our dimensionality, finite components and a
-//!    non-negative height and error. Anything else is refused with a [`CoordError`] and leaves
+//!    bound); the remote coordinate must have our dimensionality, finite components no
+//!    larger than [`MAX_COMPONENT`](super::coordinate::MAX_COMPONENT) and a non-negative
+//!    height and error. Anything else is refused with a [`CoordError`] and leaves
 //!    the client untouched. (Serf clamps a zero RTT to 1 µs and lets it through; we refuse it,
 //!    because a zero RTT is a measurement bug, not a latency.)
 //! 2. **Latency filter.** `rtt` is replaced by the moving median of the peer's last
@@ -290,9 +291,15 @@ mod tests {
     fn an_overflowing_coordinate_is_reset() {
         let mut rng = ChaCha8Rng::seed_from_u64(3);
         let mut c = client(2);
-        // A finite but absurd remote coordinate: the force overflows our coordinate to inf.
+        // A finite but absurd remote coordinate is refused outright...
         let huge = Coordinate::new(&[1.0e308, -1.0e308], 1.0e308, 1.0, 0.0).unwrap();
-        c.update(&NodeId::from_u64(9), &huge, Duration::from_millis(20), &mut rng).unwrap();
+        assert!(c.update(&NodeId::from_u64(9), &huge, Duration::from_millis(20), &mut rng).is_err());
+        // ...and if our own state overflows anyway (here: forced by hand), the next update resets it.
+        let mut broken = *c.coordinate();
+        broken.set_vec(&[f64::MAX, f64::MAX]).unwrap();
+        c.coord = broken;
+        let other = Coordinate::new(&[0.01, 0.0], 0.001, 0.5, 0.0).unwrap();
+        c.update(&NodeId::from_u64(9), &other, Duration::from_millis(20), &mut rng).unwrap();
         assert!(c.coordinate().is_finite());
         assert_eq!(c.stats().resets, 1);
         assert_eq!(*c.coordinate(), *client(2).coordinate());
@@ -313,6 +320,38 @@ mod tests {
         let est = a.distance_to(b.coordinate()).unwrap().as_secs_f64();
         assert!((est - 0.050).abs() / 0.050 < 0.01, "estimate {est}");
         assert!(a.coordinate().error < 0.1, "error estimate fell: {}", a.coordinate().error);
+    }
+
+    /// Hostile or garbage input never panics and never leaves a non-finite coordinate.
+    #[test]
+    fn random_garbage_is_survived() {
+        use rand::Rng;
+        let seed = std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(6u64);
+        eprintln!("seed {seed} (replay with PEERAGE_SEED={seed})");
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut c = client(3);
+        let specials = [0.0, -0.0, 1e-300, -1e-300, 1e300, -1e300, f64::MAX, f64::MIN, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.05];
+        let mut pick = |rng: &mut ChaCha8Rng| {
+            if rng.gen_bool(0.5) {
+                specials[rng.gen_range(0..specials.len())]
+            } else {
+                rng.gen_range(-1.0..1.0)
+            }
+        };
+        for i in 0..20_000u64 {
+            let dims = if rng.gen_bool(0.9) { 3 } else { rng.gen_range(1..=8) };
+            let vec: Vec<f64> = (0..dims).map(|_| pick(&mut rng)).collect();
+            let theirs = Coordinate::new(&vec, pick(&mut rng), pick(&mut rng), pick(&mut rng)).unwrap();
+            let rtt = pick(&mut rng);
+            let _ = c.update_secs(&NodeId::from_u64(i % 50), &theirs, rtt, &mut rng);
+            let _ = c.update(&NodeId::from_u64(i % 50), &theirs, Duration::from_nanos(rng.gen_range(0..20_000_000_000)), &mut rng);
+            assert!(c.coordinate().is_finite(), "non-finite coordinate after input {i}");
+            assert!(c.coordinate().height >= c.config().height_min);
+            let _ = c.distance_to(&theirs);
+        }
+        let s = c.stats();
+        eprintln!("{s:?}");
+        assert!(s.rejected > 0 && s.updates > 0);
     }
 
     #[test]

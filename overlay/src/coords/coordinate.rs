@@ -30,6 +30,13 @@ use std::time::Duration;
 /// Below this (seconds) two points are considered to be on top of each other (Serf's value).
 pub const ZERO_THRESHOLD: f64 = 1.0e-6;
 
+/// The largest magnitude (seconds, or dimensionless for the error) a remote coordinate's
+/// components may have. RTTs above 10 s are refused and gravity keeps honest coordinates near
+/// the origin, so an honest coordinate stays far below this; a larger one is garbage or an
+/// attack (finite but huge values would overflow our coordinate and force a reset on every
+/// sample). Our choice; Serf accepts any finite value.
+pub const MAX_COMPONENT: f64 = 1000.0;
+
 /// A Vivaldi coordinate with height, error estimate and adjustment term.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "CoordinateWire", into = "CoordinateWire")]
@@ -97,7 +104,8 @@ impl Coordinate {
     }
 
     /// Checks a coordinate received from someone else: same dimensionality as ours, every
-    /// component finite, height and error not negative.
+    /// component finite and at most [`MAX_COMPONENT`] in magnitude, height and error not
+    /// negative.
     pub fn check_remote(&self, other: &Coordinate) -> Result<(), CoordError> {
         if other.dims != self.dims {
             return Err(CoordError::Dimensionality { expected: self.dimensionality(), got: other.dimensionality() });
@@ -107,6 +115,10 @@ impl Coordinate {
         }
         if other.height < 0.0 {
             return Err(CoordError::InvalidCoordinate("negative height"));
+        }
+        let too_big = |x: f64| x.abs() > MAX_COMPONENT;
+        if other.vec().iter().any(|&x| too_big(x)) || too_big(other.height) || too_big(other.adjustment) || too_big(other.error) {
+            return Err(CoordError::InvalidCoordinate("component larger than 1000"));
         }
         if other.error < 0.0 {
             return Err(CoordError::InvalidCoordinate("negative error estimate"));
@@ -264,6 +276,14 @@ mod tests {
         let mut neg = a;
         neg.height = -1.0;
         assert!(a.check_remote(&neg).is_err());
+        let mut huge = a;
+        huge.adjustment = -1.0e6;
+        assert!(a.check_remote(&huge).is_err());
+        let mut far = a;
+        far.set_vec(&[1.0e4, 0.0]).unwrap();
+        assert!(a.check_remote(&far).is_err());
+        far.set_vec(&[999.0, -999.0]).unwrap();
+        assert_eq!(a.check_remote(&far), Ok(()));
         assert!(Coordinate::new(&[], 0.0, 0.0, 0.0).is_err());
         assert!(Coordinate::new(&[0.0; 9], 0.0, 0.0, 0.0).is_err());
         assert!(a.clone().set_vec(&[1.0]).is_err());

@@ -24,7 +24,10 @@
 //!   round-based driver, used by the tests (Serf's performance set) and by experiments.
 //!
 //! Where we differ from Serf, on purpose: a zero RTT is refused instead of clamped; remote
-//! coordinates with a negative height or error are refused; the filter's memory is bounded;
+//! coordinates with a negative height or error, or a component above
+//! [`coordinate::MAX_COMPONENT`], are refused; an outlier gate (off in
+//! [`VivaldiConfig::serf`]) keeps persistently detoured pairs from dragging coordinates; the
+//! filter's memory is bounded;
 //! the coordinate is a fixed-size array (dimensionality at most 8); nothing panics on a
 //! dimensionality mismatch (Serf panics), it is an error.
 

@@ -331,7 +331,7 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut c = client(3);
         let specials = [0.0, -0.0, 1e-300, -1e-300, 1e300, -1e300, f64::MAX, f64::MIN, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.05];
-        let mut pick = |rng: &mut ChaCha8Rng| {
+        let pick = |rng: &mut ChaCha8Rng| {
             if rng.gen_bool(0.5) {
                 specials[rng.gen_range(0..specials.len())]
             } else {

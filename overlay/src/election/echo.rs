@@ -98,6 +98,11 @@
 //!   exceed an echo's round trip over the component: a premature one costs extra messages and
 //!   elections, and one far below the round trip could keep elections restarting. In the
 //!   tests' fault-free runs no timer fires.
+//! - **Links seen at different times.** The two ends of a link may learn of it at different
+//!   times (a recovered node is told its neighbours at once, they learn of it later), so an
+//!   `EchoElection` can be refused as coming from a non-neighbour. A node waiting on a
+//!   neighbour whose reply shows a lower tag than its election resends the `EchoElection`
+//!   at once instead of waiting for the timer.
 //! - **Failure detection by probes.** A neighbour taken as gone by the probe detector is kept
 //!   as *suspected*; a probe or reply from it brings it back as a neighbour.
 //! - **Trust.** Ranks in messages are believed as sent (no authentication; the group is not
@@ -587,6 +592,13 @@ impl Echo {
         l.unanswered = 0;
         if self.phase != Phase::Passive {
             l.pending = true;
+            if self.phase == Phase::Candidate && l.waiting && tag < self.tag {
+                // It has not joined our election, so it cannot have had our `EchoElection`
+                // (say it came before the sender knew us as a neighbour, and was refused).
+                if let Some(t) = self.tag {
+                    ctx.send(from, Message::EchoElection { tag: t });
+                }
+            }
             return;
         }
         if tag.is_some() && leader.is_none() {
@@ -1191,6 +1203,43 @@ mod tests {
             net.run();
             check_agreement(&net, &topo, &format!("seed {seed} after recovery"));
         }
+    }
+
+    #[test]
+    fn echo_link_known_late_by_one_end_needs_no_timer() {
+        // Node 2 is cut off, then learns of its links again (and starts an election) 50 ms
+        // before its neighbours learn of them (as with a failure detector's delay, or the
+        // simulator's recovery): its election is refused at first.
+        let caps: Vec<u64> = vec![4, 2, 9, 1, 3];
+        let mut topo = Topo::ring(5);
+        let mut net = build(&topo, &caps, cfg(0));
+        net.start_at(net.now, 0);
+        net.run();
+        for j in [1, 3] {
+            disconnect(&mut net, &mut topo, 2, j);
+        }
+        net.run();
+        check_agreement(&net, &topo, "after the cut");
+        let t0 = net.now;
+        for j in [1, 3] {
+            let id = net.id(j);
+            net.input(2, Input::PeerUp(id));
+            topo.add(2, j);
+        }
+        net.input(2, Input::Start);
+        net.run_until_quiet(t0 + Duration::from_millis(50));
+        assert!(net.rejected > 0, "the early election was refused");
+        assert!(net.process(2).in_election());
+        for j in [1, 3] {
+            let id = net.id(2);
+            net.input(j, Input::PeerUp(id));
+        }
+        net.run();
+        check_agreement(&net, &topo, "after the late link reports");
+        assert!(
+            net.last_decision.since(t0) < cfg(0).echo_ack_timeout(),
+            "no timer was needed"
+        );
     }
 
     #[test]

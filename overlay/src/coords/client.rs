@@ -28,14 +28,14 @@
 //!    every round. The gate is self-opening: if the network really changes, most samples are
 //!    wrong, the error estimate (which still sees them) rises toward their error and so
 //!    above `s / outlier_factor` (this needs `outlier_factor > 1`), and samples move the
-//!    coordinate again. A redescending (Tukey-style) weight, in the
-//!    spirit of the robust-embedding literature on triangle-inequality violations (e.g.
-//!    Wang, Zhang, Zhang, "Towards network triangle inequality violation aware distributed
-//!    systems", IMC 2007); the factor and floor are our choice, measured in docs/RESULTS.md.
+//!    coordinate again. This is a hard-rejection (redescending) weight, in the spirit of the
+//!    work on triangle-inequality violations in network coordinates (e.g. Wang, Zhang, Ng,
+//!    "Towards network triangle inequality violation aware distributed systems", IMC 2007);
+//!    the rule, factor and floor are our choice, measured in docs/RESULTS.md.
 //! 4. **Adjustment term.** The last `adjustment_window` values of `rtt − raw distance` are
 //!    kept; the adjustment is their sum divided by `2 · window` (each end of a pair carries
 //!    half), as in Serf. Stored as `f32` seconds to halve the per-node memory.
-//! 5. **Gravity.** A pull toward the origin of `(‖x_i‖ + heights + adjustment) / ρ)²`
+//! 5. **Gravity.** A pull toward the origin of `((‖x_i‖ + heights + adjustment) / ρ)²`
 //!    seconds stops the whole coordinate system from drifting (Ledlie et al. 2007).
 //! 6. **Reset.** If any component became NaN or infinite, the coordinate is reset to the
 //!    initial one, the adjustment window is cleared and [`ClientStats::resets`] counts it.
@@ -46,7 +46,7 @@
 //! Memory: the configuration is shared through an `Arc`; the rest is the 96-byte coordinate,
 //! `4 · adjustment_window` bytes of adjustment samples and the bounded latency filter
 //! (28 bytes per tracked peer with 3 samples). With the defaults (window 20, filter 3
-//! samples × 32 peers) a client holds at most about 1.3 KB; with `latency_filter_peers = 8`
+//! samples × 32 peers) a client holds at most about 1.2 KB; with `latency_filter_peers = 8`
 //! (a simulator of a million nodes whose nodes measure at most 8 peers regularly) about
 //! 0.5 KB. See [`VivaldiClient::memory_bytes`].
 

@@ -26,6 +26,8 @@ use libp2p::{
     SwarmBuilder,
 };
 use std::num::NonZeroUsize;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The election request-response protocol.
@@ -58,7 +60,7 @@ pub enum TransportKind {
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-fn make_behaviour(key: &Keypair, cfg: &NodeConfig) -> Result<Behaviour, BoxError> {
+fn make_behaviour(key: &Keypair, cfg: &NodeConfig, unreadable: &Arc<AtomicU64>) -> Result<Behaviour, BoxError> {
     let peer = key.public().to_peer_id();
     let l = &cfg.limits;
     let limits = connection_limits::Behaviour::new(
@@ -111,27 +113,33 @@ fn make_behaviour(key: &Keypair, cfg: &NodeConfig) -> Result<Behaviour, BoxError
         .with_request_timeout(cfg.request_timeout())
         .with_max_concurrent_streams(64);
     let election = request_response::Behaviour::with_codec(
-        FrameCodec::new(l.max_election_frame),
+        FrameCodec::with_counter(l.max_election_frame, unreadable.clone()),
         [(StreamProtocol::new(ELECTION_PROTOCOL), request_response::ProtocolSupport::Full)],
         rr_cfg.clone(),
     );
     let members = request_response::Behaviour::with_codec(
-        FrameCodec::new(l.max_members_frame),
+        FrameCodec::with_counter(l.max_members_frame, unreadable.clone()),
         [(StreamProtocol::new(MEMBERS_PROTOCOL), request_response::ProtocolSupport::Full)],
         rr_cfg,
     );
     Ok(Behaviour { limits, gate, kad, gossipsub, identify, ping, election, members })
 }
 
-/// Build a swarm for `key` with the chosen transport.
-pub fn build_swarm(key: Keypair, cfg: &NodeConfig, transport: TransportKind) -> anyhow::Result<Swarm<Behaviour>> {
+/// Build a swarm for `key` with the chosen transport. `unreadable` counts inbound requests
+/// the codec refused (oversized, cut off).
+pub fn build_swarm(
+    key: Keypair,
+    cfg: &NodeConfig,
+    transport: TransportKind,
+    unreadable: &Arc<AtomicU64>,
+) -> anyhow::Result<Swarm<Behaviour>> {
     let idle = Duration::from_millis(cfg.limits.idle_timeout_ms);
     let swarm = match transport {
         TransportKind::TcpQuic => SwarmBuilder::with_existing_identity(key)
             .with_tokio()
             .with_tcp(tcp::Config::default().nodelay(true), noise::Config::new, yamux::Config::default)?
             .with_quic()
-            .with_behaviour(|key| make_behaviour(key, cfg))?
+            .with_behaviour(|key| make_behaviour(key, cfg, unreadable))?
             .with_swarm_config(|c| c.with_idle_connection_timeout(idle))
             .build(),
         TransportKind::Memory => SwarmBuilder::with_existing_identity(key)
@@ -143,7 +151,7 @@ pub fn build_swarm(key: Keypair, cfg: &NodeConfig, transport: TransportKind) -> 
                     .multiplex(yamux::Config::default())
                     .boxed())
             })?
-            .with_behaviour(|key| make_behaviour(key, cfg))?
+            .with_behaviour(|key| make_behaviour(key, cfg, unreadable))?
             .with_swarm_config(|c| c.with_idle_connection_timeout(idle))
             .build(),
     };

@@ -16,6 +16,8 @@
 use futures::prelude::*;
 use libp2p::StreamProtocol;
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// The largest response accepted: responses are acknowledgements.
 pub const MAX_RESPONSE_BYTES: u64 = 1024;
@@ -29,11 +31,17 @@ pub const ACK_REJECTED: u8 = 1;
 #[derive(Debug, Clone)]
 pub struct FrameCodec {
     max_request_bytes: u64,
+    /// Requests that could not be read (oversized or cut off). libp2p does not report these
+    /// to the behaviour (the request has no id yet), so the codec logs and counts them.
+    unreadable: Arc<AtomicU64>,
 }
 
 impl FrameCodec {
     pub fn new(max_request_bytes: usize) -> Self {
-        FrameCodec { max_request_bytes: max_request_bytes as u64 }
+        Self::with_counter(max_request_bytes, Arc::new(AtomicU64::new(0)))
+    }
+    pub fn with_counter(max_request_bytes: usize, unreadable: Arc<AtomicU64>) -> Self {
+        FrameCodec { max_request_bytes: max_request_bytes as u64, unreadable }
     }
 }
 
@@ -55,18 +63,30 @@ impl libp2p::request_response::Codec for FrameCodec {
     type Request = Vec<u8>;
     type Response = Vec<u8>;
 
-    async fn read_request<T>(&mut self, _: &Self::Protocol, io: &mut T) -> io::Result<Vec<u8>>
+    async fn read_request<T>(&mut self, protocol: &Self::Protocol, io: &mut T) -> io::Result<Vec<u8>>
     where
         T: AsyncRead + Unpin + Send,
     {
-        read_limited(io, self.max_request_bytes).await
+        match read_limited(io, self.max_request_bytes).await {
+            Ok(frame) => Ok(frame),
+            Err(e) => {
+                self.unreadable.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(protocol = protocol.as_ref(), "refused an inbound request: {e}");
+                Err(e)
+            }
+        }
     }
 
     async fn read_response<T>(&mut self, _: &Self::Protocol, io: &mut T) -> io::Result<Vec<u8>>
     where
         T: AsyncRead + Unpin + Send,
     {
-        read_limited(io, MAX_RESPONSE_BYTES).await
+        let res = read_limited(io, MAX_RESPONSE_BYTES).await?;
+        if res.is_empty() {
+            // Every request is acknowledged; an empty answer means the peer dropped the stream.
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the peer closed the stream without an answer"));
+        }
+        Ok(res)
     }
 
     async fn write_request<T>(&mut self, _: &Self::Protocol, io: &mut T, req: Vec<u8>) -> io::Result<()>

@@ -48,6 +48,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -134,6 +135,8 @@ struct Node {
     bootstrap_dials: HashSet<ConnectionId>,
     bootstrap_errors: Vec<String>,
     bootstrap_ok: bool,
+    unreadable: Arc<AtomicU64>,
+    own_bad_frames: u64,
 }
 
 /// Build the swarm, start listening and dialling, and spawn the event loop on the current
@@ -142,7 +145,8 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
     let peer_id = opts.key.public().to_peer_id();
     let node_id = node_id_of(&peer_id);
     let me = Rank::new(opts.cfg.priority, node_id);
-    let mut swarm = build_swarm(opts.key, &opts.cfg, opts.transport)?;
+    let unreadable = Arc::new(AtomicU64::new(0));
+    let mut swarm = build_swarm(opts.key, &opts.cfg, opts.transport, &unreadable)?;
     for addr in &opts.cfg.listen {
         swarm.listen_on(addr.clone()).map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
     }
@@ -217,6 +221,8 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
         bootstrap_dials,
         bootstrap_errors,
         bootstrap_ok: false,
+        unreadable,
+        own_bad_frames: 0,
         cfg: opts.cfg,
     };
     node.status.emit(
@@ -438,7 +444,7 @@ impl Node {
     }
 
     fn bad_frame(&mut self) {
-        self.snap.bad_frames += 1;
+        self.own_bad_frames += 1;
         if let Some(m) = &self.metrics {
             m.bad_frames.inc();
         }
@@ -599,6 +605,7 @@ impl Node {
         s.connections_opened = counters.established_total;
         s.refused_inbound = counters.refused_inbound;
         s.refused_outbound = counters.refused_outbound;
+        s.bad_frames = self.own_bad_frames + self.unreadable.load(Ordering::Relaxed);
         self.probe.set(s.clone());
         if self.conns.len() != self.last_peers_reported {
             self.last_peers_reported = self.conns.len();
@@ -788,10 +795,7 @@ impl Node {
             }
             Event::InboundFailure { peer, error, .. } => {
                 warn!(%peer, "election request from peer failed: {error}");
-                if matches!(&error, request_response::InboundFailure::Io(io) if io.kind() == std::io::ErrorKind::InvalidData)
-                {
-                    self.bad_frame();
-                }
+                // Requests that cannot be read at all are counted by the codec.
             }
             Event::ResponseSent { .. } => {}
         }

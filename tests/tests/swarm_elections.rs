@@ -97,3 +97,23 @@ async fn bully_survivors_agree_after_leader_crash() {
 async fn fast_bully_survivors_agree_after_leader_crash() {
     recovers_from_leader_crash(Algorithm::FastBully).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ring_survivors_agree_after_leader_crash() {
+    recovers_from_leader_crash(Algorithm::Ring).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chang_roberts_survivors_agree_after_leader_crash() {
+    recovers_from_leader_crash(Algorithm::ChangRoberts).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn villadangos_survivors_agree_after_leader_crash() {
+    recovers_from_leader_crash(Algorithm::Villadangos).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn echo_survivors_agree_after_leader_crash() {
+    recovers_from_leader_crash(Algorithm::Echo).await;
+}

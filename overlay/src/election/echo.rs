@@ -102,7 +102,9 @@
 //!   times (a recovered node is told its neighbours at once, they learn of it later), so an
 //!   `EchoElection` can be refused as coming from a non-neighbour. A node waiting on a
 //!   neighbour whose reply shows a lower tag than its election resends the `EchoElection`
-//!   at once instead of waiting for the timer.
+//!   at once instead of waiting for the timer. A node in an election whose neighbour's reply
+//!   shows a *higher* tag is in a stale election (the neighbour ignores it: say the node
+//!   recovered with fresh state, round 0): it starts a new election above both at once.
 //! - **Failure detection by probes.** A neighbour taken as gone by the probe detector is kept
 //!   as *suspected*; a probe or reply from it brings it back as a neighbour.
 //! - **Trust.** Ranks in messages are believed as sent (no authentication; the group is not
@@ -592,7 +594,12 @@ impl Echo {
         l.unanswered = 0;
         if self.phase != Phase::Passive {
             l.pending = true;
-            if self.phase == Phase::Candidate && l.waiting && tag < self.tag {
+            if tag > self.tag {
+                // The neighbour took part in a higher election that did not reach us (our
+                // link is newer, or we recovered with fresh state): ours is stale and it
+                // ignores it. Elect again, above both.
+                self.start_election(ctx);
+            } else if self.phase == Phase::Candidate && l.waiting && tag < self.tag {
                 // It has not joined our election, so it cannot have had our `EchoElection`
                 // (say it came before the sender knew us as a neighbour, and was refused).
                 if let Some(t) = self.tag {
@@ -1748,6 +1755,37 @@ mod tests {
         assert!(s.contains(&(a, Message::EchoLeader { tag, leader: me })));
         assert!(out.contains(&Effect::ElectionStarted));
         assert!(e.tag().unwrap() > tag);
+    }
+
+    #[test]
+    fn echo_stale_election_restarts_above_a_neighbours_tag() {
+        // A recovered node (fresh state, round 0) told its neighbour before `Recover`, as the
+        // simulator does: its round-1 election is ignored by a neighbour settled on round 5.
+        let me = Rank::new(7, NodeId::from_u64(1));
+        let a = NodeId::from_u64(2);
+        let mut e = Echo::new(me, Arc::new(Membership::default()), &cfg(0));
+        feed(&mut e, Input::PeerUp(a));
+        feed(&mut e, Input::Recover);
+        assert_eq!(e.tag().unwrap().round, 1);
+        let theirs = ElectionTag {
+            round: 5,
+            source: Rank::new(3, NodeId::from_u64(9)),
+        };
+        let reply = Message::EchoReply {
+            tag: Some(theirs),
+            leader: Some(theirs.source),
+        };
+        let out = feed(
+            &mut e,
+            Input::Message {
+                from: a,
+                msg: reply,
+            },
+        );
+        assert!(out.contains(&Effect::ElectionStarted));
+        let tag = e.tag().unwrap();
+        assert_eq!((tag.round, tag.source), (6, me));
+        assert_eq!(sends(&out), vec![(a, Message::EchoElection { tag })]);
     }
 
     #[test]

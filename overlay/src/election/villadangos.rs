@@ -69,9 +69,9 @@
 //!   plus one) is started on: `Recover`; `PeerDown(leader)`; `Start` after a decision; a failed
 //!   `Message2` or `Message3` (the chain of the election is broken); `PeerDown` of the
 //!   process's candidate successor, or of the candidate predecessor a `Waiting` process is
-//!   eating; the stall timer; a `VillLeader` naming a leader lower than the receiver (a live
-//!   higher process must win); and an impossible state (a `Waiting` process handed a higher
-//!   candidate without having a successor). Processes that restart from the same epoch start
+//!   eating; a failed send to the leader it names; the stall timer; a `VillLeader` naming a
+//!   leader lower than the receiver (a live higher process must win); and an impossible
+//!   state (a `Waiting` process handed a higher candidate without having a successor). Processes that restart from the same epoch start
 //!   the same new epoch, which is then one election with many initiators.
 //! - **Dead neighbours.** A failed `Message1` is resent to the next process below the failed
 //!   one on the ring, skipping processes known to be dead (from `SendFailed` and `PeerDown`;
@@ -538,6 +538,11 @@ impl Villadangos {
     fn on_send_failed(&mut self, ctx: &mut Context<'_>, to: NodeId, msg: Message) {
         let Some(t) = self.group.position(&to).map(|p| p as u32) else { return };
         self.mark_dead(t);
+        if self.decided && t == self.leader && t != self.pos {
+            // Whatever the message, the leader we name is unreachable.
+            self.start_epoch(ctx, Some(t));
+            return;
+        }
         match msg {
             Message::Message1 { epoch, candidate_predecessor } if epoch == self.epoch && !self.decided => {
                 if let Some(p) = self.pos_of(&candidate_predecessor) {

@@ -1149,21 +1149,42 @@ mod tests {
         net.start_at(net.now, 0);
         net.run();
         net.sent.clear();
-        // Node 0 started: 0-5 carried crossing elections, so it is not a tree edge of the
-        // election from 0 when the ring has an even length... find a non-tree edge instead.
+        // A ring has exactly one edge outside the election tree (it carried crossing
+        // elections); find it from the parents.
         let tree_edge = |net: &Net, a: usize, b: usize| {
             node(net, a).parent == Some(net.id(b)) || node(net, b).parent == Some(net.id(a))
         };
-        let (a, b) = ring
+        let non_tree: Vec<(usize, usize)> = ring
             .edges
             .iter()
             .copied()
-            .find(|&(a, b)| !tree_edge(&net, a, b))
-            .unwrap();
-        disconnect(&mut net, &mut ring, a, b);
+            .filter(|&(a, b)| !tree_edge(&net, a, b))
+            .collect();
+        assert_eq!(non_tree.len(), 1);
+        let mut line = ring.clone();
+        disconnect(&mut net, &mut line, non_tree[0].0, non_tree[0].1);
         net.run();
         assert_eq!(net.total_sent(), 0, "losing a non-tree link is free");
-        check_agreement(&net, &ring, "ring minus a non-tree link");
+        check_agreement(&net, &line, "ring minus a non-tree link");
+        // Cutting a tree edge of the ring instead: exactly one end was routed to the leader
+        // through it, so exactly one election runs, over the remaining line (5 edges, 6
+        // nodes): 2|E| + N - 1 = 15 messages.
+        let mut net = build(&ring, &caps, cfg(0));
+        net.start_at(net.now, 0);
+        net.run();
+        net.sent.clear();
+        net.started.iter_mut().for_each(|s| *s = 0);
+        let (a, b) = *ring
+            .edges
+            .iter()
+            .find(|&&(a, b)| tree_edge(&net, a, b))
+            .unwrap();
+        let mut line = ring.clone();
+        disconnect(&mut net, &mut line, a, b);
+        net.run();
+        check_agreement(&net, &line, "ring minus a tree link");
+        assert_eq!(net.started.iter().sum::<u64>(), 1);
+        assert_eq!(net.total_sent(), 15);
     }
 
     #[test]

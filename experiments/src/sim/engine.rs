@@ -252,14 +252,14 @@ impl Sim {
         self.topology = Some(topo);
     }
 
-    /// Process `i` gets `Input::Start` at `at`.
+    /// Process `i` gets `Input::Start` at `at` (a time in the past means now).
     pub fn start_at(&mut self, at: Time, i: u32) -> Result<(), SimError> {
         self.check(i)?;
-        self.queue.push(at, Event::Start(i));
+        self.queue.push(at.max(self.now), Event::Start(i));
         Ok(())
     }
 
-    /// Queue every fault of `plan`.
+    /// Queue every fault of `plan` (times in the past mean now).
     pub fn schedule(&mut self, plan: FaultPlan) -> Result<(), SimError> {
         for (at, f) in plan.faults {
             let ev = match f {
@@ -278,7 +278,7 @@ impl Sim {
                 }
                 Fault::Heal => Event::Heal,
             };
-            self.queue.push(at, ev);
+            self.queue.push(at.max(self.now), ev);
         }
         Ok(())
     }

@@ -2,20 +2,28 @@
 //!
 //! Discrete-event simulation needs the earliest event first and, among events at the same
 //! instant, the one scheduled first (FIFO), so that a run is a pure function of its seed. The
-//! queue orders entries by `(time, seq)`, where `seq` is a counter the queue assigns at push
-//! time; ties on time therefore never depend on the event's contents or on heap layout.
+//! queue orders entries by the key `(time, seq)`, where `seq` is a counter the queue assigns at
+//! push time; ties on time therefore never depend on the event's contents or on memory layout.
 //!
-//! It is a binary min-heap (`std::collections::BinaryHeap` on a reversed key), which is
-//! `O(log n)` per operation and cache-friendly when the event type `E` is small: keep `E` a
-//! few machine words (indices, not payloads; park large payloads in a [`crate::sim::slab::Slab`]).
-//! Nothing here knows about elections: the super-peer experiments reuse it as is.
+//! It is a **radix heap** (Ahuja, Mehlhorn, Orlin and Tarjan, 1990) over the 128-bit key
+//! `time << 64 | seq`. A radix heap is a *monotone* priority queue: it only works while no key
+//! smaller than the last one taken out is pushed, which a simulation guarantees (it schedules
+//! at `now + delay`, and `seq` grows). Bucket `b` holds the keys whose highest bit differing
+//! from the last popped key is bit `b - 1`; a push appends to a bucket (O(1), no sifting) and a
+//! pop that finds bucket 0 empty moves the lowest non-empty bucket into lower buckets, a
+//! sequential pass. With 100,000s of pending events that is several times faster than a
+//! binary heap, whose sift-downs miss the cache at every level (measured: see
+//! `docs/RESULTS.md`). A push below the last popped key (a caller scheduling in the past after
+//! a peek) is still handled correctly, by redistributing everything (O(n), never done by the
+//! engine).
 //!
-//! Time is [`overlay::Time`] (microseconds); the queue never moves backwards because the
-//! engine only schedules at `now + delay`.
+//! Nothing here knows about elections: the super-peer experiments can reuse it as is. Keep
+//! `E` a few machine words (indices, not payloads; park large payloads in a
+//! [`crate::sim::slab::Slab`]).
+//!
+//! Time is [`overlay::Time`] (microseconds).
 
 use overlay::Time;
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
 
 struct Entry<E> {
     time: u64,
@@ -23,27 +31,23 @@ struct Entry<E> {
     event: E,
 }
 
-impl<E> PartialEq for Entry<E> {
-    fn eq(&self, other: &Self) -> bool {
-        self.time == other.time && self.seq == other.seq
-    }
-}
-impl<E> Eq for Entry<E> {}
-impl<E> PartialOrd for Entry<E> {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl<E> Ord for Entry<E> {
-    /// Reversed, so that `BinaryHeap` (a max-heap) pops the earliest `(time, seq)` first.
-    fn cmp(&self, other: &Self) -> Ordering {
-        (other.time, other.seq).cmp(&(self.time, self.seq))
+impl<E> Entry<E> {
+    #[inline]
+    fn key(&self) -> u128 {
+        ((self.time as u128) << 64) | self.seq as u128
     }
 }
 
+const BUCKETS: usize = 129;
+
 /// Events of type `E` ordered by `(time, insertion order)`.
 pub struct EventQueue<E> {
-    heap: BinaryHeap<Entry<E>>,
+    buckets: Vec<Vec<Entry<E>>>,
+    /// Bit `b` set when bucket `b` is non-empty (buckets 0..=128 over three words).
+    nonempty: [u64; 3],
+    /// The key every bucket index is relative to (the last key moved to bucket 0).
+    last: u128,
+    len: usize,
     seq: u64,
 }
 
@@ -55,38 +59,126 @@ impl<E> Default for EventQueue<E> {
 
 impl<E> EventQueue<E> {
     pub fn new() -> Self {
-        EventQueue { heap: BinaryHeap::new(), seq: 0 }
+        EventQueue {
+            buckets: (0..BUCKETS).map(|_| Vec::new()).collect(),
+            nonempty: [0; 3],
+            last: 0,
+            len: 0,
+            seq: 0,
+        }
     }
 
-    /// A queue with room for `n` events before it reallocates.
-    pub fn with_capacity(n: usize) -> Self {
-        EventQueue { heap: BinaryHeap::with_capacity(n), seq: 0 }
+    /// A queue; `n` is a capacity hint (the radix heap grows its buckets as needed).
+    pub fn with_capacity(_n: usize) -> Self {
+        Self::new()
+    }
+
+    #[inline]
+    fn bucket_of(&self, key: u128) -> usize {
+        (128 - (key ^ self.last).leading_zeros()) as usize
+    }
+
+    #[inline]
+    fn mark(&mut self, b: usize) {
+        self.nonempty[b >> 6] |= 1 << (b & 63);
+    }
+
+    #[inline]
+    fn unmark(&mut self, b: usize) {
+        self.nonempty[b >> 6] &= !(1 << (b & 63));
+    }
+
+    /// Lowest non-empty bucket.
+    #[inline]
+    fn lowest(&self) -> Option<usize> {
+        for (w, &bits) in self.nonempty.iter().enumerate() {
+            if bits != 0 {
+                return Some(w * 64 + bits.trailing_zeros() as usize);
+            }
+        }
+        None
     }
 
     /// Schedule `event` at `at`. Events at the same time come out in push order.
     #[inline]
     pub fn push(&mut self, at: Time, event: E) {
         self.seq += 1;
-        self.heap.push(Entry { time: at.as_micros(), seq: self.seq, event });
+        let e = Entry { time: at.as_micros(), seq: self.seq, event };
+        let k = e.key();
+        if k < self.last {
+            self.rebase(k);
+        }
+        let b = self.bucket_of(k);
+        self.buckets[b].push(e);
+        self.mark(b);
+        self.len += 1;
+    }
+
+    /// Make `key` (below every queued key) the new base and redistribute everything.
+    #[cold]
+    fn rebase(&mut self, key: u128) {
+        let mut all = Vec::with_capacity(self.len);
+        for b in self.buckets.iter_mut() {
+            all.append(b);
+        }
+        self.nonempty = [0; 3];
+        self.last = key;
+        for e in all {
+            let b = self.bucket_of(e.key());
+            self.buckets[b].push(e);
+            self.mark(b);
+        }
+    }
+
+    /// Move the smallest key into bucket 0 (if the queue is not empty).
+    #[inline]
+    fn settle(&mut self) -> bool {
+        if !self.buckets[0].is_empty() {
+            return true;
+        }
+        let Some(i) = self.lowest() else { return false };
+        let mut items = std::mem::take(&mut self.buckets[i]);
+        self.unmark(i);
+        let min = items.iter().map(Entry::key).min().unwrap_or(self.last);
+        self.last = min;
+        for e in items.drain(..) {
+            let b = self.bucket_of(e.key());
+            self.buckets[b].push(e);
+            self.mark(b);
+        }
+        // Keep the allocation for later pushes into bucket i.
+        self.buckets[i] = items;
+        true
     }
 
     /// The earliest event and its time.
     #[inline]
     pub fn pop(&mut self) -> Option<(Time, E)> {
-        self.heap.pop().map(|e| (Time::from_micros(e.time), e.event))
+        if !self.settle() {
+            return None;
+        }
+        let e = self.buckets[0].pop()?;
+        if self.buckets[0].is_empty() {
+            self.unmark(0);
+        }
+        self.len -= 1;
+        Some((Time::from_micros(e.time), e.event))
     }
 
     /// The time of the earliest event, without removing it.
-    pub fn peek_time(&self) -> Option<Time> {
-        self.heap.peek().map(|e| Time::from_micros(e.time))
+    pub fn peek_time(&mut self) -> Option<Time> {
+        if !self.settle() {
+            return None;
+        }
+        self.buckets[0].last().map(|e| Time::from_micros(e.time))
     }
 
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.len == 0
     }
 
     /// How many events were ever pushed.
@@ -111,6 +203,51 @@ mod tests {
         assert_eq!(order, vec!["a", "b", "x", "c", "d"]);
         assert!(q.is_empty());
         assert_eq!(q.pushed(), 5);
+    }
+
+    /// The radix heap pops exactly what a binary heap on `(time, seq)` pops, under random
+    /// interleavings of pushes (including pushes into the past after a peek) and pops.
+    #[test]
+    fn matches_a_binary_heap() {
+        use rand::{Rng, SeedableRng};
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
+        for seed in 0..50u64 {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+            let mut q = EventQueue::new();
+            let mut reference = BinaryHeap::new();
+            let mut now = 0u64;
+            let mut seq = 0u64;
+            for _ in 0..3_000 {
+                match rng.gen_range(0..10) {
+                    0..=5 => {
+                        let past = rng.gen_bool(0.02);
+                        let t = if past { now.saturating_sub(rng.gen_range(0..50)) } else { now + rng.gen_range(0..100) };
+                        seq += 1;
+                        q.push(Time::from_micros(t), seq);
+                        reference.push(Reverse((t, seq)));
+                    }
+                    6 => {
+                        let a = q.peek_time();
+                        let b = reference.peek().map(|Reverse((t, _))| Time::from_micros(*t));
+                        assert_eq!(a, b, "seed {seed}");
+                    }
+                    _ => {
+                        let a = q.pop();
+                        let b = reference.pop().map(|Reverse((t, s))| (Time::from_micros(t), s));
+                        assert_eq!(a, b, "seed {seed}");
+                        if let Some((t, _)) = a {
+                            now = now.max(t.as_micros());
+                        }
+                    }
+                }
+                assert_eq!(q.len(), reference.len());
+            }
+            while let Some(b) = reference.pop() {
+                assert_eq!(q.pop(), Some((Time::from_micros(b.0 .0), b.0 .1)));
+            }
+            assert!(q.pop().is_none());
+        }
     }
 
     #[test]

@@ -1144,7 +1144,7 @@ mod tests {
         // Only node 4 (cut off from its next hop to the leader) started an election.
         assert_eq!(net.started, vec![0, 0, 0, 0, 1, 0, 0, 0, 0, 0]);
         // Losing a non-tree link of a ring changes nothing.
-        let mut ring = Topo::ring(6);
+        let ring = Topo::ring(6);
         let mut net = build(&ring, &caps, cfg(0));
         net.start_at(net.now, 0);
         net.run();

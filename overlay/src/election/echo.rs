@@ -15,7 +15,9 @@
 //! [`Input::PeerDown`] (the group given to [`Echo::new`] is *not* the topology and is not used).
 //! A node sends only to neighbours. A message from a peer that is not a neighbour (typically
 //! one still in flight when the link went down) is refused with `Effect::Rejected` and
-//! changes nothing. A failed send ([`Input::SendFailed`]) is taken as the link going down.
+//! changes nothing. A failed send ([`Input::SendFailed`]) means the neighbour is unreachable
+//! for now: the election reacts as to its loss (below), but it stays a neighbour (it may
+//! have crashed and recovered before any report).
 //!
 //! # What is taken from the paper and seed 000
 //! - **Capacity.** The `priority` of a [`Rank`] is the node's capacity; `(capacity, id)`
@@ -175,7 +177,7 @@ pub struct Echo {
     probe_every: Option<Duration>,
     /// The neighbours.
     links: BTreeMap<NodeId, Link>,
-    /// Neighbours dropped by the probe detector or a failed send; traffic from them readmits.
+    /// Neighbours dropped by the probe detector; probe traffic from them readmits them.
     suspected: BTreeSet<NodeId>,
     /// Highest round seen in any tag.
     max_round: u64,
@@ -349,11 +351,13 @@ impl Echo {
     }
 
     fn peer_up(&mut self, ctx: &mut Context<'_>, peer: NodeId) {
-        if peer == self.me.id || self.links.contains_key(&peer) {
+        if peer == self.me.id {
             return;
         }
         self.suspected.remove(&peer);
-        self.links.insert(peer, Link::default());
+        // A repeated `PeerUp` (the peer may have restarted unseen) keeps the link's state
+        // but greets again, so that both ends compare their leaders.
+        self.links.entry(peer).or_default();
         ctx.send(peer, self.reply());
     }
 
@@ -366,11 +370,31 @@ impl Echo {
             }
             return;
         };
+        let alone = self.links.is_empty();
+        self.after_loss(ctx, peer, link.waiting, alone);
+    }
+
+    /// A message to `to` could not be delivered: it is unreachable for now. The election
+    /// reacts as to `PeerDown`, but the link stays (only `PeerDown` removes a neighbour;
+    /// a crashed neighbour that recovers before any report is still one).
+    fn send_failed(&mut self, ctx: &mut Context<'_>, to: NodeId) {
+        let Some(l) = self.links.get_mut(&to) else {
+            return;
+        };
+        let waiting = l.waiting;
+        l.waiting = false;
+        l.child = false;
+        self.after_loss(ctx, to, waiting, false);
+    }
+
+    /// What losing contact with `peer` means for the election.
+    fn after_loss(&mut self, ctx: &mut Context<'_>, peer: NodeId, was_waiting: bool, alone: bool) {
+        let leader_lost = self.leader.map(|l| l.id) == Some(peer);
         match self.phase {
             Phase::Passive => {
                 let cut_off = self.leader.is_some() && (leader_lost || self.via == Some(peer));
                 // A node left with no neighbours is its own leader.
-                let alone = self.links.is_empty() && self.leader != Some(self.me);
+                let alone = alone && self.leader != Some(self.me);
                 if cut_off || alone {
                     self.start_election(ctx);
                 }
@@ -378,7 +402,7 @@ impl Echo {
             Phase::Candidate | Phase::Waiting => {
                 if self.parent == Some(peer) || self.best_from == Some(peer) {
                     self.start_election(ctx);
-                } else if link.waiting {
+                } else if was_waiting {
                     self.maybe_complete(ctx);
                 }
             }
@@ -642,12 +666,7 @@ impl Election for Echo {
             Input::Timer(t) => self.on_timer(ctx, t),
             Input::PeerUp(p) => self.peer_up(ctx, p),
             Input::PeerDown(p) => self.peer_down(ctx, p),
-            Input::SendFailed { to, .. } => {
-                if self.links.contains_key(&to) {
-                    self.peer_down(ctx, to);
-                    self.suspected.insert(to);
-                }
-            }
+            Input::SendFailed { to, .. } => self.send_failed(ctx, to),
             Input::Membership(_) => {}
         }
     }

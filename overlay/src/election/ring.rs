@@ -39,10 +39,16 @@
 //!   sender (typically a recovered process, whose fresh state starts at epoch 0) wants an
 //!   election, so the receiver holds one at a new epoch (seed 000: "if a process which was
 //!   previously down comes back up, it holds an election"); a stale `Election` reaching a
-//!   process in an election is dropped but its initiator remembered (one per process, the
-//!   highest; so is the initiator of a suppressed `Election`, below): when the running
-//!   election ends here and that initiator is not among the `members` (its predecessor
-//!   skipped it on an old suspicion), the process holds a new election.
+//!   process in an election is dropped but its initiator remembered (so is the initiator of
+//!   a suppressed `Election`, below), with the epoch it arrived in. Every `Coordinator` lap
+//!   this process adopts is checked against these initiators: if one is not among the lap's
+//!   `members` (its predecessor skipped it on a suspicion older than its recovery), the
+//!   process holds a new election. An initiator the lap included stays remembered for the
+//!   rest of that epoch, because one epoch can see several `Coordinator` laps (a lower
+//!   initiator's lap first, then the highest initiator's, which replaces the leader), and the
+//!   later one can skip a process the earlier one reached (see "Recovery during a
+//!   failed-send report" below); it is forgotten at the first check in a later epoch. The
+//!   list holds one entry per initiator and is empty unless elections were dropped.
 //! - **Lap timer.** Every process taking part in an election arms the `Lap` timer
 //!   (`cfg.lap_timeout()`); if it fires before the election ends at this process, the process
 //!   holds a new election. The timeout must cover a whole election (two laps, 2N one-way
@@ -83,14 +89,22 @@
 //! reliable delivery between live processes, and a transport that reports failed sends. The
 //! per-process state is a few words plus the suspects list; the group is shared (`Arc`).
 //!
-//! # Known limit
-//! A process that recovers while a failed send to it is still being reported back to its
-//! predecessor stays suspected by that predecessor for the rest of the epoch; if no later
-//! election, lap timer or `PeerUp` follows, it can be left without the common leader. The
-//! random fault schedules of the tests hit this in 1 of 200,000 runs (several crashes and
-//! recoveries of the same processes within one election); a driver's `PeerUp` on
-//! reconnection, or any later election, repairs it. (When suspicions leave a process alone,
-//! it drops them once per epoch and tries again: see `Suspects::walk`.)
+//! # Recovery during a failed-send report
+//! A process X that recovers while a failed send to its old incarnation is still being
+//! reported back stays suspected, for the rest of the epoch, by the process P whose send
+//! failed; P's laps skip X. X's own election (its fresh state puts it at epoch 1, which can
+//! equal the group's epoch) is dropped at X's successor S, suppressed by a higher initiator
+//! that S already forwarded. S remembers X, and the check above repairs the case: if the lap
+//! that finally names the leader at S skips X, S holds a new election, in which everyone
+//! drops the old suspicions. Until 2026-11-21 S checked X only against the *first*
+//! `Coordinator` lap it adopted; when that was a lower initiator's lap that still reached X
+//! and the highest initiator's lap (sent by P) came later and skipped X, X kept naming the
+//! lower leader and no further election followed (random schedule seed 143718; the reduced
+//! interleaving is the test `ring_recovery_during_failed_send_report_is_not_left_behind`).
+//! The repair needs no `PeerUp` from the driver and costs one more election only when a lap
+//! really skipped a dropped initiator; fault-free message counts are unchanged. (When
+//! suspicions leave a process alone, it drops them once per epoch and tries again: see
+//! `Suspects::walk`.)
 
 use crate::driver::{Context, Election, Input, Timer};
 use crate::election::{ElectionConfig, Message};
@@ -186,6 +200,15 @@ pub(crate) fn backoff(base: Duration, restarts: u8) -> Duration {
     base.saturating_mul(1u32 << restarts.min(MAX_BACKOFF_SHIFT))
 }
 
+/// An initiator whose `Election` this process dropped (stale, or suppressed by a higher
+/// initiator) while it was in an election of `epoch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stale {
+    /// Ring position of the initiator.
+    pos: u32,
+    epoch: u64,
+}
+
 /// Where this process stands in the current epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -213,9 +236,10 @@ pub struct Ring {
     best_initiator: Option<Rank>,
     leader: Option<Rank>,
     dead: Suspects,
-    /// The initiator (ring position) of a stale `Election` received during an election,
-    /// checked when this process's election ends.
-    stale: Option<u32>,
+    /// Initiators of stale or suppressed `Election`s received during an election, each with
+    /// the epoch this process was in when it arrived: checked against every `Coordinator`
+    /// lap this process adopts in that epoch (and the first one of a later epoch).
+    stale: Vec<Stale>,
     /// Consecutive restarts by the lap timer (the backoff exponent).
     restarts: u8,
 }
@@ -233,7 +257,7 @@ impl Ring {
             best_initiator: None,
             leader: None,
             dead: Suspects::default(),
-            stale: None,
+            stale: Vec::new(),
             restarts: 0,
         }
     }
@@ -394,19 +418,34 @@ impl Ring {
         }
     }
 
-    /// True (once) if a stale `Election` arrived during the election that just ended and its
-    /// initiator is not among the new ring's `members`: it wants an election it did not get.
+    /// Check the remembered stale and suppressed initiators against the `members` of a
+    /// `Coordinator` lap this process adopts. True if one of them is missing: it wants an
+    /// election it did not get (its predecessor skipped it on a suspicion), so the caller
+    /// holds a new election and the list is emptied. An initiator the lap did include is kept
+    /// while the epoch it was remembered in lasts: a later `Coordinator` lap of that epoch (a
+    /// higher initiator's, which replaces the leader) may still skip it. It is dropped at the
+    /// first check in a later epoch.
     fn stale_missed(&mut self, members: &[Rank]) -> bool {
-        let Some(p) = self.stale.take() else { return false };
+        if self.stale.is_empty() {
+            return false;
+        }
         let group = &self.group;
-        !members.iter().any(|r| group.position(&r.id) == Some(p as usize))
+        let included = |p: u32| members.iter().any(|r| group.position(&r.id) == Some(p as usize));
+        if self.stale.iter().any(|s| !included(s.pos)) {
+            self.stale.clear();
+            return true;
+        }
+        let epoch = self.epoch;
+        self.stale.retain(|s| s.epoch >= epoch);
+        false
     }
 
     fn remember_stale(&mut self, initiator: &Rank) {
-        if let Some(p) = self.pos_of(&initiator.id) {
-            if self.stale.is_none_or(|old| (old as usize) < p) {
-                self.stale = Some(p as u32);
-            }
+        let Some(p) = self.pos_of(&initiator.id) else { return };
+        let (pos, epoch) = (p as u32, self.epoch);
+        match self.stale.iter_mut().find(|s| s.pos == pos) {
+            Some(s) => s.epoch = s.epoch.max(epoch),
+            None => self.stale.push(Stale { pos, epoch }),
         }
     }
 
@@ -942,6 +981,36 @@ pub(crate) mod tests {
             net.recover_at(t, 1);
             net.run();
             assert_settled(&net, &format!("n={n}"));
+        }
+    }
+
+    /// Seed 143718 of the random sweep, reduced. Process 3 (the highest) is down when process
+    /// 2 initiates (epoch 1), so 2's `Election` skips it. Process 3 recovers (2.5 ms) and
+    /// holds its own election, also at epoch 1 (fresh state); its send to 0 fails because 0
+    /// crashed just after forwarding 2's `Election` (3.2 ms), and 0 recovers (4 ms) while
+    /// that failure is still being reported back to 3, so 3 goes on suspecting 0 for the
+    /// whole epoch. The recovered 0 initiates at epoch 1 too; its successor 1 has forwarded
+    /// 2's `Election` and drops 0's (suppressed, 0 < 2) and remembers it. 2's `Coordinator`
+    /// lap (leader 2) includes 0 and reaches it; then 3's lap (leader 3) skips 0 and
+    /// replaces the leader at 1, 2 and 3. Before the fix, 1 checked the suppressed 0 only
+    /// against the first lap it adopted, so 0 kept naming 2 and nothing held another
+    /// election. Now 1 checks it again against 3's lap, finds 0 missing and re-elects.
+    #[test]
+    fn ring_recovery_during_failed_send_report_is_not_left_behind() {
+        let mut net = net(4);
+        net.crash(3);
+        net.start_at(Time::ZERO, 2);
+        net.recover_at(Time::from_micros(2_500), 3);
+        net.crash_at(Time::from_micros(3_200), 0);
+        net.recover_at(Time::from_micros(4_000), 0);
+        net.run();
+        assert_settled(&net, "recovery during a failed-send report");
+        // The repair is a second election (epoch 2), held by the process that suppressed
+        // the recovered initiator.
+        assert_eq!(net.started[1], 1, "process 1 re-elected");
+        match net.process(0) {
+            crate::election::AnyElection::Ring(r) => assert_eq!(r.epoch(), 2),
+            _ => unreachable!(),
         }
     }
 

@@ -72,8 +72,29 @@
 //!   nominator alone.
 //! - A process that is nominated while its own election has already heard an `Answer` from a
 //!   higher process does not take over: a higher process is alive, and the outcome of its own
-//!   election will reach the (lower) nominator. Otherwise a `Nomination` makes it coordinator,
-//!   as the seed says.
+//!   election will reach the (lower) nominator.
+//! - A nominee that knows of a live higher process the nominator did not hear from does not
+//!   take over: it holds an election instead (Garcia-Molina's answer to a lower process's
+//!   claim), or, already holding one, lets that election's outcome reach the nominator. It
+//!   knows of one when it is `Passive` naming a *higher* coordinator (answering the
+//!   nominator's `Election` made it wait T4, so it has admitted that coordinator's
+//!   `Coordinator` or `Alive` since), or when a higher process has sent it `IamUp` since it
+//!   last changed phase or admitted a coordinator (a recovering process, which may announce
+//!   itself or be nominated by others at any moment). The nominator asked while that process
+//!   was down; the nomination is stale. Taking over would send a `Coordinator` that the
+//!   higher process never sees (it goes to lower processes only) and that overrides the
+//!   higher one's announcement wherever it arrives last: two coordinators (found by the
+//!   simulator's sweep, fast bully seeds 135 and 742; after the simulator's seed mapping
+//!   changed, seed 407 still failed with the `Passive` rule alone and needed the `IamUp` one;
+//!   tests `stale_nomination_after_a_higher_coordinator_holds_an_election` and
+//!   `nominee_that_heard_iamup_from_a_higher_process_holds_an_election`). The election asks
+//!   the higher processes: a live one answers and is nominated (a coordinator that answered
+//!   an `Election` announces again to every lower process), a dead one does not and the
+//!   nominee takes over after T2. A nominee still waiting T4 with no such evidence keeps
+//!   naming its old coordinator but takes over at once: the seed's fast path (the
+//!   nominator's T2 showed the higher processes silent), so the message counts below are
+//!   unchanged.
+//! - Otherwise a `Nomination` makes it coordinator, as the seed says.
 //! - A process of the highest rank still waits T2 before announcing itself (as in the bully).
 //! - On entering an election (`Candidate` or `Recovering`) a process forgets its coordinator
 //!   (seed 002: elected_i = ⊥).
@@ -127,6 +148,9 @@ pub struct FastBully {
     answered: Vec<Rank>,
     /// As coordinator: answered an `Election` since the last `Coordinator` round.
     answered_since_announce: bool,
+    /// A higher process sent `IamUp` (it is up) since this process last left a phase or
+    /// admitted a coordinator: evidence that a nomination may be stale.
+    higher_up: bool,
 }
 
 impl FastBully {
@@ -139,6 +163,7 @@ impl FastBully {
             leader: None,
             answered: Vec::new(),
             answered_since_announce: false,
+            higher_up: false,
         }
     }
 
@@ -177,6 +202,7 @@ impl FastBully {
         self.disarm(ctx);
         self.phase = Phase::Idle;
         self.answered = Vec::new();
+        self.higher_up = false;
     }
 
     /// Seed 002's `StartElection`, unless this process already holds an election.
@@ -227,6 +253,7 @@ impl FastBully {
             self.leader = Some(s);
             ctx.decide(s.id);
         }
+        self.higher_up = false;
         if let Some(t1) = self.timing.t1 {
             ctx.set_timer(Timer::T1, t1);
         }
@@ -367,6 +394,15 @@ impl FastBully {
                 {
                     // A higher process is alive; our own election's outcome reaches the
                     // nominator.
+                } else if self.higher_up
+                    || (self.phase == Phase::Idle && self.leader.is_some_and(|l| l > self.me))
+                {
+                    // It knows of a live higher process the nominator did not hear from: a
+                    // coordinator admitted after answering the nominator's `Election`
+                    // (answering made it wait T4), or a recovering process's `IamUp`. Ask the
+                    // higher processes instead of taking over (a no-op while holding its own
+                    // election); the outcome reaches the nominator.
+                    self.hold_election(ctx);
                 } else {
                     self.become_leader(ctx);
                 }
@@ -392,6 +428,9 @@ impl FastBully {
             Message::IamUp => {
                 let view = self.view();
                 ctx.send(from, view);
+                if higher {
+                    self.higher_up = true;
+                }
             }
             Message::View { up, coordinator } => {
                 if !up.iter().chain(coordinator.iter()).all(|r| self.valid_rank(r)) {
@@ -886,6 +925,39 @@ mod tests {
         assert_settled(&net, 0, "highest sender died during recovery");
     }
 
+    /// The sweep's safety violation (`peerage-lab`, fast bully seeds 135 and 742), shrunk: a
+    /// stale `Nomination` reaches a process that has meanwhile accepted a live higher
+    /// coordinator. P_4 (the coordinator) is down when P_0's `Election` reaches it, recovers
+    /// 2 ms after P_0 started and announces itself after its T2 (`IamUp`/`View`). P_0's first
+    /// nominee P_3 has crashed; the failed `Nomination` comes back at the very instant P_4
+    /// announces, so P_0 nominates P_2 just after P_4's `Coordinator` left: P_2 accepts P_4
+    /// first and receives the `Nomination` second. Taking over there would make P_2's
+    /// `Coordinator` override P_4's at P_0 and P_1 (two coordinators, the lower one last).
+    /// P_2 holds an election instead, P_4 answers, is nominated and announces again.
+    #[test]
+    fn stale_nomination_after_a_higher_coordinator_holds_an_election() {
+        let n = 5;
+        let mut net = Net::new(n, cfg());
+        net.start_all();
+        net.run();
+        assert_settled(&net, n - 1, "first election");
+        net.sent.clear();
+        let held = net.started[2];
+        net.crash(4); // unnoticed: no reports, no heartbeats
+        let t0 = net.now + Duration::from_millis(10);
+        net.start_at(t0, 0);
+        // P_0's `Election` reaches the dead P_4 at t0 + 1 ms; P_4 is back at t0 + 2 ms.
+        net.recover_at(t0 + Duration::from_millis(2), 4);
+        // The first nominee dies after answering (before P_0's T2).
+        net.crash_at(t0 + Duration::from_millis(100), 3);
+        net.run_until_quiet(t0 + Duration::from_millis(503));
+        // The interleaving: P_2 has admitted P_4, then P_0's `Nomination` reached it.
+        assert_eq!(net.sent_of("Nomination"), 2, "to the dead P_3, then to P_2");
+        net.run();
+        assert_settled(&net, n - 1, "stale nomination");
+        assert_eq!(net.started[2], held + 1, "P_2 held an election instead of taking over");
+    }
+
     /// Nobody answers `IamUp`: the recovering process is coordinator without announcing.
     #[test]
     fn recovery_alone() {
@@ -982,6 +1054,35 @@ mod tests {
         // Heartbeats are off, so admitting P_3 arms no T1.
         assert_eq!(effects, vec![Effect::Leader(ranks[3].id)]);
         assert_eq!(p.leader(), Some(ranks[3].id));
+    }
+
+    /// Seed 407's interleaving (simulator, random latencies), at one process: P_2 answers
+    /// P_0's `Election` (which reached the dead P_3), then the recovering P_3's `IamUp`
+    /// arrives, then P_0's `Nomination`. P_3 may announce itself at any moment, and a
+    /// `Coordinator` from P_2 delivered after P_3's would leave two coordinators: P_2 asks
+    /// the higher processes instead of taking over.
+    #[test]
+    fn nominee_that_heard_iamup_from_a_higher_process_holds_an_election() {
+        let ranks: Vec<Rank> = (1..=4).map(|i| Rank::new(0, NodeId::from_u64(i))).collect();
+        let mut p = FastBully::new(ranks[2], Arc::new(Membership::new(ranks.clone())), &cfg());
+        let from = |i: usize, msg: Message| Input::Message { from: ranks[i].id, msg };
+        handle(&mut p, from(0, Message::Election));
+        assert_eq!(p.state(), "Waiting");
+        let effects = handle(&mut p, from(3, Message::IamUp));
+        assert!(matches!(effects.as_slice(), [Effect::Send { msg: Message::View { .. }, .. }]), "{effects:?}");
+        let effects = handle(&mut p, from(0, Message::Nomination));
+        assert!(effects.contains(&Effect::Send { to: ranks[3].id, msg: Message::Election }), "{effects:?}");
+        assert!(
+            !effects.iter().any(|e| matches!(e, Effect::Send { msg: Message::Coordinator, .. })),
+            "must not announce: {effects:?}"
+        );
+        assert_eq!((p.state(), p.leader()), ("Candidate", None));
+        // Without the `IamUp` the seed's fast path holds: the nominee takes over at once.
+        let mut q = FastBully::new(ranks[2], Arc::new(Membership::new(ranks.clone())), &cfg());
+        handle(&mut q, from(0, Message::Election));
+        let effects = handle(&mut q, from(0, Message::Nomination));
+        assert!(effects.contains(&Effect::Send { to: ranks[0].id, msg: Message::Coordinator }), "{effects:?}");
+        assert_eq!((q.state(), q.leader()), ("Leader", Some(ranks[2].id)));
     }
 
     /// `Input::Membership` replaces the group: a newcomer's messages are refused before and

@@ -29,7 +29,10 @@
 //! - A message reaching a crashed process, a process on another side of a partition, or (for
 //!   echo) a process that is not a topology neighbour fails: its sender, if still the same
 //!   incarnation, gets `SendFailed` after the one-way latency back. Messages already in
-//!   flight when their sender crashes are still delivered.
+//!   flight when their sender crashes are still delivered. Links behave like connections
+//!   (libp2p runs over TCP/QUIC): a message sent to a process before it crashed is never
+//!   delivered to its recovered incarnation (the connection died with the crash); it fails
+//!   like a message to a crashed process.
 //! - A **partition** cuts traffic between sides. For echo, each topology edge that the
 //!   partition cuts (or a heal restores) is reported as `PeerDown` (`PeerUp`) to both live
 //!   ends after `detect_delay`, if still true then.
@@ -103,7 +106,7 @@ pub enum RunEnd {
 #[derive(Debug, Clone, Copy)]
 enum Event {
     Start(u32),
-    Deliver { to: u32, from: u32, from_inc: u32, slot: u32 },
+    Deliver { to: u32, to_inc: u32, from: u32, from_inc: u32, slot: u32 },
     Failed { sender: u32, sender_inc: u32, dest: u32, slot: u32 },
     Timer { p: u32, inc: u32, gen: u32, timer: Timer },
     Crash(u32),
@@ -321,9 +324,9 @@ impl Sim {
     fn dispatch(&mut self, ev: Event) {
         match ev {
             Event::Start(i) => self.input(i, Input::Start),
-            Event::Deliver { to, from, from_inc, slot } => {
+            Event::Deliver { to, to_inc, from, from_inc, slot } => {
                 let Some(msg) = self.msgs.take(slot) else { return };
-                if self.is_alive(to) && self.reachable(from, to) {
+                if self.is_incarnation(to, to_inc) && self.reachable(from, to) {
                     self.metrics.delivered += 1;
                     let from_id = self.ranks[from as usize].id;
                     tracing::trace!(t = self.now.0, from, to, kind = msg.kind(), "deliver");
@@ -554,7 +557,8 @@ impl Sim {
         if self.faults.is_clean() {
             let d = self.latency.delay(i, j, &mut self.rng);
             let slot = self.msgs.insert(msg);
-            self.queue.push(self.now + d, Event::Deliver { to: j, from: i, from_inc: inc, slot });
+            let to_inc = self.procs[j as usize].incarnation;
+            self.queue.push(self.now + d, Event::Deliver { to: j, to_inc, from: i, from_inc: inc, slot });
         } else {
             if self.faults.loss > 0.0 && self.rng.gen_bool(self.faults.loss) {
                 self.metrics.lost += 1;
@@ -577,7 +581,8 @@ impl Sim {
                     d += Duration::from_micros(self.rng.gen_range(0..=max));
                 }
                 let slot = self.msgs.insert(m);
-                self.queue.push(self.now + d, Event::Deliver { to: j, from: i, from_inc: inc, slot });
+                let to_inc = self.procs[j as usize].incarnation;
+                self.queue.push(self.now + d, Event::Deliver { to: j, to_inc, from: i, from_inc: inc, slot });
             }
         }
         let f = self.msgs.len();

@@ -19,12 +19,7 @@ use peerage_experiments::lab::sweep::check_seed;
 /// which is `#[ignore]`d so that CI stays green until the algorithm is fixed; run it with
 /// `cargo nextest run -p peerage-experiments --test safety_liveness --run-ignored only`).
 /// Remove a seed from here once its algorithm passes it.
-const KNOWN_FAILURES: &[(Algorithm, u64)] = &[
-    // Fast bully, with recoveries: a process accepts a `Nomination` after it has already
-    // accepted a higher coordinator, and its `Coordinator` broadcast then overrides the
-    // highest process's one at most processes (two coordinators; the lower wins last).
-    (Algorithm::FastBully, 407),
-];
+const KNOWN_FAILURES: &[(Algorithm, u64)] = &[];
 
 fn known(algorithm: Algorithm, seed: u64) -> bool {
     KNOWN_FAILURES.contains(&(algorithm, seed))

@@ -134,7 +134,7 @@ pub struct ExperimentArgs {
     /// Probability that a message is held back (and so reordered).
     #[arg(long, value_name = "P", value_parser = probability)]
     pub reorder: Option<f64>,
-    /// Link latency: const:5ms, range:1ms..50ms, matrix:FILE[,jitter=0.1].
+    /// Link latency: const:5ms, range:1ms..50ms, matrix:FILE[,jitter=0.1], internet, internet:metric.
     #[arg(long)]
     pub latency: Option<LatencySpec>,
     /// Failure-detector delay before PeerDown/PeerUp reports.

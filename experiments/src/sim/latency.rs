@@ -15,6 +15,10 @@
 //!   *sites* (CSV, one row per line); every process is placed on a uniformly random site when
 //!   the model is built. A full N x N matrix is impractical at N = 100,000, hence sites. The
 //!   optional jitter adds a uniform `[0, jitter x base]` per message.
+//! - `internet` (or `internet:metric`): the seeded Internet model of `overlay::latency`
+//!   (cities, regions, access links, detours; `metric` = its triangle-inequality variant):
+//!   each message takes half of one sampled RTT between the two processes
+//!   (`LatencyModel::sample_one_way`). The model's placement seed is drawn from the run's RNG.
 
 use rand::{Rng, RngCore};
 use std::fmt;
@@ -94,6 +98,8 @@ pub enum MatrixError {
     Io { path: String, source: std::io::Error },
     #[error("latency matrix {path}: {reason}")]
     Bad { path: String, reason: String },
+    #[error("internet latency model: {0}")]
+    Internet(String),
 }
 
 impl SiteMatrix {
@@ -178,17 +184,45 @@ impl LatencyModel for SiteMatrix {
     }
 }
 
+/// The Internet latency model of `overlay::latency`, plugged in through [`LatencyModel`].
+pub struct Internet {
+    model: overlay::latency::LatencyModel,
+    metric: bool,
+}
+
+impl Internet {
+    /// Place `processes` processes with the model's default (or metric) configuration.
+    pub fn generate(processes: usize, metric: bool, seed: u64) -> Result<Internet, overlay::latency::LatencyError> {
+        let cfg = if metric { overlay::latency::ModelConfig::metric() } else { overlay::latency::ModelConfig::default() };
+        Ok(Internet { model: overlay::latency::LatencyModel::generate(processes, &cfg, seed)?, metric })
+    }
+}
+
+impl LatencyModel for Internet {
+    fn delay(&mut self, from: u32, to: u32, rng: &mut dyn RngCore) -> Duration {
+        let n = self.model.len() as u32;
+        if from >= n || to >= n {
+            return Duration::ZERO;
+        }
+        self.model.sample_one_way(from as usize, to as usize, rng)
+    }
+    fn describe(&self) -> String {
+        format!("internet{} ({} processes)", if self.metric { ":metric" } else { "" }, self.model.len())
+    }
+}
+
 /// A latency model named in text (command line or config file).
 #[derive(Debug, Clone, PartialEq)]
 pub enum LatencySpec {
     Constant(Duration),
     Range(Duration, Duration),
     Matrix { path: PathBuf, jitter: f64 },
+    Internet { metric: bool },
 }
 
 /// Why a latency spec did not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("bad latency {input:?}: {reason} (expected const:5ms, range:1ms..50ms or matrix:FILE[,jitter=0.1])")]
+#[error("bad latency {input:?}: {reason} (expected const:5ms, range:1ms..50ms, matrix:FILE[,jitter=0.1], internet or internet:metric)")]
 pub struct LatencySpecError {
     pub input: String,
     pub reason: String,
@@ -198,6 +232,11 @@ impl FromStr for LatencySpec {
     type Err = LatencySpecError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let err = |reason: String| LatencySpecError { input: s.to_string(), reason };
+        match s.trim() {
+            "internet" => return Ok(LatencySpec::Internet { metric: false }),
+            "internet:metric" => return Ok(LatencySpec::Internet { metric: true }),
+            _ => {}
+        }
         let (kind, rest) = s.trim().split_once(':').ok_or_else(|| err("missing kind".into()))?;
         match kind {
             "const" => Ok(LatencySpec::Constant(parse_duration(rest).map_err(|e| err(e.to_string()))?)),
@@ -241,6 +280,8 @@ impl fmt::Display for LatencySpec {
             LatencySpec::Constant(d) => write!(f, "const:{}", fmt_duration(*d)),
             LatencySpec::Range(a, b) => write!(f, "range:{}..{}", fmt_duration(*a), fmt_duration(*b)),
             LatencySpec::Matrix { path, jitter } => write!(f, "matrix:{},jitter={jitter}", path.display()),
+            LatencySpec::Internet { metric: false } => f.write_str("internet"),
+            LatencySpec::Internet { metric: true } => f.write_str("internet:metric"),
         }
     }
 }
@@ -274,6 +315,10 @@ impl LatencySpec {
                 *jitter,
                 rng,
             )?),
+            LatencySpec::Internet { metric } => Box::new(
+                Internet::generate(processes, *metric, rng.next_u64())
+                    .map_err(|e| MatrixError::Internet(e.to_string()))?,
+            ),
         })
     }
 
@@ -283,7 +328,7 @@ impl LatencySpec {
         match self {
             LatencySpec::Constant(d) => Some(*d),
             LatencySpec::Range(_, b) => Some(*b),
-            LatencySpec::Matrix { .. } => None,
+            LatencySpec::Matrix { .. } | LatencySpec::Internet { .. } => None,
         }
     }
 }
@@ -305,6 +350,8 @@ mod tests {
         for bad in ["5ms", "const:5", "range:5ms", "range:9ms..1ms", "matrix:", "gauss:1ms", "matrix:x,foo=1"] {
             assert!(bad.parse::<LatencySpec>().is_err(), "{bad} should not parse");
         }
+        assert_eq!("internet".parse(), Ok(LatencySpec::Internet { metric: false }));
+        assert_eq!("internet:metric".parse(), Ok(LatencySpec::Internet { metric: true }));
         let s: LatencySpec = "range:1ms..50ms".parse().unwrap();
         assert_eq!(s.to_string().parse::<LatencySpec>(), Ok(s));
     }
@@ -323,6 +370,15 @@ mod tests {
             let d = m.delay(0, 1, &mut rng);
             assert!(d >= Duration::from_millis(1) && d <= Duration::from_millis(3));
         }
+    }
+
+    #[test]
+    fn internet_model_plugs_in() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let mut m = LatencySpec::Internet { metric: false }.build(50, &mut rng).unwrap();
+        let d = m.delay(0, 1, &mut rng);
+        assert!(d > Duration::ZERO && d < Duration::from_secs(5), "{d:?}");
+        assert_eq!(m.delay(0, 99, &mut rng), Duration::ZERO);
     }
 
     #[test]

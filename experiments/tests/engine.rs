@@ -1,0 +1,131 @@
+//! The simulator's own guarantees: a seed replays exactly; per-message faults, partitions and
+//! recoveries behave as documented in `sim/engine.rs`; bad scenarios are refused.
+
+use overlay::election::Algorithm;
+use peerage_experiments::lab::scenario::{PartitionSpec, Scenario, ScenarioError};
+use peerage_experiments::lab::spec::{Amount, Initiators};
+use peerage_experiments::sim::latency::LatencySpec;
+use peerage_experiments::sim::topology::TopologySpec;
+use std::time::Duration;
+
+fn seed() -> u64 {
+    std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(7)
+}
+
+fn base(algorithm: Algorithm, nodes: usize) -> Scenario {
+    Scenario {
+        algorithm,
+        nodes,
+        latency: LatencySpec::Range(Duration::from_millis(1), Duration::from_millis(20)),
+        ..Scenario::default()
+    }
+}
+
+#[test]
+fn same_seed_same_run() {
+    let s = seed();
+    eprintln!("seed {s} (PEERAGE_SEED replays)");
+    for a in Algorithm::ALL {
+        let scn = Scenario {
+            crash_before: Amount::Count(2),
+            crash_during: 3,
+            recover: true,
+            loss: 0.0,
+            reorder: 0.2,
+            ..base(a, 20)
+        };
+        let x = scn.run(s, true).unwrap();
+        let y = scn.run(s, true).unwrap();
+        assert_eq!(x.messages, y.messages, "{a}");
+        assert_eq!(x.agreement_us, y.agreement_us, "{a}");
+        assert_eq!(x.end_us, y.end_us, "{a}");
+        assert_eq!(x.metrics.events, y.metrics.events, "{a}");
+        assert_eq!(x.leaders, y.leaders, "{a}");
+        let z = scn.run(s + 1, true).unwrap();
+        assert!(
+            z.end_us != x.end_us || z.leaders != x.leaders || z.metrics.events != x.metrics.events,
+            "{a}: a different seed should give a different run"
+        );
+    }
+}
+
+#[test]
+fn loss_duplication_and_reordering_are_counted() {
+    let scn = Scenario { loss: 0.2, dup: 0.2, reorder: 0.3, ..base(Algorithm::Bully, 30) };
+    let o = scn.run(seed(), false).unwrap();
+    let m = &o.metrics;
+    assert!(m.lost > 0 && m.duplicated > 0 && m.reordered > 0, "{m:?}");
+    // Every sent message is lost, or delivered/failed once per copy.
+    assert_eq!(m.messages() + m.duplicated, m.lost + m.delivered + m.failed + m.unknown_destination);
+}
+
+#[test]
+fn clean_network_delivers_everything_once() {
+    for a in Algorithm::ALL {
+        let o = base(a, 16).run(seed(), false).unwrap();
+        let m = &o.metrics;
+        assert_eq!(m.delivered, m.messages(), "{a}");
+        assert_eq!(m.failed + m.lost + m.duplicated, 0, "{a}");
+        assert!(o.ok(), "{a}: {:?}", o.verdict.problems);
+    }
+}
+
+#[test]
+fn crashed_processes_make_sends_fail_and_are_not_leaders() {
+    let scn = Scenario { crash_before: Amount::Fraction(0.25), ..base(Algorithm::Ring, 16) };
+    let o = scn.run(seed(), true).unwrap();
+    assert_eq!(o.down_at_start, 4);
+    assert_eq!(o.verdict.live, 12);
+    assert!(o.metrics.failed > 0, "the ring must hit dead successors");
+    assert!(o.ok(), "{:?}", o.verdict.problems);
+}
+
+#[test]
+fn echo_partition_elects_one_leader_per_side() {
+    // Partition half of the processes after the first election and never heal: each
+    // connected component must end with its own best.
+    let scn = Scenario {
+        partition: Some(PartitionSpec { at_ms: 2_000, fraction: 0.5, heal_at_ms: None }),
+        topology: TopologySpec::RandomRegular { degree: 4 },
+        initiators: Initiators::Count(1),
+        ..base(Algorithm::Echo, 40)
+    };
+    let o = scn.run(seed(), false).unwrap();
+    assert!(o.verdict.components >= 2, "{:?}", o.verdict);
+    assert!(o.metrics.peer_down_reports > 0);
+    assert!(o.ok(), "{:?}", o.verdict.problems);
+}
+
+#[test]
+fn heal_reports_links_up_again() {
+    let scn = Scenario {
+        partition: Some(PartitionSpec { at_ms: 2_000, fraction: 0.5, heal_at_ms: Some(5_000) }),
+        initiators: Initiators::Count(1),
+        ..base(Algorithm::Echo, 30)
+    };
+    let o = scn.run(seed(), false).unwrap();
+    assert!(o.metrics.peer_up_reports > 0);
+    assert_eq!(o.verdict.components, 1);
+}
+
+#[test]
+fn bad_scenarios_are_refused() {
+    let zero = Scenario { nodes: 0, ..Scenario::default() };
+    assert!(matches!(zero.run(0, false), Err(ScenarioError::NoNodes(0))));
+    let all_down = Scenario { nodes: 4, crash_before: Amount::Fraction(1.0), ..Scenario::default() };
+    assert!(matches!(all_down.run(0, false), Err(ScenarioError::TooManyCrashes { .. })));
+    let rate = Scenario { loss: 1.5, ..Scenario::default() };
+    assert!(matches!(rate.run(0, false), Err(ScenarioError::Rate { .. })));
+    let heal = Scenario {
+        partition: Some(PartitionSpec { at_ms: 10, fraction: 0.5, heal_at_ms: Some(5) }),
+        ..Scenario::default()
+    };
+    assert!(matches!(heal.run(0, false), Err(ScenarioError::HealBeforePartition { .. })));
+}
+
+#[test]
+fn internet_latency_model_runs() {
+    let scn = Scenario { latency: "internet".parse().unwrap(), ..base(Algorithm::ChangRoberts, 32) };
+    let o = scn.run(seed(), false).unwrap();
+    assert!(o.ok(), "{:?}", o.verdict.problems);
+}

@@ -6,12 +6,12 @@
 # JSON of every run go to $OUT (default target/elections-table).
 #
 # Usage: scripts/elections-table.sh [SEEDS_SMALL] [SEEDS_4096] [SEEDS_100K]
-# Defaults: 20 seeds up to N = 1,024, 5 at N = 4,096, 2 at N = 100,000. Takes tens of
+# Defaults: 20 seeds up to N = 1,024, 3 at N = 4,096, 2 at N = 100,000. Takes tens of
 # minutes (bully and fast bully with all initiating at N = 4,096: ~17 M messages per seed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SEEDS_SMALL=${1:-20}
-SEEDS_4096=${2:-5}
+SEEDS_4096=${2:-3}
 SEEDS_100K=${3:-2}
 OUT=${OUT:-target/elections-table}
 LAB=${LAB:-}

@@ -95,6 +95,18 @@
 //!   nominator's T2 showed the higher processes silent), so the message counts below are
 //!   unchanged.
 //! - Otherwise a `Nomination` makes it coordinator, as the seed says.
+//! - A `Passive` process that receives `Coordinator` from a process higher than itself but
+//!   *lower than the coordinator it names* does not admit it: it holds an election. Messages
+//!   are not FIFO between different senders, so a lower process's announcement sent before it
+//!   heard of the higher coordinator can land after the higher one's (the 5,000-seed sweep:
+//!   fast bully seeds 2280, 2450, 4068, 4782; seed 002's "admit any higher announcement",
+//!   i.e. the last one wins, then leaves two coordinators, since the higher coordinator never
+//!   receives the lower claim and so cannot bully it). The election asks every higher
+//!   process: a live named coordinator answers, is nominated and announces again; if it is
+//!   dead, the claimant answers and is nominated and announces again. Cost: one extra
+//!   election where a process follows a dead coordinator it was not told about
+//!   (`recovery_with_dead_coordinator_in_view_holds_an_election`); processes waiting T4
+//!   admit the announcement as before, so the counts of the table below are unchanged.
 //! - A process of the highest rank still waits T2 before announcing itself (as in the bully).
 //! - On entering an election (`Candidate` or `Recovering`) a process forgets its coordinator
 //!   (seed 002: elected_i = ⊥).
@@ -408,7 +420,11 @@ impl FastBully {
                 }
             }
             Message::Coordinator => {
-                if higher {
+                if higher && self.phase == Phase::Idle && self.leader.is_some_and(|l| l > s) {
+                    // A lower claim over a higher coordinator it admitted: stale (it crossed
+                    // the higher one's announcement) or the higher one died. Ask.
+                    self.hold_election(ctx);
+                } else if higher {
                     self.accept(ctx, s);
                 } else {
                     self.hold_election(ctx);
@@ -904,8 +920,10 @@ mod tests {
         // P_1 elected P_{N-2}, which announced to every lower process.
         assert_settled(&net, n - 2, "dead coordinator in the view");
         // IamUp 5, View 4, Election 4 (to P_2 .. P_5), Answer 3, Nomination 1 (to P_4),
-        // Coordinator 4 (P_4 to P_0 .. P_3).
-        let expect = [("Answer", 3), ("Coordinator", 4), ("Election", 4), ("IamUp", 5), ("Nomination", 1), ("View", 4)];
+        // Coordinator 4 (P_4 to P_0 .. P_3). P_0 took no part and still names the dead P_5:
+        // P_4's claim is lower than that, so P_0 asks (Election 5, Answer 4 from P_1 .. P_4),
+        // nominates P_4 (1), which announces again (Coordinator 4).
+        let expect = [("Answer", 7), ("Coordinator", 8), ("Election", 9), ("IamUp", 5), ("Nomination", 2), ("View", 4)];
         assert_eq!(net.sent, expect.into_iter().collect());
     }
 
@@ -1083,6 +1101,27 @@ mod tests {
         let effects = handle(&mut q, from(0, Message::Nomination));
         assert!(effects.contains(&Effect::Send { to: ranks[0].id, msg: Message::Coordinator }), "{effects:?}");
         assert_eq!((q.state(), q.leader()), ("Leader", Some(ranks[2].id)));
+    }
+
+    /// Sweep seeds 2280/2450/4068/4782, at one process: P_1 admitted P_3's `Coordinator`,
+    /// then P_2's (sent before P_2 heard of P_3, delivered later) arrives. P_1 must not let
+    /// it override P_3: it holds an election.
+    #[test]
+    fn lower_claim_over_a_higher_coordinator_holds_an_election() {
+        let ranks: Vec<Rank> = (1..=4).map(|i| Rank::new(0, NodeId::from_u64(i))).collect();
+        let mut p = FastBully::new(ranks[1], Arc::new(Membership::new(ranks.clone())), &cfg());
+        let from = |i: usize, msg: Message| Input::Message { from: ranks[i].id, msg };
+        assert_eq!(handle(&mut p, from(3, Message::Coordinator)), vec![Effect::Leader(ranks[3].id)]);
+        let effects = handle(&mut p, from(2, Message::Coordinator));
+        assert!(!effects.contains(&Effect::Leader(ranks[2].id)), "{effects:?}");
+        for i in [2, 3] {
+            assert!(effects.contains(&Effect::Send { to: ranks[i].id, msg: Message::Election }), "{effects:?}");
+        }
+        assert_eq!((p.state(), p.leader()), ("Candidate", None));
+        // A higher claim than the named coordinator is admitted at once (seed 002).
+        let mut q = FastBully::new(ranks[0], Arc::new(Membership::new(ranks.clone())), &cfg());
+        handle(&mut q, from(2, Message::Coordinator));
+        assert_eq!(handle(&mut q, from(3, Message::Coordinator)), vec![Effect::Leader(ranks[3].id)]);
     }
 
     /// `Input::Membership` replaces the group: a newcomer's messages are refused before and

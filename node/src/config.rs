@@ -63,7 +63,7 @@ impl Default for Limits {
             max_pending_incoming: 32,
             max_pending_outgoing: 32,
             inbound_gate: 48,
-            outbound_gate: 10,
+            outbound_gate: 6,
             target_low: 6,
             target_high: 12,
             prune_min_age_ms: 10_000,

@@ -137,6 +137,7 @@ struct Node {
     bootstrap_ok: bool,
     unreadable: Arc<AtomicU64>,
     own_bad_frames: u64,
+    last_election_rx: Option<Instant>,
 }
 
 /// Build the swarm, start listening and dialling, and spawn the event loop on the current
@@ -223,6 +224,7 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
         bootstrap_ok: false,
         unreadable,
         own_bad_frames: 0,
+        last_election_rx: None,
         cfg: opts.cfg,
     };
     node.status.emit(
@@ -420,6 +422,7 @@ impl Node {
                     m.message("received", msg.kind());
                 }
                 self.snap.messages_received += 1;
+                self.last_election_rx = Some(Instant::now());
                 if let Some(c) = self.conns.get_mut(&peer) {
                     c.last_election_use = Some(Instant::now());
                 }
@@ -469,10 +472,17 @@ impl Node {
         let reason = match leader {
             None if top => Some("start-up: highest known member"),
             None => {
+                // The fallback grows with the group (an election over N members may need
+                // O(N) hops) and is postponed while election traffic is still arriving, so
+                // that a large swarm runs one election rather than one per impatient node.
+                let per_member = Duration::from_millis(20) * group.len().min(100_000) as u32;
                 let at = *self.fallback_at.get_or_insert_with(|| {
-                    now + fallback + Duration::from_millis(self.rng.gen_range(0..=self.cfg.timing.fallback_ms))
+                    now + fallback
+                        + per_member
+                        + Duration::from_millis(self.rng.gen_range(0..=self.cfg.timing.fallback_ms))
                 });
-                (now >= at).then_some("no leader after fallback delay")
+                let quiet = self.last_election_rx.is_none_or(|t| now.duration_since(t) >= fallback);
+                (now >= at && quiet).then_some("no leader after fallback delay")
             }
             Some(_) if top && leader_rank.is_some_and(|r| r < self.me) => Some("a lower-ranked leader is named"),
             Some(l) => {

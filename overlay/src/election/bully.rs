@@ -40,8 +40,13 @@
 //!   `Coordinator` round instead of one round per `Election`.
 //! - `Answer`s after the first, and `Answer`s reaching a process no longer waiting for one,
 //!   are ignored (they are valid, only late). `Coordinator` from a higher process is accepted
-//!   even if it is lower than the current coordinator (seed 002 step 9: the last announcement
-//!   wins; a higher live process bullies again if it disagrees).
+//!   (seed 002 step 9), except by a `Passive` process whose coordinator is higher than the
+//!   sender: it holds an election instead. Messages from different senders are not FIFO, so a
+//!   lower process's announcement sent before it heard of the higher coordinator can land
+//!   last, and the higher coordinator never receives it (announcements go to lower
+//!   processes only) so cannot bully it: two coordinators (the simulator's 100,000-seed
+//!   sweep, bully seeds 8840, 11146, ...). The election asks every higher process, and the
+//!   highest live one announces again.
 //! - `Alive` from a higher process other than the coordinator is taken as a `Coordinator`
 //!   (its announcement was lost) when this process is `Passive` and names no coordinator or
 //!   a lower one; during an election it is ignored (the election decides). `Alive` from a
@@ -232,7 +237,11 @@ impl Bully {
                 }
             }
             Message::Coordinator => {
-                if higher {
+                if higher && self.phase == Phase::Idle && self.leader.is_some_and(|l| l > s) {
+                    // A lower claim over a higher coordinator it admitted: stale (messages
+                    // from different senders are not FIFO) or the higher one died. Ask.
+                    self.hold_election(ctx);
+                } else if higher {
                     self.accept(ctx, s);
                 } else {
                     self.hold_election(ctx);
@@ -586,6 +595,21 @@ pub(crate) mod tests {
         assert_settled(&net, n - 1, "after the bully");
         assert_eq!(net.started[3], 2);
         assert_eq!(net.rejected, 0);
+    }
+
+    /// A stale lower `Coordinator` (delivered after the higher coordinator's) does not
+    /// override it: the receiver holds an election, and the highest announces again.
+    #[test]
+    fn lower_claim_over_a_higher_coordinator_holds_an_election() {
+        let n = 5;
+        let mut net = Net::new(n, cfg());
+        net.start_all();
+        net.run();
+        let from = net.id(3);
+        net.input(1, Input::Message { from, msg: Message::Coordinator });
+        assert_eq!(net.process(1).state(), "Candidate");
+        net.run();
+        assert_settled(&net, n - 1, "after the stale claim");
     }
 
     /// The coordinator leaves the group (`Input::Membership`): the others elect a new one.

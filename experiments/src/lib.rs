@@ -6,3 +6,4 @@
 
 pub mod lab;
 pub mod sim;
+pub mod superpeers;

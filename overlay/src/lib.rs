@@ -23,6 +23,7 @@ pub mod election;
 pub mod id;
 pub mod latency;
 pub mod membership;
+pub mod superpeer;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 pub mod time;

@@ -35,6 +35,8 @@ pub enum Command {
     Sweep(SweepArgs),
     /// Measure the simulator's throughput (delivered messages/s) and memory per process.
     Bench(BenchArgs),
+    /// Super-peer selection at scale: both methods, baselines, CSV/JSON and plots (issue 4).
+    Superpeers(crate::superpeers::SuperpeersArgs),
 }
 
 impl Command {
@@ -43,6 +45,7 @@ impl Command {
             Command::Elections(a) => crate::lab::elections::run(a),
             Command::Sweep(a) => crate::lab::sweep::run(a),
             Command::Bench(a) => crate::lab::bench::run(a),
+            Command::Superpeers(a) => crate::superpeers::run(a),
         }
     }
 }

@@ -1,0 +1,103 @@
+//! The measures of seed 000's four super-peer requirements, on the TRUE (model) latency.
+//!
+//! - Low-latency access: TRUE RTT from every attached normal node to its super peer (mean,
+//!   p50, p95, max), plus how many normal nodes are unattached.
+//! - Even distribution: cluster sizes (mean, stddev, CV, min, max) and, for each super peer,
+//!   the TRUE RTT to its nearest other super peer (mean and CV over a sample of at most 1,000
+//!   super peers, each compared with all others).
+//! - Predefined portion: the super-peer share.
+//! - Bounded load: the largest cluster against the cap, and the number of clusters over it.
+
+use super::world::World;
+use rand::seq::SliceRandom;
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Measures {
+    pub nodes: u64,
+    pub super_peers: u64,
+    pub share: f64,
+    pub unattached: u64,
+    pub rtt_mean_ms: f64,
+    pub rtt_p50_ms: f64,
+    pub rtt_p95_ms: f64,
+    pub rtt_max_ms: f64,
+    pub cluster_mean: f64,
+    pub cluster_stddev: f64,
+    pub cluster_cv: f64,
+    pub cluster_min: u64,
+    pub cluster_max: u64,
+    pub cap: u64,
+    pub clusters_over_cap: u64,
+    pub nearest_sp_mean_ms: f64,
+    pub nearest_sp_cv: f64,
+}
+
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// Measures an assignment: `heads` are the super peers (cluster heads), `head_of[i]` is node
+/// `i`'s head (itself for a head; `u32::MAX` for unattached or dead nodes, `dead[i]` true for
+/// dead ones, which are skipped).
+pub fn measure(w: &World, heads: &[u32], head_of: &[u32], cap: u64, rng: &mut dyn RngCore) -> Measures {
+    let n = w.len();
+    let mut size = vec![0u64; n];
+    let mut rtts = Vec::with_capacity(n);
+    let mut unattached = 0;
+    for i in 0..n {
+        let h = head_of[i];
+        if h == i as u32 {
+            continue;
+        }
+        if h == u32::MAX {
+            unattached += 1;
+            continue;
+        }
+        size[h as usize] += 1;
+        rtts.push(w.rtt_ms(i as u32, h));
+    }
+    rtts.sort_by(|a, b| a.total_cmp(b));
+    let sizes: Vec<f64> = heads.iter().map(|&h| size[h as usize] as f64).collect();
+    let k = sizes.len().max(1) as f64;
+    let mean = sizes.iter().sum::<f64>() / k;
+    let var = sizes.iter().map(|s| (s - mean).powi(2)).sum::<f64>() / k;
+    let mut sample: Vec<u32> = heads.to_vec();
+    let mut r = ChaCha8Rng::seed_from_u64(rng.next_u64());
+    sample.shuffle(&mut r);
+    sample.truncate(1000);
+    let nn: Vec<f64> = sample
+        .iter()
+        .map(|&a| {
+            heads.iter().filter(|&&b| b != a).map(|&b| w.rtt_ms(a, b)).fold(f64::INFINITY, f64::min)
+        })
+        .filter(|d| d.is_finite())
+        .collect();
+    let nn_mean = nn.iter().sum::<f64>() / nn.len().max(1) as f64;
+    let nn_var = nn.iter().map(|d| (d - nn_mean).powi(2)).sum::<f64>() / nn.len().max(1) as f64;
+    Measures {
+        nodes: n as u64,
+        super_peers: heads.len() as u64,
+        share: heads.len() as f64 / n.max(1) as f64,
+        unattached,
+        rtt_mean_ms: rtts.iter().sum::<f64>() / rtts.len().max(1) as f64,
+        rtt_p50_ms: pct(&rtts, 0.5),
+        rtt_p95_ms: pct(&rtts, 0.95),
+        rtt_max_ms: rtts.last().copied().unwrap_or(f64::NAN),
+        cluster_mean: mean,
+        cluster_stddev: var.sqrt(),
+        cluster_cv: if mean > 0.0 { var.sqrt() / mean } else { f64::NAN },
+        cluster_min: sizes.iter().copied().fold(f64::INFINITY, f64::min).min(1e18) as u64,
+        cluster_max: sizes.iter().copied().fold(0.0, f64::max) as u64,
+        cap,
+        clusters_over_cap: sizes.iter().filter(|&&s| s > cap as f64).count() as u64,
+        nearest_sp_mean_ms: nn_mean,
+        nearest_sp_cv: if nn_mean > 0.0 { nn_var.sqrt() / nn_mean } else { f64::NAN },
+    }
+}

@@ -1,0 +1,386 @@
+//! `peerage-lab superpeers`: super-peer selection at scale (issue 4; seed 000, "Elections in
+//! large-scale systems").
+//!
+//! For each population size N: build the Internet latency model and neighbour sets, run the
+//! Vivaldi coordinate phase once ([`world`]), then run each selection method — reserved
+//! prefix and repulsion tokens — as a message-level simulation of the sans-IO
+//! [`overlay::superpeer::SuperPeerNode`] ([`protocol`]), optionally crash a share of the super
+//! peers and let the clusters re-elect; compute the two baselines with global knowledge
+//! (random and the centralised k-means yardstick, [`baseline`]); measure everything on the
+//! TRUE model latency ([`measure`]); write CSV, JSON and plots ([`plot`]).
+//!
+//! Memory at N = 10^6 (measured, see RESULTS.md): the latency model (~30 B/node), ids and
+//! index (~80 B/node), neighbour lists (64 B/node), Vivaldi clients during the coordinate
+//! phase only (~500 B/node), and the protocol nodes (struct plus caches, ~1 KB/node).
+
+pub mod baseline;
+pub mod measure;
+pub mod plot;
+pub mod protocol;
+pub mod world;
+
+use anyhow::Context as _;
+use indicatif::{ProgressBar, ProgressStyle};
+use measure::{measure, Measures};
+use overlay::superpeer::{Method, SuperPeerConfig};
+use overlay::Algorithm;
+use protocol::{ProtoOutcome, ProtoParams, RoundStat};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// `peerage-lab superpeers` flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SuperpeersArgs {
+    /// Population sizes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = vec![1000usize, 10000])]
+    pub nodes: Vec<usize>,
+    /// Methods: prefix, tokens (comma-separated).
+    #[arg(long, value_delimiter = ',', default_values_t = vec!["prefix".to_string(), "tokens".to_string()])]
+    pub methods: Vec<String>,
+    /// Wanted share of super peers.
+    #[arg(long, default_value_t = 0.01)]
+    pub share: f64,
+    /// Cluster cap; default 1.5 / share.
+    #[arg(long)]
+    pub cap: Option<u32>,
+    /// Election algorithm for the cluster re-election.
+    #[arg(long, default_value = "bully")]
+    pub algorithm: String,
+    /// Seed of everything (model, ids, protocol RNG).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Vivaldi rounds (one sample per node per round).
+    #[arg(long, default_value_t = 200)]
+    pub vivaldi_rounds: usize,
+    /// Protocol rounds at most (1 round = 1 s).
+    #[arg(long, default_value_t = 150)]
+    pub max_rounds: u32,
+    /// Rounds without any change that count as converged.
+    #[arg(long, default_value_t = 5)]
+    pub stable_rounds: u32,
+    /// Share of super peers crashed after convergence (0 = no failure phase).
+    #[arg(long, default_value_t = 0.05)]
+    pub crash: f64,
+    /// Rounds allowed for recovery after the crash.
+    #[arg(long, default_value_t = 60)]
+    pub recovery_rounds: u32,
+    /// Weight of the cluster pull in the token force law (0 = pure repulsion).
+    #[arg(long, default_value_t = 0.0)]
+    pub attraction: f64,
+    /// Net force above which a token moves.
+    #[arg(long, default_value_t = 0.6)]
+    pub force_threshold: f64,
+    /// Rounds a token must stay put before its holder promotes itself.
+    #[arg(long, default_value_t = 10)]
+    pub hold_rounds: u32,
+    /// A node switches super peer only to one this factor nearer (predicted); 0 = never.
+    #[arg(long, default_value_t = 0.9)]
+    pub switch_factor: f64,
+    /// Super peers a node keeps in its cache.
+    #[arg(long, default_value_t = 6)]
+    pub cache_size: usize,
+    /// Lloyd iterations of the k-means yardstick.
+    #[arg(long, default_value_t = 15)]
+    pub kmeans_iters: usize,
+    /// Neighbours per node from its own city, and random ones.
+    #[arg(long, default_value_t = 8)]
+    pub near: usize,
+    #[arg(long, default_value_t = 8)]
+    pub random: usize,
+    /// Output directory (CSV, JSON, PNG, SVG).
+    #[arg(long, default_value = "target/superpeers")]
+    pub out: PathBuf,
+    /// Skip the plots.
+    #[arg(long)]
+    pub no_plots: bool,
+}
+
+/// One row of the results table.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub nodes: usize,
+    pub method: String,
+    #[serde(flatten)]
+    pub m: Measures,
+    pub rtt_vs_kmeans: f64,
+    pub rtt_vs_random: f64,
+    pub convergence_s: Option<f64>,
+    pub messages_per_node: Option<f64>,
+    pub lookup_messages_per_node: Option<f64>,
+    pub token_moves: Option<u64>,
+    pub max_members_seen: Option<u64>,
+}
+
+#[derive(Debug, Serialize)]
+struct RunReport {
+    nodes: usize,
+    seed: u64,
+    share: f64,
+    cap: u32,
+    algorithm: String,
+    vivaldi_rounds: usize,
+    coord_error_p50: f64,
+    coord_error_p90: f64,
+    rows: Vec<Row>,
+    protocols: Vec<(String, ProtoOutcome)>,
+    seconds: f64,
+    peak_rss_mib: Option<f64>,
+}
+
+fn peak_rss_mib() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+fn bar(len: u64, what: &str) -> ProgressBar {
+    let pb = ProgressBar::new(len);
+    if let Ok(style) = ProgressStyle::with_template("{prefix:>28} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}") {
+        pb.set_style(style);
+    }
+    pb.set_prefix(what.to_string());
+    pb
+}
+
+/// Checks and turns the flags into the protocol settings.
+pub fn config_of(args: &SuperpeersArgs) -> anyhow::Result<(Vec<Method>, SuperPeerConfig)> {
+    if args.nodes.is_empty() || args.nodes.iter().any(|&n| n < 10) {
+        anyhow::bail!("--nodes: every size must be at least 10");
+    }
+    if args.near + args.random == 0 {
+        anyhow::bail!("--near + --random must be at least 1");
+    }
+    if args.kmeans_iters == 0 {
+        anyhow::bail!("--kmeans-iters must be at least 1");
+    }
+    if !(0.0..=1.0).contains(&args.crash) {
+        anyhow::bail!("--crash must be in [0, 1]");
+    }
+    let methods: Vec<Method> = args.methods.iter().map(|m| m.parse::<Method>()).collect::<Result<_, _>>()?;
+    let algorithm: Algorithm = args.algorithm.parse()?;
+    let mut cfg = SuperPeerConfig {
+        share: args.share,
+        attraction: args.attraction,
+        switch_factor: args.switch_factor,
+        cache_size: args.cache_size,
+        force_threshold: args.force_threshold,
+        hold_rounds: args.hold_rounds,
+        ..Default::default()
+    };
+    cfg.cluster_cap = args.cap.unwrap_or_else(|| (1.5 / args.share).round().max(1.0) as u32);
+    cfg.election.algorithm = algorithm;
+    cfg.validate().context("super-peer settings")?;
+    Ok((methods, cfg))
+}
+
+/// Runs the experiment.
+pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
+    let (methods, base_cfg) = config_of(&args)?;
+    std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
+    let mut all_rows: Vec<Row> = Vec::new();
+    let mut conv_rows: Vec<(usize, String, RoundStat)> = Vec::new();
+    let mut targets_ok = true;
+    for &n in &args.nodes {
+        let t0 = Instant::now();
+        let seed = args.seed ^ (n as u64).rotate_left(17);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let pb = bar(args.vivaldi_rounds as u64, &format!("N={n} coordinates"));
+        let mut w = world::World::generate(n, args.near, args.random, seed, &mut rng)?;
+        w.run_vivaldi(args.vivaldi_rounds, &mut rng, || pb.inc(1))?;
+        pb.finish_with_message(format!("median rel. error {:.2}", w.coord_error_p50));
+        let cap = base_cfg.cluster_cap as u64;
+        let k = base_cfg.wanted(n as f64) as usize;
+
+        let mut results: Vec<(String, Measures, Option<ProtoOutcome>)> = Vec::new();
+        let mut assignments: Vec<(String, Vec<u32>, Vec<u32>)> = Vec::new();
+        for &method in &methods {
+            let cfg = SuperPeerConfig { method, ..base_cfg.clone() };
+            let pb = bar(args.max_rounds as u64, &format!("N={n} {method}"));
+            let params = ProtoParams {
+                cfg,
+                max_rounds: args.max_rounds,
+                stable_rounds: args.stable_rounds,
+                crash_fraction: args.crash,
+                recovery_rounds: args.recovery_rounds,
+                seed,
+            };
+            let out = protocol::run(&w, &params, |r, st| {
+                pb.set_position(r as u64);
+                pb.set_message(format!(
+                    "heads {} attached {:.3} rtt {:.1} ms moves {}",
+                    st.heads, st.attached_fraction, st.sample_rtt_ms, st.token_moves
+                ));
+            })?;
+            pb.finish();
+            let m = measure(&w, &out.heads, &out.head_of, cap, &mut rng);
+            for st in &out.rounds {
+                conv_rows.push((n, method.name().to_string(), st.clone()));
+            }
+            assignments.push((method.name().to_string(), out.heads.clone(), out.head_of.clone()));
+            results.push((method.name().to_string(), m, Some(out)));
+        }
+        let pb = bar(args.kmeans_iters as u64, &format!("N={n} baselines"));
+        let r = baseline::random(&w, k, cap, &mut rng);
+        let km = baseline::kmeans(&w, k, cap, args.kmeans_iters, &mut rng, || pb.inc(1));
+        pb.finish();
+        let mr = measure(&w, &r.heads, &r.head_of, cap, &mut rng);
+        let mk = measure(&w, &km.heads, &km.head_of, cap, &mut rng);
+        results.push(("random".into(), mr.clone(), None));
+        results.push(("kmeans".into(), mk.clone(), None));
+        assignments.push(("random".into(), r.heads, r.head_of));
+        assignments.push(("kmeans".into(), km.heads, km.head_of));
+
+        let mut rows = Vec::new();
+        for (name, m, out) in &results {
+            let row = Row {
+                nodes: n,
+                method: name.clone(),
+                m: m.clone(),
+                rtt_vs_kmeans: m.rtt_mean_ms / mk.rtt_mean_ms,
+                rtt_vs_random: m.rtt_mean_ms / mr.rtt_mean_ms,
+                convergence_s: out.as_ref().and_then(|o| o.convergence_s),
+                messages_per_node: out.as_ref().map(|o| o.messages_per_node),
+                lookup_messages_per_node: out.as_ref().map(|o| o.lookup_messages_per_node),
+                token_moves: out.as_ref().map(|o| o.token_moves),
+                max_members_seen: out.as_ref().map(|o| o.max_members_seen),
+            };
+            if name == "tokens" {
+                let ok = row.rtt_vs_kmeans <= 1.15 && row.rtt_vs_random <= 0.6 && m.clusters_over_cap == 0;
+                targets_ok &= ok;
+            }
+            rows.push(row);
+        }
+        print_table(n, &rows);
+        if !args.no_plots {
+            let pca = plot::Pca::fit(&w);
+            let panels: Vec<plot::MapPanel> = assignments
+                .iter()
+                .map(|(name, heads, head_of)| plot::MapPanel {
+                    title: format!("{name}: {} super peers", heads.len()),
+                    heads,
+                    head_of,
+                })
+                .collect();
+            plot::map(&args.out, &format!("superpeers_map_{n}"), &w, &pca, &panels)?;
+            let series: Vec<plot::Series> = results
+                .iter()
+                .filter_map(|(name, _, o)| o.as_ref().map(|o| plot::Series { name: name.clone(), rounds: &o.rounds }))
+                .collect();
+            let baselines = vec![("random".to_string(), mr.rtt_mean_ms), ("k-means".to_string(), mk.rtt_mean_ms)];
+            plot::convergence(&args.out, &format!("superpeers_convergence_{n}"), &series, &baselines)?;
+        }
+        let report = RunReport {
+            nodes: n,
+            seed: args.seed,
+            share: args.share,
+            cap: base_cfg.cluster_cap,
+            algorithm: base_cfg.election.algorithm.to_string(),
+            vivaldi_rounds: args.vivaldi_rounds,
+            coord_error_p50: w.coord_error_p50,
+            coord_error_p90: w.coord_error_p90,
+            rows: rows.clone(),
+            protocols: results.into_iter().filter_map(|(name, _, o)| o.map(|o| (name, o))).collect(),
+            seconds: t0.elapsed().as_secs_f64(),
+            peak_rss_mib: peak_rss_mib(),
+        };
+        let path = args.out.join(format!("superpeers_{n}.json"));
+        std::fs::write(&path, serde_json::to_string_pretty(&report)?).with_context(|| format!("writing {}", path.display()))?;
+        println!(
+            "N={n}: {:.1} s, peak RSS {:.0} MiB, coordinates median rel. error {:.3} (p90 {:.3}); wrote {}",
+            report.seconds,
+            report.peak_rss_mib.unwrap_or(f64::NAN),
+            w.coord_error_p50,
+            w.coord_error_p90,
+            path.display()
+        );
+        for (name, o) in &report.protocols {
+            if let Some(f) = &o.failure {
+                println!(
+                    "  {name} after crashing {} super peers: recovered in {:?} rounds, unattached {}, roles {} -> {} (lost {}, duplicated {}), re-elected {} of which highest-ranked {}",
+                    f.crashed, f.recovery_rounds, f.unattached_after, f.roles_before, f.roles_after, f.roles_lost,
+                    f.roles_duplicated, f.reelected, f.reelected_highest_rank
+                );
+            }
+        }
+        all_rows.extend(rows);
+    }
+    write_csv(&args.out.join("superpeers.csv"), all_rows.iter())?;
+    #[derive(Serialize)]
+    struct C<'a> {
+        nodes: usize,
+        method: &'a str,
+        #[serde(flatten)]
+        st: &'a RoundStat,
+    }
+    write_csv(
+        &args.out.join("superpeers_convergence.csv"),
+        conv_rows.iter().map(|(n, m, st)| C { nodes: *n, method: m, st }),
+    )?;
+    println!(
+        "targets (tokens mean RTT <= 1.15 x k-means and <= 0.6 x random, no cluster over cap): {}",
+        if targets_ok { "met" } else { "NOT met" }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes records as CSV; nested (flattened) structs become columns, in key order.
+fn write_csv<T: Serialize>(path: &std::path::Path, rows: impl Iterator<Item = T>) -> anyhow::Result<()> {
+    let mut wtr = csv::Writer::from_path(path).with_context(|| format!("writing {}", path.display()))?;
+    let mut header: Option<Vec<String>> = None;
+    for r in rows {
+        let serde_json::Value::Object(map) = serde_json::to_value(&r)? else {
+            anyhow::bail!("a CSV row must be a struct");
+        };
+        if header.is_none() {
+            let h: Vec<String> = map.keys().cloned().collect();
+            wtr.write_record(&h)?;
+            header = Some(h);
+        }
+        let cells: Vec<String> = header
+            .iter()
+            .flatten()
+            .map(|k| match map.get(k) {
+                Some(serde_json::Value::String(s)) => s.clone(),
+                Some(serde_json::Value::Null) | None => String::new(),
+                Some(v) => v.to_string(),
+            })
+            .collect();
+        wtr.write_record(&cells)?;
+    }
+    wtr.flush()?;
+    Ok(())
+}
+
+fn print_table(n: usize, rows: &[Row]) {
+    println!("\nN = {n}");
+    println!(
+        "{:<8} {:>6} {:>7} {:>8} {:>8} {:>8} {:>8} {:>6} {:>7} {:>5} {:>5} {:>8} {:>7} {:>7} {:>9} {:>8}",
+        "method", "SPs", "share", "mean ms", "p50", "p95", "max", "CV", "nnSP ms", "min", "max", "overcap", "xkmeans", "xrandom", "conv s", "msg/node"
+    );
+    for r in rows {
+        println!(
+            "{:<8} {:>6} {:>7.4} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>6.2} {:>7.1} {:>5} {:>5} {:>8} {:>7.3} {:>7.3} {:>9} {:>8}",
+            r.method,
+            r.m.super_peers,
+            r.m.share,
+            r.m.rtt_mean_ms,
+            r.m.rtt_p50_ms,
+            r.m.rtt_p95_ms,
+            r.m.rtt_max_ms,
+            r.m.cluster_cv,
+            r.m.nearest_sp_mean_ms,
+            r.m.cluster_min,
+            r.m.cluster_max,
+            r.m.clusters_over_cap,
+            r.rtt_vs_kmeans,
+            r.rtt_vs_random,
+            r.convergence_s.map_or("-".into(), |c| format!("{c:.0}")),
+            r.messages_per_node.map_or("-".into(), |c| format!("{c:.1}")),
+        );
+    }
+}

@@ -1,0 +1,547 @@
+//! Runs the sans-IO super-peer selection ([`SuperPeerNode`]) for every node of a [`World`]:
+//! a round-based, message-level simulation.
+//!
+//! Every protocol message is a real [`overlay::superpeer::SpMessage`] passed through a FIFO
+//! work queue and handled by the receiving node's state machine; nothing of the protocol is
+//! computed outside it. Simplifications (documented in RESULTS.md):
+//! - **Time** advances in rounds of `tick` (1 s). Within a round, messages are delivered in
+//!   FIFO order right away (Internet RTTs, tens to hundreds of ms, are shorter than a round);
+//!   election timers fire at their exact virtual time inside the round. Convergence time is
+//!   therefore measured in whole rounds.
+//! - **DHT queries** are answered by the [`Dht`] oracle and counted as `ceil(log2 N)`
+//!   messages each (kad's iterative lookup cost), reported separately.
+//! - **Convergence**: the run stops after `stable_rounds` rounds in which every normal node
+//!   is attached, every token holder has promoted itself and at most N/1000 attachments or
+//!   token moves happened per round (a few nodes keep trading places between full clusters
+//!   for ever; we count that as converged); the convergence time is the last round before
+//!   that window with more changes.
+//! - **Failures** are crash-stop; the driver tells a crashed node's members and neighbours
+//!   `PeerDown` (what heartbeats / ping failures tell a real node); other peers learn of it
+//!   when a send fails.
+
+use super::world::{Dht, World};
+use overlay::superpeer::{HeadRole, PeerInfo, Query, SpContext, SpEffect, SpInput, SuperPeerConfig, SuperPeerNode, TokenId};
+use overlay::{Time, Timer};
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::sync::Arc;
+
+/// One round's state, for the convergence plot.
+#[derive(Clone, Debug, Serialize)]
+pub struct RoundStat {
+    pub round: u32,
+    pub time_s: f64,
+    pub heads: u64,
+    pub super_peers: u64,
+    pub attached_fraction: f64,
+    /// Mean TRUE RTT (ms) from a fixed sample of normal nodes to their head.
+    pub sample_rtt_ms: f64,
+    pub token_moves: u64,
+    pub attach_changes: u64,
+    pub messages: u64,
+    pub phase: &'static str,
+}
+
+/// What a crash of super peers did.
+#[derive(Clone, Debug, Serialize, Default)]
+pub struct FailureOutcome {
+    pub crashed: u64,
+    pub recovery_rounds: Option<u32>,
+    pub unattached_after: u64,
+    pub roles_before: u64,
+    pub roles_after: u64,
+    pub roles_lost: u64,
+    pub roles_duplicated: u64,
+    pub reelected: u64,
+    pub reelected_highest_rank: u64,
+}
+
+/// Result of one protocol run.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProtoOutcome {
+    /// Head index of every node (itself for heads), `u32::MAX` when unattached or dead.
+    #[serde(skip)]
+    pub head_of: Vec<u32>,
+    #[serde(skip)]
+    pub heads: Vec<u32>,
+    #[serde(skip)]
+    pub rounds: Vec<RoundStat>,
+    pub converged_round: Option<u32>,
+    pub convergence_s: Option<f64>,
+    pub messages: u64,
+    pub messages_per_node: f64,
+    pub lookups: u64,
+    pub lookup_messages_per_node: f64,
+    pub messages_by_kind: BTreeMap<String, u64>,
+    pub token_moves: u64,
+    pub rejected: u64,
+    pub estimate_error_mean: f64,
+    pub estimate_error_p95: f64,
+    pub wanted_min: u64,
+    pub wanted_max: u64,
+    pub max_members_seen: u64,
+    pub failure: Option<FailureOutcome>,
+}
+
+/// Run parameters.
+#[derive(Clone, Debug)]
+pub struct ProtoParams {
+    pub cfg: SuperPeerConfig,
+    pub max_rounds: u32,
+    pub stable_rounds: u32,
+    pub crash_fraction: f64,
+    pub recovery_rounds: u32,
+    pub seed: u64,
+}
+
+const TICK_US: u64 = 1_000_000;
+
+struct Sim<'w> {
+    w: &'w World,
+    nodes: Vec<SuperPeerNode>,
+    alive: Vec<bool>,
+    dht: Dht,
+    rng: ChaCha8Rng,
+    work: VecDeque<(u32, SpInput)>,
+    timers: BinaryHeap<Reverse<(u64, u64, u32, Timer)>>,
+    armed: rustc_hash::FxHashMap<(u32, Timer), u64>,
+    seq: u64,
+    now: u64,
+    lookup_cost: u64,
+    // counters
+    messages: u64,
+    round_messages: u64,
+    lookups: u64,
+    by_kind: BTreeMap<&'static str, u64>,
+    token_moves: u64,
+    round_moves: u64,
+    attach_changes: u64,
+    rejected: u64,
+    max_members: u64,
+}
+
+impl<'w> Sim<'w> {
+    fn deliver(&mut self, node: u32, input: SpInput) {
+        if !self.alive[node as usize] {
+            return;
+        }
+        let mut effects = Vec::new();
+        {
+            let mut ctx = SpContext::new(Time(self.now), &mut self.rng, &mut effects);
+            self.nodes[node as usize].handle(&mut ctx, input);
+        }
+        for e in effects {
+            self.effect(node, e);
+        }
+    }
+
+    fn effect(&mut self, node: u32, e: SpEffect) {
+        match e {
+            SpEffect::Send { to, msg } => {
+                self.messages += 1;
+                self.round_messages += 1;
+                *self.by_kind.entry(msg.kind()).or_default() += 1;
+                match self.w.index.get(&to) {
+                    Some(&t) if self.alive[t as usize] => {
+                        let from = self.w.ids[node as usize];
+                        self.work.push_back((t, SpInput::Message { from, msg }));
+                    }
+                    _ => self.work.push_back((node, SpInput::SendFailed { to, msg })),
+                }
+            }
+            SpEffect::Lookup { query, what } => {
+                self.lookups += 1;
+                self.round_messages += self.lookup_cost;
+                let peers: Vec<PeerInfo> = match what {
+                    Query::Closest { key } => self.dht.closest(&key).into_iter().map(|i| self.w.info(i)).collect(),
+                    Query::Providers { key } => {
+                        self.dht.providers(&key, &mut self.rng).into_iter().map(|i| self.w.info(i)).collect()
+                    }
+                };
+                self.work.push_back((node, SpInput::LookupResult { query, peers }));
+            }
+            SpEffect::Provide { key } => self.dht.provide(key, node),
+            SpEffect::Unprovide { key } => self.dht.unprovide(&key, node),
+            SpEffect::SetElectionTimer { timer, after } => {
+                self.seq += 1;
+                self.armed.insert((node, timer), self.seq);
+                let at = self.now + after.as_micros() as u64;
+                self.timers.push(Reverse((at, self.seq, node, timer)));
+            }
+            SpEffect::CancelElectionTimer { timer } => {
+                self.armed.remove(&(node, timer));
+            }
+            SpEffect::TokenReleased { .. } => {
+                self.token_moves += 1;
+                self.round_moves += 1;
+            }
+            SpEffect::AttachedTo(_) => self.attach_changes += 1,
+            SpEffect::Rejected { .. } => self.rejected += 1,
+            SpEffect::BecomeSuperPeer | SpEffect::StopSuperPeer | SpEffect::Detached | SpEffect::TokenAcquired { .. } => {}
+        }
+    }
+
+    fn drain(&mut self) {
+        let mut guard: u64 = 0;
+        let limit = 200 * self.nodes.len() as u64 + 10_000;
+        while let Some((node, input)) = self.work.pop_front() {
+            self.deliver(node, input);
+            guard += 1;
+            if guard > limit {
+                tracing::warn!("work queue did not drain in one round; carrying over");
+                break;
+            }
+        }
+    }
+
+    /// Fires every election timer due up to `until` (µs), in time order.
+    fn fire_timers(&mut self, until: u64) {
+        while let Some(Reverse((at, seq, node, timer))) = self.timers.peek().copied() {
+            if at > until {
+                break;
+            }
+            self.timers.pop();
+            if self.armed.get(&(node, timer)) != Some(&seq) {
+                continue;
+            }
+            self.armed.remove(&(node, timer));
+            self.now = self.now.max(at);
+            self.deliver(node, SpInput::ElectionTimer(timer));
+            self.drain();
+        }
+    }
+
+    fn head_index(&self, i: usize) -> u32 {
+        let n = &self.nodes[i];
+        if !self.alive[i] {
+            return u32::MAX;
+        }
+        if n.is_head() {
+            return i as u32;
+        }
+        match n.attached_to().and_then(|id| self.w.index.get(&id)) {
+            Some(&h) if self.alive[h as usize] && self.nodes[h as usize].is_head() => h,
+            _ => u32::MAX,
+        }
+    }
+
+    fn round_stat(&mut self, round: u32, sample: &[u32], phase: &'static str) -> RoundStat {
+        let mut heads = 0;
+        let mut sps = 0;
+        let mut attached = 0u64;
+        let mut normals = 0u64;
+        for (i, n) in self.nodes.iter().enumerate() {
+            if !self.alive[i] {
+                continue;
+            }
+            if n.is_head() {
+                heads += 1;
+                self.max_members = self.max_members.max(n.members().len() as u64);
+                if n.is_super_peer() {
+                    sps += 1;
+                }
+            } else {
+                normals += 1;
+                if n.attached_to().is_some() {
+                    attached += 1;
+                }
+            }
+        }
+        let mut s = 0.0;
+        let mut c = 0;
+        for &i in sample {
+            if !self.alive[i as usize] || self.nodes[i as usize].is_head() {
+                continue;
+            }
+            let h = self.head_index(i as usize);
+            if h != u32::MAX {
+                s += self.w.rtt_ms(i, h);
+                c += 1;
+            }
+        }
+        let st = RoundStat {
+            round,
+            time_s: round as f64,
+            heads,
+            super_peers: sps,
+            attached_fraction: if normals > 0 { attached as f64 / normals as f64 } else { 1.0 },
+            sample_rtt_ms: if c > 0 { s / c as f64 } else { f64::NAN },
+            token_moves: self.round_moves,
+            attach_changes: self.attach_changes,
+            messages: self.round_messages,
+            phase,
+        };
+        self.round_moves = 0;
+        self.attach_changes = 0;
+        self.round_messages = 0;
+        st
+    }
+
+    fn run_round(&mut self, round: u32, order: &[u32]) {
+        self.now = round as u64 * TICK_US;
+        self.fire_timers(self.now);
+        for &i in order {
+            if self.alive[i as usize] {
+                self.deliver(i, SpInput::Tick);
+                self.drain();
+            }
+        }
+        self.fire_timers(self.now + TICK_US - 1);
+    }
+
+    /// Roles (token ids or slot keys) held by live heads, with their holders.
+    fn roles(&self) -> BTreeMap<[u8; 32], Vec<u32>> {
+        let mut m: BTreeMap<[u8; 32], Vec<u32>> = BTreeMap::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            if !self.alive[i] {
+                continue;
+            }
+            if let Some(r) = n.role() {
+                m.entry(role_key(&r)).or_default().push(i as u32);
+            }
+        }
+        m
+    }
+
+    fn stable(&self, stats: &[RoundStat], window: u32, tokens: bool) -> bool {
+        if stats.len() < window as usize {
+            return false;
+        }
+        let quiet = (self.nodes.len() as u64 / 1000).max(1);
+        stats[stats.len() - window as usize..].iter().all(|s| {
+            s.token_moves + s.attach_changes <= quiet
+                && s.attached_fraction >= 1.0
+                && (!tokens || s.super_peers == s.heads)
+        })
+    }
+}
+
+/// Runs one method over the world. `progress(round)` is called after every round.
+pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)) -> anyhow::Result<ProtoOutcome> {
+    p.cfg.validate()?;
+    let n = w.len();
+    let cfg = Arc::new(p.cfg.clone());
+    let mut rng = ChaCha8Rng::seed_from_u64(p.seed ^ 0x5eed_5e1e_c7);
+    let nodes: Vec<SuperPeerNode> = (0..n).map(|i| SuperPeerNode::new(w.ids[i], w.points[i], cfg.clone())).collect();
+    let lookup_cost = (usize::BITS - n.max(2).leading_zeros()) as u64;
+    let mut sim = Sim {
+        w,
+        nodes,
+        alive: vec![true; n],
+        dht: Dht::new(&w.ids, 20),
+        rng: ChaCha8Rng::seed_from_u64(rng.gen()),
+        work: VecDeque::new(),
+        timers: BinaryHeap::new(),
+        armed: Default::default(),
+        seq: 0,
+        now: 0,
+        lookup_cost,
+        messages: 0,
+        round_messages: 0,
+        lookups: 0,
+        by_kind: BTreeMap::new(),
+        token_moves: 0,
+        round_moves: 0,
+        attach_changes: 0,
+        rejected: 0,
+        max_members: 0,
+    };
+    let tokens = p.cfg.method == overlay::superpeer::Method::RepulsionTokens;
+    // Neighbours, then Start.
+    for i in 0..n {
+        let nb: Vec<u32> = w.neighbours_of(i).collect();
+        for j in nb {
+            let info = w.info(j);
+            sim.deliver(i as u32, SpInput::PeerUp(info));
+        }
+    }
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    order.shuffle(&mut rng);
+    for &i in &order {
+        sim.deliver(i, SpInput::Start);
+        sim.drain();
+    }
+    let sample: Vec<u32> = (0..2000.min(n)).map(|_| rng.gen_range(0..n as u32)).collect();
+    let mut stats: Vec<RoundStat> = Vec::new();
+    let mut converged = None;
+    let mut last_change = 0u32;
+    for round in 1..=p.max_rounds {
+        sim.run_round(round, &order);
+        let st = sim.round_stat(round, &sample, "converge");
+        let quiet = (n as u64 / 1000).max(1);
+        if st.token_moves + st.attach_changes > quiet || st.attached_fraction < 1.0 || (tokens && st.super_peers < st.heads) {
+            last_change = round;
+        }
+        progress(round, &st);
+        stats.push(st);
+        if sim.stable(&stats, p.stable_rounds, tokens) {
+            converged = Some(last_change);
+            break;
+        }
+    }
+    if std::env::var("PEERAGE_SP_DEBUG").is_ok() {
+        let heads: Vec<u32> = (0..n as u32).filter(|&i| sim.nodes[i as usize].is_head()).collect();
+        for &i in sample.iter().take(8) {
+            let node = &sim.nodes[i as usize];
+            if node.is_head() {
+                continue;
+            }
+            let h = sim.head_index(i as usize);
+            let p = w.points[i as usize];
+            let best = heads
+                .iter()
+                .map(|&x| (p.rtt(&w.points[x as usize]) * 1e3, w.rtt_ms(i, x), sim.nodes[x as usize].members().len()))
+                .min_by(|a, b| a.0.total_cmp(&b.0));
+            let cache: Vec<String> = node
+                .known_heads()
+                .iter()
+                .map(|c| {
+                    let x = w.index[&c.id];
+                    format!("{:.0}/{:.0}ms({})", p.rtt(&c.point) * 1e3, w.rtt_ms(i, x), sim.nodes[x as usize].members().len())
+                })
+                .collect();
+            eprintln!(
+                "node {i}: head pred {:.0} true {:.0}; best pred {:?}; cache {:?}",
+                if h != u32::MAX { p.rtt(&w.points[h as usize]) * 1e3 } else { f64::NAN },
+                if h != u32::MAX { w.rtt_ms(i, h) } else { f64::NAN },
+                best,
+                cache
+            );
+        }
+    }
+    let messages_at_convergence = sim.messages;
+    let lookups_at_convergence = sim.lookups;
+    let head_of: Vec<u32> = (0..n).map(|i| sim.head_index(i)).collect();
+    let heads: Vec<u32> = (0..n as u32).filter(|&i| sim.nodes[i as usize].is_head()).collect();
+
+    // Size-estimate quality.
+    let mut errs: Vec<f64> = sim.nodes.iter().filter_map(|x| x.estimate()).map(|e| (e / n as f64 - 1.0).abs()).collect();
+    errs.sort_by(|a, b| a.total_cmp(b));
+    let wanted: Vec<u64> = sim.nodes.iter().map(|x| x.wanted()).collect();
+
+    // Failures: crash a fraction of the super peers, run until stable again.
+    let mut failure = None;
+    if p.crash_fraction > 0.0 && !heads.is_empty() {
+        let before = sim.roles();
+        let mut victims = heads.clone();
+        victims.shuffle(&mut rng);
+        let k = ((heads.len() as f64 * p.crash_fraction).round() as usize).clamp(1, heads.len());
+        victims.truncate(k);
+        // Cluster views of the victims, to check who should win.
+        let mut expected: BTreeMap<u32, NodeIdRankCheck> = BTreeMap::new();
+        for &v in &victims {
+            let members: Vec<u32> = sim.nodes[v as usize]
+                .members()
+                .iter()
+                .filter_map(|m| w.index.get(&m.id).copied())
+                .collect();
+            expected.insert(v, NodeIdRankCheck { role: sim.nodes[v as usize].role(), members });
+        }
+        for &v in &victims {
+            sim.alive[v as usize] = false;
+            sim.dht.remove(&w.ids[v as usize], v);
+        }
+        let dead_ids: Vec<(u32, overlay::NodeId)> = victims.iter().map(|&v| (v, w.ids[v as usize])).collect();
+        for (v, id) in &dead_ids {
+            let mut tell: Vec<u32> = expected[v].members.clone();
+            tell.extend(w.neighbours_of(*v as usize));
+            // Nodes that have the victim as neighbour learn it too (pings fail).
+            for j in tell {
+                if sim.alive[j as usize] {
+                    sim.deliver(j, SpInput::PeerDown(*id));
+                    sim.drain();
+                }
+            }
+        }
+        let start = stats.last().map_or(0, |s| s.round);
+        let mut recovered = None;
+        let mut last = start;
+        for round in start + 1..=start + p.recovery_rounds {
+            sim.run_round(round, &order);
+            let st = sim.round_stat(round, &sample, "recover");
+            if st.token_moves + st.attach_changes > (n as u64 / 1000).max(1) || st.attached_fraction < 1.0 {
+                last = round;
+            }
+            progress(round, &st);
+            stats.push(st);
+            if sim.stable(&stats, p.stable_rounds, false) {
+                recovered = Some(last - start);
+                break;
+            }
+        }
+        let after = sim.roles();
+        let lost = before.keys().filter(|k| !after.contains_key(*k)).count() as u64;
+        let dup = after.values().filter(|v| v.len() > 1).count() as u64;
+        // Did the highest-ranked live member of each dead head's cluster take its role?
+        let mut reelected = 0;
+        let mut highest = 0;
+        for ck in expected.values() {
+            let Some(role) = ck.role else { continue };
+            let key = role_key(&role);
+            let Some(holders) = after.get(&key) else { continue };
+            reelected += 1;
+            let best = ck
+                .members
+                .iter()
+                .filter(|&&m| sim.alive[m as usize])
+                .max_by_key(|&&m| w.ids[m as usize]);
+            if best.is_some_and(|b| holders.contains(b)) {
+                highest += 1;
+            }
+        }
+        let unattached = (0..n).filter(|&i| sim.alive[i] && sim.head_index(i) == u32::MAX).count() as u64;
+        failure = Some(FailureOutcome {
+            crashed: k as u64,
+            recovery_rounds: recovered,
+            unattached_after: unattached,
+            roles_before: before.len() as u64,
+            roles_after: after.len() as u64,
+            roles_lost: lost,
+            roles_duplicated: dup,
+            reelected,
+            reelected_highest_rank: highest,
+        });
+    }
+    let by_kind = sim.by_kind.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    Ok(ProtoOutcome {
+        head_of,
+        heads,
+        converged_round: converged,
+        convergence_s: converged.map(|r| r as f64 * TICK_US as f64 / 1e6),
+        messages: messages_at_convergence,
+        messages_per_node: messages_at_convergence as f64 / n.max(1) as f64,
+        lookups: lookups_at_convergence,
+        lookup_messages_per_node: (lookups_at_convergence * lookup_cost) as f64 / n.max(1) as f64,
+        messages_by_kind: by_kind,
+        token_moves: sim.token_moves,
+        rejected: sim.rejected,
+        estimate_error_mean: errs.iter().sum::<f64>() / errs.len().max(1) as f64,
+        estimate_error_p95: errs.get(errs.len() * 95 / 100).copied().unwrap_or(f64::NAN),
+        wanted_min: wanted.iter().copied().min().unwrap_or(0),
+        wanted_max: wanted.iter().copied().max().unwrap_or(0),
+        max_members_seen: sim.max_members,
+        failure,
+        rounds: stats,
+    })
+}
+
+struct NodeIdRankCheck {
+    role: Option<HeadRole>,
+    members: Vec<u32>,
+}
+
+fn role_key(r: &HeadRole) -> [u8; 32] {
+    match r {
+        HeadRole::Slot { key } => key.0,
+        HeadRole::Token { token: TokenId(t), .. } => {
+            let mut k = [0u8; 32];
+            k[..8].copy_from_slice(&t.to_be_bytes());
+            k[31] = 1;
+            k
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! The simulated population shared by every method of one `superpeers` run: the Internet
+//! latency model, node ids, each node's neighbours, and the Vivaldi coordinate phase.
+//!
+//! What is simulated and what is computed:
+//! - **Latency**: [`overlay::latency::LatencyModel`] (cities, regions, access links, detours);
+//!   the TRUE RTT of a pair is `rtt_ms(a, b)`; Vivaldi measures samples with jitter.
+//! - **Neighbours** (what the DHT routing table and the Vivaldi sample set give a real node):
+//!   `near` peers, half from the node's own city and half from its 4 nearest other cities
+//!   (a stand-in for proximity neighbour selection, which a real node gets from low-RTT kad
+//!   buckets), and `random` peers drawn from the whole population. Computed once, shared by both methods.
+//! - **Coordinates**: every node runs the real [`VivaldiClient`] (`overlay::coords`),
+//!   message-level in effect: in each of `rounds` rounds every node pings one random
+//!   neighbour, gets a jittered RTT sample from the model and updates. Shared by both methods
+//!   (the coordinate phase is method-independent), then frozen into compact [`Point`]s.
+//! - **DHT** ([`Dht`]): closest-peer and provider queries are answered by an oracle from a
+//!   sorted id index (what kad's iterative lookup returns when it succeeds), charged as
+//!   `ceil(log2 N)` messages each in the message counts.
+
+use overlay::coords::{VivaldiClient, VivaldiConfig};
+use overlay::latency::{LatencyModel, ModelConfig};
+use overlay::superpeer::{PeerInfo, Point};
+use overlay::NodeId;
+use rand::{Rng, RngCore};
+use rustc_hash::FxHashMap;
+use std::sync::Arc;
+
+/// How many nearest other cities a node draws its non-local near neighbours from.
+pub const NEARBY_CITIES: usize = 4;
+
+/// The population.
+pub struct World {
+    pub model: LatencyModel,
+    pub ids: Vec<NodeId>,
+    pub index: FxHashMap<NodeId, u32>,
+    /// `neighbours[i * per .. (i + 1) * per]`, `u32::MAX` for none.
+    pub neighbours: Vec<u32>,
+    pub per: usize,
+    pub points: Vec<Point>,
+    /// Median relative error of the coordinates' predicted RTT (sampled pairs).
+    pub coord_error_p50: f64,
+    pub coord_error_p90: f64,
+}
+
+impl World {
+    /// Latency model, ids and neighbour sets for `n` nodes.
+    pub fn generate(n: usize, near: usize, random: usize, seed: u64, rng: &mut dyn RngCore) -> anyhow::Result<World> {
+        let model = LatencyModel::generate(n, &ModelConfig::default(), seed)?;
+        let mut ids = Vec::with_capacity(n);
+        let mut index = FxHashMap::default();
+        index.reserve(n);
+        while ids.len() < n {
+            let mut b = [0u8; 32];
+            rng.fill_bytes(&mut b);
+            let id = NodeId(b);
+            if index.insert(id, ids.len() as u32).is_none() {
+                ids.push(id);
+            }
+        }
+        // Nodes by city, and each city's nearest other cities (by the TRUE RTT between one
+        // representative node of each: a stand-in for the proximity a real node learns from
+        // its low-RTT kad buckets and Vivaldi samples).
+        let mut by_city: FxHashMap<usize, Vec<u32>> = FxHashMap::default();
+        for i in 0..n {
+            by_city.entry(model.city_of(i)).or_default().push(i as u32);
+        }
+        let reps: Vec<(usize, u32)> = by_city.iter().map(|(c, v)| (*c, v[0])).collect();
+        let mut nearby: FxHashMap<usize, Vec<usize>> = FxHashMap::default();
+        for &(c, r) in &reps {
+            let mut others: Vec<(f64, usize)> =
+                reps.iter().filter(|(d, _)| *d != c).map(|&(d, s)| (model.rtt_ms(r as usize, s as usize), d)).collect();
+            others.sort_by(|a, b| a.0.total_cmp(&b.0));
+            nearby.insert(c, others.into_iter().take(NEARBY_CITIES).map(|(_, d)| d).collect());
+        }
+        let per = near + random;
+        let mut neighbours = vec![u32::MAX; n * per];
+        for i in 0..n {
+            let c = model.city_of(i);
+            let city = &by_city[&c];
+            let slot = &mut neighbours[i * per..(i + 1) * per];
+            let mut k = 0;
+            // Half of the near ones from the own city, the rest from the nearby cities.
+            let own = if nearby[&c].is_empty() { near } else { near.div_ceil(2) };
+            let mut tries = 0;
+            while k < near && tries < near * 8 {
+                tries += 1;
+                let pool = if k < own || nearby[&c].is_empty() {
+                    city
+                } else {
+                    &by_city[&nearby[&c][rng.gen_range(0..nearby[&c].len())]]
+                };
+                let j = pool[rng.gen_range(0..pool.len())];
+                if j as usize != i && !slot[..k].contains(&j) {
+                    slot[k] = j;
+                    k += 1;
+                }
+            }
+            while k < per && n > 1 {
+                let j = rng.gen_range(0..n) as u32;
+                if j as usize != i && !slot[..k].contains(&j) {
+                    slot[k] = j;
+                    k += 1;
+                }
+                if k >= n - 1 {
+                    break;
+                }
+            }
+        }
+        Ok(World {
+            model,
+            ids,
+            index,
+            neighbours,
+            per,
+            points: Vec::new(),
+            coord_error_p50: f64::NAN,
+            coord_error_p90: f64::NAN,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Neighbour indices of node `i`.
+    pub fn neighbours_of(&self, i: usize) -> impl Iterator<Item = u32> + '_ {
+        self.neighbours[i * self.per..(i + 1) * self.per].iter().copied().filter(|j| *j != u32::MAX)
+    }
+
+    pub fn info(&self, i: u32) -> PeerInfo {
+        PeerInfo { id: self.ids[i as usize], point: self.points[i as usize] }
+    }
+
+    /// TRUE round-trip time, ms.
+    pub fn rtt_ms(&self, a: u32, b: u32) -> f64 {
+        self.model.rtt_ms(a as usize, b as usize)
+    }
+
+    /// The Vivaldi phase: `rounds` rounds, each node one sample per round. `progress` is
+    /// called after each round.
+    pub fn run_vivaldi(&mut self, rounds: usize, rng: &mut dyn RngCore, mut progress: impl FnMut()) -> anyhow::Result<()> {
+        let n = self.len();
+        let cfg = Arc::new(VivaldiConfig::default());
+        let mut clients = Vec::with_capacity(n);
+        for _ in 0..n {
+            clients.push(VivaldiClient::new(cfg.clone())?);
+        }
+        for _ in 0..rounds {
+            for i in 0..n {
+                let j = self.neighbours[i * self.per + rng.gen_range(0..self.per.max(1))];
+                if j == u32::MAX {
+                    continue;
+                }
+                let j = j as usize;
+                let rtt = self.model.sample_rtt_ms(i, j, rng) / 1000.0;
+                let theirs = *clients[j].coordinate();
+                // A refused sample (zero RTT) is simply skipped, as a real node would.
+                let _ = clients[i].update_secs(&self.ids[j], &theirs, rtt, rng);
+            }
+            progress();
+        }
+        self.points = clients.iter().map(|c| Point::from(c.coordinate())).collect();
+        drop(clients);
+        // Accuracy on random pairs.
+        let mut errs: Vec<f64> = (0..20_000.min(n * 4))
+            .filter_map(|_| {
+                let a = rng.gen_range(0..n);
+                let b = rng.gen_range(0..n);
+                (a != b).then(|| {
+                    let t = self.model.rtt_ms(a, b);
+                    let p = self.points[a].rtt(&self.points[b]) * 1000.0;
+                    (p - t).abs() / t.max(1e-3)
+                })
+            })
+            .collect();
+        errs.sort_by(|a, b| a.total_cmp(b));
+        if !errs.is_empty() {
+            self.coord_error_p50 = errs[errs.len() / 2];
+            self.coord_error_p90 = errs[errs.len() * 9 / 10];
+        }
+        Ok(())
+    }
+}
+
+/// The DHT oracle: closest-peer queries over live ids and provider records.
+pub struct Dht {
+    /// (top 128 bits of id, node index), sorted, live nodes only.
+    sorted: Vec<(u128, u32)>,
+    providers: FxHashMap<NodeId, Vec<u32>>,
+    pub k: usize,
+}
+
+fn top128(id: &NodeId) -> u128 {
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&id.0[..16]);
+    u128::from_be_bytes(b)
+}
+
+impl Dht {
+    pub fn new(ids: &[NodeId], k: usize) -> Dht {
+        let mut sorted: Vec<(u128, u32)> = ids.iter().enumerate().map(|(i, id)| (top128(id), i as u32)).collect();
+        sorted.sort_unstable();
+        Dht { sorted, providers: FxHashMap::default(), k }
+    }
+
+    /// Removes a crashed node from the index and from every provider record.
+    pub fn remove(&mut self, id: &NodeId, idx: u32) {
+        let key = (top128(id), idx);
+        if let Ok(p) = self.sorted.binary_search(&key) {
+            self.sorted.remove(p);
+        }
+        for v in self.providers.values_mut() {
+            v.retain(|x| *x != idx);
+        }
+    }
+
+    /// The `k` live nodes XOR-closest to `key` (on the top 128 bits).
+    pub fn closest(&self, key: &NodeId) -> Vec<u32> {
+        let k = self.k.min(self.sorted.len());
+        if k == 0 {
+            return Vec::new();
+        }
+        let x = top128(key);
+        // The smallest aligned block around the key holding at least k nodes contains the k
+        // XOR-closest ones.
+        let mut lo = 0;
+        let mut hi = self.sorted.len();
+        for bits in 0..=128u32 {
+            let mask: u128 = if bits == 128 { 0 } else { u128::MAX << bits };
+            let start = x & mask;
+            let end = start | !mask;
+            let a = self.sorted.partition_point(|(v, _)| *v < start);
+            let b = self.sorted.partition_point(|(v, _)| *v <= end);
+            if b - a >= k {
+                lo = a;
+                hi = b;
+                break;
+            }
+        }
+        let mut block: Vec<(u128, u32)> = self.sorted[lo..hi].iter().map(|(v, i)| (v ^ x, *i)).collect();
+        block.sort_unstable();
+        block.truncate(k);
+        block.into_iter().map(|(_, i)| i).collect()
+    }
+
+    pub fn provide(&mut self, key: NodeId, who: u32) {
+        let v = self.providers.entry(key).or_default();
+        if !v.contains(&who) {
+            v.push(who);
+        }
+    }
+    pub fn unprovide(&mut self, key: &NodeId, who: u32) {
+        if let Some(v) = self.providers.get_mut(key) {
+            v.retain(|x| *x != who);
+        }
+    }
+    /// Up to `k` providers of `key`, a random sample if there are more.
+    pub fn providers(&self, key: &NodeId, rng: &mut dyn RngCore) -> Vec<u32> {
+        let Some(v) = self.providers.get(key) else { return Vec::new() };
+        if v.len() <= self.k {
+            return v.clone();
+        }
+        (0..self.k).map(|_| v[rng.gen_range(0..v.len())]).collect()
+    }
+}

@@ -1,0 +1,60 @@
+//! Super-peer selection end to end on the simulator (issue 4): properties that must hold for
+//! any seed. Each test prints its seed; replay with `PEERAGE_SEED=<seed>`.
+
+use overlay::superpeer::{Method, SuperPeerConfig};
+use peerage_experiments::superpeers::protocol::{run, ProtoParams};
+use peerage_experiments::superpeers::world::World;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+fn seed() -> u64 {
+    let s = std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
+    println!("seed {s} (replay with PEERAGE_SEED={s})");
+    s
+}
+
+fn world(n: usize, seed: u64) -> World {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut w = World::generate(n, 8, 8, seed, &mut rng).expect("model");
+    w.run_vivaldi(60, &mut rng, || {}).expect("vivaldi");
+    w
+}
+
+fn params(method: Method, seed: u64) -> ProtoParams {
+    let cfg = SuperPeerConfig { method, share: 0.02, cluster_cap: 75, ..Default::default() };
+    ProtoParams { cfg, max_rounds: 80, stable_rounds: 5, crash_fraction: 0.2, recovery_rounds: 60, seed }
+}
+
+#[test]
+fn prefix_share_caps_attachment_and_reelection() {
+    let s = seed();
+    let n = 1500;
+    let w = world(n, s);
+    let out = run(&w, &params(Method::ReservedPrefix, s), |_, _| {}).expect("run");
+    // Share within bounds: the estimate is within about ±8% (one sigma) per node, so the
+    // number of claimed slots stays within ±40% of the wanted 30.
+    let heads = out.heads.len() as f64;
+    assert!((18.0..=42.0).contains(&heads), "{heads} super peers for 30 wanted");
+    // Caps never exceeded, at any round.
+    assert!(out.max_members_seen <= 75, "a cluster reached {}", out.max_members_seen);
+    let f = out.failure.expect("failure phase");
+    // Every node attached again, no slot lost or doubled, the highest-ranked live member won.
+    assert_eq!(f.unattached_after, 0, "{f:?}");
+    assert_eq!(f.roles_lost, 0, "{f:?}");
+    assert_eq!(f.roles_duplicated, 0, "{f:?}");
+    assert!(f.reelected > 0 && f.reelected_highest_rank == f.reelected, "{f:?}");
+}
+
+#[test]
+fn tokens_are_conserved_under_crashes_and_caps_hold() {
+    let s = seed();
+    let n = 1500;
+    let w = world(n, s);
+    let out = run(&w, &params(Method::RepulsionTokens, s), |_, _| {}).expect("run");
+    assert!(out.max_members_seen <= 75, "a cluster reached {}", out.max_members_seen);
+    let f = out.failure.expect("failure phase");
+    // Conservation: every token that existed before the crash exists after it, once.
+    assert_eq!(f.roles_lost, 0, "{f:?}");
+    assert_eq!(f.roles_duplicated, 0, "{f:?}");
+    assert_eq!(f.roles_after, f.roles_before, "{f:?}");
+}

@@ -1,0 +1,206 @@
+//! Super-peer selection settings, with validation.
+//!
+//! Defaults are our choices (the seed gives no numbers): 1% super peers, clusters capped at
+//! 1.5x the mean cluster size (150 for 1%), one protocol round (`tick`) per second, a token
+//! must sit still for 10 s before its holder promotes itself (seed 000: "when a token is held
+//! by a node for a given amount of time, the node promotes itself to super peer").
+
+use crate::election::{ConfigError as ElectionConfigError, ElectionConfig};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// The two selection methods of seed 000.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Method {
+    /// The first k bits of the DHT key mark super peers.
+    ReservedPrefix,
+    /// Tokens repel each other in the coordinate space; a node that holds one long enough
+    /// promotes itself.
+    RepulsionTokens,
+}
+
+impl Method {
+    pub const ALL: [Method; 2] = [Method::ReservedPrefix, Method::RepulsionTokens];
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::ReservedPrefix => "prefix",
+            Method::RepulsionTokens => "tokens",
+        }
+    }
+}
+
+impl fmt::Display for Method {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An unknown method name.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("unknown super-peer method {0:?}: expected prefix or tokens")]
+pub struct UnknownMethod(pub String);
+
+impl FromStr for Method {
+    type Err = UnknownMethod;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "prefix" | "reserved-prefix" => Ok(Method::ReservedPrefix),
+            "tokens" | "repulsion-tokens" | "repulsion" => Ok(Method::RepulsionTokens),
+            _ => Err(UnknownMethod(s.to_string())),
+        }
+    }
+}
+
+/// A setting out of range.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum SuperPeerConfigError {
+    #[error("{field} must be in {range}, got {got}")]
+    OutOfRange { field: &'static str, range: &'static str, got: f64 },
+    #[error("election settings: {0}")]
+    Election(#[from] ElectionConfigError),
+}
+
+/// Settings of a [`SuperPeerNode`](super::SuperPeerNode). All nodes use the same values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SuperPeerConfig {
+    pub method: Method,
+    /// Wanted share of super peers, in (0, 0.5].
+    pub share: f64,
+    /// Most normal nodes one super peer serves (seed 000 requirement 4).
+    pub cluster_cap: u32,
+    /// Closest-peer lookups of random keys a node averages for its size estimate.
+    pub estimate_lookups: u32,
+    /// Provider lookups a normal node makes to find super peers (random reserved slots for the
+    /// prefix method, the token directory for the token method), and again whenever its
+    /// cache runs empty.
+    pub seed_lookups: u32,
+    /// Known super peers a node keeps (nearest first).
+    pub cache_size: usize,
+    /// Rounds after which a known super peer nobody vouched for again is forgotten.
+    pub cache_ttl: u32,
+    /// Neighbours a node keeps (the driver reports them with `PeerUp`).
+    pub neighbours: usize,
+    /// Token entries a holder keeps in its view (nearest first).
+    pub token_view: usize,
+    /// Rounds between announcements of a super peer / holder to its neighbours.
+    pub announce_every: u32,
+    /// Rounds between cluster views sent to members (only when the cluster changed).
+    pub view_every: u32,
+    /// A better super peer must be at least this factor nearer before a node switches.
+    pub switch_factor: f64,
+    /// Rounds a node stays away from a super peer that refused it.
+    pub refused_backoff: u32,
+    /// Rounds a token must stay put before its holder promotes itself (hold time).
+    pub hold_rounds: u32,
+    /// Net force (dimensionless, see `token`) above which a token moves.
+    pub force_threshold: f64,
+    /// Cap on one token's repulsion magnitude.
+    pub force_cap: f64,
+    /// Weight of the pull toward the holder's cluster centroid (0 = pure repulsion).
+    pub attraction: f64,
+    /// Promoted super peers move only above `force_threshold x promoted_factor`.
+    pub promoted_factor: f64,
+    /// Rounds after which an un-refreshed token entry is dropped from a view.
+    pub token_ttl: u32,
+    /// The election run inside a cluster when its super peer dies.
+    pub election: ElectionConfig,
+}
+
+impl Default for SuperPeerConfig {
+    fn default() -> Self {
+        SuperPeerConfig {
+            method: Method::RepulsionTokens,
+            share: 0.01,
+            cluster_cap: 150,
+            estimate_lookups: 8,
+            seed_lookups: 4,
+            cache_size: 6,
+            cache_ttl: 10,
+            neighbours: 16,
+            token_view: 16,
+            announce_every: 2,
+            view_every: 5,
+            switch_factor: 0.9,
+            refused_backoff: 10,
+            hold_rounds: 10,
+            force_threshold: 0.6,
+            force_cap: 4.0,
+            attraction: 0.0,
+            promoted_factor: 2.0,
+            token_ttl: 10,
+            election: ElectionConfig { alive_interval_ms: 0, ..ElectionConfig::default() },
+        }
+    }
+}
+
+impl SuperPeerConfig {
+    /// Reject values no node could work with.
+    pub fn validate(&self) -> Result<(), SuperPeerConfigError> {
+        let range = |field, got: f64, lo: f64, hi: f64, text| {
+            if got.is_finite() && got >= lo && got <= hi {
+                Ok(())
+            } else {
+                Err(SuperPeerConfigError::OutOfRange { field, range: text, got })
+            }
+        };
+        range("share", self.share, 1e-9, 0.5, "(0, 0.5]")?;
+        if self.share <= 0.0 {
+            return Err(SuperPeerConfigError::OutOfRange { field: "share", range: "(0, 0.5]", got: self.share });
+        }
+        range("cluster_cap", self.cluster_cap as f64, 1.0, 1e7, "[1, 10^7]")?;
+        range("estimate_lookups", self.estimate_lookups as f64, 1.0, 1000.0, "[1, 1000]")?;
+        range("seed_lookups", self.seed_lookups as f64, 1.0, 1000.0, "[1, 1000]")?;
+        range("cache_size", self.cache_size as f64, 1.0, 1000.0, "[1, 1000]")?;
+        range("cache_ttl", self.cache_ttl as f64, 1.0, 60_000.0, "[1, 60000]")?;
+        range("neighbours", self.neighbours as f64, 1.0, 10_000.0, "[1, 10000]")?;
+        range("token_view", self.token_view as f64, 1.0, 10_000.0, "[1, 10000]")?;
+        range("announce_every", self.announce_every as f64, 1.0, 1e6, "[1, 10^6]")?;
+        range("view_every", self.view_every as f64, 1.0, 1e6, "[1, 10^6]")?;
+        range("switch_factor", self.switch_factor, 0.0, 1.0, "[0, 1]")?;
+        range("hold_rounds", self.hold_rounds as f64, 1.0, 1e6, "[1, 10^6]")?;
+        range("force_threshold", self.force_threshold, 0.0, 1e6, "[0, 10^6]")?;
+        range("force_cap", self.force_cap, 1e-6, 1e6, "(0, 10^6]")?;
+        range("attraction", self.attraction, 0.0, 1e3, "[0, 1000]")?;
+        range("promoted_factor", self.promoted_factor, 1.0, 1e6, "[1, 10^6]")?;
+        range("token_ttl", self.token_ttl as f64, 1.0, 1e6, "[1, 10^6]")?;
+        self.election.validate()?;
+        Ok(())
+    }
+
+    /// The number of super peers wanted for a network of (estimated) size `n`: at least 1.
+    pub fn wanted(&self, n: f64) -> u64 {
+        ((self.share * n).round() as u64).max(1)
+    }
+}
+
+/// `k = ceil(log2(wanted))`: the prefix length that has room for `wanted` slots.
+pub fn prefix_bits(wanted: u64) -> u32 {
+    if wanted <= 1 {
+        0
+    } else {
+        64 - (wanted - 1).leading_zeros()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn bits_and_validation() {
+        assert_eq!(prefix_bits(1), 0);
+        assert_eq!(prefix_bits(2), 1);
+        assert_eq!(prefix_bits(3), 2);
+        assert_eq!(prefix_bits(1024), 10);
+        assert_eq!(prefix_bits(1025), 11);
+        assert!(SuperPeerConfig::default().validate().is_ok());
+        let bad = SuperPeerConfig { share: 0.0, ..Default::default() };
+        assert!(bad.validate().is_err());
+        let bad = SuperPeerConfig { share: f64::NAN, ..Default::default() };
+        assert!(bad.validate().is_err());
+        assert_eq!("tokens".parse::<Method>(), Ok(Method::RepulsionTokens));
+        assert!("x".parse::<Method>().is_err());
+    }
+}

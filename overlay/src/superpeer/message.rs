@@ -1,0 +1,165 @@
+//! Super-peer selection messages, the inputs a node reacts to and the effects it asks for.
+//!
+//! Vocabulary: a *head* is a node that serves a cluster: a prefix super peer, or a token
+//! holder (provisional until its hold time is over, then a super peer). *Members* are the
+//! normal nodes attached to it.
+
+use super::point::Point;
+use crate::election::Message as ElectionMessage;
+use crate::id::NodeId;
+use crate::Timer;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// A peer and its position.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PeerInfo {
+    pub id: NodeId,
+    pub point: Point,
+}
+
+/// A head as passed on by cache exchanges: `age` is the number of rounds since the head
+/// itself (or a member that heard from it) vouched for it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HeadEntry {
+    pub head: PeerInfo,
+    pub age: u16,
+}
+
+/// A token's identity: the top 64 bits of the DHT key whose closest node created it (see
+/// `node`), so two creators never mint the same id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TokenId(pub u64);
+
+/// What a head serves: the role a replacement takes over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HeadRole {
+    /// Reserved-prefix super peer of the slot whose DHT key is `key`.
+    Slot { key: NodeId },
+    /// Holder of `token` at `epoch` (the epoch grows with every handover and recreation).
+    Token { token: TokenId, epoch: u32 },
+}
+
+/// One token as gossiped between holders.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TokenEntry {
+    pub token: TokenId,
+    pub epoch: u32,
+    pub holder: PeerInfo,
+    /// Rounds since the holder itself sent this entry (grows as it is passed on).
+    pub age: u32,
+}
+
+/// Messages between super-peer selection nodes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum SpMessage {
+    /// A head tells a neighbour that it serves a cluster (and whether it has room).
+    Announce { head: PeerInfo, room: bool },
+    /// Normal nodes swap the super peers they know (push; `reply` asks for a push back).
+    CacheExchange { entries: Vec<HeadEntry>, reply: bool },
+    /// Holders swap token positions (push; `reply` asks for a push back).
+    TokenGossip { entries: Vec<TokenEntry>, reply: bool },
+    /// A normal node asks to join the receiver's cluster.
+    Attach { point: Point },
+    /// The head accepts; the member now belongs to its cluster.
+    Accept { role: HeadRole, head: PeerInfo },
+    /// The head refuses: full (`full = true`) or not a head (any more).
+    Refuse { full: bool },
+    /// A member leaves the cluster.
+    Detach,
+    /// The head's token (and cluster) moved to `to`: attach there.
+    Moved { to: PeerInfo },
+    /// The head stopped serving; find another super peer.
+    StepDown,
+    /// The head's current member list and role, for the re-election if the head dies.
+    ClusterView { role: HeadRole, members: Arc<[NodeId]> },
+    /// A holder hands its token and cluster to the receiver.
+    Handover { token: TokenId, epoch: u32, promoted: bool, members: Vec<PeerInfo>, view: Vec<TokenEntry> },
+    /// The receiver took the token.
+    HandoverAck { token: TokenId, epoch: u32, holder: PeerInfo },
+    /// The receiver cannot take the token (it already holds one).
+    HandoverRefuse { token: TokenId, epoch: u32 },
+    /// The winner of a cluster's re-election took over the dead head's role and cluster.
+    Takeover { dead: NodeId, role: HeadRole, head: PeerInfo },
+    /// An election message of the re-election in the cluster of the dead head `dead`.
+    Election { dead: NodeId, msg: ElectionMessage },
+}
+
+impl SpMessage {
+    /// A short stable name, for counting messages by type.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SpMessage::Announce { .. } => "announce",
+            SpMessage::CacheExchange { .. } => "cache-exchange",
+            SpMessage::TokenGossip { .. } => "token-gossip",
+            SpMessage::Attach { .. } => "attach",
+            SpMessage::Accept { .. } => "accept",
+            SpMessage::Refuse { full: true } => "refuse-full",
+            SpMessage::Refuse { full: false } => "refuse-not-head",
+            SpMessage::Detach => "detach",
+            SpMessage::Moved { .. } => "moved",
+            SpMessage::StepDown => "step-down",
+            SpMessage::ClusterView { .. } => "cluster-view",
+            SpMessage::Handover { .. } => "handover",
+            SpMessage::HandoverAck { .. } => "handover-ack",
+            SpMessage::HandoverRefuse { .. } => "handover-refuse",
+            SpMessage::Takeover { .. } => "takeover",
+            SpMessage::Election { .. } => "election",
+        }
+    }
+}
+
+/// What the driver asks the DHT (answered with [`SpInput::LookupResult`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Query {
+    /// The K closest live peers to `key` (kad's closest-peers query).
+    Closest { key: NodeId },
+    /// Peers currently providing `key` (kad's provider records), a sample if there are many.
+    Providers { key: NodeId },
+}
+
+/// What a super-peer selection node reacts to.
+#[derive(Clone, Debug)]
+pub enum SpInput {
+    /// The node starts: it begins estimating N.
+    Start,
+    /// A protocol round passed (the driver calls this once per round, e.g. every second).
+    Tick,
+    /// A message from a peer.
+    Message { from: NodeId, msg: SpMessage },
+    /// The answer to the lookup the node asked for with `query`.
+    LookupResult { query: u32, peers: Vec<PeerInfo> },
+    /// A neighbour became reachable (or reports a new position).
+    PeerUp(PeerInfo),
+    /// The transport or failure detector reports a peer unreachable.
+    PeerDown(NodeId),
+    /// A message could not be delivered.
+    SendFailed { to: NodeId, msg: SpMessage },
+    /// The node's own coordinate changed.
+    Coordinate(Point),
+    /// An election timer armed earlier fired.
+    ElectionTimer(Timer),
+}
+
+/// What a super-peer selection node asks its driver to do.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SpEffect {
+    Send { to: NodeId, msg: SpMessage },
+    /// Ask the DHT; answer with `SpInput::LookupResult { query, .. }`.
+    Lookup { query: u32, what: Query },
+    /// Publish / withdraw a provider record for `key`.
+    Provide { key: NodeId },
+    Unprovide { key: NodeId },
+    /// Arm / disarm an election timer (driver semantics as in [`crate::driver`]).
+    SetElectionTimer { timer: Timer, after: std::time::Duration },
+    CancelElectionTimer { timer: Timer },
+    BecomeSuperPeer,
+    StopSuperPeer,
+    /// The node now belongs to the cluster of this super peer / head.
+    AttachedTo(NodeId),
+    Detached,
+    TokenAcquired { token: TokenId, epoch: u32 },
+    TokenReleased { token: TokenId, epoch: u32 },
+    /// Bad input, ignored (logged and counted by the driver).
+    Rejected { from: NodeId, reason: &'static str },
+}

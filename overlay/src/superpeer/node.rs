@@ -1,0 +1,1076 @@
+//! One node's super-peer selection state machine: size estimate, role claim, token moves,
+//! cluster membership and the cluster's re-election. Sans-IO: inputs in, effects out.
+//!
+//! Life of a node (seed 000, "Elections in large-scale systems"; choices marked *ours*):
+//!
+//! 1. **Estimate N** from `estimate_lookups` closest-peer lookups of random keys (see
+//!    [`super::estimate`]). Then `W = round(share x N̂)` super peers are wanted and
+//!    `k = ceil(log2 W)` prefix bits reserve them.
+//! 2. **Reserved slots.** Slot `s` (for `s < W`) is the DHT key whose first `k` bits are `s`
+//!    and whose other bits are 0. Seed 000 reserves "the first k bits"; *ours*: of the `2^k`
+//!    prefixes only the first `W` are reserved, so the share is `W/N`, not up to `2W/N`. A node
+//!    whose own first `k` bits are a reserved `s` asks the DHT for the peers closest to slot
+//!    `s`'s key and for that key's providers; if it is the closest and nobody provides the key
+//!    yet, it **claims** the slot. Exactly one live node is closest to a key, so with
+//!    consistent estimates exactly `W` nodes claim (estimates differ by a few percent between
+//!    nodes, which moves the count by about as much; the experiment measures it).
+//!    - Reserved-prefix method: the claimer becomes a super peer and provides the slot key;
+//!      normal nodes find super peers by provider lookups of random reserved slots.
+//!    - Repulsion-token method: the claimer creates token `TokenId(slot key's top 64 bits)` at
+//!      epoch 0 ("tokens spread over randomly chosen nodes, no node holds more than one":
+//!      ids are random, and one node has one id). Holders provide a well-known directory key,
+//!      through which holders and normal nodes find holders.
+//! 3. **Discovery and clusters.** Heads announce themselves to their neighbours; normal nodes
+//!    gossip the heads they know with a random neighbour each round (push-pull, keeping the
+//!    `cache_size` nearest by predicted RTT), and attach to the nearest known head with room,
+//!    switching when another is `switch_factor` nearer. A full head refuses (`Refuse{full}`);
+//!    the node backs off from it and tries the next. *Ours:* token holders take members from
+//!    the moment they hold a token (provisional clusters), so the cluster's pull can act on the
+//!    token and a lost token always has a cluster to recreate it.
+//! 4. **Token moves.** Holders gossip token entries with their nearest and a random known
+//!    holder; each round a holder computes the net force ([`super::token`]) and, above the
+//!    threshold, hands the token *and its member list* to the chosen peer (`Handover`). The
+//!    receiver takes it only if it holds none and acknowledges; the sender keeps the token
+//!    until `HandoverAck` (tokens are never duplicated by a move), re-sends after 3 rounds
+//!    without an answer (the receiver re-acknowledges a handover it already took), and keeps
+//!    it on refusal or failure. On the acknowledgement the old holder tells its members
+//!    `Moved`. A holder whose token has not moved for `hold_rounds` promotes itself.
+//! 5. **Re-election.** A head periodically sends its members a `ClusterView` (its role and
+//!    member ids). When a member learns that its head is down, it runs the configured
+//!    election ([`AnyElection`]) over the live members of that view; the leader takes over the
+//!    role (token at epoch + 1, or the slot), provides the key, becomes super peer at once and
+//!    sends `Takeover`; the members attach to it. Only one leader comes out of an election, so
+//!    the token is recreated once. Safety net (*ours*): if token gossip ever shows the same
+//!    token at two holders, the one with the lower `(epoch, id)` gives it up.
+//!
+//! Known limits: a token whose holder dies before any member attached is lost (the
+//! experiment counts such losses); messages are assumed reliable between live nodes (crash-stop).
+
+use super::config::{prefix_bits, Method, SuperPeerConfig};
+use super::estimate::SizeEstimator;
+use super::message::{HeadEntry, HeadRole, PeerInfo, Query, SpEffect, SpInput, SpMessage, TokenEntry, TokenId};
+use super::point::Point;
+use super::token::{centroid, choose_target, net_force};
+use crate::driver::{Context, Effect, Election, Input};
+use crate::election::AnyElection;
+use crate::id::{NodeId, Rank};
+use crate::membership::Membership;
+use crate::time::Time;
+use rand::{Rng, RngCore};
+use std::sync::Arc;
+
+/// Everything a node may use while handling one input: the time, a seeded RNG and the
+/// effect buffer.
+pub struct SpContext<'a> {
+    pub now: Time,
+    pub rng: &'a mut dyn RngCore,
+    effects: &'a mut Vec<SpEffect>,
+}
+
+impl<'a> SpContext<'a> {
+    pub fn new(now: Time, rng: &'a mut dyn RngCore, effects: &'a mut Vec<SpEffect>) -> Self {
+        SpContext { now, rng, effects }
+    }
+    fn push(&mut self, e: SpEffect) {
+        self.effects.push(e);
+    }
+    fn send(&mut self, to: NodeId, msg: SpMessage) {
+        self.effects.push(SpEffect::Send { to, msg });
+    }
+}
+
+/// The well-known DHT key that token holders provide.
+pub fn token_directory_key() -> NodeId {
+    NodeId::hash_of(b"peerage/superpeer/token-directory/v1")
+}
+
+/// The DHT key of reserved slot `slot` with `k` prefix bits.
+pub fn slot_key(k: u32, slot: u64) -> NodeId {
+    let mut out = [0u8; 32];
+    if k > 0 {
+        let v = if k >= 64 { slot } else { slot << (64 - k) };
+        out[..8].copy_from_slice(&v.to_be_bytes());
+    }
+    NodeId(out)
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Pending {
+    Estimate { key: NodeId },
+    ClaimClosest { key: NodeId },
+    ClaimProviders { key: NodeId },
+    Seed,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct CacheEntry {
+    info: PeerInfo,
+    age: u16,
+    backoff_until: u32,
+}
+
+#[derive(Clone, Debug)]
+struct Claim {
+    key: NodeId,
+    closest: Option<bool>,
+    provided: Option<bool>,
+}
+
+/// The state of a node that serves a cluster.
+#[derive(Clone, Debug)]
+struct Head {
+    role: HeadRole,
+    members: Vec<PeerInfo>,
+    dirty: bool,
+    ids: Option<Arc<[NodeId]>>,
+    last_view: u32,
+    super_peer: bool,
+    /// Round the token arrived (or last stayed put after a refused move).
+    since: u32,
+    view: Vec<TokenEntry>,
+    /// A handover in flight: target, round sent, the message (for re-sending).
+    transit: Option<(NodeId, u32, SpMessage)>,
+}
+
+#[derive(Debug)]
+struct ClusterElection {
+    dead: NodeId,
+    role: HeadRole,
+    election: AnyElection,
+    started: u32,
+}
+
+/// One node's super-peer selection.
+#[derive(Debug)]
+pub struct SuperPeerNode {
+    cfg: Arc<SuperPeerConfig>,
+    me: PeerInfo,
+    rank: Rank,
+    round: u32,
+    started: bool,
+    est: SizeEstimator,
+    est_pending: u32,
+    queries: Vec<(u32, Pending)>,
+    next_query: u32,
+    wanted: u64,
+    k: u32,
+    claim: Option<Claim>,
+    neighbours: Vec<PeerInfo>,
+    cache: Vec<CacheEntry>,
+    /// Peers that said they serve no cluster, ignored in gossip until the given round.
+    gone: Vec<(NodeId, u32)>,
+    /// Round we last heard from the head we are attached to.
+    heard: u32,
+    last_seed: u32,
+    head: Option<Head>,
+    attached: Option<PeerInfo>,
+    attaching: Option<(NodeId, u32)>,
+    member_view: Option<(NodeId, HeadRole, Arc<[NodeId]>)>,
+    election: Option<ClusterElection>,
+}
+
+impl SuperPeerNode {
+    /// A fresh node `id` at `point`. `cfg` must have passed [`SuperPeerConfig::validate`].
+    pub fn new(id: NodeId, point: Point, cfg: Arc<SuperPeerConfig>) -> SuperPeerNode {
+        SuperPeerNode {
+            cfg,
+            me: PeerInfo { id, point },
+            rank: Rank::new(0, id),
+            round: 0,
+            started: false,
+            est: SizeEstimator::default(),
+            est_pending: 0,
+            queries: Vec::new(),
+            next_query: 0,
+            wanted: 0,
+            k: 0,
+            claim: None,
+            neighbours: Vec::new(),
+            cache: Vec::new(),
+            gone: Vec::new(),
+            heard: 0,
+            last_seed: 0,
+            head: None,
+            attached: None,
+            attaching: None,
+            member_view: None,
+            election: None,
+        }
+    }
+
+    // ----- read-only views for drivers, tests and measurements -----
+
+    pub fn id(&self) -> NodeId {
+        self.me.id
+    }
+    pub fn point(&self) -> Point {
+        self.me.point
+    }
+    /// True once the node is a super peer (a prefix slot owner, or a promoted token holder).
+    pub fn is_super_peer(&self) -> bool {
+        self.head.as_ref().is_some_and(|h| h.super_peer)
+    }
+    /// True while the node serves a cluster (super peer or provisional token holder).
+    pub fn is_head(&self) -> bool {
+        self.head.is_some()
+    }
+    pub fn role(&self) -> Option<HeadRole> {
+        self.head.as_ref().map(|h| h.role)
+    }
+    /// The token this node holds, if any (also while a handover is in flight).
+    pub fn token(&self) -> Option<(TokenId, u32)> {
+        match self.head.as_ref()?.role {
+            HeadRole::Token { token, epoch } => Some((token, epoch)),
+            HeadRole::Slot { .. } => None,
+        }
+    }
+    pub fn members(&self) -> &[PeerInfo] {
+        self.head.as_ref().map_or(&[], |h| &h.members)
+    }
+    pub fn attached_to(&self) -> Option<NodeId> {
+        self.attached.map(|a| a.id)
+    }
+    /// The super peers this node knows (its cache), nearest first.
+    pub fn known_heads(&self) -> Vec<PeerInfo> {
+        let mut v: Vec<PeerInfo> = self.cache.iter().map(|c| c.info).collect();
+        let me = self.me.point;
+        v.sort_by(|a, b| me.rtt(&a.point).total_cmp(&me.rtt(&b.point)));
+        v
+    }
+    pub fn estimate(&self) -> Option<f64> {
+        self.est.estimate()
+    }
+    pub fn wanted(&self) -> u64 {
+        self.wanted
+    }
+    pub fn prefix_bits(&self) -> u32 {
+        self.k
+    }
+    pub fn in_election(&self) -> bool {
+        self.election.as_ref().is_some_and(|e| e.election.in_election())
+    }
+    /// Approximate heap bytes held (for the simulator's memory report).
+    pub fn heap_bytes(&self) -> usize {
+        let mut b = self.neighbours.capacity() * std::mem::size_of::<PeerInfo>()
+            + self.cache.capacity() * std::mem::size_of::<CacheEntry>()
+            + self.queries.capacity() * std::mem::size_of::<(u32, Pending)>();
+        if let Some(h) = &self.head {
+            b += h.members.capacity() * std::mem::size_of::<PeerInfo>()
+                + h.view.capacity() * std::mem::size_of::<TokenEntry>();
+        }
+        b
+    }
+
+    /// React to one input.
+    pub fn handle(&mut self, ctx: &mut SpContext<'_>, input: SpInput) {
+        match input {
+            SpInput::Start => self.start(ctx),
+            SpInput::Tick => self.tick(ctx),
+            SpInput::Message { from, msg } => self.on_message(ctx, from, msg),
+            SpInput::LookupResult { query, peers } => self.on_lookup(ctx, query, peers),
+            SpInput::PeerUp(info) => {
+                if info.id == self.me.id || !info.point.is_valid() {
+                    return;
+                }
+                self.neighbours.retain(|n| n.id != info.id);
+                if self.neighbours.len() < self.cfg.neighbours {
+                    self.neighbours.push(info);
+                }
+                // Nearest first (by predicted RTT), for the Vicinity-style exchange choice.
+                let me = self.me.point;
+                self.neighbours.sort_by(|a, b| me.rtt(&a.point).total_cmp(&me.rtt(&b.point)));
+            }
+            SpInput::PeerDown(id) => self.peer_down(ctx, id),
+            SpInput::SendFailed { to, .. } => self.peer_down(ctx, to),
+            SpInput::Coordinate(p) => {
+                if p.is_valid() {
+                    self.me.point = p;
+                }
+            }
+            SpInput::ElectionTimer(t) => self.drive_election(ctx, Input::Timer(t)),
+        }
+    }
+
+    fn lookup(&mut self, ctx: &mut SpContext<'_>, what: Query, pending: Pending) {
+        let query = self.next_query;
+        self.next_query = self.next_query.wrapping_add(1);
+        self.queries.push((query, pending));
+        ctx.push(SpEffect::Lookup { query, what });
+    }
+
+    fn start(&mut self, ctx: &mut SpContext<'_>) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        for _ in 0..self.cfg.estimate_lookups {
+            let mut key = [0u8; 32];
+            ctx.rng.fill_bytes(&mut key);
+            let key = NodeId(key);
+            self.est_pending += 1;
+            self.lookup(ctx, Query::Closest { key }, Pending::Estimate { key });
+        }
+    }
+
+    fn on_lookup(&mut self, ctx: &mut SpContext<'_>, query: u32, peers: Vec<PeerInfo>) {
+        let Some(pos) = self.queries.iter().position(|(q, _)| *q == query) else {
+            ctx.push(SpEffect::Rejected { from: self.me.id, reason: "lookup result for no pending query" });
+            return;
+        };
+        let (_, pending) = self.queries.swap_remove(pos);
+        match pending {
+            Pending::Estimate { key } => {
+                let ids: Vec<NodeId> = peers.iter().map(|p| p.id).collect();
+                self.est.add(&key, &ids);
+                self.est_pending = self.est_pending.saturating_sub(1);
+                if self.est_pending == 0 {
+                    self.decide(ctx);
+                }
+            }
+            Pending::ClaimClosest { key } => {
+                let mine = super::estimate::xor_fraction(&key, &self.me.id);
+                let closest = peers
+                    .iter()
+                    .filter(|p| p.id != self.me.id)
+                    .all(|p| super::estimate::xor_fraction(&key, &p.id) > mine);
+                if let Some(c) = self.claim.as_mut().filter(|c| c.key == key) {
+                    c.closest = Some(closest);
+                }
+                self.try_claim(ctx);
+            }
+            Pending::ClaimProviders { key } => {
+                let provided = peers.iter().any(|p| p.id != self.me.id);
+                if let Some(c) = self.claim.as_mut().filter(|c| c.key == key) {
+                    c.provided = Some(provided);
+                }
+                self.try_claim(ctx);
+            }
+            Pending::Seed => {
+                if let Some(h) = &self.head {
+                    if matches!(h.role, HeadRole::Token { .. }) {
+                        // A holder introduces itself to the holders it found.
+                        let entry = self.my_entry();
+                        for p in peers.iter().filter(|p| p.id != self.me.id) {
+                            if let Some(e) = entry {
+                                ctx.send(p.id, SpMessage::TokenGossip { entries: vec![e], reply: true });
+                            }
+                        }
+                    }
+                }
+                for p in peers {
+                    self.cache_insert(p, 0);
+                }
+                self.try_attach(ctx);
+            }
+        }
+    }
+
+    /// After the estimate: how many super peers, and is my own slot reserved?
+    fn decide(&mut self, ctx: &mut SpContext<'_>) {
+        let n = self.est.estimate().unwrap_or(1.0);
+        self.wanted = self.cfg.wanted(n);
+        self.k = prefix_bits(self.wanted).min(63);
+        let slot = self.me.id.prefix(self.k);
+        if slot < self.wanted {
+            let key = slot_key(self.k, slot);
+            self.claim = Some(Claim { key, closest: None, provided: None });
+            self.lookup(ctx, Query::Closest { key }, Pending::ClaimClosest { key });
+            self.lookup(ctx, Query::Providers { key }, Pending::ClaimProviders { key });
+        }
+        self.seed(ctx);
+    }
+
+    fn seed(&mut self, ctx: &mut SpContext<'_>) {
+        self.last_seed = self.round;
+        for _ in 0..self.cfg.seed_lookups {
+            let key = match self.cfg.method {
+                Method::ReservedPrefix => slot_key(self.k, ctx.rng.gen_range(0..self.wanted.max(1))),
+                Method::RepulsionTokens => token_directory_key(),
+            };
+            self.lookup(ctx, Query::Providers { key }, Pending::Seed);
+        }
+    }
+
+    fn try_claim(&mut self, ctx: &mut SpContext<'_>) {
+        let Some(c) = &self.claim else { return };
+        let (Some(closest), Some(provided)) = (c.closest, c.provided) else { return };
+        let key = c.key;
+        self.claim = None;
+        if !closest || provided || self.head.is_some() {
+            return;
+        }
+        let role = match self.cfg.method {
+            Method::ReservedPrefix => HeadRole::Slot { key },
+            Method::RepulsionTokens => HeadRole::Token { token: TokenId(key.high_u64()), epoch: 0 },
+        };
+        self.become_head(ctx, role, Vec::new(), false);
+    }
+
+    fn become_head(&mut self, ctx: &mut SpContext<'_>, role: HeadRole, members: Vec<PeerInfo>, promote: bool) {
+        if let Some(a) = self.attached.take() {
+            ctx.send(a.id, SpMessage::Detach);
+            ctx.push(SpEffect::Detached);
+        }
+        self.attaching = None;
+        self.member_view = None;
+        let super_peer = promote || matches!(role, HeadRole::Slot { .. });
+        match role {
+            HeadRole::Slot { key } => ctx.push(SpEffect::Provide { key }),
+            HeadRole::Token { token, epoch } => {
+                ctx.push(SpEffect::Provide { key: token_directory_key() });
+                ctx.push(SpEffect::TokenAcquired { token, epoch });
+            }
+        }
+        if super_peer {
+            ctx.push(SpEffect::BecomeSuperPeer);
+        }
+        self.head = Some(Head {
+            role,
+            dirty: true,
+            ids: None,
+            members,
+            last_view: 0,
+            super_peer,
+            since: self.round,
+            view: Vec::new(),
+            transit: None,
+        });
+    }
+
+    /// Stop serving: withdraw the record, tell the members where to go (`to`) or to look
+    /// elsewhere.
+    fn stop_head(&mut self, ctx: &mut SpContext<'_>, to: Option<PeerInfo>) {
+        let Some(h) = self.head.take() else { return };
+        match h.role {
+            HeadRole::Slot { key } => ctx.push(SpEffect::Unprovide { key }),
+            HeadRole::Token { token, epoch } => {
+                ctx.push(SpEffect::Unprovide { key: token_directory_key() });
+                ctx.push(SpEffect::TokenReleased { token, epoch });
+            }
+        }
+        if h.super_peer {
+            ctx.push(SpEffect::StopSuperPeer);
+        }
+        for m in &h.members {
+            match to {
+                Some(t) if t.id != m.id => ctx.send(m.id, SpMessage::Moved { to: t }),
+                Some(_) => {}
+                None => ctx.send(m.id, SpMessage::StepDown),
+            }
+        }
+        if let Some(t) = to {
+            self.cache_insert(t, 0);
+        }
+    }
+
+    fn my_entry(&self) -> Option<TokenEntry> {
+        let h = self.head.as_ref()?;
+        match h.role {
+            HeadRole::Token { token, epoch } => Some(TokenEntry { token, epoch, holder: self.me, age: 0 }),
+            HeadRole::Slot { .. } => None,
+        }
+    }
+
+    // ----- the round -----
+
+    fn tick(&mut self, ctx: &mut SpContext<'_>) {
+        self.round = self.round.wrapping_add(1);
+        if !self.started {
+            return;
+        }
+        self.age_cache();
+        if self.head.is_some() {
+            self.head_tick(ctx);
+        } else {
+            self.normal_tick(ctx);
+        }
+    }
+
+    fn normal_tick(&mut self, ctx: &mut SpContext<'_>) {
+        if !self.neighbours.is_empty() && !self.cache.is_empty() {
+            // Vicinity-style: three times in four with one of the nearer half of the
+            // neighbours (their super peers are likely near us too), else with any.
+            let len = self.neighbours.len();
+            let pick = if ctx.rng.gen_bool(0.75) { ctx.rng.gen_range(0..len.div_ceil(2)) } else { ctx.rng.gen_range(0..len) };
+            let n = self.neighbours[pick];
+            ctx.send(n.id, SpMessage::CacheExchange { entries: self.cache_entries(), reply: true });
+        }
+        if self.cache.is_empty() && self.wanted > 0 && self.round.wrapping_sub(self.last_seed) >= 5 {
+            self.seed(ctx);
+        }
+        if let Some((id, r)) = self.attaching {
+            if self.round.wrapping_sub(r) >= 3 {
+                self.attaching = None;
+                self.backoff(id);
+            }
+        }
+        if let Some(e) = &self.election {
+            // Give the cluster's re-election time before looking elsewhere.
+            if self.round.wrapping_sub(e.started) < 10 && self.attached.is_none() {
+                return;
+            }
+        }
+        self.try_attach(ctx);
+    }
+
+    fn head_tick(&mut self, ctx: &mut SpContext<'_>) {
+        let round = self.round;
+        let cfg = self.cfg.clone();
+        let me = self.me;
+        let Some(h) = self.head.as_mut() else { return };
+        if round % cfg.announce_every == 0 {
+            let room = (h.members.len() as u32) < cfg.cluster_cap;
+            for n in &self.neighbours {
+                ctx.send(n.id, SpMessage::Announce { head: me, room });
+            }
+        }
+        // The cluster view goes out every `view_every` rounds (it doubles as the head's
+        // liveness signal to its members); the list is rebuilt only when it changed.
+        if round.wrapping_sub(h.last_view) >= cfg.view_every {
+            h.last_view = round;
+            if h.dirty || h.ids.is_none() {
+                h.dirty = false;
+                let mut ids: Vec<NodeId> = h.members.iter().map(|m| m.id).collect();
+                ids.push(me.id);
+                h.ids = Some(ids.into());
+            }
+            if let Some(ids) = &h.ids {
+                for m in &h.members {
+                    ctx.send(m.id, SpMessage::ClusterView { role: h.role, members: ids.clone() });
+                }
+            }
+        }
+        let HeadRole::Token { token, epoch } = h.role else { return };
+        // Age and expire the view.
+        for e in h.view.iter_mut() {
+            e.age = e.age.saturating_add(1);
+        }
+        h.view.retain(|e| e.age <= cfg.token_ttl);
+        if h.view.is_empty() {
+            if round.wrapping_sub(self.last_seed) >= 3 {
+                self.seed(ctx);
+            }
+            return;
+        }
+        // Gossip with the nearest and one random known holder.
+        let mut entries = Vec::with_capacity(h.view.len() + 1);
+        entries.push(TokenEntry { token, epoch, holder: me, age: 0 });
+        entries.extend(h.view.iter().copied());
+        let nearest = h.view[0].holder.id;
+        ctx.send(nearest, SpMessage::TokenGossip { entries: entries.clone(), reply: true });
+        let r = h.view[ctx.rng.gen_range(0..h.view.len())].holder.id;
+        if r != nearest {
+            ctx.send(r, SpMessage::TokenGossip { entries, reply: true });
+        }
+        // A handover in flight: re-send after 3 rounds without an answer.
+        if let Some((to, sent, msg)) = h.transit.as_mut() {
+            if round.wrapping_sub(*sent) >= 3 {
+                *sent = round;
+                ctx.send(*to, msg.clone());
+            }
+            return;
+        }
+        let others: Vec<Point> = h.view.iter().map(|e| e.holder.point).collect();
+        let pull = if cfg.attraction > 0.0 { centroid(&h.members) } else { None };
+        let force = net_force(&me.point, &others, pull, &cfg);
+        let threshold = cfg.force_threshold * if h.super_peer { cfg.promoted_factor } else { 1.0 };
+        if let Some(f) = force.filter(|f| f.magnitude() > threshold) {
+            let holders: Vec<NodeId> = h.view.iter().map(|e| e.holder.id).collect();
+            let mut cands: Vec<PeerInfo> = self.neighbours.clone();
+            cands.extend(h.members.iter().copied());
+            if let Some(t) = choose_target(&me.point, &f, &cands, |c| holders.contains(&c.id)) {
+                let msg = SpMessage::Handover {
+                    token,
+                    epoch: epoch.wrapping_add(1),
+                    promoted: h.super_peer,
+                    members: h.members.clone(),
+                    view: h.view.clone(),
+                };
+                h.transit = Some((t.id, round, msg.clone()));
+                ctx.send(t.id, msg);
+                return;
+            }
+        }
+        if !h.super_peer && round.wrapping_sub(h.since) >= cfg.hold_rounds {
+            h.super_peer = true;
+            ctx.push(SpEffect::BecomeSuperPeer);
+        }
+    }
+
+    // ----- discovery and attachment -----
+
+    fn cache_entries(&self) -> Vec<HeadEntry> {
+        let mut v: Vec<HeadEntry> = self.cache.iter().map(|c| HeadEntry { head: c.info, age: c.age }).collect();
+        if let Some(a) = self.attached {
+            // A member vouches for its head with the time since it last heard from it.
+            let age = self.round.wrapping_sub(self.heard).min(u16::MAX as u32) as u16;
+            match v.iter_mut().find(|x| x.head.id == a.id) {
+                Some(x) => x.age = x.age.min(age),
+                None => v.push(HeadEntry { head: a, age }),
+            }
+        }
+        v
+    }
+
+    /// Ages the cache by one round and forgets entries past the TTL.
+    fn age_cache(&mut self) {
+        let ttl = self.cfg.cache_ttl;
+        for c in self.cache.iter_mut() {
+            c.age = c.age.saturating_add(1);
+        }
+        self.cache.retain(|c| c.age as u32 <= ttl);
+        let round = self.round;
+        self.gone.retain(|(_, until)| *until > round);
+    }
+
+    /// Remembers that `id` serves no cluster (it refused as a non-head or stepped down).
+    fn forget_head(&mut self, id: NodeId) {
+        self.cache.retain(|c| c.info.id != id);
+        let until = self.round.wrapping_add(self.cfg.cache_ttl);
+        if let Some(g) = self.gone.iter_mut().find(|(g, _)| *g == id) {
+            g.1 = until;
+        } else {
+            if self.gone.len() >= 16 {
+                self.gone.remove(0);
+            }
+            self.gone.push((id, until));
+        }
+    }
+
+    fn cache_insert(&mut self, info: PeerInfo, age: u16) {
+        if info.id == self.me.id || !info.point.is_valid() || age as u32 > self.cfg.cache_ttl {
+            return;
+        }
+        let round = self.round;
+        if age > 0 && self.gone.iter().any(|(id, until)| *id == info.id && *until > round) {
+            return;
+        }
+        if let Some(c) = self.cache.iter_mut().find(|c| c.info.id == info.id) {
+            c.info.point = info.point;
+            c.age = c.age.min(age);
+            return;
+        }
+        let me = self.me.point;
+        let d = me.rtt(&info.point);
+        if self.cache.len() >= self.cfg.cache_size {
+            // Replace the farthest entry if the newcomer is nearer.
+            let (i, far) = self
+                .cache
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (i, me.rtt(&c.info.point)))
+                .fold((0, f64::MIN), |a, b| if b.1 > a.1 { b } else { a });
+            if d < far {
+                self.cache[i] = CacheEntry { info, age, backoff_until: 0 };
+            }
+        } else {
+            self.cache.push(CacheEntry { info, age, backoff_until: 0 });
+        }
+    }
+
+    fn backoff(&mut self, id: NodeId) {
+        let until = self.round.wrapping_add(self.cfg.refused_backoff);
+        if let Some(c) = self.cache.iter_mut().find(|c| c.info.id == id) {
+            c.backoff_until = until;
+        }
+    }
+
+    fn try_attach(&mut self, ctx: &mut SpContext<'_>) {
+        if self.head.is_some() || self.attaching.is_some() {
+            return;
+        }
+        let me = self.me.point;
+        let round = self.round;
+        let best = self
+            .cache
+            .iter()
+            .filter(|c| c.backoff_until <= round)
+            .map(|c| (me.rtt(&c.info.point), c.info))
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        let Some((d, best)) = best else { return };
+        let go = match self.attached {
+            None => true,
+            Some(a) => a.id != best.id && d < self.cfg.switch_factor * me.rtt(&a.point),
+        };
+        if go {
+            self.attaching = Some((best.id, round));
+            ctx.send(best.id, SpMessage::Attach { point: me });
+        }
+    }
+
+    fn peer_down(&mut self, ctx: &mut SpContext<'_>, id: NodeId) {
+        if id == self.me.id {
+            return;
+        }
+        self.neighbours.retain(|n| n.id != id);
+        self.cache.retain(|c| c.info.id != id);
+        if self.attaching.is_some_and(|(a, _)| a == id) {
+            self.attaching = None;
+        }
+        if let Some(h) = self.head.as_mut() {
+            let before = h.members.len();
+            h.members.retain(|m| m.id != id);
+            if h.members.len() != before {
+                h.dirty = true;
+            }
+            h.view.retain(|e| e.holder.id != id);
+            if h.transit.as_ref().is_some_and(|(t, _, _)| *t == id) {
+                h.transit = None;
+            }
+        }
+        if self.attached.is_some_and(|a| a.id == id) {
+            self.attached = None;
+            ctx.push(SpEffect::Detached);
+            self.start_election(ctx, id);
+        }
+        if let Some(e) = self.election.as_mut() {
+            let mut effects = Vec::new();
+            let mut c = Context::new(ctx.now, ctx.rng, &mut effects);
+            e.election.handle(&mut c, Input::PeerDown(id));
+            self.apply_election_effects(ctx, effects);
+        }
+    }
+
+    // ----- messages -----
+
+    fn on_message(&mut self, ctx: &mut SpContext<'_>, from: NodeId, msg: SpMessage) {
+        if from == self.me.id {
+            ctx.push(SpEffect::Rejected { from, reason: "message from myself" });
+            return;
+        }
+        match msg {
+            SpMessage::Announce { head, room } => {
+                if head.id != from || !head.point.is_valid() {
+                    ctx.push(SpEffect::Rejected { from, reason: "announce for another peer or bad point" });
+                    return;
+                }
+                self.cache_insert(head, 0);
+                if !room {
+                    self.backoff(from);
+                }
+            }
+            SpMessage::CacheExchange { entries, reply } => {
+                if entries.len() > 4 * self.cfg.cache_size + 4 {
+                    ctx.push(SpEffect::Rejected { from, reason: "oversized cache exchange" });
+                    return;
+                }
+                if reply {
+                    ctx.send(from, SpMessage::CacheExchange { entries: self.cache_entries(), reply: false });
+                }
+                for e in entries {
+                    self.cache_insert(e.head, e.age.saturating_add(1));
+                }
+            }
+            SpMessage::TokenGossip { entries, reply } => self.on_token_gossip(ctx, from, entries, reply),
+            SpMessage::Attach { point } => self.on_attach(ctx, from, point),
+            SpMessage::Accept { role: _, head } => {
+                let wanted = self.attaching.is_some_and(|(a, _)| a == from);
+                if !wanted || self.head.is_some() || head.id != from || !head.point.is_valid() {
+                    ctx.send(from, SpMessage::Detach);
+                    return;
+                }
+                self.attaching = None;
+                let info = head;
+                self.cache_insert(head, 0);
+                if let Some(old) = self.attached.replace(info) {
+                    if old.id != from {
+                        ctx.send(old.id, SpMessage::Detach);
+                    }
+                }
+                self.member_view = None;
+                self.heard = self.round;
+                ctx.push(SpEffect::AttachedTo(from));
+            }
+            SpMessage::Refuse { full } => {
+                if self.attaching.is_some_and(|(a, _)| a == from) {
+                    self.attaching = None;
+                }
+                if full {
+                    self.backoff(from);
+                } else {
+                    self.forget_head(from);
+                }
+                self.try_attach(ctx);
+            }
+            SpMessage::Detach => {
+                if let Some(h) = self.head.as_mut() {
+                    let before = h.members.len();
+                    h.members.retain(|m| m.id != from);
+                    h.dirty |= h.members.len() != before;
+                }
+            }
+            SpMessage::Moved { to } => {
+                if self.attached.is_some_and(|a| a.id == from) && to.point.is_valid() {
+                    if to.id == self.me.id {
+                        return;
+                    }
+                    self.attached = Some(to);
+                    self.member_view = None;
+                    self.cache.retain(|c| c.info.id != from);
+                    self.cache_insert(to, 0);
+                    self.heard = self.round;
+                    ctx.push(SpEffect::AttachedTo(to.id));
+                }
+            }
+            SpMessage::StepDown => {
+                self.forget_head(from);
+                if self.attached.is_some_and(|a| a.id == from) {
+                    self.attached = None;
+                    self.member_view = None;
+                    ctx.push(SpEffect::Detached);
+                    self.try_attach(ctx);
+                }
+            }
+            SpMessage::ClusterView { role, members } => {
+                if !self.attached.is_some_and(|a| a.id == from) {
+                    // The head counts us as a member but we are not (a stale member list, e.g.
+                    // one handed over with a token): tell it, so that its room is right.
+                    ctx.send(from, SpMessage::Detach);
+                    return;
+                }
+                {
+                    if members.len() > self.cfg.cluster_cap as usize + 1 {
+                        ctx.push(SpEffect::Rejected { from, reason: "cluster view over the cap" });
+                        return;
+                    }
+                    self.member_view = Some((from, role, members));
+                    self.heard = self.round;
+                }
+            }
+            SpMessage::Handover { token, epoch, promoted: _, members, view } => {
+                self.on_handover(ctx, from, token, epoch, members, view)
+            }
+            SpMessage::HandoverAck { token, epoch, holder } => {
+                let ok = holder.id == from
+                    && holder.point.is_valid()
+                    && self.head.as_ref().is_some_and(|h| {
+                        matches!(h.role, HeadRole::Token { token: t, epoch: e } if t == token && e.wrapping_add(1) == epoch)
+                            && h.transit.as_ref().is_some_and(|(to, _, _)| *to == from)
+                    });
+                if !ok {
+                    ctx.push(SpEffect::Rejected { from, reason: "handover ack for no handover in flight" });
+                    return;
+                }
+                self.stop_head(ctx, Some(holder));
+                self.try_attach(ctx);
+            }
+            SpMessage::HandoverRefuse { token, .. } => {
+                if let Some(h) = self.head.as_mut() {
+                    if matches!(h.role, HeadRole::Token { token: t, .. } if t == token)
+                        && h.transit.as_ref().is_some_and(|(to, _, _)| *to == from)
+                    {
+                        h.transit = None;
+                    }
+                }
+            }
+            SpMessage::Takeover { dead, role: _, head } => {
+                let mine = self.election.as_ref().is_some_and(|e| e.dead == dead)
+                    || self.member_view.as_ref().is_some_and(|(h, _, _)| *h == dead);
+                if !mine || head.id != from || !head.point.is_valid() {
+                    ctx.push(SpEffect::Rejected { from, reason: "takeover of a cluster I am not in" });
+                    return;
+                }
+                self.cache_insert(head, 0);
+                if self.head.is_none() && self.attached.is_none_or(|a| a.id != from) {
+                    self.attaching = Some((from, self.round));
+                    ctx.send(from, SpMessage::Attach { point: self.me.point });
+                }
+            }
+            SpMessage::Election { dead, msg } => {
+                let have = self.election.as_ref().is_some_and(|e| e.dead == dead);
+                if !have {
+                    let member = self.attached.is_some_and(|a| a.id == dead)
+                        || self.member_view.as_ref().is_some_and(|(h, _, _)| *h == dead);
+                    if !member {
+                        ctx.push(SpEffect::Rejected { from, reason: "election for a cluster I am not in" });
+                        return;
+                    }
+                    if self.attached.is_some_and(|a| a.id == dead) {
+                        self.attached = None;
+                        ctx.push(SpEffect::Detached);
+                    }
+                    self.start_election(ctx, dead);
+                    if !self.election.as_ref().is_some_and(|e| e.dead == dead) {
+                        return;
+                    }
+                }
+                self.drive_election(ctx, Input::Message { from, msg });
+            }
+        }
+    }
+
+    fn on_attach(&mut self, ctx: &mut SpContext<'_>, from: NodeId, point: Point) {
+        if !point.is_valid() {
+            ctx.push(SpEffect::Rejected { from, reason: "attach with a bad point" });
+            return;
+        }
+        let cap = self.cfg.cluster_cap as usize;
+        let Some(h) = self.head.as_mut() else {
+            ctx.send(from, SpMessage::Refuse { full: false });
+            return;
+        };
+        if h.transit.is_some() {
+            ctx.send(from, SpMessage::Refuse { full: true });
+            return;
+        }
+        if let Some(m) = h.members.iter_mut().find(|m| m.id == from) {
+            m.point = point;
+        } else if h.members.len() < cap {
+            h.members.push(PeerInfo { id: from, point });
+            h.dirty = true;
+        } else {
+            ctx.send(from, SpMessage::Refuse { full: true });
+            return;
+        }
+        let head = self.me;
+        ctx.send(from, SpMessage::Accept { role: h.role, head });
+    }
+
+    fn on_token_gossip(&mut self, ctx: &mut SpContext<'_>, from: NodeId, entries: Vec<TokenEntry>, reply: bool) {
+        if entries.len() > 4 * self.cfg.token_view + 4 {
+            ctx.push(SpEffect::Rejected { from, reason: "oversized token gossip" });
+            return;
+        }
+        let Some(mine) = self.my_entry() else { return };
+        let me = self.me;
+        let mut duplicate_of: Option<PeerInfo> = None;
+        {
+            let Some(h) = self.head.as_mut() else { return };
+            for e in entries {
+                if !e.holder.point.is_valid() || e.holder.id == me.id {
+                    continue;
+                }
+                if e.token == mine.token {
+                    // The same token at another holder: the lower (epoch, id) gives it up.
+                    if (e.epoch, e.holder.id) > (mine.epoch, me.id) {
+                        duplicate_of = Some(e.holder);
+                    }
+                    continue;
+                }
+                if let Some(x) = h.view.iter_mut().find(|x| x.token == e.token) {
+                    if e.epoch > x.epoch || (e.epoch == x.epoch && e.age < x.age) {
+                        *x = e;
+                    }
+                } else {
+                    h.view.retain(|x| x.holder.id != e.holder.id || x.epoch > e.epoch);
+                    h.view.push(e);
+                }
+            }
+            h.view.sort_by(|a, b| me.point.euclid(&a.holder.point).total_cmp(&me.point.euclid(&b.holder.point)));
+            h.view.truncate(self.cfg.token_view);
+        }
+        if let Some(other) = duplicate_of {
+            self.stop_head(ctx, Some(other));
+            self.try_attach(ctx);
+            return;
+        }
+        if reply {
+            if let Some(h) = self.head.as_ref() {
+                let mut out = Vec::with_capacity(h.view.len() + 1);
+                out.push(mine);
+                out.extend(h.view.iter().copied());
+                ctx.send(from, SpMessage::TokenGossip { entries: out, reply: false });
+            }
+        }
+    }
+
+    fn on_handover(
+        &mut self,
+        ctx: &mut SpContext<'_>,
+        from: NodeId,
+        token: TokenId,
+        epoch: u32,
+        members: Vec<PeerInfo>,
+        view: Vec<TokenEntry>,
+    ) {
+        if members.len() > self.cfg.cluster_cap as usize || view.len() > 4 * self.cfg.token_view + 4 {
+            ctx.push(SpEffect::Rejected { from, reason: "oversized handover" });
+            return;
+        }
+        if let Some(h) = &self.head {
+            if matches!(h.role, HeadRole::Token { token: t, epoch: e } if t == token && e >= epoch) {
+                // A re-sent handover we already took.
+                ctx.send(from, SpMessage::HandoverAck { token, epoch, holder: self.me });
+            } else {
+                ctx.send(from, SpMessage::HandoverRefuse { token, epoch });
+            }
+            return;
+        }
+        if self.in_election() || self.cfg.method != Method::RepulsionTokens {
+            ctx.send(from, SpMessage::HandoverRefuse { token, epoch });
+            return;
+        }
+        let me = self.me.id;
+        let members: Vec<PeerInfo> =
+            members.into_iter().filter(|m| m.id != me && m.id != from && m.point.is_valid()).collect();
+        self.become_head(ctx, HeadRole::Token { token, epoch }, members, false);
+        if let Some(h) = self.head.as_mut() {
+            h.view = view.into_iter().filter(|e| e.holder.id != me && e.holder.point.is_valid()).collect();
+        }
+        ctx.send(from, SpMessage::HandoverAck { token, epoch, holder: self.me });
+    }
+
+    // ----- re-election inside a cluster -----
+
+    fn start_election(&mut self, ctx: &mut SpContext<'_>, dead: NodeId) {
+        let Some((head, role, ids)) = self.member_view.clone() else { return };
+        if head != dead || self.head.is_some() {
+            return;
+        }
+        let group = Arc::new(Membership::new(ids.iter().filter(|id| **id != dead).map(|id| Rank::new(0, *id))));
+        if !group.contains(&self.me.id) {
+            return;
+        }
+        let election = AnyElection::new(self.rank, group, &self.cfg.election);
+        self.election = Some(ClusterElection { dead, role, election, started: self.round });
+        self.drive_election(ctx, Input::Start);
+    }
+
+    fn drive_election(&mut self, ctx: &mut SpContext<'_>, input: Input) {
+        let Some(e) = self.election.as_mut() else { return };
+        let mut effects = Vec::new();
+        {
+            let mut c = Context::new(ctx.now, ctx.rng, &mut effects);
+            e.election.handle(&mut c, input);
+        }
+        self.apply_election_effects(ctx, effects);
+    }
+
+    fn apply_election_effects(&mut self, ctx: &mut SpContext<'_>, effects: Vec<Effect>) {
+        let Some(dead) = self.election.as_ref().map(|e| e.dead) else { return };
+        for eff in effects {
+            match eff {
+                Effect::Send { to, msg } => ctx.send(to, SpMessage::Election { dead, msg }),
+                Effect::SetTimer { timer, after } => ctx.push(SpEffect::SetElectionTimer { timer, after }),
+                Effect::CancelTimer { timer } => ctx.push(SpEffect::CancelElectionTimer { timer }),
+                Effect::Leader(l) if l == self.me.id => self.take_over(ctx),
+                Effect::Leader(_) | Effect::ElectionStarted => {}
+                Effect::Rejected { from, reason } => ctx.push(SpEffect::Rejected { from, reason }),
+            }
+        }
+    }
+
+    /// This node won its cluster's re-election: take over the dead head's role and cluster.
+    fn take_over(&mut self, ctx: &mut SpContext<'_>) {
+        let Some(e) = self.election.as_ref() else { return };
+        if self.head.is_some() {
+            return;
+        }
+        let dead = e.dead;
+        let role = match e.role {
+            HeadRole::Token { token, epoch } => HeadRole::Token { token, epoch: epoch.wrapping_add(1) },
+            r @ HeadRole::Slot { .. } => r,
+        };
+        let members: Vec<NodeId> = self
+            .member_view
+            .as_ref()
+            .filter(|(h, _, _)| *h == dead)
+            .map(|(_, _, ids)| ids.iter().copied().filter(|id| *id != dead && *id != self.me.id).collect())
+            .unwrap_or_default();
+        self.become_head(ctx, role, Vec::new(), true);
+        let me = self.me;
+        for m in members {
+            ctx.send(m, SpMessage::Takeover { dead, role, head: me });
+        }
+    }
+}

@@ -105,6 +105,12 @@
 //! really skipped a dropped initiator; fault-free message counts are unchanged. (When
 //! suspicions leave a process alone, it drops them once per epoch and tries again: see
 //! `Suspects::walk`.)
+//!
+//! # Known limit
+//! With the fix, 0 of the first 200,000 random fault schedules of the tests disagree; 3 of
+//! 1,000,000 still do (seeds 458338, 741990, 876629, several crashes and recoveries within
+//! one election, crashes reported). They failed the same way before the fix and are not yet
+//! analysed; a later election or the driver's `Start` repairs them.
 
 use crate::driver::{Context, Election, Input, Timer};
 use crate::election::{ElectionConfig, Message};

@@ -9,9 +9,9 @@
 //! (random and the centralised k-means yardstick, [`baseline`]); measure everything on the
 //! TRUE model latency ([`measure`]); write CSV, JSON and plots ([`plot`]).
 //!
-//! Memory at N = 10^6 (measured, see RESULTS.md): the latency model (~30 B/node), ids and
-//! index (~80 B/node), neighbour lists (64 B/node), Vivaldi clients during the coordinate
-//! phase only (~500 B/node), and the protocol nodes (struct plus caches, ~1 KB/node).
+//! Memory measured at N = 10^5: 524 MiB peak RSS for the whole run (RESULTS.md); N = 10^6 has
+//! not been run yet. Per node: the latency model (~30 B), ids and index (~80 B), neighbour
+//! lists (64 B), Vivaldi clients during the coordinate phase only, and the protocol nodes.
 
 pub mod baseline;
 pub mod measure;

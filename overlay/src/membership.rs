@@ -11,22 +11,24 @@
 //! process with the next higher rank, wrapping from the highest to the lowest.
 
 use crate::id::{NodeId, Rank};
-use std::collections::HashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// The known process group, sorted by rank (ascending), with an index by id.
 #[derive(Debug, Clone, Default)]
 pub struct Membership {
     ranks: Vec<Rank>,
-    index: HashMap<NodeId, u32>,
+    /// Id -> position. Ids are uniform hashes already, so the fast non-cryptographic
+    /// `FxHash` is safe here; this lookup is on every delivered message's path.
+    index: FxHashMap<NodeId, u32>,
 }
 
 impl Membership {
     /// Build a group. Duplicate ids keep the first rank seen.
     pub fn new(ranks: impl IntoIterator<Item = Rank>) -> Membership {
-        let mut seen = HashMap::new();
+        let mut seen = FxHashSet::default();
         let mut v: Vec<Rank> = Vec::new();
         for r in ranks {
-            if seen.insert(r.id, ()).is_none() {
+            if seen.insert(r.id) {
                 v.push(r);
             }
         }

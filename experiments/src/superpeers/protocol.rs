@@ -383,36 +383,6 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
             break;
         }
     }
-    if std::env::var("PEERAGE_SP_DEBUG").is_ok() {
-        let heads: Vec<u32> = (0..n as u32).filter(|&i| sim.nodes[i as usize].is_head()).collect();
-        for &i in sample.iter().take(8) {
-            let node = &sim.nodes[i as usize];
-            if node.is_head() {
-                continue;
-            }
-            let h = sim.head_index(i as usize);
-            let p = w.points[i as usize];
-            let best = heads
-                .iter()
-                .map(|&x| (p.rtt(&w.points[x as usize]) * 1e3, w.rtt_ms(i, x), sim.nodes[x as usize].members().len()))
-                .min_by(|a, b| a.0.total_cmp(&b.0));
-            let cache: Vec<String> = node
-                .known_heads()
-                .iter()
-                .map(|c| {
-                    let x = w.index[&c.id];
-                    format!("{:.0}/{:.0}ms({})", p.rtt(&c.point) * 1e3, w.rtt_ms(i, x), sim.nodes[x as usize].members().len())
-                })
-                .collect();
-            eprintln!(
-                "node {i}: head pred {:.0} true {:.0}; best pred {:?}; cache {:?}",
-                if h != u32::MAX { p.rtt(&w.points[h as usize]) * 1e3 } else { f64::NAN },
-                if h != u32::MAX { w.rtt_ms(i, h) } else { f64::NAN },
-                best,
-                cache
-            );
-        }
-    }
     let messages_at_convergence = sim.messages;
     let lookups_at_convergence = sim.lookups;
     let head_of: Vec<u32> = (0..n).map(|i| sim.head_index(i)).collect();

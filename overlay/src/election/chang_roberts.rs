@@ -72,6 +72,10 @@
 //!   `election(l)` made the process a participant, which let a lower lap of the epoch (one
 //!   that skipped the recovered `l` on an old suspicion) replace `l` (sweep seed 56168;
 //!   test `cr_second_election_of_the_leader_does_not_let_a_lower_lap_in`).
+//!   A leader whose own lap comes back while it names a higher leader of the same epoch
+//!   holds a new election: the processes its lap passed name it, and the higher lap may have
+//!   skipped them on an old suspicion (sweep seed 92791; test
+//!   `cr_lower_leader_lap_back_while_naming_a_higher_one_reelects`).
 //! - **Lap timer.** Every participant arms the `Lap` timer (`cfg.lap_timeout()`); when it
 //!   fires before `elected` arrives (a message was lost with a crashed forwarder), the
 //!   process holds a new election. The timeout must cover a whole election (up to 3N - 1
@@ -93,12 +97,13 @@
 //! epoch, and nothing in the protocol can tell such a report from a real crash. The rules
 //! above repair the cases where the skipped process's messages meet the skipping election;
 //! the simulator's `peerage-lab sweep --algorithm chang-roberts --seeds 0..100000` still finds
-//! 3 of 100,000 (seeds 82223, 83038, 92791, all with recoveries, 2026-11-21): a process
-//! skipped by every lap that it never hears from again (for example seed 92791, N = 3: the
-//! highest process's lap skips a recovered low one on a failed-send report older than the
-//! recovery, and a lower leader's lap that did reach it comes back to that lower leader,
-//! which already names the highest and tells no one). A later election (the driver's `Start`,
-//! `PeerDown` of the leader) repairs them.
+//! 2 of 100,000 (seeds 82223, 83038, both with recoveries, 2026-11-21): a process skipped by
+//! every lap that it never hears from again (seed 82223, N = 3: the failure of a lap hop to
+//! the old incarnation of the highest process comes back after the recovered highest's own
+//! election passed; the re-election it causes skips the highest, which names itself at the
+//! older epoch and sends nothing more). A later election (the driver's `Start`, `PeerDown`
+//! of the leader) repairs them. The tests' random schedules: 0 of 200,000 disagree, 18 of
+//! 1,000,000 (21 before these rules).
 //!
 //! # Memory
 //! The simulator runs 100,000 processes all initiating, so the state is a handful of words:
@@ -370,6 +375,11 @@ impl ChangRoberts {
             if settled.is_none_or(|cur| cur <= self.me) {
                 self.set_leader(ctx, leader);
                 self.answer_stale(ctx);
+            } else {
+                // Our lap went round while we name a higher leader of this epoch: processes
+                // it passed may name us, and the higher lap may have skipped them (an old
+                // suspicion). Hold a new election, in which the suspicions are dropped.
+                self.restart(ctx, None);
             }
             return;
         }
@@ -884,6 +894,27 @@ mod tests {
         assert_eq!(p.leader(), Some(r2.id), "moved down to 1 while taking part in 3's election");
         let tell = Message::CrElected { epoch: 1, leader: r2 };
         assert_eq!(out, vec![crate::driver::Effect::Send { to: r1.id, msg: tell }]);
+    }
+
+    /// A lower leader whose own lap comes back while it names a higher leader of the same
+    /// epoch holds a new election (sweep seed 92791, N = 3: the highest's lap skipped the
+    /// recovered lowest on a failed-send report older than its recovery; the middle one's lap
+    /// reached the lowest and came back to the middle one, which already named the highest
+    /// and told no one, so the lowest kept naming the middle one). After an election of 3
+    /// processes (all name 2 at epoch 1), process 1 receives its own lap `elected(1)`: it
+    /// starts epoch 2, and everyone ends naming 2 at epoch 2.
+    #[test]
+    fn cr_lower_leader_lap_back_while_naming_a_higher_one_reelects() {
+        let mut net = net(3);
+        net.start_at(Time::ZERO, 0);
+        net.run();
+        assert_settled(&net, "first election");
+        let r1 = net.rank(1);
+        net.input(1, Input::Message { from: net.id(0), msg: Message::CrElected { epoch: 1, leader: r1 } });
+        assert_eq!(epoch_of(&net, 1), 2, "a new election");
+        net.run();
+        assert_settled(&net, "after the lower lap");
+        assert!((0..3).all(|i| epoch_of(&net, i) == 2));
     }
 
     /// A stale `elected(l)` whose leader ranks above the current leader starts a new election

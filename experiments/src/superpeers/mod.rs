@@ -20,12 +20,12 @@ pub mod protocol;
 pub mod world;
 
 use anyhow::Context as _;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use measure::{measure, Measures};
 use overlay::superpeer::{Method, SuperPeerConfig};
 use overlay::Algorithm;
 use protocol::{ProtoOutcome, ProtoParams, RoundStat};
-use rand::SeedableRng;
+use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -97,6 +97,10 @@ pub struct SuperpeersArgs {
     /// Skip the plots.
     #[arg(long)]
     pub no_plots: bool,
+    /// Methods simulated at the same time (threads; the results do not depend on it). Each
+    /// running method holds its own copy of the protocol state (~4-5 KiB a node).
+    #[arg(long, default_value_t = 1)]
+    pub jobs: usize,
 }
 
 /// One row of the results table.
@@ -155,6 +159,9 @@ pub fn config_of(args: &SuperpeersArgs) -> anyhow::Result<(Vec<Method>, SuperPee
     if args.near + args.random == 0 {
         anyhow::bail!("--near + --random must be at least 1");
     }
+    if args.jobs == 0 {
+        anyhow::bail!("--jobs must be at least 1");
+    }
     if args.kmeans_iters == 0 {
         anyhow::bail!("--kmeans-iters must be at least 1");
     }
@@ -198,38 +205,73 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
 
         let mut results: Vec<(String, Measures, Option<ProtoOutcome>)> = Vec::new();
         let mut assignments: Vec<(String, Vec<u32>, Vec<u32>)> = Vec::new();
-        for &method in &methods {
-            let cfg = SuperPeerConfig { method, ..base_cfg.clone() };
-            let pb = bar(args.max_rounds as u64, &format!("N={n} {method}"));
-            let params = ProtoParams {
-                cfg,
-                max_rounds: args.max_rounds,
-                stable_rounds: args.stable_rounds,
-                crash_fraction: args.crash,
-                recovery_rounds: args.recovery_rounds,
-                seed,
-            };
-            let out = protocol::run(&w, &params, |r, st| {
-                pb.set_position(r as u64);
-                pb.set_message(format!(
-                    "heads {} attached {:.3} rtt {:.1} ms moves {}",
-                    st.heads, st.attached_fraction, st.sample_rtt_ms, st.token_moves
-                ));
-            })?;
-            pb.finish();
-            let m = measure(&w, &out.heads, &out.head_of, cap, &mut rng);
-            for st in &out.rounds {
-                conv_rows.push((n, method.name().to_string(), st.clone()));
-            }
-            assignments.push((method.name().to_string(), out.heads.clone(), out.head_of.clone()));
-            results.push((method.name().to_string(), m, Some(out)));
+        // The baselines need only the world: they run on a second thread while the protocols
+        // run. Their RNG is the run's RNG as it would be after the protocols' measurements
+        // (one draw each), so the numbers are exactly those of running everything in turn.
+        let mut brng = rng.clone();
+        for _ in 0..methods.len() {
+            brng.next_u64();
         }
-        let pb = bar(args.kmeans_iters as u64, &format!("N={n} baselines"));
-        let r = baseline::random(&w, k, cap, &mut rng);
-        let km = baseline::kmeans(&w, k, cap, args.kmeans_iters, &mut rng, || pb.inc(1));
-        pb.finish();
-        let mr = measure(&w, &r.heads, &r.head_of, cap, &mut rng);
-        let mk = measure(&w, &km.heads, &km.head_of, cap, &mut rng);
+        let multi = MultiProgress::new();
+        let baselines = std::thread::scope(|scope| -> anyhow::Result<_> {
+            let w = &w;
+            let kmeans_iters = args.kmeans_iters;
+            let bpb = multi.add(bar(kmeans_iters as u64, &format!("N={n} baselines")));
+            let handle = scope.spawn(move || {
+                let r = baseline::random(w, k, cap, &mut brng);
+                let km = baseline::kmeans(w, k, cap, kmeans_iters, &mut brng, || bpb.inc(1));
+                bpb.finish();
+                let mr = measure(w, &r.heads, &r.head_of, cap, &mut brng);
+                let mk = measure(w, &km.heads, &km.head_of, cap, &mut brng);
+                (r, km, mr, mk)
+            });
+            // The methods' runs are independent (each seeds its own RNG from `seed`): with
+            // `--jobs 2` they run at the same time; they are measured in order afterwards, so
+            // the output does not depend on `--jobs`.
+            let run_method = |method: Method| -> anyhow::Result<ProtoOutcome> {
+                let cfg = SuperPeerConfig { method, ..base_cfg.clone() };
+                let pb = multi.add(bar(args.max_rounds as u64, &format!("N={n} {method}")));
+                let params = ProtoParams {
+                    cfg,
+                    max_rounds: args.max_rounds,
+                    stable_rounds: args.stable_rounds,
+                    crash_fraction: args.crash,
+                    recovery_rounds: args.recovery_rounds,
+                    seed,
+                };
+                let out = protocol::run(w, &params, |r, st| {
+                    pb.set_position(r as u64);
+                    pb.set_message(format!(
+                        "heads {} attached {:.3} rtt {:.1} ms moves {}",
+                        st.heads, st.attached_fraction, st.sample_rtt_ms, st.token_moves
+                    ));
+                })?;
+                pb.finish();
+                Ok(out)
+            };
+            let mut outs: Vec<anyhow::Result<ProtoOutcome>> = Vec::with_capacity(methods.len());
+            for batch in methods.chunks(args.jobs) {
+                let run_method = &run_method;
+                std::thread::scope(|batch_scope| -> anyhow::Result<()> {
+                    let handles: Vec<_> = batch.iter().map(|&m| batch_scope.spawn(move || run_method(m))).collect();
+                    for h in handles {
+                        outs.push(h.join().map_err(|_| anyhow::anyhow!("a protocol thread panicked"))?);
+                    }
+                    Ok(())
+                })?;
+            }
+            for (&method, out) in methods.iter().zip(outs) {
+                let out = out?;
+                let m = measure(w, &out.heads, &out.head_of, cap, &mut rng);
+                for st in &out.rounds {
+                    conv_rows.push((n, method.name().to_string(), st.clone()));
+                }
+                assignments.push((method.name().to_string(), out.heads.clone(), out.head_of.clone()));
+                results.push((method.name().to_string(), m, Some(out)));
+            }
+            handle.join().map_err(|_| anyhow::anyhow!("the baseline thread panicked"))
+        })?;
+        let (r, km, mr, mk) = baselines;
         results.push(("random".into(), mr.clone(), None));
         results.push(("kmeans".into(), mk.clone(), None));
         assignments.push(("random".into(), r.heads, r.head_of));

@@ -82,7 +82,12 @@ fn make_behaviour(key: &Keypair, cfg: &NodeConfig, unreadable: &Arc<AtomicU64>) 
     kcfg.set_replication_interval(None);
     kcfg.set_publication_interval(None);
     kcfg.set_provider_publication_interval(None);
-    kcfg.set_kbucket_size(NonZeroUsize::new(20).ok_or("bucket size")?);
+    kcfg.set_kbucket_size(NonZeroUsize::new(crate::node::KAD_K).ok_or("bucket size")?);
+    // Entries come from the member directory (`node.rs`, `fill_routing_table`), never from
+    // connections: with automatic inserts a new connection to a peer whose bucket is full
+    // makes kad dial the bucket's oldest disconnected entry to test it, a dial per
+    // connection that the gate then refuses.
+    kcfg.set_kbucket_inserts(kad::BucketInserts::Manual);
     let mut kad = kad::Behaviour::with_config(peer, kad::store::MemoryStore::new(peer), kcfg);
     // On loopback no external address is ever confirmed: be a server explicitly.
     kad.set_mode(Some(kad::Mode::Server));

@@ -8,6 +8,16 @@
 //! inbound connections before the handshake at `inbound_gate`; the peer manager keeps between
 //! `target_low` and `target_high` peers.
 //!
+//! Why these defaults fit together (session 2, issue 3's quiet steady state): a node dials on
+//! its own only below `target_low` (6), and unwanted (Kademlia) dials are refused from the
+//! same count, so kad never pushes a node above what the peer manager wants; the peer manager
+//! prunes only above `target_high` (24), far above the ~6-12 connections a node settles at,
+//! so a prune (which can push the pruned peer below `target_low` and make it dial) is rare
+//! and is not answered by a re-dial loop; inbound connections are admitted up to
+//! `inbound_gate` (40), above `target_high`, because an inbound refusal of an on-demand
+//! election dial would look like a crash to the sender; `max_established` (48) keeps every
+//! node within issue 3's bound of 50 connections.
+//!
 //! Unknown keys are errors (`deny_unknown_fields`), so a typo in a config file is reported,
 //! not ignored.
 
@@ -58,14 +68,14 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            max_established: 64,
+            max_established: 48,
             max_established_per_peer: 2,
             max_pending_incoming: 32,
             max_pending_outgoing: 32,
-            inbound_gate: 48,
+            inbound_gate: 40,
             outbound_gate: 6,
             target_low: 6,
-            target_high: 12,
+            target_high: 24,
             prune_min_age_ms: 10_000,
             election_keep_ms: 5_000,
             idle_timeout_ms: 10_000,
@@ -86,11 +96,17 @@ pub struct Timing {
     /// A node that still names no leader this long (plus up to the same again, random) after
     /// settling starts an election itself.
     pub fallback_ms: u64,
-    /// Period of membership sync to connected peers.
+    /// Base period of the member-directory anti-entropy: one digest to one random connected
+    /// peer per period (`members.rs`); also the node's housekeeping tick.
     pub members_sync_ms: u64,
+    /// The digest period doubles after each equal comparison up to this (a converged swarm is
+    /// quiet: one small digest per node per this period).
+    pub members_sync_max_ms: u64,
     /// Period of the `status` JSON line.
     pub status_ms: u64,
-    /// Period of Kademlia bootstrap (random walk); 0 turns periodic bootstrap off.
+    /// Period of Kademlia bootstrap (random walk); 0 (the default) turns periodic bootstrap
+    /// off: the routing table is filled from the member directory without dialling (see
+    /// `node.rs`), so a periodic walk would only dial peers the gate then refuses.
     pub kad_bootstrap_s: u64,
     /// Ping period (RTT samples for later Vivaldi coordinates).
     pub ping_s: u64,
@@ -102,8 +118,9 @@ impl Default for Timing {
             settle_ms: 2_000,
             fallback_ms: 4_000,
             members_sync_ms: 500,
+            members_sync_max_ms: 8_000,
             status_ms: 2_000,
-            kad_bootstrap_s: 300,
+            kad_bootstrap_s: 0,
             ping_s: 15,
         }
     }

@@ -17,23 +17,33 @@
 //!   down connects again.
 //!
 //! When elections start (issue 3 leaves it to the node; recorded here):
-//! - start-up: once the member directory has been quiet for `settle_ms`, the highest-ranked
-//!   member it knows starts an election (`Input::Start`); the others wait, so that start-up
-//!   costs one election, not N concurrent ones;
-//! - fallback: a node that names no leader `fallback_ms` (+ random up to the same again) after
-//!   settling starts one itself;
+//! - nothing starts before the member directory has *settled*: unchanged for `settle_ms` and
+//!   the last few digest comparisons with random peers equal (`members.rs`), the node's
+//!   local evidence that every node has the same group and so the same highest member;
+//! - start-up: the highest-ranked member then starts an election (`Input::Start`); the
+//!   others wait, so that start-up costs one election, not N concurrent ones;
+//! - fallback: a node that names no leader `fallback_ms` + 20 ms per member (an election over
+//!   N members takes O(N) hops) + random up to `fallback_ms` after settling, and has heard no
+//!   election message for `fallback_ms`, starts one itself;
 //! - a higher-ranked member appears: it is the highest member it knows, so it starts an
 //!   election once settled if the leader it names ranks lower;
 //! - the leader is reported down (`PeerDown`) and, one answer+coordinator timeout later, the
 //!   node still names it and is not in an election: it starts one. The algorithms' own
 //!   heartbeats (T1) cover leaders that no one is connected to.
 //! Node-initiated starts are at least `settle_ms + fallback_ms` apart.
+//!
+//! Connections (session 2): the member directory syncs by digest anti-entropy with one random
+//! peer per period (`members.rs`); Kademlia's routing table is filled from the directory
+//! without dialling (`kad_add`); for the ring algorithms the peer manager keeps the
+//! connections to both ring neighbours, so an election lap does not dial one connection per
+//! hop; one-to-many election sends go over the gossipsub mesh (`route`). Once settled a node
+//! therefore dials only when it falls below `target_low`.
 
 use crate::behaviour::{build_swarm, Behaviour, BehaviourEvent, TransportKind};
 use crate::codec::{ACK_OK, ACK_REJECTED};
 use crate::config::NodeConfig;
 use crate::election_driver::{group_sends, BroadcastFrame, ElectionDriver, Recipients, BROADCAST_VERSION};
-use crate::members::{node_id_of, Directory};
+use crate::members::{node_id_of, Directory, SyncPacer, ACK_EQUAL};
 use crate::metrics::Metrics;
 use crate::peer_manager::{self, PeerInfo, Policy};
 use crate::status::{Probe, Snapshot, StatusSink};
@@ -112,7 +122,8 @@ struct Node {
     scope_topic: gossipsub::IdentTopic,
     directory: Directory,
     fed_version: u64,
-    last_dir_change: Instant,
+    pacer: SyncPacer,
+    kad_seen: HashSet<PeerId>,
     driver: ElectionDriver,
     echo: bool,
     pending: HashMap<request_response::OutboundRequestId, (NodeId, Message)>,
@@ -199,7 +210,12 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
         scope_topic: topic,
         directory,
         fed_version: 0,
-        last_dir_change: now,
+        pacer: SyncPacer::new(
+            Duration::from_millis(opts.cfg.timing.members_sync_ms),
+            Duration::from_millis(opts.cfg.timing.members_sync_max_ms),
+            now,
+        ),
+        kad_seen: HashSet::new(),
         driver,
         echo: opts.cfg.election.algorithm == Algorithm::Echo,
         pending: HashMap::new(),
@@ -459,7 +475,16 @@ impl Node {
         }
         let settle = Duration::from_millis(self.cfg.timing.settle_ms);
         let fallback = Duration::from_millis(self.cfg.timing.fallback_ms);
-        if now.duration_since(self.last_dir_change) < settle {
+        // Only once the directory has settled swarm-wide (as far as this node can tell:
+        // unchanged for `settle_ms` and its last digests equal those of random peers), so
+        // that every node computes the same group and the same highest member.
+        // A node alone (no bootstrap, no peer, knows only itself) has nobody to compare
+        // digests with: quiet for `settle_ms` is all it can wait for.
+        let alone = self.cfg.bootstrap.is_empty()
+            && self.conns.is_empty()
+            && self.directory.len() == 1
+            && now.saturating_duration_since(self.directory.changed_at()) >= settle;
+        if !alone && !self.directory.settled(now, settle) {
             return;
         }
         if self.last_start.is_some_and(|t| now.duration_since(t) < settle + fallback) {
@@ -521,17 +546,18 @@ impl Node {
         // Own addresses into the directory.
         let mine: Vec<Multiaddr> = self.swarm.listeners().filter(|a| !is_unspecified(a)).cloned().collect();
         self.directory.set_my_addrs(mine);
-        // Membership sync to connected peers.
-        let peers: Vec<PeerId> = self.conns.keys().copied().collect();
-        for p in peers {
-            if let Some(frame) = self.directory.next_frame_for(&p) {
-                self.swarm.behaviour_mut().members.send_request(&p, frame);
+        // Member-directory anti-entropy: one digest to one random connected peer per period.
+        if !self.conns.is_empty() && self.pacer.due(now) {
+            let i = self.rng.gen_range(0..self.conns.len());
+            if let Some(p) = self.conns.keys().nth(i).copied() {
+                self.send_digest(p);
             }
         }
         // Group changes into the election.
         if self.directory.version() != self.fed_version {
             self.fed_version = self.directory.version();
-            self.last_dir_change = now;
+            self.pacer.on_change(now);
+            self.fill_routing_table();
             let m = self.directory.membership();
             self.feed(Input::Membership(m));
             if self.directory.len() != self.last_members_reported {
@@ -555,8 +581,28 @@ impl Node {
         self.refresh_snapshot();
     }
 
+    /// The ring neighbours this node keeps connections to (ring algorithms only): the
+    /// neighbour its ring messages go to, which it dials, and the one they come from, which
+    /// dials it. Both are kept out of pruning, so an election lap runs over open connections
+    /// instead of dialling (and later pruning) one connection per hop.
+    fn ring_neighbours(&self) -> (Option<PeerId>, Option<PeerId>) {
+        let group = self.driver.group();
+        let (to, from) = match self.cfg.election.algorithm {
+            // Villadangos sends to the next lower rank (seed 004's `neighbor`).
+            Algorithm::Villadangos => (group.predecessor(&self.me.id), group.successor(&self.me.id)),
+            Algorithm::Ring | Algorithm::ChangRoberts => {
+                (group.successor(&self.me.id), group.predecessor(&self.me.id))
+            }
+            _ => (None, None),
+        };
+        let peer = |r: Option<Rank>| r.filter(|r| r.id != self.me.id).and_then(|r| self.directory.peer_of(&r.id));
+        (peer(to), peer(from))
+    }
+
     fn manage_peers(&mut self, now: Instant) {
         let mesh: HashSet<PeerId> = self.swarm.behaviour().gossipsub.all_mesh_peers().copied().collect();
+        let settled = self.directory.settled(now, Duration::from_millis(self.cfg.timing.settle_ms));
+        let (ring_to, ring_from) = if settled { self.ring_neighbours() } else { (None, None) };
         let infos: Vec<PeerInfo> = self
             .conns
             .iter()
@@ -564,7 +610,7 @@ impl Node {
                 peer: *p,
                 connected_since: c.since,
                 last_election_use: c.last_election_use,
-                in_mesh: mesh.contains(p),
+                in_mesh: mesh.contains(p) || Some(*p) == ring_to || Some(*p) == ring_from,
             })
             .collect();
         let l = &self.cfg.limits;
@@ -574,18 +620,21 @@ impl Node {
             prune_min_age: Duration::from_millis(l.prune_min_age_ms),
             election_keep: Duration::from_millis(l.election_keep_ms),
         };
+        // Candidates to dial below `target_low`: random members of the directory (it knows
+        // every member's addresses; no lookup needed).
         let mut candidates = Vec::new();
         if infos.len() < policy.target_low {
-            for bucket in self.swarm.behaviour_mut().kad.kbuckets() {
-                for e in bucket.iter() {
-                    let p = *e.node.key.preimage();
-                    if !self.conns.contains_key(&p) {
-                        candidates.push(p);
-                    }
-                }
-            }
+            candidates = self
+                .directory
+                .iter()
+                .map(|(p, _)| *p)
+                .filter(|p| *p != self.peer_id && !self.conns.contains_key(p))
+                .collect();
         }
-        let plan = peer_manager::plan(&policy, &infos, &candidates, now, &mut self.rng);
+        let mut plan = peer_manager::plan(&policy, &infos, &candidates, now, &mut self.rng);
+        if let Some(p) = ring_to.filter(|p| !self.conns.contains_key(p) && !plan.dial.contains(p)) {
+            plan.dial.push(p);
+        }
         for p in plan.prune {
             debug!(peer = %p, "pruning");
             self.closing.insert(p);
@@ -646,26 +695,25 @@ impl Node {
                 }
                 if num_established.get() == 1 {
                     self.conns.insert(peer_id, Conn { since: Instant::now(), last_election_use: None });
-                    self.directory.peer_connected(peer_id);
                     if endpoint.is_dialer() {
                         let addr = endpoint.get_remote_address().clone();
-                        self.swarm.behaviour_mut().kad.add_address(&peer_id, addr.clone());
+                        self.kad_add(peer_id, std::slice::from_ref(&addr));
                         self.swarm.behaviour_mut().gate.add_addresses(peer_id, [addr]);
                     }
                     let node = node_id_of(&peer_id);
                     if self.echo || self.reported_down.remove(&node) {
                         self.feed(Input::PeerUp(node));
                     }
-                    // Give the new peer our member list right away.
-                    if let Some(frame) = self.directory.next_frame_for(&peer_id) {
-                        self.swarm.behaviour_mut().members.send_request(&peer_id, frame);
+                    // A joining node pulls a snapshot of the directory from its first peer at
+                    // once (`members.rs`); everyone else waits for the periodic digest.
+                    if !self.directory.has_exchanged() {
+                        self.send_digest(peer_id);
                     }
                 }
             }
             SwarmEvent::ConnectionClosed { peer_id, num_established, cause, .. } => {
                 if num_established == 0 {
                     self.conns.remove(&peer_id);
-                    self.directory.peer_disconnected(&peer_id);
                     let pruned = self.closing.remove(&peer_id);
                     let node = node_id_of(&peer_id);
                     if self.echo {
@@ -727,9 +775,7 @@ impl Node {
                 if let identify::Event::Received { peer_id, info, .. } = e {
                     let addrs: Vec<Multiaddr> =
                         info.listen_addrs.into_iter().filter(|a| !is_unspecified(a)).take(8).collect();
-                    for a in &addrs {
-                        self.swarm.behaviour_mut().kad.add_address(&peer_id, a.clone());
-                    }
+                    self.kad_add(peer_id, &addrs);
                     self.swarm.behaviour_mut().gate.add_addresses(peer_id, addrs);
                 }
             }
@@ -815,31 +861,41 @@ impl Node {
         use request_response::{Event, Message as RrMessage};
         match e {
             Event::Message { peer, message: RrMessage::Request { request, channel, .. }, .. } => {
-                let ok = match self.directory.merge(&request) {
-                    Ok((changed, bad)) => {
-                        if bad > 0 {
-                            warn!(%peer, bad, "members frame with bad entries");
+                let ack = match self.directory.handle(&request) {
+                    Ok(h) => {
+                        if h.bad > 0 {
+                            warn!(%peer, bad = h.bad, "members frame with bad entries");
                         }
-                        if changed > 0 {
+                        if h.changed > 0 {
                             self.note_new_addresses();
                         }
-                        true
+                        if let Some(reply) = h.reply {
+                            self.swarm.behaviour_mut().members.send_request(&peer, reply);
+                        }
+                        if h.equal {
+                            self.pacer.on_equal();
+                            ACK_EQUAL
+                        } else {
+                            ACK_OK
+                        }
                     }
                     Err(e) => {
                         warn!(%peer, "{e}");
                         self.bad_frame();
-                        false
+                        ACK_REJECTED
                     }
                 };
-                let _ = self
-                    .swarm
-                    .behaviour_mut()
-                    .members
-                    .send_response(channel, vec![if ok { ACK_OK } else { ACK_REJECTED }]);
+                let _ = self.swarm.behaviour_mut().members.send_response(channel, vec![ack]);
+            }
+            Event::Message { message: RrMessage::Response { response, .. }, .. } => {
+                if response.first() == Some(&ACK_EQUAL) {
+                    self.directory.digest_acknowledged_equal();
+                    self.pacer.on_equal();
+                }
             }
             Event::OutboundFailure { peer, error, .. } => {
+                // Anti-entropy repairs a lost frame in a later round; nothing to undo.
                 debug!(%peer, "members sync failed: {error}");
-                self.directory.sync_failed(&peer);
             }
             Event::InboundFailure { peer, error, .. } => warn!(%peer, "members request from peer failed: {error}"),
             _ => {}
@@ -858,7 +914,47 @@ impl Node {
             self.swarm.behaviour_mut().gate.add_addresses(p, a);
         }
     }
+
+    /// Send this node's member digest to `peer` (`members.rs`).
+    fn send_digest(&mut self, peer: PeerId) {
+        if let Some(frame) = self.directory.digest_frame() {
+            self.swarm.behaviour_mut().members.send_request(&peer, frame);
+        }
+    }
+
+    /// Put `peer` into the Kademlia routing table, but only into a k-bucket that has room:
+    /// adding to a full bucket makes kad dial the bucket's oldest disconnected entry to test
+    /// it (libp2p-kad 0.49 `add_address`), which is exactly the dialling a quiet overlay must
+    /// not do. Buckets are filled with `BucketInserts::Manual` (`behaviour.rs`), so this is
+    /// the only way entries get in.
+    fn kad_add(&mut self, peer: PeerId, addrs: &[Multiaddr]) {
+        let kad = &mut self.swarm.behaviour_mut().kad;
+        let room = kad.kbucket(peer).is_some_and(|b| b.num_entries() < KAD_K);
+        if room {
+            for a in addrs {
+                kad.add_address(&peer, a.clone());
+            }
+        }
+    }
+
+    /// Fill the routing table from the member directory: every member not offered yet, into
+    /// a bucket with room, without dialling (`dht_filled` in the swarm report measures this).
+    fn fill_routing_table(&mut self) {
+        let fresh: Vec<(PeerId, Vec<Multiaddr>)> = self
+            .directory
+            .iter()
+            .filter(|(p, m)| **p != self.peer_id && !m.addrs.is_empty() && !self.kad_seen.contains(*p))
+            .map(|(p, m)| (*p, m.addrs.clone()))
+            .collect();
+        for (p, addrs) in fresh {
+            self.kad_seen.insert(p);
+            self.kad_add(p, &addrs);
+        }
+    }
 }
+
+/// Kademlia's bucket size (`behaviour.rs` sets the same value; libp2p's `K_VALUE`).
+pub const KAD_K: usize = 20;
 
 fn is_unspecified(a: &Multiaddr) -> bool {
     a.iter().any(|p| match p {

@@ -5,8 +5,12 @@
 //! - above `target_high`, close connections to random peers that are not in the gossipsub
 //!   mesh, have been connected at least `prune_min_age`, and carried no election message for
 //!   `election_keep` (on-demand election connections are closed once unused);
-//! - below `target_low`, dial random peers from the Kademlia routing table that we are not
-//!   connected to (the gate lets these wanted dials through).
+//! - below `target_low`, dial random members of the directory that we are not connected to
+//!   (the gate lets these wanted dials through).
+//!
+//! Session 2: `target_high` sits well above the count nodes settle at (see `config.rs`), so
+//! prunes are rare and a prune is not answered by a cascade of re-dials; the node adds its
+//! ring neighbour to the dials and marks both ring neighbours unprunable.
 //!
 //! The decision is a pure function of the peer table, so it is unit-tested without a network.
 
@@ -21,6 +25,8 @@ pub struct PeerInfo {
     pub peer: PeerId,
     pub connected_since: Instant,
     pub last_election_use: Option<Instant>,
+    /// Never pruned: a gossipsub mesh peer, or (ring algorithms) a ring neighbour that
+    /// election laps run over (`node.rs`).
     pub in_mesh: bool,
 }
 

@@ -9,17 +9,30 @@
 //!
 //! The logical ring of the ring algorithms is this order: a process's *successor* is the
 //! process with the next higher rank, wrapping from the highest to the lowest.
+//!
+//! The id index is a `hashbrown::HashTable<u32>` of positions into the rank list, hashed with
+//! `FxHash` (ids are uniform hashes already). It stores 4 bytes per slot instead of a whole
+//! `(NodeId, u32)` pair (36 bytes), so at 100,000 members it is about 0.6 MiB instead of 5 MiB
+//! and stays in cache; a lookup confirms the candidate by comparing `ranks[pos].id`, the line
+//! callers usually read next anyway. This lookup is on every delivered message's path in the
+//! simulator (see `docs/RESULTS.md`, "Simulator throughput and memory").
 
 use crate::id::{NodeId, Rank};
-use rustc_hash::{FxHashMap, FxHashSet};
+use hashbrown::HashTable;
+use rustc_hash::{FxBuildHasher, FxHashSet};
+use std::hash::BuildHasher;
 
 /// The known process group, sorted by rank (ascending), with an index by id.
 #[derive(Debug, Clone, Default)]
 pub struct Membership {
     ranks: Vec<Rank>,
-    /// Id -> position. Ids are uniform hashes already, so the fast non-cryptographic
-    /// `FxHash` is safe here; this lookup is on every delivered message's path.
-    index: FxHashMap<NodeId, u32>,
+    /// Id -> position: positions into `ranks`, hashed by their rank's id (see the module doc).
+    index: HashTable<u32>,
+}
+
+#[inline]
+fn hash_id(id: &NodeId) -> u64 {
+    FxBuildHasher.hash_one(id)
 }
 
 impl Membership {
@@ -33,7 +46,10 @@ impl Membership {
             }
         }
         v.sort_unstable();
-        let index = v.iter().enumerate().map(|(i, r)| (r.id, i as u32)).collect();
+        let mut index = HashTable::with_capacity(v.len());
+        for (i, r) in v.iter().enumerate() {
+            index.insert_unique(hash_id(&r.id), i as u32, |&p| hash_id(&v[p as usize].id));
+        }
         Membership { ranks: v, index }
     }
 
@@ -48,14 +64,21 @@ impl Membership {
         &self.ranks
     }
     pub fn contains(&self, id: &NodeId) -> bool {
-        self.index.contains_key(id)
+        self.position(id).is_some()
     }
     /// Position of `id` in rank order.
+    #[inline]
     pub fn position(&self, id: &NodeId) -> Option<usize> {
-        self.index.get(id).map(|&i| i as usize)
+        self.index.find(hash_id(id), |&p| self.ranks[p as usize].id == *id).map(|&p| p as usize)
     }
     pub fn rank_of(&self, id: &NodeId) -> Option<Rank> {
         self.position(id).map(|i| self.ranks[i])
+    }
+    /// Heap bytes of the rank list and the id index (hashbrown keeps about 8/7 slots per
+    /// entry of capacity, each a 4-byte position plus one control byte).
+    pub fn heap_bytes(&self) -> usize {
+        let slots = self.index.capacity() * 8 / 7;
+        self.ranks.capacity() * std::mem::size_of::<Rank>() + slots * (std::mem::size_of::<u32>() + 1)
     }
     /// The highest-ranked process.
     pub fn highest(&self) -> Option<Rank> {
@@ -105,6 +128,24 @@ mod tests {
         assert_eq!(ids, vec![1, 3, 5]);
         assert_eq!(g.position(&NodeId::from_u64(5)), Some(2));
         assert!(!g.contains(&NodeId::from_u64(4)));
+    }
+
+    #[test]
+    fn index_tells_apart_ids_that_share_their_high_bits() {
+        // Ids equal but for their last byte: the index must compare whole ids.
+        let id = |b: u8| {
+            let mut x = [7u8; 32];
+            x[31] = b;
+            NodeId(x)
+        };
+        let g = Membership::new([9u8, 3, 200, 0].iter().map(|&b| Rank::new(0, id(b))));
+        assert_eq!(g.position(&id(0)), Some(0));
+        assert_eq!(g.position(&id(3)), Some(1));
+        assert_eq!(g.position(&id(9)), Some(2));
+        assert_eq!(g.position(&id(200)), Some(3));
+        assert!(!g.contains(&id(4)));
+        assert!(!g.contains(&NodeId::MIN));
+        assert_eq!(Membership::default().position(&id(0)), None);
     }
 
     #[test]

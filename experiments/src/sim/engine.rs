@@ -8,7 +8,9 @@
 //! ([`EventQueue`]), so a run is a pure function of its seed and configuration.
 //!
 //! Representation, chosen for 100,000+ processes and millions of messages per second:
-//! processes are `u32` indices; `NodeId -> index` is an `FxHashMap`; an event is a few `u32`s
+//! processes are `u32` indices; `NodeId -> index` reuses the group's own index
+//! ([`Membership::position`]; no second hash table), since callers number processes in rank
+//! order (a permutation is kept otherwise); an event is a few `u32`s
 //! (about 24 bytes; 40 with its queue key); messages wait in a [`Slab`] while in flight, so a
 //! send allocates nothing beyond the message the state machine built; the effect buffer is
 //! reused; every process's armed timers are a short vector of `(Timer, generation)`.
@@ -49,7 +51,7 @@ use overlay::election::{Algorithm, AnyElection, ElectionConfig, Message};
 use overlay::{Context, Effect, Election, Input, Membership, NodeId, Rank, Time, Timer};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use rustc_hash::FxHashMap;
+use rustc_hash::FxHashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -118,14 +120,26 @@ enum Event {
     LinkReports(u32),
 }
 
-/// One simulated process.
+/// How process indices relate to positions in the group (its rank order).
+enum Order {
+    /// Process `i` is `group.ranks()[i]` (the usual case: callers number in rank order).
+    Rank,
+    /// Any other numbering: the ranks by process index, and position -> index.
+    Permuted { ranks: Vec<Rank>, index_at: Vec<u32> },
+}
+
+/// The engine's record of one simulated process, apart from its state machine (kept in
+/// `Sim::elections`, a separate array: these records are small and dense, so the liveness and
+/// incarnation checks on every send and delivery stay in cache, away from the algorithms'
+/// large inline state).
 struct Proc {
-    election: Option<AnyElection>,
     /// Armed timers and the generation of their arming.
     timers: Vec<(Timer, u32)>,
     next_gen: u32,
     /// Bumped at every crash; stale timers and failure reports carry the old value.
     incarnation: u32,
+    /// The state machine exists (`Sim::elections[i].is_some()`).
+    alive: bool,
     /// Time of this incarnation's last `Effect::Leader`.
     decided_at: Option<Time>,
 }
@@ -136,9 +150,10 @@ pub struct Sim {
     rng: ChaCha8Rng,
     cfg: ElectionConfig,
     group: Arc<Membership>,
-    ranks: Vec<Rank>,
-    index: FxHashMap<NodeId, u32>,
+    order: Order,
     procs: Vec<Proc>,
+    /// The state machine of every live process (`None`: crashed), by process index.
+    elections: Vec<Option<AnyElection>>,
     queue: EventQueue<Event>,
     msgs: Slab<Message>,
     latency: Box<dyn LatencyModel>,
@@ -179,32 +194,37 @@ impl Sim {
                 _ => {}
             }
         }
-        let mut index = FxHashMap::with_capacity_and_hasher(n, Default::default());
-        for (i, r) in setup.ranks.iter().enumerate() {
-            if index.insert(r.id, i as u32).is_some() {
-                return Err(SimError::DuplicateId(r.id.to_string()));
-            }
-        }
         let group = Arc::new(Membership::new(setup.ranks.iter().copied()));
-        let procs = setup
-            .ranks
-            .iter()
-            .map(|r| Proc {
-                election: Some(AnyElection::new(*r, group.clone(), &setup.election)),
-                timers: Vec::new(),
-                next_gen: 0,
-                incarnation: 0,
-                decided_at: None,
-            })
+        if group.len() != n {
+            let mut seen = FxHashSet::default();
+            let dup = setup.ranks.iter().find(|r| !seen.insert(r.id)).map(|r| r.id.to_string());
+            return Err(SimError::DuplicateId(dup.unwrap_or_default()));
+        }
+        let order = if group.ranks() == setup.ranks.as_slice() {
+            Order::Rank
+        } else {
+            let mut index_at = vec![0u32; n];
+            for (i, r) in setup.ranks.iter().enumerate() {
+                // Every rank is a member (same list, no duplicates), so `position` finds it.
+                if let Some(p) = group.position(&r.id) {
+                    index_at[p] = i as u32;
+                }
+            }
+            Order::Permuted { ranks: setup.ranks.clone(), index_at }
+        };
+        let elections =
+            setup.ranks.iter().map(|r| Some(AnyElection::new(*r, group.clone(), &setup.election))).collect();
+        let procs = (0..n)
+            .map(|_| Proc { timers: Vec::new(), next_gen: 0, incarnation: 0, alive: true, decided_at: None })
             .collect();
         Ok(Sim {
             now: Time::ZERO,
             rng,
             cfg: setup.election,
             group,
-            ranks: setup.ranks,
-            index,
+            order,
             procs,
+            elections,
             queue: EventQueue::with_capacity(n.min(1 << 20)),
             msgs: Slab::new(),
             latency: setup.latency,
@@ -228,11 +248,8 @@ impl Sim {
 
     /// Process `i` is down from the start: no state, never reported to anyone.
     pub fn down_from_start(&mut self, i: u32) -> Result<(), SimError> {
-        let p = self.procs.get_mut(i as usize).ok_or(SimError::NoSuchProcess(i))?;
-        p.election = None;
-        p.timers.clear();
-        p.incarnation += 1;
-        p.decided_at = None;
+        self.check(i)?;
+        self.kill(i);
         Ok(())
     }
 
@@ -247,7 +264,7 @@ impl Sim {
             for &j in topo.neighbours(i) {
                 if self.is_alive(j) && self.same_side(i, j) {
                     self.metrics.peer_up_reports += 1;
-                    let id = self.ranks[j as usize].id;
+                    let id = self.id_of(j);
                     self.input(i, Input::PeerUp(id));
                 }
             }
@@ -328,7 +345,7 @@ impl Sim {
                 let Some(msg) = self.msgs.take(slot) else { return };
                 if self.is_incarnation(to, to_inc) && self.reachable(from, to) {
                     self.metrics.delivered += 1;
-                    let from_id = self.ranks[from as usize].id;
+                    let from_id = self.id_of(from);
                     tracing::trace!(t = self.now.0, from, to, kind = msg.kind(), "deliver");
                     self.input(to, Input::Message { from: from_id, msg });
                 } else {
@@ -346,7 +363,7 @@ impl Sim {
             Event::Failed { sender, sender_inc, dest, slot } => {
                 let Some(msg) = self.msgs.take(slot) else { return };
                 if self.is_incarnation(sender, sender_inc) {
-                    let to = self.ranks[dest as usize].id;
+                    let to = self.id_of(dest);
                     self.input(sender, Input::SendFailed { to, msg });
                 }
             }
@@ -365,17 +382,17 @@ impl Sim {
             Event::Recover(i) => self.recover(i),
             Event::DetectDown { peer, inc } => {
                 let p = &self.procs[peer as usize];
-                if p.election.is_some() || p.incarnation != inc {
+                if p.alive || p.incarnation != inc {
                     return;
                 }
-                let id = self.ranks[peer as usize].id;
+                let id = self.id_of(peer);
                 self.report_all(peer, Input::PeerDown(id));
             }
             Event::DetectUp { peer, inc } => {
                 if !self.is_incarnation(peer, inc) {
                     return;
                 }
-                let id = self.ranks[peer as usize].id;
+                let id = self.id_of(peer);
                 self.report_all(peer, Input::PeerUp(id));
             }
             Event::Partition(k) => {
@@ -394,7 +411,7 @@ impl Sim {
                             continue;
                         }
                         let still = self.same_side(x, y);
-                        let id = self.ranks[y as usize].id;
+                        let id = self.id_of(y);
                         if up && still && self.is_alive(y) {
                             self.metrics.peer_up_reports += 1;
                             self.input(x, Input::PeerUp(id));
@@ -457,16 +474,11 @@ impl Sim {
     }
 
     fn crash(&mut self, i: u32) {
-        let p = &mut self.procs[i as usize];
-        if p.election.is_none() {
+        if !self.is_alive(i) {
             return;
         }
         tracing::debug!(t = self.now.0, process = i, "crash");
-        p.election = None;
-        p.timers.clear();
-        p.incarnation += 1;
-        p.decided_at = None;
-        let inc = p.incarnation;
+        let inc = self.kill(i);
         self.metrics.crashes += 1;
         self.queue.push(self.now + self.detect_delay, Event::DetectDown { peer: i, inc });
     }
@@ -477,16 +489,17 @@ impl Sim {
         }
         tracing::debug!(t = self.now.0, process = i, "recover");
         self.metrics.recoveries += 1;
-        let fresh = AnyElection::new(self.ranks[i as usize], self.group.clone(), &self.cfg);
+        let fresh = AnyElection::new(self.rank(i), self.group.clone(), &self.cfg);
+        self.elections[i as usize] = Some(fresh);
         let p = &mut self.procs[i as usize];
-        p.election = Some(fresh);
+        p.alive = true;
         p.timers.clear();
         let inc = p.incarnation;
         if let Some(t) = self.topology.take() {
             for &j in t.neighbours(i) {
                 if self.is_alive(j) && self.same_side(i, j) {
                     self.metrics.peer_up_reports += 1;
-                    let id = self.ranks[j as usize].id;
+                    let id = self.id_of(j);
                     self.input(i, Input::PeerUp(id));
                 }
             }
@@ -496,9 +509,20 @@ impl Sim {
         self.queue.push(self.now + self.detect_delay, Event::DetectUp { peer: i, inc });
     }
 
+    /// Drop process `i`'s state machine and timers and start its next incarnation (returned).
+    fn kill(&mut self, i: u32) -> u32 {
+        self.elections[i as usize] = None;
+        let p = &mut self.procs[i as usize];
+        p.alive = false;
+        p.timers.clear();
+        p.incarnation += 1;
+        p.decided_at = None;
+        p.incarnation
+    }
+
     /// Feed one input to process `i` now and carry out its effects.
     fn input(&mut self, i: u32, input: Input) {
-        let Some(e) = self.procs[i as usize].election.as_mut() else { return };
+        let Some(e) = self.elections[i as usize].as_mut() else { return };
         let mut effects = std::mem::take(&mut self.effects);
         {
             let mut ctx = Context::new(self.now, &mut self.rng, &mut effects);
@@ -547,7 +571,7 @@ impl Sim {
             self.bytes += postcard::experimental::serialized_size(&msg).unwrap_or(0) as u64;
         }
         let inc = self.procs[i as usize].incarnation;
-        let Some(&j) = self.index.get(&to) else {
+        let Some(j) = self.index_of(&to) else {
             // Not a simulated process: the connection is refused at once.
             self.metrics.unknown_destination += 1;
             let slot = self.msgs.insert(msg);
@@ -605,27 +629,42 @@ impl Sim {
     pub fn config(&self) -> &ElectionConfig {
         &self.cfg
     }
+    #[inline]
     pub fn rank(&self, i: u32) -> Rank {
-        self.ranks[i as usize]
+        self.ranks()[i as usize]
     }
+    #[inline]
+    fn id_of(&self, i: u32) -> NodeId {
+        self.ranks()[i as usize].id
+    }
+    /// The ranks by process index.
+    #[inline]
     pub fn ranks(&self) -> &[Rank] {
-        &self.ranks
+        match &self.order {
+            Order::Rank => self.group.ranks(),
+            Order::Permuted { ranks, .. } => ranks,
+        }
     }
     /// Index of the process with id `id`.
+    #[inline]
     pub fn index_of(&self, id: &NodeId) -> Option<u32> {
-        self.index.get(id).copied()
+        let p = self.group.position(id)?;
+        match &self.order {
+            Order::Rank => Some(p as u32),
+            Order::Permuted { index_at, .. } => index_at.get(p).copied(),
+        }
     }
     #[inline]
     pub fn is_alive(&self, i: u32) -> bool {
-        self.procs[i as usize].election.is_some()
+        self.procs[i as usize].alive
     }
     fn is_incarnation(&self, i: u32, inc: u32) -> bool {
         let p = &self.procs[i as usize];
-        p.election.is_some() && p.incarnation == inc
+        p.alive && p.incarnation == inc
     }
     /// The state machine of a live process.
     pub fn process(&self, i: u32) -> Option<&AnyElection> {
-        self.procs[i as usize].election.as_ref()
+        self.elections[i as usize].as_ref()
     }
     /// When live process `i` last decided.
     pub fn decided_at(&self, i: u32) -> Option<Time> {
@@ -668,19 +707,27 @@ impl Sim {
 
     /// Heap bytes the engine uses per process beyond the algorithms' own state (the
     /// `AnyElection` values themselves and what they allocate are excluded): process records
-    /// without their election, ranks, the id index, partition sides, timers and the echo
+    /// without their election, the group's ranks and id index, partition sides, timers and the echo
     /// topology. Queue and in-flight messages are reported separately (they scale with
     /// traffic, not processes).
     pub fn engine_bytes_per_process(&self) -> f64 {
         let n = self.procs.len().max(1) as f64;
-        let proc_rec = std::mem::size_of::<Proc>() - std::mem::size_of::<Option<AnyElection>>();
+        let proc_rec = std::mem::size_of::<Proc>();
         let timers: usize =
             self.procs.iter().map(|p| p.timers.capacity() * std::mem::size_of::<(Timer, u32)>()).sum();
-        let index = self.index.capacity() * (std::mem::size_of::<(NodeId, u32)>() + 1);
+        // The group's rank list and id index serve as the engine's own (counted here in
+        // full, although the algorithms share the same copy), plus a permutation if any.
+        let order = match &self.order {
+            Order::Rank => 0,
+            Order::Permuted { ranks, index_at } => {
+                ranks.capacity() * std::mem::size_of::<Rank>() + index_at.capacity() * 4
+            }
+        };
+        // The `Option<AnyElection>` slots themselves are the algorithms' inline state.
         let total = self.procs.capacity() * proc_rec
             + timers
-            + self.ranks.capacity() * std::mem::size_of::<Rank>()
-            + index
+            + self.group.heap_bytes()
+            + order
             + self.side.capacity() * 2
             + self.topology.as_ref().map_or(0, |t| t.heap_bytes());
         total as f64 / n

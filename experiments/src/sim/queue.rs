@@ -2,20 +2,27 @@
 //!
 //! Discrete-event simulation needs the earliest event first and, among events at the same
 //! instant, the one scheduled first (FIFO), so that a run is a pure function of its seed. The
-//! queue orders entries by the key `(time, seq)`, where `seq` is a counter the queue assigns at
-//! push time; ties on time therefore never depend on the event's contents or on memory layout.
+//! queue orders entries by time, then by push order; ties on time therefore never depend on
+//! the event's contents or on memory layout.
 //!
-//! It is a **radix heap** (Ahuja, Mehlhorn, Orlin and Tarjan, 1990) over the 128-bit key
-//! `time << 64 | seq`. A radix heap is a *monotone* priority queue: it only works while no key
-//! smaller than the last one taken out is pushed, which a simulation guarantees (it schedules
-//! at `now + delay`, and `seq` grows). Bucket `b` holds the keys whose highest bit differing
-//! from the last popped key is bit `b - 1`; a push appends to a bucket (O(1), no sifting) and a
-//! pop that finds bucket 0 empty moves the lowest non-empty bucket into lower buckets, a
-//! sequential pass. With 100,000s of pending events that is several times faster than a
-//! binary heap, whose sift-downs miss the cache at every level (measured: see
-//! `docs/RESULTS.md`). A push below the last popped key (a caller scheduling in the past after
-//! a peek) is still handled correctly, by redistributing everything (O(n), never done by the
-//! engine).
+//! It is a **radix heap** (Ahuja, Mehlhorn, Orlin and Tarjan, 1990) over the 64-bit time. A
+//! radix heap is a *monotone* priority queue: it only works while no key smaller than the last
+//! one taken out is pushed, which a simulation guarantees (it schedules at `now + delay`).
+//! Bucket `b` holds the entries whose highest bit of time differing from the last settled
+//! time is bit `b - 1`; a push appends to a bucket (O(1), no sifting) and a pop that finds
+//! bucket 0 empty moves the lowest non-empty bucket into lower buckets, a sequential pass.
+//! With 100,000s of pending events that is several times faster than a binary heap, whose
+//! sift-downs miss the cache at every level (measured: see `docs/RESULTS.md`).
+//!
+//! FIFO among equal times without a sequence number in the key: entries with equal times
+//! always sit in the same bucket (the bucket depends only on the time and the base), every
+//! bucket keeps push order (appends, and a redistribution walks a bucket in order into lower
+//! buckets that are empty at that moment), and bucket 0, which holds exactly the entries at
+//! the base time, is a queue popped from the front. Keying by time alone (instead of
+//! `(time, seq)`, as before) means a burst of events at one instant moves down once instead of
+//! being sorted by sequence number bit by bit, and an entry is 8 bytes smaller. A push below
+//! the base (a caller scheduling in the past after a peek) is still handled correctly, by
+//! redistributing everything (O(n), never done by the engine).
 //!
 //! Nothing here knows about elections: the super-peer experiments can reuse it as is. Keep
 //! `E` a few machine words (indices, not payloads; park large payloads in a
@@ -24,29 +31,26 @@
 //! Time is [`overlay::Time`] (microseconds).
 
 use overlay::Time;
+use std::collections::VecDeque;
 
 struct Entry<E> {
     time: u64,
-    seq: u64,
     event: E,
 }
 
-impl<E> Entry<E> {
-    #[inline]
-    fn key(&self) -> u128 {
-        ((self.time as u128) << 64) | self.seq as u128
-    }
-}
-
-const BUCKETS: usize = 129;
+/// Buckets 1..=64 (bucket 0 is the `zero` queue).
+const BUCKETS: usize = 65;
 
 /// Events of type `E` ordered by `(time, insertion order)`.
 pub struct EventQueue<E> {
+    /// Bucket 0: the entries at time `last`, in push order.
+    zero: VecDeque<Entry<E>>,
+    /// Buckets by highest differing bit from `last` (index 0 unused).
     buckets: Vec<Vec<Entry<E>>>,
-    /// Bit `b` set when bucket `b` is non-empty (buckets 0..=128 over three words).
-    nonempty: [u64; 3],
-    /// The key every bucket index is relative to (the last key moved to bucket 0).
-    last: u128,
+    /// Bit `b` set when bucket `b` (1..=64) is non-empty.
+    nonempty: [u64; 2],
+    /// The time every bucket index is relative to (the last time moved to bucket 0).
+    last: u64,
     len: usize,
     seq: u64,
 }
@@ -60,8 +64,9 @@ impl<E> Default for EventQueue<E> {
 impl<E> EventQueue<E> {
     pub fn new() -> Self {
         EventQueue {
+            zero: VecDeque::new(),
             buckets: (0..BUCKETS).map(|_| Vec::new()).collect(),
-            nonempty: [0; 3],
+            nonempty: [0; 2],
             last: 0,
             len: 0,
             seq: 0,
@@ -74,8 +79,8 @@ impl<E> EventQueue<E> {
     }
 
     #[inline]
-    fn bucket_of(&self, key: u128) -> usize {
-        (128 - (key ^ self.last).leading_zeros()) as usize
+    fn bucket_of(&self, time: u64) -> usize {
+        (64 - (time ^ self.last).leading_zeros()) as usize
     }
 
     #[inline]
@@ -88,7 +93,7 @@ impl<E> EventQueue<E> {
         self.nonempty[b >> 6] &= !(1 << (b & 63));
     }
 
-    /// Lowest non-empty bucket.
+    /// Lowest non-empty bucket among 1..=64.
     #[inline]
     fn lowest(&self) -> Option<usize> {
         for (w, &bits) in self.nonempty.iter().enumerate() {
@@ -99,52 +104,57 @@ impl<E> EventQueue<E> {
         None
     }
 
-    /// Schedule `event` at `at`. Events at the same time come out in push order.
+    /// Put `e` into its bucket relative to the current base.
     #[inline]
-    pub fn push(&mut self, at: Time, event: E) {
-        self.seq += 1;
-        let e = Entry { time: at.as_micros(), seq: self.seq, event };
-        let k = e.key();
-        if k < self.last {
-            self.rebase(k);
-        }
-        let b = self.bucket_of(k);
-        self.buckets[b].push(e);
-        self.mark(b);
-        self.len += 1;
-    }
-
-    /// Make `key` (below every queued key) the new base and redistribute everything.
-    #[cold]
-    fn rebase(&mut self, key: u128) {
-        let mut all = Vec::with_capacity(self.len);
-        for b in self.buckets.iter_mut() {
-            all.append(b);
-        }
-        self.nonempty = [0; 3];
-        self.last = key;
-        for e in all {
-            let b = self.bucket_of(e.key());
+    fn place(&mut self, e: Entry<E>) {
+        let b = self.bucket_of(e.time);
+        if b == 0 {
+            self.zero.push_back(e);
+        } else {
             self.buckets[b].push(e);
             self.mark(b);
         }
     }
 
-    /// Move the smallest key into bucket 0 (if the queue is not empty).
+    /// Schedule `event` at `at`. Events at the same time come out in push order.
+    #[inline]
+    pub fn push(&mut self, at: Time, event: E) {
+        self.seq += 1;
+        let time = at.as_micros();
+        if time < self.last {
+            self.rebase(time);
+        }
+        self.place(Entry { time, event });
+        self.len += 1;
+    }
+
+    /// Make `time` (below every queued time) the new base and redistribute everything.
+    #[cold]
+    fn rebase(&mut self, time: u64) {
+        let mut all: Vec<Entry<E>> = Vec::with_capacity(self.len);
+        all.extend(self.zero.drain(..));
+        for b in self.buckets.iter_mut() {
+            all.append(b);
+        }
+        self.nonempty = [0; 2];
+        self.last = time;
+        for e in all {
+            self.place(e);
+        }
+    }
+
+    /// Move the entries at the smallest time into bucket 0 (if the queue is not empty).
     #[inline]
     fn settle(&mut self) -> bool {
-        if !self.buckets[0].is_empty() {
+        if !self.zero.is_empty() {
             return true;
         }
         let Some(i) = self.lowest() else { return false };
         let mut items = std::mem::take(&mut self.buckets[i]);
         self.unmark(i);
-        let min = items.iter().map(Entry::key).min().unwrap_or(self.last);
-        self.last = min;
+        self.last = items.iter().map(|e| e.time).min().unwrap_or(self.last);
         for e in items.drain(..) {
-            let b = self.bucket_of(e.key());
-            self.buckets[b].push(e);
-            self.mark(b);
+            self.place(e);
         }
         // Keep the allocation for later pushes into bucket i.
         self.buckets[i] = items;
@@ -157,10 +167,7 @@ impl<E> EventQueue<E> {
         if !self.settle() {
             return None;
         }
-        let e = self.buckets[0].pop()?;
-        if self.buckets[0].is_empty() {
-            self.unmark(0);
-        }
+        let e = self.zero.pop_front()?;
         self.len -= 1;
         Some((Time::from_micros(e.time), e.event))
     }
@@ -170,7 +177,7 @@ impl<E> EventQueue<E> {
         if !self.settle() {
             return None;
         }
-        self.buckets[0].last().map(|e| Time::from_micros(e.time))
+        self.zero.front().map(|e| Time::from_micros(e.time))
     }
 
     pub fn len(&self) -> usize {

@@ -226,7 +226,9 @@ impl Sim {
             procs,
             elections,
             queue: EventQueue::with_capacity(n.min(1 << 20)),
-            msgs: Slab::new(),
+            // Messages in flight are about one per process in an election where everyone
+            // initiates; reserve that much (capped) instead of growing by doubling.
+            msgs: Slab::with_capacity(n.min(1 << 20)),
             latency: setup.latency,
             faults: setup.faults,
             detect_delay: setup.detect_delay,
@@ -528,16 +530,24 @@ impl Sim {
             let mut ctx = Context::new(self.now, &mut self.rng, &mut effects);
             e.handle(&mut ctx, input);
         }
-        for eff in effects.drain(..) {
+        // Effects are carried out in place, in order: a `Send`'s message is moved straight
+        // out of the buffer (a unit variant stays behind until `clear`), instead of moving
+        // each whole `Effect` out first (profiled: these copies were a visible share).
+        for eff in effects.iter_mut() {
             self.apply(i, eff);
         }
+        effects.clear();
         self.effects = effects;
     }
 
-    fn apply(&mut self, i: u32, eff: Effect) {
+    fn apply(&mut self, i: u32, eff: &mut Effect) {
         match eff {
-            Effect::Send { to, msg } => self.send(i, to, msg),
-            Effect::SetTimer { timer, after } => {
+            Effect::Send { to, msg } => {
+                let to = *to;
+                let msg = std::mem::replace(msg, Message::Election);
+                self.send(i, to, msg)
+            }
+            &mut Effect::SetTimer { timer, after } => {
                 let p = &mut self.procs[i as usize];
                 p.next_gen = p.next_gen.wrapping_add(1);
                 let gen = p.next_gen;
@@ -548,17 +558,17 @@ impl Sim {
                 let inc = p.incarnation;
                 self.queue.push(self.now + after, Event::Timer { p: i, inc, gen, timer });
             }
-            Effect::CancelTimer { timer } => {
+            &mut Effect::CancelTimer { timer } => {
                 self.procs[i as usize].timers.retain(|(t, _)| *t != timer);
             }
-            Effect::Leader(l) => {
+            &mut Effect::Leader(l) => {
                 tracing::debug!(t = self.now.0, process = i, leader = %l.short(), "leader");
                 self.metrics.decisions += 1;
                 self.procs[i as usize].decided_at = Some(self.now);
                 self.last_decision = self.now;
             }
             Effect::ElectionStarted => self.metrics.elections_started += 1,
-            Effect::Rejected { from, reason } => {
+            &mut Effect::Rejected { from, reason } => {
                 tracing::debug!(process = i, from = %from.short(), reason, "rejected");
                 self.metrics.rejected += 1;
             }

@@ -57,4 +57,6 @@ fn tokens_are_conserved_under_crashes_and_caps_hold() {
     assert_eq!(f.roles_lost, 0, "{f:?}");
     assert_eq!(f.roles_duplicated, 0, "{f:?}");
     assert_eq!(f.roles_after, f.roles_before, "{f:?}");
+    // Every live node attached again after the crashed clusters re-elected.
+    assert_eq!(f.unattached_after, 0, "{f:?}");
 }

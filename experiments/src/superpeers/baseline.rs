@@ -194,3 +194,23 @@ pub fn kmeans(w: &World, k: usize, cap: u64, iters: usize, rng: &mut dyn RngCore
     let head_of = assign(w, &heads, cap, rng);
     Assignment { heads, head_of }
 }
+
+/// A floor under the mean latency of *any* super-peer placement and assignment: the mean,
+/// over a uniform sample of `sample` nodes, of the TRUE RTT to the nearest other node of the
+/// whole population. Every normal node's super peer is some other node, so no selection
+/// (protocol, random, k-means or any other, whatever the cap) can average below this; it
+/// shows how far "x random" targets are reachable on a latency model at all. The sample is
+/// drawn with its own generator seeded by `seed`, so it leaves the run's RNG untouched.
+pub fn floor_nearest_node(w: &World, sample: usize, seed: u64) -> f64 {
+    let n = w.len();
+    if n < 2 {
+        return f64::NAN;
+    }
+    let mut r = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let picks: Vec<u32> = (0..sample.min(n)).map(|_| r.gen_range(0..n as u32)).collect();
+    let total: f64 = picks
+        .iter()
+        .map(|&i| (0..n as u32).filter(|&j| j != i).map(|j| w.rtt_ms(i, j)).fold(f64::INFINITY, f64::min))
+        .sum();
+    total / picks.len() as f64
+}

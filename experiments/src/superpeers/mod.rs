@@ -68,12 +68,28 @@ pub struct SuperpeersArgs {
     /// Rounds allowed for recovery after the crash.
     #[arg(long, default_value_t = 60)]
     pub recovery_rounds: u32,
-    /// Weight of the cluster pull in the token force law (0 = pure repulsion).
-    #[arg(long, default_value_t = 0.0)]
-    pub attraction: f64,
-    /// Net force above which a token moves.
-    #[arg(long, default_value_t = 0.6)]
-    pub force_threshold: f64,
+    /// Token force law (see `overlay::superpeer::token`); each defaults to
+    /// `SuperPeerConfig::default()`. Weight of the members' pull (0 = repulsion only).
+    #[arg(long)]
+    pub attraction: Option<f64>,
+    /// Net force above which a token is considered for a move.
+    #[arg(long)]
+    pub force_threshold: Option<f64>,
+    /// Weight of the repulsion between tokens.
+    #[arg(long)]
+    pub repulsion: Option<f64>,
+    /// Repulsion cut-off, x the holder's cluster radius.
+    #[arg(long)]
+    pub repulsion_range: Option<f64>,
+    /// Longest step of a token move, x the holder's cluster radius.
+    #[arg(long)]
+    pub max_step: Option<f64>,
+    /// Fraction by which a move must lower the token's cost.
+    #[arg(long)]
+    pub min_gain: Option<f64>,
+    /// Moves after which a token needs twice the gain.
+    #[arg(long)]
+    pub cooling: Option<f64>,
     /// Rounds a token must stay put before its holder promotes itself.
     #[arg(long, default_value_t = 10)]
     pub hold_rounds: u32,
@@ -129,6 +145,9 @@ struct RunReport {
     vivaldi_rounds: usize,
     coord_error_p50: f64,
     coord_error_p90: f64,
+    /// Mean TRUE RTT from a sampled node to its nearest other node: a floor under any
+    /// placement's mean latency ([`baseline::floor_nearest_node`]).
+    floor_nearest_node_ms: f64,
     rows: Vec<Row>,
     protocols: Vec<(String, ProtoOutcome)>,
     seconds: f64,
@@ -170,14 +189,20 @@ pub fn config_of(args: &SuperpeersArgs) -> anyhow::Result<(Vec<Method>, SuperPee
     }
     let methods: Vec<Method> = args.methods.iter().map(|m| m.parse::<Method>()).collect::<Result<_, _>>()?;
     let algorithm: Algorithm = args.algorithm.parse()?;
+    let d = SuperPeerConfig::default();
     let mut cfg = SuperPeerConfig {
         share: args.share,
-        attraction: args.attraction,
+        attraction: args.attraction.unwrap_or(d.attraction),
+        repulsion: args.repulsion.unwrap_or(d.repulsion),
+        repulsion_range: args.repulsion_range.unwrap_or(d.repulsion_range),
+        max_step: args.max_step.unwrap_or(d.max_step),
+        min_gain: args.min_gain.unwrap_or(d.min_gain),
+        cooling: args.cooling.unwrap_or(d.cooling),
         switch_factor: args.switch_factor,
         cache_size: args.cache_size,
-        force_threshold: args.force_threshold,
+        force_threshold: args.force_threshold.unwrap_or(d.force_threshold),
         hold_rounds: args.hold_rounds,
-        ..Default::default()
+        ..d
     };
     cfg.cluster_cap = args.cap.unwrap_or_else(|| (1.5 / args.share).round().max(1.0) as u32);
     cfg.election.algorithm = algorithm;
@@ -316,7 +341,9 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
             let baselines = vec![("random".to_string(), mr.rtt_mean_ms), ("k-means".to_string(), mk.rtt_mean_ms)];
             plot::convergence(&args.out, &format!("superpeers_convergence_{n}"), &series, &baselines)?;
         }
+        let floor = baseline::floor_nearest_node(&w, 2000, seed ^ 0xf100_12);
         let report = RunReport {
+            floor_nearest_node_ms: floor,
             nodes: n,
             seed: args.seed,
             share: args.share,
@@ -332,6 +359,11 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
         };
         let path = args.out.join(format!("superpeers_{n}.json"));
         std::fs::write(&path, serde_json::to_string_pretty(&report)?).with_context(|| format!("writing {}", path.display()))?;
+        println!(
+            "N={n}: floor under any placement (mean RTT to the nearest other node, 2,000 sampled nodes): {floor:.1} ms = {:.3} x random, {:.3} x k-means",
+            floor / mr.rtt_mean_ms,
+            floor / mk.rtt_mean_ms
+        );
         println!(
             "N={n}: {:.1} s, peak RSS {:.0} MiB, coordinates median rel. error {:.3} (p90 {:.3}); wrote {}",
             report.seconds,

@@ -4,6 +4,14 @@
 //! 1.5x the mean cluster size (150 for 1%), one protocol round (`tick`) per second, a token
 //! must sit still for 10 s before its holder promotes itself (seed 000: "when a token is held
 //! by a node for a given amount of time, the node promotes itself to super peer").
+//! The token force law's weights (`attraction` 1, `repulsion` 0.5 within 0.5 cluster radii,
+//! `force_threshold` 0.15, `min_gain` 3 %, `cooling` 10 moves, steps of at most one cluster
+//! radius) were chosen by measurement at N = 1,000 and 10,000 (docs/RESULTS.md, "Super
+//! peers"): stronger repulsion (1 or 2 within one radius) placed tokens about as well but
+//! converged more slowly, none (0) placed them slightly worse; a larger `min_gain` (6 %)
+//! converged sooner but placed worse. `force_threshold` (0.05 to 0.3) and `cooling` (3 to
+//! 1000) hardly changed the outcome there: the gain test decides most moves; cooling is a
+//! guard against long oscillations.
 
 use crate::election::{ConfigError as ElectionConfigError, ElectionConfig};
 use serde::{Deserialize, Serialize};
@@ -95,13 +103,23 @@ pub struct SuperPeerConfig {
     pub refused_backoff: u32,
     /// Rounds a token must stay put before its holder promotes itself (hold time).
     pub hold_rounds: u32,
-    /// Net force (dimensionless, see `token`) above which a token moves.
+    /// Net force (dimensionless, see `token`) above which a token is considered for a move.
     pub force_threshold: f64,
-    /// Cap on one token's repulsion magnitude.
-    pub force_cap: f64,
-    /// Weight of the pull toward the holder's cluster centroid (0 = pure repulsion).
+    /// Weight of the members' pull (mass) on their holder's token (0 = repulsion only).
     pub attraction: f64,
-    /// Promoted super peers move only above `force_threshold x promoted_factor`.
+    /// Weight of the repulsion between tokens.
+    pub repulsion: f64,
+    /// Repulsion cut-off, as a multiple of the holder's cluster radius.
+    pub repulsion_range: f64,
+    /// Longest step of one move, as a multiple of the holder's cluster radius.
+    pub max_step: f64,
+    /// Fraction by which a move must lower the token's cost (members' mean distance, the
+    /// holder's height and the repulsion potential) before the token moves.
+    pub min_gain: f64,
+    /// Moves after which a token needs twice `min_gain` (cooling; see `token`).
+    pub cooling: f64,
+    /// Promoted super peers move only above `force_threshold x promoted_factor` and with
+    /// `min_gain x promoted_factor`.
     pub promoted_factor: f64,
     /// Rounds after which an un-refreshed token entry is dropped from a view.
     pub token_ttl: u32,
@@ -126,9 +144,13 @@ impl Default for SuperPeerConfig {
             switch_factor: 0.9,
             refused_backoff: 10,
             hold_rounds: 10,
-            force_threshold: 0.6,
-            force_cap: 4.0,
-            attraction: 0.0,
+            force_threshold: 0.15,
+            attraction: 1.0,
+            repulsion: 0.5,
+            repulsion_range: 0.5,
+            max_step: 1.0,
+            min_gain: 0.03,
+            cooling: 10.0,
             promoted_factor: 2.0,
             token_ttl: 10,
             election: ElectionConfig { alive_interval_ms: 0, ..ElectionConfig::default() },
@@ -162,8 +184,12 @@ impl SuperPeerConfig {
         range("switch_factor", self.switch_factor, 0.0, 1.0, "[0, 1]")?;
         range("hold_rounds", self.hold_rounds as f64, 1.0, 1e6, "[1, 10^6]")?;
         range("force_threshold", self.force_threshold, 0.0, 1e6, "[0, 10^6]")?;
-        range("force_cap", self.force_cap, 1e-6, 1e6, "(0, 10^6]")?;
         range("attraction", self.attraction, 0.0, 1e3, "[0, 1000]")?;
+        range("repulsion", self.repulsion, 0.0, 1e3, "[0, 1000]")?;
+        range("repulsion_range", self.repulsion_range, 0.0, 1e3, "[0, 1000]")?;
+        range("max_step", self.max_step, 1e-6, 1e3, "(0, 1000]")?;
+        range("min_gain", self.min_gain, 0.0, 0.99, "[0, 0.99]")?;
+        range("cooling", self.cooling, 1e-3, 1e9, "[0.001, 10^9]")?;
         range("promoted_factor", self.promoted_factor, 1.0, 1e6, "[1, 10^6]")?;
         range("token_ttl", self.token_ttl as f64, 1.0, 1e6, "[1, 10^6]")?;
         self.election.validate()?;

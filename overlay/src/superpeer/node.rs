@@ -28,8 +28,12 @@
 //!    the moment they hold a token (provisional clusters), so the cluster's pull can act on the
 //!    token and a lost token always has a cluster to recreate it.
 //! 4. **Token moves.** Holders gossip token entries with their nearest and a random known
-//!    holder; each round a holder computes the net force ([`super::token`]) and, above the
-//!    threshold, hands the token *and its member list* to the chosen peer (`Handover`). The
+//!    holder; each round a holder computes the net force on its token ([`super::token`]: its
+//!    members pull it, as masses, toward their median; tokens inside each other's cluster
+//!    core repel) and, above the threshold and only if the move lowers the members'
+//!    predicted latency, hands the token *and its member list* to the chosen peer among its
+//!    members and neighbours (`Handover`). A holder that knows no other holder yet (or the
+//!    only token, W = 1) feels the pull alone. The
 //!    receiver takes it only if it holds none and acknowledges; the sender keeps the token
 //!    until `HandoverAck` (tokens are never duplicated by a move), re-sends after 3 rounds
 //!    without an answer (the receiver re-acknowledges a handover it already took), and keeps
@@ -43,14 +47,24 @@
 //!    the token is recreated once. Safety net (*ours*): if token gossip ever shows the same
 //!    token at two holders, the one with the lower `(epoch, id)` gives it up.
 //!
-//! Known limits: a token whose holder dies before any member attached is lost (the
-//! experiment counts such losses); messages are assumed reliable between live nodes (crash-stop).
+//! 6. **Member-less holders** (*ours*): a holder with no member would take its token with it
+//!    when it crashes. It therefore names its nearest neighbour **backup** with a
+//!    `ClusterView` of just `[holder, backup]`, refreshed every `view_every` rounds; when
+//!    the backup learns that the holder is down while that view is fresh, it runs the same
+//!    re-election over the group `[backup]` and takes the token over at epoch + 1. Once the
+//!    holder has members (or gives the token away) it sends the backup a view without it,
+//!    which releases it; members get their first view in that same round, so members and
+//!    backup do not both hold a fresh view.
+//!
+//! Known limits: a holder that crashes in the round it was handed the token, before it sent
+//! its first view or named a backup, loses the token (the experiment counts such losses);
+//! messages are assumed reliable between live nodes (crash-stop).
 
 use super::config::{prefix_bits, Method, SuperPeerConfig};
 use super::estimate::SizeEstimator;
 use super::message::{HeadEntry, HeadRole, PeerInfo, Query, SpEffect, SpInput, SpMessage, TokenEntry, TokenId};
 use super::point::Point;
-use super::token::{centroid, choose_target, net_force};
+use super::token::{choose_target, net_force};
 use crate::driver::{Context, Effect, Election, Input};
 use crate::election::AnyElection;
 use crate::id::{NodeId, Rank};
@@ -130,6 +144,8 @@ struct Head {
     view: Vec<TokenEntry>,
     /// A handover in flight: target, round sent, the message (for re-sending).
     transit: Option<(NodeId, u32, SpMessage)>,
+    /// The neighbour named backup while the cluster has no member (see the module doc).
+    backup: Option<NodeId>,
 }
 
 #[derive(Debug)]
@@ -166,6 +182,8 @@ pub struct SuperPeerNode {
     attached: Option<PeerInfo>,
     attaching: Option<(NodeId, u32)>,
     member_view: Option<(NodeId, HeadRole, Arc<[NodeId]>)>,
+    /// A member-less token holder named us its backup: its view and the round it came.
+    backup_view: Option<(NodeId, HeadRole, Arc<[NodeId]>, u32)>,
     election: Option<ClusterElection>,
 }
 
@@ -194,6 +212,7 @@ impl SuperPeerNode {
             attached: None,
             attaching: None,
             member_view: None,
+            backup_view: None,
             election: None,
         }
     }
@@ -434,6 +453,7 @@ impl SuperPeerNode {
             since: self.round,
             view: Vec::new(),
             transit: None,
+            backup: None,
         });
     }
 
@@ -450,6 +470,10 @@ impl SuperPeerNode {
         }
         if h.super_peer {
             ctx.push(SpEffect::StopSuperPeer);
+        }
+        if let Some(b) = h.backup {
+            // Release the backup: a view that does not name it.
+            ctx.send(b, SpMessage::ClusterView { role: h.role, members: Arc::from(vec![self.me.id]) });
         }
         for m in &h.members {
             match to {
@@ -539,28 +563,46 @@ impl SuperPeerNode {
                     ctx.send(m.id, SpMessage::ClusterView { role: h.role, members: ids.clone() });
                 }
             }
+            // A token holder without members names its nearest neighbour backup (the view
+            // [holder, backup]), so that a crash of the holder does not lose the token; the
+            // backup is released (a view that does not name it) once members come.
+            if matches!(h.role, HeadRole::Token { .. }) {
+                if h.members.is_empty() {
+                    if let Some(b) = self.neighbours.first() {
+                        h.backup = Some(b.id);
+                        ctx.send(b.id, SpMessage::ClusterView { role: h.role, members: Arc::from(vec![me.id, b.id]) });
+                    }
+                } else if let Some(b) = h.backup.take() {
+                    if let Some(ids) = &h.ids {
+                        ctx.send(b, SpMessage::ClusterView { role: h.role, members: ids.clone() });
+                    }
+                }
+            }
         }
-        let HeadRole::Token { token, epoch } = h.role else { return };
+        let HeadRole::Token { .. } = h.role else { return };
         // Age and expire the view.
         for e in h.view.iter_mut() {
             e.age = e.age.saturating_add(1);
         }
         h.view.retain(|e| e.age <= cfg.token_ttl);
-        if h.view.is_empty() {
-            if round.wrapping_sub(self.last_seed) >= 3 {
-                self.seed(ctx);
-            }
-            return;
+        if h.view.is_empty() && round.wrapping_sub(self.last_seed) >= 3 {
+            // No other holder known (yet, or W = 1): look for some, and meanwhile let the
+            // members' pull act alone.
+            self.seed(ctx);
         }
-        // Gossip with the nearest and one random known holder.
-        let mut entries = Vec::with_capacity(h.view.len() + 1);
-        entries.push(TokenEntry { token, epoch, holder: me, age: 0 });
-        entries.extend(h.view.iter().copied());
-        let nearest = h.view[0].holder.id;
-        ctx.send(nearest, SpMessage::TokenGossip { entries: entries.clone(), reply: true });
-        let r = h.view[ctx.rng.gen_range(0..h.view.len())].holder.id;
-        if r != nearest {
-            ctx.send(r, SpMessage::TokenGossip { entries, reply: true });
+        let Some(h) = self.head.as_mut() else { return };
+        let HeadRole::Token { token, epoch } = h.role else { return };
+        if !h.view.is_empty() {
+            // Gossip with the nearest and one random known holder.
+            let mut entries = Vec::with_capacity(h.view.len() + 1);
+            entries.push(TokenEntry { token, epoch, holder: me, age: 0 });
+            entries.extend(h.view.iter().copied());
+            let nearest = h.view[0].holder.id;
+            ctx.send(nearest, SpMessage::TokenGossip { entries: entries.clone(), reply: true });
+            let r = h.view[ctx.rng.gen_range(0..h.view.len())].holder.id;
+            if r != nearest {
+                ctx.send(r, SpMessage::TokenGossip { entries, reply: true });
+            }
         }
         // A handover in flight: re-send after 3 rounds without an answer.
         if let Some((to, sent, msg)) = h.transit.as_mut() {
@@ -571,14 +613,16 @@ impl SuperPeerNode {
             return;
         }
         let others: Vec<Point> = h.view.iter().map(|e| e.holder.point).collect();
-        let pull = if cfg.attraction > 0.0 { centroid(&h.members) } else { None };
-        let force = net_force(&me.point, &others, pull, &cfg);
-        let threshold = cfg.force_threshold * if h.super_peer { cfg.promoted_factor } else { 1.0 };
-        if let Some(f) = force.filter(|f| f.magnitude() > threshold) {
+        let force = net_force(&me.point, &others, &h.members, &cfg);
+        let promoted = if h.super_peer { cfg.promoted_factor } else { 1.0 };
+        if let Some(f) = force.filter(|f| f.magnitude() > cfg.force_threshold * promoted) {
             let holders: Vec<NodeId> = h.view.iter().map(|e| e.holder.id).collect();
             let mut cands: Vec<PeerInfo> = self.neighbours.clone();
             cands.extend(h.members.iter().copied());
-            if let Some(t) = choose_target(&me.point, &f, &cands, |c| holders.contains(&c.id)) {
+            // Cooling: the epoch counts the token's moves (and recreations).
+            let cool = promoted * (1.0 + epoch as f64 / cfg.cooling);
+            let excluded = |c: &PeerInfo| holders.contains(&c.id);
+            if let Some(t) = choose_target(&me, &f, &h.members, &others, &cands, excluded, cool, &cfg) {
                 let msg = SpMessage::Handover {
                     token,
                     epoch: epoch.wrapping_add(1),
@@ -723,6 +767,17 @@ impl SuperPeerNode {
             ctx.push(SpEffect::Detached);
             self.start_election(ctx, id);
         }
+        if let Some((h, role, ids, at)) = self.backup_view.clone().filter(|b| b.0 == id) {
+            self.backup_view = None;
+            // Only a fresh backup view counts (the holder refreshes it every `view_every`
+            // rounds while it has no member), and only if no election for it runs here.
+            let fresh = self.round.wrapping_sub(at) <= self.cfg.view_every + 1;
+            let running = self.election.as_ref().is_some_and(|e| e.dead == id);
+            if fresh && !running && self.head.is_none() && !self.in_election() {
+                self.member_view = Some((h, role, ids));
+                self.start_election(ctx, id);
+            }
+        }
         if let Some(e) = self.election.as_mut() {
             let mut effects = Vec::new();
             let mut c = Context::new(ctx.now, ctx.rng, &mut effects);
@@ -823,8 +878,20 @@ impl SuperPeerNode {
             }
             SpMessage::ClusterView { role, members } => {
                 if !self.attached.is_some_and(|a| a.id == from) {
+                    // A member-less holder naming us backup: [holder, us]. Any other view from
+                    // it releases us.
+                    let backup = matches!(role, HeadRole::Token { .. })
+                        && members.len() == 2
+                        && members.contains(&from)
+                        && members.contains(&self.me.id);
+                    if backup && self.head.is_none() {
+                        self.backup_view = Some((from, role, members, self.round));
+                    } else if self.backup_view.as_ref().is_some_and(|(h, _, _, _)| *h == from) {
+                        self.backup_view = None;
+                    }
                     // The head counts us as a member but we are not (a stale member list, e.g.
-                    // one handed over with a token): tell it, so that its room is right.
+                    // one handed over with a token): tell it, so that its room is right (for a
+                    // backup view this changes nothing).
                     ctx.send(from, SpMessage::Detach);
                     return;
                 }

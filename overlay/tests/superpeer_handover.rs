@@ -1,0 +1,456 @@
+//! Token handover in the repulsion-token method (`overlay::superpeer`, seed 000): a small,
+//! exact, message-level pump around real [`SuperPeerNode`]s.
+//!
+//! - an acknowledged handover moves the token to exactly one new holder (epoch + 1) and the
+//!   cluster follows it;
+//! - a lost `HandoverAck` makes no duplicate: the sender keeps the token (in transit,
+//!   refusing new members) until it learns the receiver has it (a re-sent handover that the
+//!   receiver re-acknowledges without minting a second copy, or the receiver's token gossip
+//!   at the higher epoch), then lets go;
+//! - a token lost with a crashed holder is recreated exactly once, by the winner of the
+//!   cluster's re-election (bully), at the next epoch; a member-less holder's backup
+//!   neighbour does the same, once, and only while the holder's backup view is fresh.
+//!
+//! Setup: six nodes, share 1 %, so every node wants W = 1 super peer (k = 0 prefix bits) and
+//! exactly one node, the XOR-closest to slot key 0, mints the one token. It sits at (0, 0)
+//! with no one near; the five others sit around (50 ms, 0), so the members' pull moves the
+//! token to them. DHT queries are answered by an oracle over all live nodes.
+
+use overlay::superpeer::{
+    HeadRole, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode, TokenId,
+};
+use overlay::{NodeId, Time, Timer};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+const ROUND_US: u64 = 1_000_000;
+
+struct Net {
+    nodes: Vec<SuperPeerNode>,
+    alive: Vec<bool>,
+    providers: HashMap<NodeId, Vec<usize>>,
+    queue: VecDeque<(usize, SpInput)>,
+    timers: Vec<(u64, usize, Timer)>,
+    now: u64,
+    rng: ChaCha8Rng,
+    /// Drop the next this many messages of this kind.
+    drop: Option<(&'static str, u32)>,
+    dropped: u32,
+    /// Every token acquisition: (node, token, epoch).
+    acquired: Vec<(usize, TokenId, u32)>,
+    released: Vec<(usize, TokenId, u32)>,
+    /// Every message sent: (from, to, kind).
+    log: Vec<(usize, usize, &'static str)>,
+}
+
+impl Net {
+    fn new(points: Vec<Point>, ids: Vec<NodeId>, cfg: SuperPeerConfig) -> Net {
+        let cfg = Arc::new(cfg);
+        let nodes: Vec<SuperPeerNode> =
+            ids.iter().zip(&points).map(|(id, p)| SuperPeerNode::new(*id, *p, cfg.clone())).collect();
+        let n = nodes.len();
+        let mut net = Net {
+            nodes,
+            alive: vec![true; n],
+            providers: HashMap::new(),
+            queue: VecDeque::new(),
+            timers: Vec::new(),
+            now: 0,
+            rng: ChaCha8Rng::seed_from_u64(7),
+            drop: None,
+            dropped: 0,
+            acquired: Vec::new(),
+            released: Vec::new(),
+            log: Vec::new(),
+        };
+        for i in 0..n {
+            for j in 0..n {
+                if i != j {
+                    let info = net.info(j);
+                    net.deliver(i, SpInput::PeerUp(info));
+                }
+            }
+        }
+        for i in 0..n {
+            net.deliver(i, SpInput::Start);
+            net.drain();
+        }
+        net
+    }
+
+    fn info(&self, i: usize) -> PeerInfo {
+        PeerInfo { id: self.nodes[i].id(), point: self.nodes[i].point() }
+    }
+
+    fn index(&self, id: &NodeId) -> Option<usize> {
+        self.nodes.iter().position(|n| n.id() == *id)
+    }
+
+    fn deliver(&mut self, i: usize, input: SpInput) {
+        if !self.alive[i] {
+            return;
+        }
+        let mut effects = Vec::new();
+        {
+            let mut ctx = SpContext::new(Time(self.now), &mut self.rng, &mut effects);
+            self.nodes[i].handle(&mut ctx, input);
+        }
+        for e in effects {
+            self.effect(i, e);
+        }
+    }
+
+    fn effect(&mut self, i: usize, e: SpEffect) {
+        match e {
+            SpEffect::Send { to, msg } => {
+                let kind = msg.kind();
+                let Some(t) = self.index(&to) else { panic!("send to an unknown id") };
+                self.log.push((i, t, kind));
+                if let Some((k, left)) = self.drop.as_mut() {
+                    if *k == kind && *left > 0 {
+                        *left -= 1;
+                        self.dropped += 1;
+                        return;
+                    }
+                }
+                if self.alive[t] {
+                    let from = self.nodes[i].id();
+                    self.queue.push_back((t, SpInput::Message { from, msg }));
+                } else {
+                    self.queue.push_back((i, SpInput::SendFailed { to, msg }));
+                }
+            }
+            SpEffect::Lookup { query, what } => {
+                let live: Vec<usize> = (0..self.nodes.len()).filter(|&j| self.alive[j]).collect();
+                let peers: Vec<PeerInfo> = match what {
+                    Query::Closest { key } => {
+                        let mut v = live.clone();
+                        v.sort_by_key(|&j| xor(&self.nodes[j].id(), &key));
+                        v.into_iter().take(20).map(|j| self.info(j)).collect()
+                    }
+                    Query::Providers { key } => self
+                        .providers
+                        .get(&key)
+                        .map(|v| v.iter().filter(|&&j| self.alive[j]).map(|&j| self.info(j)).collect())
+                        .unwrap_or_default(),
+                };
+                self.queue.push_back((i, SpInput::LookupResult { query, peers }));
+            }
+            SpEffect::Provide { key } => {
+                let v = self.providers.entry(key).or_default();
+                if !v.contains(&i) {
+                    v.push(i);
+                }
+            }
+            SpEffect::Unprovide { key } => {
+                if let Some(v) = self.providers.get_mut(&key) {
+                    v.retain(|&j| j != i);
+                }
+            }
+            SpEffect::SetElectionTimer { timer, after } => {
+                self.timers.retain(|(_, j, t)| !(*j == i && *t == timer));
+                self.timers.push((self.now + after.as_micros() as u64, i, timer));
+            }
+            SpEffect::CancelElectionTimer { timer } => self.timers.retain(|(_, j, t)| !(*j == i && *t == timer)),
+            SpEffect::TokenAcquired { token, epoch } => self.acquired.push((i, token, epoch)),
+            SpEffect::TokenReleased { token, epoch } => self.released.push((i, token, epoch)),
+            SpEffect::Rejected { .. }
+            | SpEffect::BecomeSuperPeer
+            | SpEffect::StopSuperPeer
+            | SpEffect::AttachedTo(_)
+            | SpEffect::Detached => {}
+        }
+    }
+
+    fn drain(&mut self) {
+        let mut guard = 0;
+        while let Some((i, input)) = self.queue.pop_front() {
+            self.deliver(i, input);
+            guard += 1;
+            assert!(guard < 1_000_000, "message storm");
+        }
+    }
+
+    fn fire_timers(&mut self, until: u64) {
+        loop {
+            self.timers.sort_by_key(|(at, _, _)| *at);
+            match self.timers.first().copied() {
+                Some((at, i, t)) if at <= until => {
+                    self.timers.remove(0);
+                    self.now = self.now.max(at);
+                    self.deliver(i, SpInput::ElectionTimer(t));
+                    self.drain();
+                }
+                _ => break,
+            }
+        }
+    }
+
+    fn round(&mut self) {
+        self.now += ROUND_US;
+        self.fire_timers(self.now);
+        for i in 0..self.nodes.len() {
+            self.deliver(i, SpInput::Tick);
+            self.drain();
+        }
+        self.fire_timers(self.now + ROUND_US - 1);
+    }
+
+    fn crash(&mut self, v: usize) {
+        self.alive[v] = false;
+        let id = self.nodes[v].id();
+        for j in 0..self.nodes.len() {
+            if self.alive[j] {
+                self.deliver(j, SpInput::PeerDown(id));
+                self.drain();
+            }
+        }
+    }
+
+    /// Live nodes holding a token, with token and epoch.
+    fn holders(&self) -> Vec<(usize, TokenId, u32)> {
+        (0..self.nodes.len())
+            .filter(|&i| self.alive[i])
+            .filter_map(|i| self.nodes[i].token().map(|(t, e)| (i, t, e)))
+            .collect()
+    }
+
+    fn all_attached_to(&self, head: usize) -> bool {
+        let hid = self.nodes[head].id();
+        (0..self.nodes.len()).filter(|&i| self.alive[i] && i != head).all(|i| self.nodes[i].attached_to() == Some(hid))
+    }
+}
+
+fn xor(a: &NodeId, b: &NodeId) -> [u8; 32] {
+    let mut x = [0u8; 32];
+    for (i, v) in x.iter_mut().enumerate() {
+        *v = a.0[i] ^ b.0[i];
+    }
+    x
+}
+
+/// Six nodes; the one that mints the token (XOR-closest to key 0) at (0, 0), the others
+/// around (50 ms, 0) with small, distinct heights.
+fn setup() -> (Net, usize) {
+    let ids: Vec<NodeId> = (0..6u32).map(|i| NodeId::hash_of(format!("handover-{i}").as_bytes())).collect();
+    let minter = (0..ids.len()).min_by_key(|&i| ids[i]).unwrap();
+    let mut k = 0.0;
+    let points: Vec<Point> = (0..ids.len())
+        .map(|i| {
+            if i == minter {
+                Point::new(&[0.0, 0.0], 0.001)
+            } else {
+                k += 1.0;
+                Point::new(&[0.05 + 0.001 * k, 0.001 * (k - 3.0)], 0.001 + 0.0002 * k)
+            }
+        })
+        .collect();
+    let cfg = SuperPeerConfig { share: 0.01, cluster_cap: 10, ..Default::default() };
+    cfg.validate().unwrap();
+    (Net::new(points, ids, cfg), minter)
+}
+
+/// Runs rounds until the minter has its cluster (every other node attached), at most 10.
+fn form_cluster(net: &mut Net, minter: usize) {
+    for _ in 0..10 {
+        if net.nodes[minter].members().len() == net.nodes.len() - 1 {
+            break;
+        }
+        net.round();
+    }
+}
+
+#[test]
+fn acknowledged_handover_moves_the_token_once_and_the_cluster_follows() {
+    let (mut net, minter) = setup();
+    let holders = net.holders();
+    assert_eq!(holders.len(), 1, "exactly one token minted: {holders:?}");
+    assert_eq!(holders[0].0, minter);
+    let (_, token, epoch0) = holders[0];
+    assert_eq!(epoch0, 0);
+    // The members attach; the pull then moves the token into their midst.
+    let mut moved_at = None;
+    for r in 0..30 {
+        net.round();
+        if net.holders().iter().any(|(i, _, _)| *i != minter) {
+            moved_at = Some(r);
+            break;
+        }
+    }
+    assert!(moved_at.is_some(), "the token never moved toward its members");
+    net.drain();
+    let holders = net.holders();
+    assert_eq!(holders.len(), 1, "one holder after an acknowledged handover: {holders:?}");
+    let (h, t, e) = holders[0];
+    assert_eq!((t, e), (token, 1));
+    assert_ne!(h, minter);
+    assert_eq!(net.released, vec![(minter, token, 0)], "the old holder let go exactly once");
+    assert_eq!(net.acquired.iter().filter(|a| a.2 == 1).count(), 1);
+    assert!(net.log.iter().any(|&(f, to, k)| f == minter && to == h && k == "handover"));
+    assert!(net.log.iter().any(|&(f, to, k)| f == h && to == minter && k == "handover-ack"));
+    // The cluster follows the token, the old holder included.
+    for _ in 0..5 {
+        net.round();
+    }
+    let holders = net.holders();
+    assert_eq!(holders.len(), 1, "{holders:?}");
+    assert!(net.all_attached_to(holders[0].0));
+}
+
+#[test]
+fn a_lost_ack_makes_no_duplicate() {
+    let (mut net, minter) = setup();
+    let (_, token, _) = net.holders()[0];
+    net.drop = Some(("handover-ack", 1));
+    let mut target = None;
+    for _ in 0..30 {
+        net.round();
+        if let Some(&(_, to, _)) = net.log.iter().find(|(f, _, k)| *f == minter && *k == "handover") {
+            target = Some(to);
+            break;
+        }
+    }
+    let target = target.expect("the token never left");
+    assert_eq!(net.dropped, 1, "the first acknowledgement was lost");
+    // The receiver took the token; the sender still has it in transit and refuses members.
+    assert_eq!(net.nodes[target].token(), Some((token, 1)));
+    assert_eq!(net.nodes[minter].token(), Some((token, 0)));
+    assert!(net.released.is_empty());
+    // The sender lets go within 4 rounds, by one of two paths: it re-sends after 3 rounds
+    // and the receiver re-acknowledges the same epoch, or token gossip from the current
+    // holder (at a higher epoch) reaches it first and the lower epoch gives the token up.
+    for _ in 0..4 {
+        net.round();
+    }
+    let acks = net.log.iter().filter(|(_, to, k)| *to == minter && *k == "handover-ack").count();
+    let gossip = net.log.iter().any(|(_, to, k)| *to == minter && *k == "token-gossip");
+    assert!(acks >= 2 || gossip, "neither a second ack nor gossip reached the sender");
+    let holders = net.holders();
+    assert_eq!(holders.len(), 1, "a duplicate token: {holders:?}");
+    assert_eq!(holders[0].1, token);
+    assert_eq!(net.released.iter().filter(|r| r.0 == minter).count(), 1, "{:?}", net.released);
+    assert_eq!(net.released.iter().filter(|r| r.2 == 0).count(), 1, "{:?}", net.released);
+    let minted_epoch1 = net.acquired.iter().filter(|a| a.1 == token && a.2 == 1).count();
+    assert_eq!(minted_epoch1, 1, "the re-sent handover minted a second copy");
+    // Nothing else ever duplicates it while the cluster settles.
+    for _ in 0..20 {
+        net.round();
+        assert!(net.holders().len() <= 1, "{:?}", net.holders());
+    }
+    assert_eq!(net.holders().len(), 1);
+}
+
+#[test]
+fn a_crashed_holder_is_replaced_exactly_once() {
+    let (mut net, minter) = setup();
+    let (_, token, _) = net.holders()[0];
+    form_cluster(&mut net, minter);
+    // Let the token settle and the members learn the cluster view (every 5 rounds).
+    for _ in 0..25 {
+        net.round();
+    }
+    let holders = net.holders();
+    assert_eq!(holders.len(), 1, "{holders:?}");
+    let (dead, _, epoch) = holders[0];
+    assert!(net.all_attached_to(dead), "the cluster did not form around the holder");
+    let acquired_before = net.acquired.len();
+    net.crash(dead);
+    for _ in 0..20 {
+        net.round();
+    }
+    let holders = net.holders();
+    assert_eq!(holders.len(), 1, "the token was not recreated exactly once: {holders:?}");
+    let (winner, t, e) = holders[0];
+    assert_eq!(t, token);
+    assert!(e > epoch, "recreated at a later epoch ({epoch} -> {e})");
+    // Exactly one recreation (epoch + 1); any later entries are ordinary moves of that copy.
+    let recreated = net.acquired[acquired_before..].iter().filter(|a| a.1 == token && a.2 == epoch + 1).count();
+    assert_eq!(recreated, 1, "{:?}", &net.acquired[acquired_before..]);
+    assert!(net.all_attached_to(winner), "not every live node attached to the new holder");
+    // The election's winner was the highest-ranked live member.
+    let best = (0..net.nodes.len()).filter(|&i| net.alive[i]).max_by_key(|&i| net.nodes[i].id()).unwrap();
+    assert_eq!(net.acquired[acquired_before].0, best);
+}
+
+/// Feeds one input to a bare node and returns its effects.
+fn feed(node: &mut SuperPeerNode, rng: &mut ChaCha8Rng, input: SpInput) -> Vec<SpEffect> {
+    let mut effects = Vec::new();
+    let mut ctx = SpContext::new(Time(0), rng, &mut effects);
+    node.handle(&mut ctx, input);
+    effects
+}
+
+/// Feeds `input`, then every election timer it arms (and those they arm), at most 10.
+fn fire_all(node: &mut SuperPeerNode, rng: &mut ChaCha8Rng, input: SpInput) {
+    let mut fx = feed(node, rng, input);
+    for _ in 0..10 {
+        let Some(t) = fx.iter().find_map(|e| match e {
+            SpEffect::SetElectionTimer { timer, .. } => Some(*timer),
+            _ => None,
+        }) else {
+            break;
+        };
+        fx = feed(node, rng, SpInput::ElectionTimer(t));
+    }
+}
+
+fn backup_setup() -> (SuperPeerNode, NodeId, TokenId, ChaCha8Rng) {
+    let cfg = Arc::new(SuperPeerConfig::default());
+    let b = SuperPeerNode::new(NodeId::hash_of(b"backup"), Point::new(&[0.0, 0.0], 0.001), cfg);
+    (b, NodeId::hash_of(b"holder"), TokenId(42), ChaCha8Rng::seed_from_u64(3))
+}
+
+fn view(members: Vec<NodeId>, token: TokenId) -> SpMessage {
+    SpMessage::ClusterView { role: HeadRole::Token { token, epoch: 3 }, members: Arc::from(members) }
+}
+
+#[test]
+fn the_backup_of_a_member_less_holder_recreates_its_token_once() {
+    let (mut b, h, token, mut rng) = backup_setup();
+    let me = b.id();
+    feed(&mut b, &mut rng, SpInput::Message { from: h, msg: view(vec![h, me], token) });
+    assert_eq!(b.token(), None);
+    let mut fx = feed(&mut b, &mut rng, SpInput::PeerDown(h));
+    // The re-election over the one-member group [us] (bully: no higher member answers).
+    while let Some(t) = fx.iter().find_map(|e| match e {
+        SpEffect::SetElectionTimer { timer, .. } if b.token().is_none() => Some(*timer),
+        _ => None,
+    }) {
+        fx = feed(&mut b, &mut rng, SpInput::ElectionTimer(t));
+    }
+    assert_eq!(b.token(), Some((token, 4)), "{fx:?}");
+    let minted = fx.iter().filter(|e| matches!(e, SpEffect::TokenAcquired { token: t, epoch: 4 } if *t == token)).count();
+    assert_eq!(minted, 1, "{fx:?}");
+    // A second report of the same crash recreates nothing more.
+    let fx = feed(&mut b, &mut rng, SpInput::PeerDown(h));
+    assert!(!fx.iter().any(|e| matches!(e, SpEffect::TokenAcquired { .. })), "{fx:?}");
+}
+
+#[test]
+fn a_released_or_stale_backup_recreates_nothing() {
+    // Released: the holder got members (or moved its token) and sent a view without us.
+    let (mut b, h, token, mut rng) = backup_setup();
+    let me = b.id();
+    feed(&mut b, &mut rng, SpInput::Message { from: h, msg: view(vec![h, me], token) });
+    feed(&mut b, &mut rng, SpInput::Message { from: h, msg: view(vec![h], token) });
+    fire_all(&mut b, &mut rng, SpInput::PeerDown(h));
+    assert_eq!(b.token(), None);
+    // Stale: not refreshed for more than `view_every + 1` rounds.
+    let (mut b, h, token, mut rng) = backup_setup();
+    let me = b.id();
+    feed(&mut b, &mut rng, SpInput::Message { from: h, msg: view(vec![h, me], token) });
+    for _ in 0..(SuperPeerConfig::default().view_every + 2) {
+        feed(&mut b, &mut rng, SpInput::Tick);
+    }
+    fire_all(&mut b, &mut rng, SpInput::PeerDown(h));
+    assert_eq!(b.token(), None);
+    // A view naming us among several members is a stale member list, not a backup.
+    let (mut b, h, token, mut rng) = backup_setup();
+    let me = b.id();
+    let other = NodeId::hash_of(b"other");
+    feed(&mut b, &mut rng, SpInput::Message { from: h, msg: view(vec![other, me, h], token) });
+    fire_all(&mut b, &mut rng, SpInput::PeerDown(h));
+    assert_eq!(b.token(), None);
+}

@@ -129,3 +129,61 @@ fn internet_latency_model_runs() {
     let o = scn.run(seed(), false).unwrap();
     assert!(o.ok(), "{:?}", o.verdict.problems);
 }
+
+/// Process indices need not follow rank order (the engine then keeps a permutation beside the
+/// group's index): the same group numbered in rank order and in reverse elects the same
+/// leader with the same messages, and every index maps to its own id and back.
+#[test]
+fn any_process_numbering_runs_the_same_election() {
+    use overlay::election::ElectionConfig;
+    use overlay::{Election, NodeId, Rank, Time};
+    use peerage_experiments::sim::latency::Constant;
+    use peerage_experiments::sim::{check, NetworkFaults, Sim, SimError, SimSetup};
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+
+    let s = seed();
+    eprintln!("seed {s} (PEERAGE_SEED replays)");
+    let setup = |ranks: Vec<Rank>| {
+        let mut election = ElectionConfig::for_algorithm(Algorithm::ChangRoberts);
+        election.alive_interval_ms = 0;
+        SimSetup {
+            ranks,
+            election,
+            latency: Box::new(Constant(Duration::from_millis(5))),
+            faults: NetworkFaults::default(),
+            detect_delay: Duration::from_millis(100),
+            report_recoveries: true,
+            topology: None,
+            count_bytes: false,
+        }
+    };
+    let mut sorted: Vec<Rank> =
+        (0..40u64).map(|i| Rank::new(0, NodeId::hash_of(&(s * 1000 + i).to_le_bytes()))).collect();
+    sorted.sort_unstable();
+    let reversed: Vec<Rank> = sorted.iter().rev().copied().collect();
+    let best = *sorted.last().unwrap();
+    let mut counts = Vec::new();
+    for ranks in [sorted.clone(), reversed] {
+        let mut sim = Sim::new(setup(ranks.clone()), ChaCha8Rng::seed_from_u64(s)).unwrap();
+        for (i, r) in ranks.iter().enumerate() {
+            assert_eq!(sim.rank(i as u32), *r);
+            assert_eq!(sim.index_of(&r.id), Some(i as u32));
+            sim.start_at(Time::ZERO, i as u32).unwrap();
+        }
+        assert_eq!(sim.index_of(&NodeId::MAX), None);
+        let end = sim.run_until(Time::from_millis(3_600_000), 10_000_000);
+        let v = check(&sim, end);
+        assert!(v.ok(), "{:?}", v.problems);
+        for i in 0..sim.len() as u32 {
+            assert_eq!(sim.process(i).and_then(|e| e.leader()), Some(best.id));
+        }
+        counts.push(sim.metrics().messages());
+    }
+    assert_eq!(counts[0], counts[1], "numbering changed the message count");
+    assert_eq!(counts[0], 3 * 40 - 1, "Chang-Roberts, everyone initiating on a clean ring");
+
+    let mut dup = sorted.clone();
+    dup.push(sorted[3]);
+    assert!(matches!(Sim::new(setup(dup), ChaCha8Rng::seed_from_u64(s)), Err(SimError::DuplicateId(_))));
+}

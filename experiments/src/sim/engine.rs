@@ -11,7 +11,7 @@
 //! processes are `u32` indices; `NodeId -> index` reuses the group's own index
 //! ([`Membership::position`]; no second hash table), since callers number processes in rank
 //! order (a permutation is kept otherwise); an event is a few `u32`s
-//! (about 24 bytes; 40 with its queue key); messages wait in a [`Slab`] while in flight, so a
+//! (about 24 bytes; 32 with its time in the queue); messages wait in a [`Slab`] while in flight, so a
 //! send allocates nothing beyond the message the state machine built; the effect buffer is
 //! reused; every process's armed timers are a short vector of `(Timer, generation)`.
 //!

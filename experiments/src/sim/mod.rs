@@ -1,7 +1,7 @@
 //! The deterministic discrete-event simulator.
 //!
 //! Layers, one idea per file:
-//! - [`queue`]: a generic `(time, seq)` event queue (reusable, knows nothing of elections);
+//! - [`queue`]: a generic event queue, by time then push order (reusable, knows nothing of elections);
 //! - [`slab`]: index-addressed storage for in-flight payloads;
 //! - [`latency`]: the pluggable [`latency::LatencyModel`] trait and the built-in models;
 //! - [`faults`]: per-message fault rates and scheduled crashes, recoveries, partitions;

@@ -52,6 +52,9 @@ pub struct Net {
     pub latency: Duration,
     /// Whether a crash is reported to every live process as `PeerDown`.
     pub report_crashes: bool,
+    /// Whether a recovery is reported to every other live process as `PeerUp` (after the
+    /// recovered process has handled `Recover`), as the simulator's failure detector does.
+    pub report_recoveries: bool,
     rng: StdRng,
     /// Messages sent, by kind.
     pub sent: BTreeMap<&'static str, u64>,
@@ -93,6 +96,7 @@ impl Net {
             now: Time::ZERO,
             latency: Duration::from_millis(1),
             report_crashes: false,
+            report_recoveries: false,
             rng: StdRng::seed_from_u64(0),
             sent: BTreeMap::new(),
             rejected: 0,
@@ -273,6 +277,14 @@ impl Net {
                     self.alive[at] = true;
                     self.procs[at] = AnyElection::new(self.ranks[at], self.group.clone(), &self.cfg);
                     self.input(at, Input::Recover);
+                    if self.report_recoveries {
+                        let id = self.id(at);
+                        for j in 0..self.len() {
+                            if j != at && self.alive[j] {
+                                self.input(j, Input::PeerUp(id));
+                            }
+                        }
+                    }
                 }
             }
             Event::Start { at } => self.input(at, Input::Start),

@@ -10,14 +10,16 @@
 //!
 //! Transports: TCP + noise + yamux and QUIC for `peerage run`; libp2p's in-process memory
 //! transport (+ noise + yamux) for big one-process swarms, where TCP would exhaust the file
-//! descriptors (both ends of every loopback connection live in the process). The stream
-//! muxer is the place where emulated link latency will later be inserted (after noise +
-//! yamux, where both sides know the remote peer id): `build_swarm` is the one place that
-//! assembles transports.
+//! descriptors (both ends of every loopback connection live in the process). Emulated link
+//! latency (`peerage swarm --latency internet`) is inserted between noise and yamux, where
+//! both sides know the remote peer id (`latency_transport.rs`): `build_swarm_with_latency`
+//! is the one place that assembles transports. `/peerage/coords/1.0.0` exchanges Vivaldi
+//! coordinates (`coords_driver.rs`).
 
 use crate::codec::FrameCodec;
 use crate::config::NodeConfig;
 use crate::gate::Gate;
+use crate::latency_transport::{self, EmulatedLink};
 use libp2p::core::{transport::MemoryTransport, upgrade::Version, Transport};
 use libp2p::identity::Keypair;
 use libp2p::swarm::NetworkBehaviour;
@@ -36,6 +38,8 @@ pub const ELECTION_PROTOCOL: &str = "/peerage/election/1.0.0";
 pub const MEMBERS_PROTOCOL: &str = "/peerage/members/1.0.0";
 /// The identify protocol version string.
 pub const IDENTIFY_PROTOCOL: &str = "/peerage/id/1.0.0";
+/// The Vivaldi coordinate exchange protocol (`coords_driver.rs`).
+pub const COORDS_PROTOCOL: &str = "/peerage/coords/1.0.0";
 
 #[derive(NetworkBehaviour)]
 pub struct Behaviour {
@@ -47,6 +51,7 @@ pub struct Behaviour {
     pub ping: ping::Behaviour,
     pub election: request_response::Behaviour<FrameCodec>,
     pub members: request_response::Behaviour<FrameCodec>,
+    pub coords: request_response::Behaviour<FrameCodec>,
 }
 
 /// Which transport stack a node uses.
@@ -125,9 +130,14 @@ fn make_behaviour(key: &Keypair, cfg: &NodeConfig, unreadable: &Arc<AtomicU64>) 
     let members = request_response::Behaviour::with_codec(
         FrameCodec::with_counter(l.max_members_frame, unreadable.clone()),
         [(StreamProtocol::new(MEMBERS_PROTOCOL), request_response::ProtocolSupport::Full)],
+        rr_cfg.clone(),
+    );
+    let coords = request_response::Behaviour::with_codec(
+        FrameCodec::with_counter(crate::coords_driver::MAX_COORDS_FRAME, unreadable.clone()),
+        [(StreamProtocol::new(COORDS_PROTOCOL), request_response::ProtocolSupport::Full)],
         rr_cfg,
     );
-    Ok(Behaviour { limits, gate, kad, gossipsub, identify, ping, election, members })
+    Ok(Behaviour { limits, gate, kad, gossipsub, identify, ping, election, members, coords })
 }
 
 /// Build a swarm for `key` with the chosen transport. `unreadable` counts inbound requests
@@ -138,7 +148,37 @@ pub fn build_swarm(
     transport: TransportKind,
     unreadable: &Arc<AtomicU64>,
 ) -> anyhow::Result<Swarm<Behaviour>> {
+    build_swarm_with_latency(key, cfg, transport, unreadable, None)
+}
+
+/// [`build_swarm`], optionally with emulated link latency (`latency_transport.rs`): the
+/// delay sits between noise and yamux. With latency, `TcpQuic` means TCP only (QUIC brings
+/// its own muxer, which this wrapper does not delay).
+pub fn build_swarm_with_latency(
+    key: Keypair,
+    cfg: &NodeConfig,
+    transport: TransportKind,
+    unreadable: &Arc<AtomicU64>,
+    latency: Option<&EmulatedLink>,
+) -> anyhow::Result<Swarm<Behaviour>> {
     let idle = Duration::from_millis(cfg.limits.idle_timeout_ms);
+    if let Some(link) = latency {
+        let link = link.clone();
+        let base = SwarmBuilder::with_existing_identity(key).with_tokio();
+        let swarm = match transport {
+            TransportKind::TcpQuic => base
+                .with_other_transport(|key| -> Result<_, BoxError> { Ok(latency_transport::tcp_transport(key, link)?) })?
+                .with_behaviour(|key| make_behaviour(key, cfg, unreadable))?
+                .with_swarm_config(|c| c.with_idle_connection_timeout(idle))
+                .build(),
+            TransportKind::Memory => base
+                .with_other_transport(|key| -> Result<_, BoxError> { Ok(latency_transport::memory_transport(key, link)?) })?
+                .with_behaviour(|key| make_behaviour(key, cfg, unreadable))?
+                .with_swarm_config(|c| c.with_idle_connection_timeout(idle))
+                .build(),
+        };
+        return Ok(swarm);
+    }
     let swarm = match transport {
         TransportKind::TcpQuic => SwarmBuilder::with_existing_identity(key)
             .with_tokio()

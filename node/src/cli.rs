@@ -58,6 +58,16 @@ pub struct RunArgs {
     pub alive_interval_ms: Option<u64>,
 }
 
+/// Emulated link latency between the in-process nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SwarmLatency {
+    /// No added latency (loopback speed).
+    None,
+    /// The seeded Internet latency model (`overlay::latency`): regions, cities, access delay,
+    /// detours, jitter.
+    Internet,
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum SwarmTransport {
     Memory,
@@ -107,4 +117,15 @@ pub struct SwarmArgs {
     /// Also write the report to this file.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Emulate link latency: every byte between two nodes is delayed by the model's one-way
+    /// delay; ping measures it and Vivaldi coordinates are learned from it (report: `coords`).
+    #[arg(long, value_enum, default_value = "none")]
+    pub latency: SwarmLatency,
+    /// Seed of the latency model (default: the swarm's --seed).
+    #[arg(long)]
+    pub latency_seed: Option<u64>,
+    /// Ping period in seconds (RTT samples for the coordinates); default 15, or 2 with
+    /// --latency internet.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub ping_s: Option<u64>,
 }

@@ -9,15 +9,20 @@
 //! - [`election_driver`], [`node`]: the election state machine's clock/timers/routing, and
 //!   the node's event loop;
 //! - [`status`], [`metrics`], [`sysstat`]: JSON status lines, Prometheus, /proc readings;
+//! - [`latency_transport`], [`coords_driver`], [`coords_report`]: emulated link latency for
+//!   in-process swarms, Vivaldi coordinates learned from ping, and their accuracy;
 //! - [`swarm_runner`]: N nodes in one process (`peerage swarm`, integration tests).
 
 pub mod behaviour;
 pub mod cli;
 pub mod codec;
 pub mod config;
+pub mod coords_driver;
+pub mod coords_report;
 pub mod election_driver;
 pub mod gate;
 pub mod identity;
+pub mod latency_transport;
 pub mod members;
 pub mod metrics;
 pub mod node;

@@ -4,7 +4,7 @@
 
 use anyhow::Context as _;
 use clap::Parser;
-use peerage_node::cli::{Cli, Command, RunArgs, SwarmArgs, SwarmTransport};
+use peerage_node::cli::{Cli, Command, RunArgs, SwarmArgs, SwarmLatency, SwarmTransport};
 use peerage_node::config::FileConfig;
 use peerage_node::status::StatusSink;
 use peerage_node::swarm_runner::{self, Kill, LocalSwarmConfig, SwarmOptions};
@@ -103,6 +103,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         status: StatusSink::stdout(peer.to_string()),
         metrics,
         seed,
+        latency: None,
     })?;
     tokio::select! {
         r = tokio::signal::ctrl_c() => {
@@ -137,6 +138,18 @@ async fn swarm(args: SwarmArgs) -> anyhow::Result<()> {
     };
     if args.ranked {
         sc.priorities = Some((0..n as u64).collect());
+    }
+    if args.latency_seed.is_some() && args.latency == SwarmLatency::None {
+        anyhow::bail!("--latency-seed needs --latency internet");
+    }
+    if args.latency == SwarmLatency::Internet {
+        let s = args.latency_seed.unwrap_or(seed);
+        eprintln!("peerage swarm: emulated Internet latency, model seed {s}");
+        sc.latency_seed = Some(s);
+        sc.template.timing.ping_s = 2;
+    }
+    if let Some(p) = args.ping_s {
+        sc.template.timing.ping_s = p;
     }
     let mut kills: Vec<Kill> =
         args.kill_leader_at.iter().map(|&s| Ok(Kill::Leader { at: secs(s)? })).collect::<anyhow::Result<_>>()?;

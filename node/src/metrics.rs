@@ -7,6 +7,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::{counter::Counter, family::Family, gauge::Gauge};
 use prometheus_client::registry::Registry;
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -32,6 +33,10 @@ pub struct Metrics {
     pub peers: Gauge,
     pub members: Gauge,
     pub bad_frames: Counter,
+    /// This node's Vivaldi coordinate: error estimate, height (s), accepted RTT samples.
+    pub vivaldi_error: Gauge<f64, AtomicU64>,
+    pub vivaldi_height_seconds: Gauge<f64, AtomicU64>,
+    pub vivaldi_samples: Gauge,
 }
 
 impl Metrics {
@@ -51,6 +56,9 @@ impl Metrics {
             peers: Gauge::default(),
             members: Gauge::default(),
             bad_frames: Counter::default(),
+            vivaldi_error: Gauge::default(),
+            vivaldi_height_seconds: Gauge::default(),
+            vivaldi_samples: Gauge::default(),
         };
         sub.register("elections_started", "Elections this node started", m.elections_started.clone());
         sub.register("elections_won", "Elections this node won", m.elections_won.clone());
@@ -61,6 +69,9 @@ impl Metrics {
         sub.register("peers", "Connected peers", m.peers.clone());
         sub.register("members", "Known election group members", m.members.clone());
         sub.register("bad_frames", "Malformed or oversized frames received", m.bad_frames.clone());
+        sub.register("vivaldi_error", "Vivaldi error estimate of this node's coordinate", m.vivaldi_error.clone());
+        sub.register("vivaldi_height_seconds", "Height of this node's Vivaldi coordinate", m.vivaldi_height_seconds.clone());
+        sub.register("vivaldi_samples", "RTT samples Vivaldi accepted", m.vivaldi_samples.clone());
         (Arc::new(m), registry)
     }
 

@@ -39,9 +39,11 @@
 //! hop; one-to-many election sends go over the gossipsub mesh (`route`). Once settled a node
 //! therefore dials only when it falls below `target_low`.
 
-use crate::behaviour::{build_swarm, Behaviour, BehaviourEvent, TransportKind};
+use crate::behaviour::{build_swarm_with_latency, Behaviour, BehaviourEvent, TransportKind};
 use crate::codec::{ACK_OK, ACK_REJECTED};
 use crate::config::NodeConfig;
+use crate::coords_driver::{CoordsConfig, CoordsDriver};
+use crate::latency_transport::EmulatedLink;
 use crate::election_driver::{group_sends, BroadcastFrame, ElectionDriver, Recipients, BROADCAST_VERSION};
 use crate::members::{node_id_of, Directory, SyncPacer, ACK_EQUAL};
 use crate::metrics::Metrics;
@@ -78,6 +80,8 @@ pub struct NodeOptions {
     pub status: StatusSink,
     pub metrics: Option<Arc<Metrics>>,
     pub seed: u64,
+    /// Emulated link latency (in-process swarms only; `latency_transport.rs`).
+    pub latency: Option<EmulatedLink>,
 }
 
 /// A running node's public face.
@@ -149,6 +153,8 @@ struct Node {
     unreadable: Arc<AtomicU64>,
     own_bad_frames: u64,
     last_election_rx: Option<Instant>,
+    /// Vivaldi coordinates from ping (`coords_driver.rs`).
+    coords: CoordsDriver,
 }
 
 /// Build the swarm, start listening and dialling, and spawn the event loop on the current
@@ -158,7 +164,13 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
     let node_id = node_id_of(&peer_id);
     let me = Rank::new(opts.cfg.priority, node_id);
     let unreadable = Arc::new(AtomicU64::new(0));
-    let mut swarm = build_swarm(opts.key, &opts.cfg, opts.transport, &unreadable)?;
+    let mut swarm = build_swarm_with_latency(opts.key, &opts.cfg, opts.transport, &unreadable, opts.latency.as_ref())?;
+    let coords = CoordsDriver::new(
+        overlay::coords::VivaldiConfig::default(),
+        CoordsConfig::default(),
+        opts.seed ^ 0x5eed_c00d_5eed_c00d,
+    )
+    .map_err(|e| anyhow::anyhow!("bad Vivaldi configuration: {e}"))?;
     for addr in &opts.cfg.listen {
         swarm.listen_on(addr.clone()).map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
     }
@@ -241,6 +253,7 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
         unreadable,
         own_bad_frames: 0,
         last_election_rx: None,
+        coords,
         cfg: opts.cfg,
     };
     node.status.emit(
@@ -668,6 +681,13 @@ impl Node {
         s.refused_inbound = counters.refused_inbound;
         s.refused_outbound = counters.refused_outbound;
         s.bad_frames = self.own_bad_frames + self.unreadable.load(Ordering::Relaxed);
+        s.coordinate = Some(*self.coords.coordinate());
+        s.vivaldi_samples = self.coords.stats().applied;
+        if let Some(m) = &self.metrics {
+            m.vivaldi_error.set(self.coords.coordinate().error);
+            m.vivaldi_height_seconds.set(self.coords.coordinate().height);
+            m.vivaldi_samples.set(self.coords.stats().applied as i64);
+        }
         self.probe.set(s.clone());
         if self.conns.len() != self.last_peers_reported {
             self.last_peers_reported = self.conns.len();
@@ -717,6 +737,7 @@ impl Node {
             SwarmEvent::ConnectionClosed { peer_id, num_established, cause, .. } => {
                 if num_established == 0 {
                     self.conns.remove(&peer_id);
+                    self.coords.peer_gone(&peer_id);
                     let pruned = self.closing.remove(&peer_id);
                     let node = node_id_of(&peer_id);
                     if self.echo {
@@ -796,7 +817,9 @@ impl Node {
                     use libp2p::metrics::Recorder;
                     m.libp2p.record(&e);
                 }
+                self.on_ping(e);
             }
+            BehaviourEvent::Coords(e) => self.on_coords_rr(e),
             BehaviourEvent::Limits(v) | BehaviourEvent::Gate(v) => match v {},
         }
     }
@@ -907,6 +930,41 @@ impl Node {
             }
             Event::InboundFailure { peer, error, .. } => warn!(%peer, "members request from peer failed: {error}"),
             _ => {}
+        }
+    }
+
+    /// A ping RTT: a Vivaldi sample (asks the peer for its coordinate when needed).
+    fn on_ping(&mut self, e: libp2p::ping::Event) {
+        let Ok(rtt) = e.result else { return };
+        if let Some(frame) = self.coords.on_rtt(e.peer, rtt, Instant::now()) {
+            self.swarm.behaviour_mut().coords.send_request(&e.peer, frame);
+        }
+    }
+
+    fn on_coords_rr(&mut self, e: request_response::Event<Vec<u8>, Vec<u8>>) {
+        use request_response::{Event, Message as RrMessage};
+        let now = Instant::now();
+        match e {
+            Event::Message { peer, message: RrMessage::Request { request, channel, .. }, .. } => {
+                match self.coords.on_request(peer, &request, now) {
+                    Ok(answer) => {
+                        let _ = self.swarm.behaviour_mut().coords.send_response(channel, answer);
+                    }
+                    Err(e) => {
+                        warn!(%peer, "coordinate request refused: {e}");
+                        self.bad_frame();
+                    }
+                }
+            }
+            Event::Message { peer, message: RrMessage::Response { response, .. }, .. } => {
+                if let Err(e) = self.coords.on_response(peer, &response, now) {
+                    warn!(%peer, "coordinate answer refused: {e}");
+                    self.bad_frame();
+                }
+            }
+            Event::OutboundFailure { peer, error, .. } => debug!(%peer, "coordinate request failed: {error}"),
+            Event::InboundFailure { peer, error, .. } => debug!(%peer, "coordinate request from peer failed: {error}"),
+            Event::ResponseSent { .. } => {}
         }
     }
 

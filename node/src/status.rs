@@ -34,6 +34,10 @@ pub struct Snapshot {
     pub listen: Vec<String>,
     /// Why the node stopped on its own (for example: no bootstrap peer reachable).
     pub fatal: Option<String>,
+    /// This node's Vivaldi coordinate (`coords_driver.rs`; distances in seconds).
+    pub coordinate: Option<overlay::coords::Coordinate>,
+    /// RTT samples Vivaldi accepted so far.
+    pub vivaldi_samples: u64,
 }
 
 /// The latest snapshot of a node.

@@ -25,6 +25,8 @@
 
 use crate::behaviour::TransportKind;
 use crate::config::{BootstrapPeer, FileConfig, NodeConfig};
+use crate::coords_report::{CoordsReport, CoordsSampler};
+use crate::latency_transport::{EmulatedLink, LatencyNet};
 use crate::node::{self, NodeHandle, NodeOptions};
 use crate::status::{Snapshot, StatusSink};
 use crate::sysstat;
@@ -38,6 +40,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How to build a local swarm.
@@ -53,6 +56,9 @@ pub struct LocalSwarmConfig {
     pub template: FileConfig,
     /// Bootstrap peers per joining node.
     pub bootstrap_peers: usize,
+    /// `Some(seed)`: emulate the Internet latency model (`overlay::latency`, seeded) on every
+    /// link (`latency_transport.rs`); node i is model node i. `None`: no added latency.
+    pub latency_seed: Option<u64>,
 }
 
 impl LocalSwarmConfig {
@@ -65,6 +71,7 @@ impl LocalSwarmConfig {
             priorities: None,
             template: FileConfig::default(),
             bootstrap_peers: 3,
+            latency_seed: None,
         }
     }
 }
@@ -76,6 +83,8 @@ pub struct LocalSwarm {
     addrs: Vec<Multiaddr>,
     peers: Vec<libp2p::PeerId>,
     pub started: Instant,
+    net: Option<Arc<LatencyNet>>,
+    probes: Vec<Arc<crate::status::Probe>>,
 }
 
 impl LocalSwarm {
@@ -88,9 +97,22 @@ impl LocalSwarm {
         let mut addrs: Vec<Multiaddr> = Vec::with_capacity(cfg.nodes);
         let mut peers = Vec::with_capacity(cfg.nodes);
         let started = Instant::now();
+        let net = match cfg.latency_seed {
+            Some(s) => Some(LatencyNet::internet(cfg.nodes, s)?),
+            None => None,
+        };
+        let mut probes = Vec::with_capacity(cfg.nodes);
         for i in 0..cfg.nodes {
             let key = Keypair::generate_ed25519();
             let peer = key.public().to_peer_id();
+            // Registered before the node starts, so every peer that can connect is known.
+            let latency = match &net {
+                Some(net) => {
+                    net.register(peer, i)?;
+                    Some(EmulatedLink::new(net.clone(), i)?)
+                }
+                None => None,
+            };
             let mut fc = cfg.template.clone();
             fc.election = cfg.election.clone();
             fc.algorithm = None;
@@ -117,7 +139,9 @@ impl LocalSwarm {
                 status: StatusSink::silent(),
                 metrics: None,
                 seed: cfg.seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                latency,
             })?;
+            probes.push(handle.probe.clone());
             let addr = match cfg.transport {
                 TransportKind::Memory => format!("/memory/{}", base + i as u64).parse::<Multiaddr>()?,
                 TransportKind::TcpQuic => wait_listen(&handle).await?,
@@ -130,7 +154,7 @@ impl LocalSwarm {
                 tokio::task::yield_now().await;
             }
         }
-        Ok(LocalSwarm { nodes, node_ids, addrs, peers, started })
+        Ok(LocalSwarm { nodes, node_ids, addrs, peers, started, net, probes })
     }
 
     pub fn len(&self) -> usize {
@@ -190,8 +214,21 @@ impl LocalSwarm {
     /// Crash node `i` (dropped at once, no goodbye).
     pub fn crash(&mut self, i: usize) {
         if let Some(h) = self.nodes.get_mut(i).and_then(|n| n.take()) {
+            let probe = h.probe.clone();
             h.crash();
+            // Readers of the shared probes (the coordinate sampler) skip crashed nodes.
+            probe.set(Snapshot { fatal: Some("crashed by the swarm runner".into()), ..Snapshot::default() });
         }
+    }
+
+    /// The emulated network, when latency emulation is on.
+    pub fn latency_net(&self) -> Option<&Arc<LatencyNet>> {
+        self.net.as_ref()
+    }
+
+    /// Every node's status probe, by index (also crashed nodes', marked `fatal`).
+    pub fn probes(&self) -> &[Arc<crate::status::Probe>] {
+        &self.probes
     }
 
     /// Wait until every live node names the same live leader; `None` on timeout.
@@ -296,6 +333,8 @@ pub struct SwarmReport {
     pub bad_frames: u64,
     pub steady: Option<Steady>,
     pub kills: Vec<KillReport>,
+    /// Vivaldi accuracy against the emulated latency model (only with latency emulation).
+    pub coords: Option<CoordsReport>,
 }
 
 fn totals(snaps: &[(usize, Snapshot)]) -> (u64, u64, u64) {
@@ -320,6 +359,9 @@ pub async fn run(opts: SwarmOptions) -> anyhow::Result<SwarmReport> {
     let t0 = Instant::now();
     let swarm = LocalSwarm::start(&opts.swarm).await?;
     let start_s = t0.elapsed().as_secs_f64();
+    let sampler = swarm
+        .latency_net()
+        .map(|net| CoordsSampler::start(net.clone(), swarm.probes().to_vec(), t0, Duration::from_secs(2)));
     let (mut connected, mut members, mut dht, mut agreed) = (None, None, None, None);
     let dht_target = (n.saturating_sub(1)).min(crate::node::KAD_K);
     let deadline = t0 + opts.timeout;
@@ -432,10 +474,18 @@ pub async fn run(opts: SwarmOptions) -> anyhow::Result<SwarmReport> {
             });
         }
         finish(bar);
-        return Ok(report(&opts, start_s, connected, members, dht, agreed, leader, steady, kills, &swarm));
+        let mut r = report(&opts, start_s, connected, members, dht, agreed, leader, steady, kills, &swarm);
+        if let Some(s) = sampler {
+            r.coords = s.finish().await;
+        }
+        return Ok(r);
     }
     finish(bar);
-    Ok(report(&opts, start_s, connected, members, dht, agreed, leader, steady, kills, &swarm))
+    let mut r = report(&opts, start_s, connected, members, dht, agreed, leader, steady, kills, &swarm);
+    if let Some(s) = sampler {
+        r.coords = s.finish().await;
+    }
+    Ok(r)
 }
 
 fn finish(bar: Option<ProgressBar>) {
@@ -481,5 +531,6 @@ fn report(
         bad_frames: snaps.iter().map(|(_, s)| s.bad_frames).sum(),
         steady,
         kills,
+        coords: None,
     }
 }

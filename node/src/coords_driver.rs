@@ -1,0 +1,366 @@
+//! Vivaldi coordinates in the node: RTT samples from libp2p ping, peers' coordinates over
+//! `/peerage/coords/1.0.0`, and the sans-IO `overlay::coords::VivaldiClient` doing the math.
+//!
+//! Issue 4 item 1/5: every node learns a latency coordinate from real (in a swarm:
+//! emulated, `latency_transport.rs`) round-trip times. Vivaldi (Dabek et al., SIGCOMM 2004)
+//! needs, for each RTT sample to a peer, that peer's current coordinate and error; the
+//! client (`overlay::coords`) owns the update rule, this file only gathers the inputs. Like
+//! the election driver it does no I/O itself: the node's event loop hands it ping results
+//! and coordinate frames and sends the frames it returns.
+//!
+//! # Protocol (our choices; the seeds say nothing about the exchange)
+//!
+//! - Request and response are each one [`CoordsFrame`] (postcard: a version byte and the
+//!   sender's [`Coordinate`]), at most [`MAX_COORDS_FRAME`] bytes; a frame that does not
+//!   decode, has trailing bytes, has another version or carries an invalid coordinate (NaN,
+//!   negative height or error, too many dimensions, huge components) is refused with an
+//!   error and counted; the node keeps serving.
+//! - Both sides learn: the requester sends its coordinate, the responder answers with its own.
+//! - When to ask: on a ping result from a peer whose coordinate is unknown or older than
+//!   [`CoordsConfig::refresh`], at most once per `refresh` per peer. A sample is applied at
+//!   once with a coordinate at most [`CoordsConfig::max_age`] old; otherwise it waits for the
+//!   answer (one pending sample per peer, the newest) and is applied when it comes (if the
+//!   sample is itself not older than `max_age`).
+//! - Memory is bounded: at most [`MAX_KNOWN`] peers' coordinates are remembered (the oldest
+//!   is forgotten first); pending samples and request times are dropped when the peer's last
+//!   connection closes.
+//! - RTT samples are ping's measured round trips: in a swarm they include the process's own
+//!   scheduling delay, which the latency filter (moving median) damps.
+
+use crate::members::node_id_of;
+use libp2p::PeerId;
+use overlay::coords::{Coordinate, VivaldiClient, VivaldiConfig, VivaldiConfigError};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Version of [`CoordsFrame`].
+pub const COORDS_VERSION: u8 = 1;
+/// Largest coordinate frame accepted or sent (a 8-dimensional coordinate takes ~100 bytes).
+pub const MAX_COORDS_FRAME: usize = 256;
+/// Most peers whose coordinates are remembered.
+pub const MAX_KNOWN: usize = 512;
+
+/// One coordinate on the wire.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CoordsFrame {
+    pub version: u8,
+    pub coordinate: Coordinate,
+}
+
+/// Why a coordinate frame was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum CoordsWireError {
+    #[error("coordinate frame of {0} bytes exceeds the limit of {MAX_COORDS_FRAME}")]
+    TooLarge(usize),
+    #[error("malformed coordinate frame: {0}")]
+    Malformed(#[from] postcard::Error),
+    #[error("coordinate frame has {0} trailing bytes")]
+    Trailing(usize),
+    #[error("coordinate frame of unknown version {0} (this node speaks {COORDS_VERSION})")]
+    Version(u8),
+    #[error("coordinate refused: {0}")]
+    Invalid(#[from] overlay::coords::CoordError),
+}
+
+impl CoordsFrame {
+    pub fn encode(coordinate: &Coordinate) -> Vec<u8> {
+        // Serialising a valid coordinate into a Vec cannot fail; an empty frame would be
+        // refused by the peer, which is the right outcome if it ever did.
+        postcard::to_allocvec(&CoordsFrame { version: COORDS_VERSION, coordinate: *coordinate }).unwrap_or_default()
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Coordinate, CoordsWireError> {
+        if bytes.len() > MAX_COORDS_FRAME {
+            return Err(CoordsWireError::TooLarge(bytes.len()));
+        }
+        // The version is the first byte (a postcard u8); check it before the rest so that a
+        // future layout is reported as a version error, not as garbage.
+        match bytes.first() {
+            Some(&v) if v != COORDS_VERSION => return Err(CoordsWireError::Version(v)),
+            _ => {}
+        }
+        let (frame, rest): (CoordsFrame, &[u8]) = postcard::take_from_bytes(bytes)?;
+        if !rest.is_empty() {
+            return Err(CoordsWireError::Trailing(rest.len()));
+        }
+        Ok(frame.coordinate)
+    }
+}
+
+/// Timing of the exchange.
+#[derive(Debug, Clone)]
+pub struct CoordsConfig {
+    /// A peer's coordinate is used for samples while at most this old.
+    pub max_age: Duration,
+    /// Ask a peer again for its coordinate at most this often.
+    pub refresh: Duration,
+}
+
+impl Default for CoordsConfig {
+    fn default() -> Self {
+        CoordsConfig { max_age: Duration::from_secs(30), refresh: Duration::from_secs(10) }
+    }
+}
+
+/// Counters, for the status line and the swarm report.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct CoordsStats {
+    /// RTT samples seen (ping results).
+    pub samples: u64,
+    /// Samples fed to Vivaldi and accepted.
+    pub applied: u64,
+    /// Samples Vivaldi refused (invalid RTT or remote coordinate).
+    pub refused: u64,
+    /// Coordinate frames refused (malformed, wrong version, too large).
+    pub bad_frames: u64,
+    pub requests_sent: u64,
+    pub requests_answered: u64,
+}
+
+struct Known {
+    coordinate: Coordinate,
+    at: Instant,
+}
+
+/// One node's coordinate state.
+pub struct CoordsDriver {
+    client: VivaldiClient,
+    rng: StdRng,
+    cfg: CoordsConfig,
+    known: HashMap<PeerId, Known>,
+    pending: HashMap<PeerId, (Duration, Instant)>,
+    asked: HashMap<PeerId, Instant>,
+    stats: CoordsStats,
+}
+
+impl CoordsDriver {
+    pub fn new(vivaldi: VivaldiConfig, cfg: CoordsConfig, seed: u64) -> Result<CoordsDriver, VivaldiConfigError> {
+        Ok(CoordsDriver {
+            client: VivaldiClient::new(Arc::new(vivaldi))?,
+            rng: StdRng::seed_from_u64(seed),
+            cfg,
+            known: HashMap::new(),
+            pending: HashMap::new(),
+            asked: HashMap::new(),
+            stats: CoordsStats::default(),
+        })
+    }
+
+    /// This node's current coordinate.
+    pub fn coordinate(&self) -> &Coordinate {
+        self.client.coordinate()
+    }
+
+    /// The last coordinate heard from `peer`, and when.
+    pub fn coordinate_of(&self, peer: &PeerId) -> Option<(&Coordinate, Instant)> {
+        self.known.get(peer).map(|k| (&k.coordinate, k.at))
+    }
+
+    /// Predicted RTT to a coordinate (e.g. a super peer's, learned another way).
+    pub fn predict(&self, other: &Coordinate) -> Option<Duration> {
+        self.client.distance_to(other).ok()
+    }
+
+    /// Predicted RTT to `peer`, if its coordinate is known.
+    pub fn predict_peer(&self, peer: &PeerId) -> Option<Duration> {
+        self.known.get(peer).and_then(|k| self.predict(&k.coordinate))
+    }
+
+    pub fn stats(&self) -> CoordsStats {
+        self.stats
+    }
+
+    /// Our coordinate as a frame (request or response).
+    pub fn own_frame(&self) -> Vec<u8> {
+        CoordsFrame::encode(self.client.coordinate())
+    }
+
+    /// A ping measured `rtt` to `peer`. Returns a request frame to send to `peer` when its
+    /// coordinate is needed.
+    pub fn on_rtt(&mut self, peer: PeerId, rtt: Duration, now: Instant) -> Option<Vec<u8>> {
+        self.stats.samples += 1;
+        let need = match self.known.get(&peer) {
+            Some(k) if now.saturating_duration_since(k.at) <= self.cfg.max_age => {
+                let (coordinate, age) = (k.coordinate, now.saturating_duration_since(k.at));
+                self.apply(&peer, &coordinate, rtt);
+                age >= self.cfg.refresh
+            }
+            _ => {
+                self.pending.insert(peer, (rtt, now));
+                true
+            }
+        };
+        let may_ask = self.asked.get(&peer).is_none_or(|t| now.saturating_duration_since(*t) >= self.cfg.refresh);
+        if need && may_ask {
+            self.asked.insert(peer, now);
+            self.stats.requests_sent += 1;
+            Some(self.own_frame())
+        } else {
+            None
+        }
+    }
+
+    /// `peer` sent its coordinate as a request: learn it and return our answer.
+    pub fn on_request(&mut self, peer: PeerId, bytes: &[u8], now: Instant) -> Result<Vec<u8>, CoordsWireError> {
+        let c = self.decode(bytes)?;
+        self.learn(peer, c, now);
+        self.stats.requests_answered += 1;
+        Ok(self.own_frame())
+    }
+
+    /// `peer` answered our request with its coordinate.
+    pub fn on_response(&mut self, peer: PeerId, bytes: &[u8], now: Instant) -> Result<(), CoordsWireError> {
+        let c = self.decode(bytes)?;
+        self.learn(peer, c, now);
+        Ok(())
+    }
+
+    /// The peer's last connection closed.
+    pub fn peer_gone(&mut self, peer: &PeerId) {
+        self.pending.remove(peer);
+        self.asked.remove(peer);
+    }
+
+    /// Decode and validate (dimensionality, finite, non-negative height and error, bounded).
+    fn decode(&mut self, bytes: &[u8]) -> Result<Coordinate, CoordsWireError> {
+        let checked = CoordsFrame::decode(bytes)
+            .and_then(|c| self.client.coordinate().check_remote(&c).map(|()| c).map_err(CoordsWireError::from));
+        checked.inspect_err(|_| self.stats.bad_frames += 1)
+    }
+
+    fn learn(&mut self, peer: PeerId, coordinate: Coordinate, now: Instant) {
+        if !self.known.contains_key(&peer) && self.known.len() >= MAX_KNOWN {
+            if let Some(oldest) = self.known.iter().min_by_key(|(_, k)| k.at).map(|(p, _)| *p) {
+                self.known.remove(&oldest);
+            }
+        }
+        self.known.insert(peer, Known { coordinate, at: now });
+        if let Some((rtt, at)) = self.pending.remove(&peer) {
+            if now.saturating_duration_since(at) <= self.cfg.max_age {
+                self.apply(&peer, &coordinate, rtt);
+            }
+        }
+    }
+
+    fn apply(&mut self, peer: &PeerId, theirs: &Coordinate, rtt: Duration) {
+        match self.client.update(&node_id_of(peer), theirs, rtt, &mut self.rng) {
+            Ok(_) => self.stats.applied += 1,
+            Err(e) => {
+                self.stats.refused += 1;
+                tracing::debug!(%peer, "RTT sample refused by Vivaldi: {e}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn driver(seed: u64) -> CoordsDriver {
+        CoordsDriver::new(VivaldiConfig::default(), CoordsConfig::default(), seed).unwrap()
+    }
+
+    #[test]
+    fn frame_round_trip_and_bad_frames_refused() {
+        let d = driver(1);
+        let frame = d.own_frame();
+        assert!(frame.len() <= MAX_COORDS_FRAME, "{} bytes", frame.len());
+        assert_eq!(CoordsFrame::decode(&frame).unwrap(), *d.coordinate());
+        assert!(matches!(CoordsFrame::decode(&[]), Err(CoordsWireError::Malformed(_))));
+        assert!(matches!(CoordsFrame::decode(&[COORDS_VERSION, 0xff, 0xff]), Err(CoordsWireError::Malformed(_))));
+        let mut other = frame.clone();
+        other[0] = 7;
+        assert!(matches!(CoordsFrame::decode(&other), Err(CoordsWireError::Version(7))));
+        let mut long = frame.clone();
+        long.push(0);
+        assert!(matches!(CoordsFrame::decode(&long), Err(CoordsWireError::Trailing(1))));
+        assert!(matches!(CoordsFrame::decode(&vec![COORDS_VERSION; 1000]), Err(CoordsWireError::TooLarge(1000))));
+        // A NaN coordinate decodes but is refused by the driver's validation.
+        let mut nan = vec![COORDS_VERSION, 8];
+        nan.extend_from_slice(&f64::NAN.to_le_bytes());
+        for _ in 0..7 {
+            nan.extend_from_slice(&0.0f64.to_le_bytes());
+        }
+        for v in [0.01f64, 0.5, 0.0] {
+            nan.extend_from_slice(&v.to_le_bytes());
+        }
+        let mut d = driver(2);
+        assert!(matches!(d.on_request(PeerId::random(), &nan, Instant::now()), Err(CoordsWireError::Invalid(_))));
+        assert_eq!(d.stats().bad_frames, 1);
+        // Every prefix and every single-byte corruption is an error or a valid coordinate,
+        // never a panic.
+        for cut in 0..frame.len() {
+            let _ = CoordsFrame::decode(&frame[..cut]);
+        }
+        for i in 0..frame.len() {
+            let mut f = frame.clone();
+            f[i] ^= 0xa5;
+            let _ = CoordsFrame::decode(&f);
+        }
+    }
+
+    #[test]
+    fn request_answer_and_pending_sample() {
+        let (mut a, mut b) = (driver(1), driver(2));
+        let (pa, pb) = (PeerId::random(), PeerId::random());
+        let t0 = Instant::now();
+        let rtt = Duration::from_millis(80);
+        // a pings b: b's coordinate is unknown, the sample waits and a asks.
+        let req = a.on_rtt(pb, rtt, t0).expect("a must ask b");
+        assert_eq!(a.stats().applied, 0);
+        // A second sample right away does not ask again.
+        assert!(a.on_rtt(pb, rtt, t0).is_none());
+        let resp = b.on_request(pa, &req, t0).unwrap();
+        assert!(b.coordinate_of(&pa).is_some());
+        a.on_response(pb, &resp, t0).unwrap();
+        assert_eq!(a.stats().applied, 1, "the pending sample is applied when the answer comes");
+        // Garbage is refused and counted.
+        assert!(a.on_response(pb, b"garbage", t0).is_err());
+        assert_eq!(a.stats().bad_frames, 1);
+        // Samples with a fresh coordinate are applied at once, no new request.
+        assert!(a.on_rtt(pb, rtt, t0 + Duration::from_secs(1)).is_none());
+        assert_eq!(a.stats().applied, 2);
+        // After `refresh`, the sample is applied and a new request goes out.
+        assert!(a.on_rtt(pb, rtt, t0 + Duration::from_secs(11)).is_some());
+        assert_eq!(a.stats().applied, 3);
+    }
+
+    #[test]
+    fn two_nodes_learn_their_distance() {
+        let (mut a, mut b) = (driver(3), driver(4));
+        let (pa, pb) = (PeerId::random(), PeerId::random());
+        let rtt = Duration::from_millis(120);
+        let mut now = Instant::now();
+        for _ in 0..200 {
+            now += Duration::from_secs(2);
+            if let Some(req) = a.on_rtt(pb, rtt, now) {
+                let resp = b.on_request(pa, &req, now).unwrap();
+                a.on_response(pb, &resp, now).unwrap();
+            }
+            if let Some(req) = b.on_rtt(pa, rtt, now) {
+                let resp = a.on_request(pb, &req, now).unwrap();
+                b.on_response(pa, &resp, now).unwrap();
+            }
+        }
+        let predicted = a.predict_peer(&pb).unwrap().as_secs_f64();
+        assert!((predicted - 0.120).abs() < 0.012, "predicted {predicted} s, true 0.120 s");
+        let predicted = b.predict(a.coordinate()).unwrap().as_secs_f64();
+        assert!((predicted - 0.120).abs() < 0.012, "predicted {predicted} s, true 0.120 s");
+    }
+
+    #[test]
+    fn memory_is_bounded() {
+        let mut a = driver(5);
+        let frame = driver(6).own_frame();
+        let t0 = Instant::now();
+        for i in 0..(MAX_KNOWN + 50) {
+            a.on_request(PeerId::random(), &frame, t0 + Duration::from_millis(i as u64)).unwrap();
+        }
+        assert_eq!(a.known.len(), MAX_KNOWN);
+    }
+}

@@ -1,0 +1,216 @@
+//! How well an in-process swarm's Vivaldi coordinates predict the emulated latency: the
+//! `coords` part of the `peerage swarm --latency internet` report.
+//!
+//! Every node's coordinate is read from its status snapshot (`Snapshot::coordinate`); node
+//! `i` of the swarm is node `i` of the latency model (`latency_transport::LatencyNet`). The
+//! error of a pair is `|predicted − true| / true` with `true` the model's jitter-free base RTT,
+//! as in `overlay/examples/vivaldi_error.rs` (docs/RESULTS.md, "Vivaldi over the Internet
+//! latency model"), so the two are comparable. All pairs are used up to [`MAX_PAIRS`]; above
+//! that a fixed stride of pairs (deterministic, no RNG).
+//!
+//! A sampler task reads the snapshots every `period` while the swarm runs. Choices: a node
+//! counts once it has a coordinate (also before its first sample: a node stuck at the origin
+//! is part of the error); crashed nodes are left out (the runner marks their snapshot).
+
+use crate::latency_transport::{LatencyNet, LatenessReport};
+use crate::status::Probe;
+use overlay::coords::Coordinate;
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// Most pairs evaluated per sample.
+pub const MAX_PAIRS: usize = 200_000;
+
+/// Accuracy at one moment.
+#[derive(Debug, Clone, Serialize)]
+pub struct CoordsPoint {
+    /// Seconds since the swarm started.
+    pub t_s: f64,
+    /// Nodes with a coordinate / with at least one accepted sample.
+    pub nodes: usize,
+    pub nodes_sampled: usize,
+    pub pairs: usize,
+    pub median_rel_error: f64,
+    pub p90_rel_error: f64,
+    pub mean_rel_error: f64,
+    pub median_abs_error_ms: f64,
+    /// Vivaldi samples accepted so far, summed over nodes.
+    pub samples: u64,
+}
+
+/// The `coords` section of the swarm report.
+#[derive(Debug, Clone, Serialize)]
+pub struct CoordsReport {
+    pub model: String,
+    pub model_seed: u64,
+    /// True (model) RTT over the evaluated pairs, ms: p10, median, p90.
+    pub true_rtt_ms_p10_p50_p90: [f64; 3],
+    pub period_s: f64,
+    pub series: Vec<CoordsPoint>,
+    pub last: Option<CoordsPoint>,
+    /// Lowest median relative error seen.
+    pub best_median_rel_error: Option<f64>,
+    /// First time the median came within 10 % of the last value (converged).
+    pub converged_s: Option<f64>,
+    /// First time the median was at most 0.10 (issue 4's target for Vivaldi).
+    pub median_le_0_10_s: Option<f64>,
+    /// How late the emulated links released bytes against the model.
+    pub emulation_lateness: LatenessReport,
+}
+
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+/// Pair errors of the given (model index, coordinate) list; `None` with fewer than 2 nodes.
+/// Also returns the sorted true RTTs (ms) of the pairs.
+pub fn pair_errors(net: &LatencyNet, coords: &[(usize, Coordinate)]) -> Option<(Vec<f64>, Vec<f64>, Vec<f64>)> {
+    let n = coords.len();
+    if n < 2 {
+        return None;
+    }
+    let total = n * (n - 1) / 2;
+    let stride = total.div_ceil(MAX_PAIRS).max(1);
+    let (mut rel, mut abs, mut truth) = (Vec::new(), Vec::new(), Vec::new());
+    let mut k = 0usize;
+    for i in 0..n {
+        for j in (i + 1)..n {
+            k += 1;
+            if k % stride != 0 {
+                continue;
+            }
+            let (a, ca) = coords[i];
+            let (b, cb) = coords[j];
+            let true_ms = net.model().rtt_ms(a, b);
+            let Ok(pred) = ca.distance_secs(&cb) else { continue };
+            if true_ms <= 0.0 {
+                continue;
+            }
+            let pred_ms = pred * 1000.0;
+            rel.push((pred_ms - true_ms).abs() / true_ms);
+            abs.push((pred_ms - true_ms).abs());
+            truth.push(true_ms);
+        }
+    }
+    for v in [&mut rel, &mut abs, &mut truth] {
+        v.sort_by(|x, y| x.total_cmp(y));
+    }
+    Some((rel, abs, truth))
+}
+
+/// Reads every node's coordinate periodically until stopped.
+pub struct CoordsSampler {
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<(Vec<CoordsPoint>, [f64; 3])>,
+    net: Arc<LatencyNet>,
+    period: Duration,
+}
+
+impl CoordsSampler {
+    /// `probes[i]` is model node `i`'s snapshot.
+    pub fn start(net: Arc<LatencyNet>, probes: Vec<Arc<Probe>>, t0: Instant, period: Duration) -> CoordsSampler {
+        let (stop, mut rx) = watch::channel(false);
+        let task_net = net.clone();
+        let task = tokio::spawn(async move {
+            let mut series = Vec::new();
+            let mut truth_q = [f64::NAN; 3];
+            loop {
+                let mut coords = Vec::with_capacity(probes.len());
+                let (mut sampled, mut samples) = (0, 0);
+                for (i, p) in probes.iter().enumerate() {
+                    let s = p.get();
+                    if s.fatal.is_some() {
+                        continue;
+                    }
+                    if let Some(c) = s.coordinate {
+                        coords.push((i, c));
+                        samples += s.vivaldi_samples;
+                        if s.vivaldi_samples > 0 {
+                            sampled += 1;
+                        }
+                    }
+                }
+                let nodes = coords.len();
+                // The pair loop is CPU work on the runtime: run it off the async workers.
+                let net2 = task_net.clone();
+                let res = tokio::task::spawn_blocking(move || pair_errors(&net2, &coords)).await.ok().flatten();
+                if let Some((rel, abs, truth)) = res {
+                    if !rel.is_empty() {
+                        truth_q = [quantile(&truth, 0.1), quantile(&truth, 0.5), quantile(&truth, 0.9)];
+                        series.push(CoordsPoint {
+                            t_s: t0.elapsed().as_secs_f64(),
+                            nodes,
+                            nodes_sampled: sampled,
+                            pairs: rel.len(),
+                            median_rel_error: quantile(&rel, 0.5),
+                            p90_rel_error: quantile(&rel, 0.9),
+                            mean_rel_error: rel.iter().sum::<f64>() / rel.len() as f64,
+                            median_abs_error_ms: quantile(&abs, 0.5),
+                            samples,
+                        });
+                    }
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(period) => {}
+                    r = rx.changed() => if r.is_err() || *rx.borrow() { break },
+                }
+            }
+            (series, truth_q)
+        });
+        CoordsSampler { stop, task, net, period }
+    }
+
+    /// Stop sampling (after one last sample) and summarise.
+    pub async fn finish(self) -> Option<CoordsReport> {
+        let _ = self.stop.send(true);
+        let (series, truth) = self.task.await.ok()?;
+        let last = series.last().cloned();
+        let best = series.iter().map(|p| p.median_rel_error).min_by(|a, b| a.total_cmp(b));
+        let converged = last
+            .as_ref()
+            .and_then(|l| series.iter().find(|p| p.median_rel_error <= l.median_rel_error * 1.1).map(|p| p.t_s));
+        let le_target = series.iter().find(|p| p.median_rel_error <= 0.10).map(|p| p.t_s);
+        Some(CoordsReport {
+            model: "internet".into(),
+            model_seed: self.net.seed(),
+            true_rtt_ms_p10_p50_p90: truth,
+            period_s: self.period.as_secs_f64(),
+            series,
+            last,
+            best_median_rel_error: best,
+            converged_s: converged,
+            median_le_0_10_s: le_target,
+            emulation_lateness: self.net.lateness(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use overlay::coords::VivaldiConfig;
+
+    #[test]
+    fn perfect_and_origin_coordinates() {
+        let net = LatencyNet::internet(30, 3).unwrap();
+        // Everyone at the origin with the minimum height predicts ~0: relative error ~1.
+        let origin = Coordinate::initial(&VivaldiConfig::default());
+        let coords: Vec<_> = (0..30).map(|i| (i, origin)).collect();
+        let (rel, _, truth) = pair_errors(&net, &coords).unwrap();
+        assert_eq!(rel.len(), 30 * 29 / 2);
+        assert!(quantile(&rel, 0.5) > 0.99, "{}", quantile(&rel, 0.5));
+        assert!(quantile(&truth, 0.5) > 1.0);
+        // Two nodes placed exactly at their RTT: zero error.
+        let rtt_s = net.model().rtt_ms(0, 1) / 1000.0;
+        let a = Coordinate::new(&[0.0, 0.0], 0.0, 0.5, 0.0).unwrap();
+        let b = Coordinate::new(&[rtt_s, 0.0], 0.0, 0.5, 0.0).unwrap();
+        let (rel, abs, _) = pair_errors(&net, &[(0, a), (1, b)]).unwrap();
+        assert!(rel[0] < 1e-9 && abs[0] < 1e-6, "{rel:?}");
+        assert!(pair_errors(&net, &[(0, a)]).is_none());
+    }
+}

@@ -47,7 +47,7 @@ def free_port():
 
 
 class Node:
-    def __init__(self, binary, cfg, i, bootstrap, metrics=None, log="error"):
+    def __init__(self, binary, cfg, i, bootstrap, metrics=None, log="error", log_dir=None):
         args = [binary, "--log", log, "run", "--config", cfg, "--priority", str(i),
                 "--listen", "/ip4/127.0.0.1/tcp/0"]
         for b in bootstrap:
@@ -55,7 +55,8 @@ class Node:
         if metrics:
             args += ["--metrics", metrics]
         self.i = i
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        err = open(os.path.join(log_dir, f"node{i}.log"), "w") if log_dir else subprocess.DEVNULL
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, text=True)
         self.lock = threading.Lock()
         self.events = []  # (ts, event dict)
         self.node_id = None
@@ -128,6 +129,8 @@ def main():
     ap.add_argument("--alive-error-factor", type=int, default=3)
     ap.add_argument("--answer-timeout-ms", type=int, default=500)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--log", default="error", help="the nodes' log filter (stderr)")
+    ap.add_argument("--log-dir", default=None, help="keep each node's log here (node<i>.log)")
     ap.add_argument("--timeline", action="store_true",
                     help="add every survivor's status events after each kill to the report")
     a = ap.parse_args()
@@ -152,7 +155,7 @@ def main():
         for i in range(a.nodes):
             earlier = [n.addr for n in nodes]
             rng.shuffle(earlier)
-            n = Node(a.bin, cfg, i, earlier[:3], metrics if i == 0 else None)
+            n = Node(a.bin, cfg, i, earlier[:3], metrics if i == 0 else None, a.log, a.log_dir)
             wait(f"node {i}'s address", 30, lambda: n.addr and n.node_id)
             nodes.append(n)
         kills = []

@@ -95,6 +95,18 @@ fn echo() {
 }
 
 /// The known failures still fail (prints their replay commands). Ignored in CI.
+/// Sweep seeds that failed before the fixes of 2026-11-21 for failure reports older than a
+/// recovery (see `overlay/src/election/ring.rs` and `chang_roberts.rs`): ring 82223,
+/// Chang-Roberts 82223 and 83038 (`peerage-lab sweep --seeds 0..100000`).
+#[test]
+fn ring_and_chang_roberts_sweep_regressions() {
+    for (algorithm, seed) in [(Algorithm::Ring, 82223), (Algorithm::ChangRoberts, 82223), (Algorithm::ChangRoberts, 83038)] {
+        if let Err(f) = check_seed(algorithm, seed) {
+            panic!("{algorithm} seed {seed}: {}\n  replay: {}", f.summary, replay_command(algorithm, seed));
+        }
+    }
+}
+
 #[test]
 #[ignore = "known algorithm failures, see KNOWN_FAILURES"]
 fn known_failures_replay() {

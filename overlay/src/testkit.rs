@@ -9,6 +9,11 @@
 //!
 //! Process `i` of [`Net::new`] has id `NodeId::from_u64(i + 1)` and priority 0, so rank order
 //! is index order: process `n - 1` is the highest.
+//!
+//! [`scenarios`] holds the test scenarios the ring elections share (settled checks, crash
+//! schedules, random fault schedules), so each algorithm's test of them is one call.
+
+pub mod scenarios;
 
 use crate::driver::{Context, Effect, Election, Input, Timer};
 use crate::election::{AnyElection, ElectionConfig};

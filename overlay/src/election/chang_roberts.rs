@@ -585,7 +585,7 @@ mod tests {
     //! send comes back to its sender 1 ms later, process `i` has rank `i` (so `n - 1` is the
     //! highest) and its successor is `i + 1` (wrapping).
     use super::*;
-    use crate::election::ring::tests::{assert_settled, assert_settled_after_doubt, random_faults, random_schedule};
+    use crate::testkit::scenarios::{assert_settled, crash_during, crashes_before, random_faults, random_schedule, recovered_highest_wins};
     use crate::election::{Algorithm, AnyElection};
     use crate::testkit::Net;
     use crate::time::Time;
@@ -694,24 +694,7 @@ mod tests {
     /// every live initiator.
     #[test]
     fn cr_crashes_before() {
-        for n in 2..=12usize {
-            for mask in [0b1usize, 0b101, 0b1100, 0b1_0010_0110] {
-                let dead: Vec<usize> = (0..n).filter(|&j| mask >> (j % 10) & 1 == 1).collect();
-                for i in (0..n).filter(|i| !dead.contains(i) && *i != n - 1) {
-                    let mut net = net(n);
-                    for &d in &dead {
-                        net.crash(d);
-                    }
-                    net.crash(n - 1);
-                    if net.highest_alive().is_none() {
-                        continue;
-                    }
-                    net.start_at(Time::ZERO, i);
-                    net.run();
-                    assert_settled(&net, &format!("n={n} dead={dead:?}+top initiator={i}"));
-                }
-            }
-        }
+        crashes_before(&cfg());
     }
 
     /// The highest process dead before the election (not reported), the lowest initiating
@@ -737,30 +720,7 @@ mod tests {
     /// the initiator.
     #[test]
     fn cr_crash_during() {
-        for n in 3..=12usize {
-            for victim in [n - 1, n - 2, 0, n / 2] {
-                for i in [0, n / 2, n - 1] {
-                    for t in 0..=(3 * n as u64 + 2) {
-                        for report in [false, true] {
-                            let mut net = net(n);
-                            net.report_crashes = report;
-                            net.start_at(Time::ZERO, i);
-                            net.crash_at(Time::from_micros(t * 1000 + 500), victim);
-                            net.run();
-                            let what =
-                                format!("n={n} victim={victim} initiator={i} t={t}.5ms report={report}");
-                            // No message is lost with one crash: no lap timer is needed.
-                            assert!(net.last_decision < Time::from_millis(cfg().lap_timeout_ms), "{what}");
-                            if report {
-                                assert_settled(&net, &what);
-                            } else {
-                                assert_settled_after_doubt(&mut net, &what);
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        crash_during(&cfg(), 3, true);
     }
 
     /// The highest process crashes while its own `election` circulates (everyone else
@@ -840,20 +800,7 @@ mod tests {
     /// leader, so its successor holds a new election.
     #[test]
     fn cr_recovered_highest_wins() {
-        for n in 3..=12usize {
-            let mut net = net(n);
-            net.report_crashes = true;
-            net.start_at(Time::ZERO, 0);
-            net.run();
-            net.crash(n - 1);
-            net.run();
-            assert_settled(&net, "without the top");
-            let t = net.now + std::time::Duration::from_millis(1);
-            net.recover_at(t, n - 1);
-            net.run();
-            assert_settled(&net, &format!("n={n} after recovery"));
-            assert_eq!(net.process(0).leader(), Some(net.id(n - 1)));
-        }
+        recovered_highest_wins(&cfg());
     }
 
     /// Stale messages of an older epoch never set a leader, and a dead leader's `elected`
@@ -1054,7 +1001,7 @@ mod tests {
     /// highest live one. Replay one with `PEERAGE_SEED`.
     #[test]
     fn cr_random_faults_agree() {
-        random_faults(cfg(), "chang-roberts");
+        random_faults(&cfg(), "chang-roberts");
     }
 
     /// Schedules of the 1,000,000-seed run that failed while the fixes of 2026-11-21 were

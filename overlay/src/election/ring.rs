@@ -793,10 +793,11 @@ pub(crate) mod tests {
     //! highest) and its successor is `i + 1` (wrapping).
     use super::*;
     use crate::election::Algorithm;
+    use crate::testkit::scenarios::{
+        assert_settled, crash_during, crashes_before, random_faults, random_schedule, recovered_highest_wins,
+    };
     use crate::testkit::Net;
     use crate::time::Time;
-    use rand::rngs::StdRng;
-    use rand::{Rng, SeedableRng};
 
     fn cfg() -> ElectionConfig {
         ElectionConfig::for_algorithm(Algorithm::Ring)
@@ -804,43 +805,6 @@ pub(crate) mod tests {
 
     fn net(n: usize) -> Net {
         Net::new(n, cfg())
-    }
-
-    /// The leader each process names, as a process index (`from_u64(i + 1)` is process i).
-    pub(crate) fn names(net: &Net) -> Vec<Option<u64>> {
-        net.leaders().iter().map(|l| l.map(|id| id.high_u64() - 1)).collect()
-    }
-
-    /// True if every live process names the same process and it is dead: the leader crashed
-    /// after everyone adopted it, which no process can notice without a failure report (the
-    /// driver's `Start` or `PeerDown` is then needed).
-    pub(crate) fn undetected_leader_crash(net: &Net) -> bool {
-        let live: Vec<usize> = (0..net.len()).filter(|&i| net.is_alive(i)).collect();
-        let Some(l) = live.first().and_then(|&i| net.process(i).leader()) else { return false };
-        let idx = (l.high_u64() - 1) as usize;
-        !net.is_alive(idx) && live.iter().all(|&i| net.process(i).leader() == Some(l))
-    }
-
-    /// Settle, allowing an undetected leader crash, which a driver's `Start` then repairs.
-    pub(crate) fn assert_settled_after_doubt(net: &mut Net, what: &str) {
-        if undetected_leader_crash(net) {
-            let i = (0..net.len()).find(|&i| net.is_alive(i)).unwrap();
-            net.start_at(net.now, i);
-            net.run();
-        }
-        assert_settled(net, what);
-    }
-
-    /// Every live process names the highest live process and none is still in an election.
-    pub(crate) fn assert_settled(net: &Net, what: &str) {
-        let best = net.highest_alive().expect("someone alive");
-        let leaders = names(net);
-        assert!(net.all_agree_on(net.id(best)), "{what}: leaders {leaders:?}, expected {best}");
-        for i in 0..net.len() {
-            if net.is_alive(i) {
-                assert!(!net.process(i).in_election(), "{what}: process {i} still in an election");
-            }
-        }
     }
 
     /// One initiator, no faults: the `Election` lap visits all N processes and comes back
@@ -906,28 +870,7 @@ pub(crate) mod tests {
     /// Several processes crashed before the election; various initiators.
     #[test]
     fn ring_crashes_before() {
-        for n in 2..=12usize {
-            for mask in [0b1usize, 0b101, 0b1100, 0b1_0010_0110] {
-                let dead: Vec<usize> = (0..n).filter(|&j| mask >> (j % 10) & 1 == 1).collect();
-                if dead.len() >= n {
-                    continue;
-                }
-                // Always also crash the highest, so the old leader is gone.
-                for i in (0..n).filter(|i| !dead.contains(i) && *i != n - 1) {
-                    let mut net = net(n);
-                    for &d in &dead {
-                        net.crash(d);
-                    }
-                    net.crash(n - 1);
-                    if net.highest_alive().is_none() {
-                        continue;
-                    }
-                    net.start_at(Time::ZERO, i);
-                    net.run();
-                    assert_settled(&net, &format!("n={n} dead={dead:?}+top initiator={i}"));
-                }
-            }
-        }
+        crashes_before(&cfg());
     }
 
     /// A process crashes at every instant of the election (1 ms per hop), including the
@@ -935,28 +878,7 @@ pub(crate) mod tests {
     /// initiator before the `Coordinator` lap reaches it), and the initiator itself.
     #[test]
     fn ring_crash_during() {
-        for n in 3..=12usize {
-            for victim in [n - 1, n - 2, 0, n / 2] {
-                for i in [0, n / 2, n - 1] {
-                    for t in 0..=(2 * n as u64 + 2) {
-                        for report in [false, true] {
-                            let mut net = net(n);
-                            net.report_crashes = report;
-                            net.start_at(Time::ZERO, i);
-                            net.crash_at(Time::from_micros(t * 1000 + 500), victim);
-                            net.run();
-                            let what =
-                                format!("n={n} victim={victim} initiator={i} t={t}.5ms report={report}");
-                            if report {
-                                assert_settled(&net, &what);
-                            } else {
-                                assert_settled_after_doubt(&mut net, &what);
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        crash_during(&cfg(), 2, false);
     }
 
     /// The highest process crashes after the `Election` lap passed it but before the
@@ -1041,20 +963,7 @@ pub(crate) mod tests {
     /// the group's epoch is already higher than its fresh one.
     #[test]
     fn ring_recovered_highest_wins() {
-        for n in 3..=12usize {
-            let mut net = net(n);
-            net.report_crashes = true;
-            net.start_at(Time::ZERO, 0);
-            net.run();
-            net.crash(n - 1);
-            net.run();
-            assert_settled(&net, "without the top");
-            let t = net.now + std::time::Duration::from_millis(1);
-            net.recover_at(t, n - 1);
-            net.run();
-            assert_settled(&net, &format!("n={n} after recovery"));
-            assert_eq!(net.process(0).leader(), Some(net.id(n - 1)));
-        }
+        recovered_highest_wins(&cfg());
     }
 
     /// A low process recovers: every process keeps or re-learns the same leader.
@@ -1165,90 +1074,7 @@ pub(crate) mod tests {
     /// highest live one. Replay one with `PEERAGE_SEED`.
     #[test]
     fn ring_random_faults_agree() {
-        random_faults(cfg(), "ring");
-    }
-
-    pub(crate) fn random_faults(cfg: ElectionConfig, name: &str) {
-        // `PEERAGE_SEED` replays one seed; `PEERAGE_RANDOM_RUNS` sets how many seeds to try.
-        let runs: u64 = std::env::var("PEERAGE_RANDOM_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(2000);
-        let seeds: Vec<u64> = match std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()) {
-            Some(s) => vec![s],
-            None => (1..=runs).collect(),
-        };
-        let total = seeds.len();
-        let mut failed = Vec::new();
-        for seed in seeds {
-            if let Err(e) = random_schedule(&cfg, name, seed) {
-                println!("{e}");
-                failed.push(seed);
-            }
-        }
-        println!("{name}: {} of {total} random fault schedules disagreed", failed.len());
-        assert!(failed.is_empty(), "{name}: failing seeds {:?}", &failed[..failed.len().min(20)]);
-    }
-
-    /// One random crash/recovery schedule of [`random_faults`]: `Err` with the schedule and
-    /// the leaders if the live processes do not all name the highest live one at quiescence.
-    pub(crate) fn random_schedule(cfg: &ElectionConfig, name: &str, seed: u64) -> Result<(), String> {
-        {
-            let mut rng = StdRng::seed_from_u64(seed);
-            let n = rng.gen_range(1..=16usize);
-            let mut net = Net::new(n, cfg.clone());
-            net.report_crashes = rng.gen_bool(0.5);
-            // A failure detector reports recoveries too (the simulator's does).
-            net.report_recoveries = net.report_crashes;
-            let span = 3 * n as u64 + 3;
-            let mut plan = format!("report={} ", net.report_crashes);
-            for i in 0..n {
-                if rng.gen_bool(0.3) {
-                    net.crash(i);
-                    plan += &format!("dead {i}; ");
-                }
-            }
-            for _ in 0..rng.gen_range(1..=3) {
-                let at = Time::from_micros(rng.gen_range(0..span * 1000));
-                let who = rng.gen_range(0..n);
-                net.start_at(at, who);
-                plan += &format!("start {who} at {at:?}; ");
-            }
-            for _ in 0..rng.gen_range(0..=6) {
-                let at = Time::from_micros(rng.gen_range(0..span * 1000));
-                let who = rng.gen_range(0..n);
-                if rng.gen_bool(0.5) {
-                    net.crash_at(at, who);
-                    plan += &format!("crash {who} at {at:?}; ");
-                } else {
-                    net.recover_at(at, who);
-                    plan += &format!("recover {who} at {at:?}; ");
-                }
-            }
-            net.run();
-            // After the faults stop, one more start (as a driver would after any doubt)
-            // must not be needed for agreement, except where nobody ever initiated among
-            // the live processes; make sure someone live has started.
-            if net.highest_alive().is_none() {
-                return Ok(());
-            }
-            let anyone_started = (0..n).any(|i| net.is_alive(i) && net.process(i).leader().is_some());
-            if !anyone_started {
-                let i = net.highest_alive().unwrap();
-                net.start_at(net.now, i);
-                net.run();
-            }
-            let what = format!("{name}: seed {seed} (replay with PEERAGE_SEED={seed}): n={n} {plan}");
-            if undetected_leader_crash(&net) {
-                let i = (0..n).find(|&i| net.is_alive(i)).unwrap();
-                net.start_at(net.now, i);
-                net.run();
-            }
-            let best = net.highest_alive().unwrap();
-            let ok = net.all_agree_on(net.id(best))
-                && (0..n).all(|i| !net.is_alive(i) || !net.process(i).in_election());
-            if !ok {
-                return Err(format!("{what}: leaders {:?}, expected {best}", names(&net)));
-            }
-            Ok(())
-        }
+        random_faults(&cfg(), "ring");
     }
 
     /// Schedules of the 1,000,000-seed run that failed before the fixes of 2026-11-21 (see

@@ -1,0 +1,209 @@
+//! Test scenarios shared by the ring elections (list ring and Chang-Roberts): the checks of a
+//! settled group and the crash/recovery schedules that both algorithms must survive.
+//!
+//! Each helper drives the real state machines on a [`Net`] and panics with the scenario (and,
+//! for the random schedules, the seed to replay with `PEERAGE_SEED`) when a check fails, so an
+//! algorithm's test is one call. The schedules are the ones the per-algorithm tests used before
+//! they were shared (2026-11-21), unchanged, so the exact counts in the algorithms' own tests
+//! and the seeds recorded in `docs/RESULTS.md` still mean the same thing.
+
+use crate::driver::Election;
+use crate::election::ElectionConfig;
+use crate::testkit::Net;
+use crate::time::Time;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// The leader each process names, as a process index (`from_u64(i + 1)` is process i).
+pub fn names(net: &Net) -> Vec<Option<u64>> {
+    net.leaders().iter().map(|l| l.map(|id| id.high_u64() - 1)).collect()
+}
+
+/// True if every live process names the same process and it is dead: the leader crashed
+/// after everyone adopted it, which no process can notice without a failure report (the
+/// driver's `Start` or `PeerDown` is then needed).
+pub fn undetected_leader_crash(net: &Net) -> bool {
+    let live: Vec<usize> = (0..net.len()).filter(|&i| net.is_alive(i)).collect();
+    let Some(l) = live.first().and_then(|&i| net.process(i).leader()) else { return false };
+    let idx = (l.high_u64() - 1) as usize;
+    !net.is_alive(idx) && live.iter().all(|&i| net.process(i).leader() == Some(l))
+}
+
+/// Settle, allowing an undetected leader crash, which a driver's `Start` then repairs.
+pub fn assert_settled_after_doubt(net: &mut Net, what: &str) {
+    if undetected_leader_crash(net) {
+        if let Some(i) = (0..net.len()).find(|&i| net.is_alive(i)) {
+            net.start_at(net.now, i);
+            net.run();
+        }
+    }
+    assert_settled(net, what);
+}
+
+/// Every live process names the highest live process and none is still in an election.
+pub fn assert_settled(net: &Net, what: &str) {
+    let best = net.highest_alive().expect("someone alive");
+    let leaders = names(net);
+    assert!(net.all_agree_on(net.id(best)), "{what}: leaders {leaders:?}, expected {best}");
+    for i in 0..net.len() {
+        if net.is_alive(i) {
+            assert!(!net.process(i).in_election(), "{what}: process {i} still in an election");
+        }
+    }
+}
+
+/// Several processes crashed before the election (not reported), always including the
+/// highest, so the old leader is gone; every other live process initiates in turn, for
+/// N = 2..=12: dead successors are skipped and the highest live process wins.
+pub fn crashes_before(cfg: &ElectionConfig) {
+    for n in 2..=12usize {
+        for mask in [0b1usize, 0b101, 0b1100, 0b1_0010_0110] {
+            let dead: Vec<usize> = (0..n).filter(|&j| mask >> (j % 10) & 1 == 1).collect();
+            for i in (0..n).filter(|i| !dead.contains(i) && *i != n - 1) {
+                let mut net = Net::new(n, cfg.clone());
+                for &d in &dead {
+                    net.crash(d);
+                }
+                net.crash(n - 1);
+                if net.highest_alive().is_none() {
+                    continue;
+                }
+                net.start_at(Time::ZERO, i);
+                net.run();
+                assert_settled(&net, &format!("n={n} dead={dead:?}+top initiator={i}"));
+            }
+        }
+    }
+}
+
+/// A process crashes at every instant of an election (1 ms per hop, crashes at t + 0.5 ms
+/// for t up to `laps * n + 2`), with and without crash reports, for N = 3..=12: the highest,
+/// the second highest, the lowest and a middle process, under three initiators. With
+/// `no_lap_timer`, the decision must also come before the lap timeout (no message is lost
+/// with one crash).
+pub fn crash_during(cfg: &ElectionConfig, laps: u64, no_lap_timer: bool) {
+    for n in 3..=12usize {
+        for victim in [n - 1, n - 2, 0, n / 2] {
+            for i in [0, n / 2, n - 1] {
+                for t in 0..=(laps * n as u64 + 2) {
+                    for report in [false, true] {
+                        let mut net = Net::new(n, cfg.clone());
+                        net.report_crashes = report;
+                        net.start_at(Time::ZERO, i);
+                        net.crash_at(Time::from_micros(t * 1000 + 500), victim);
+                        net.run();
+                        let what = format!("n={n} victim={victim} initiator={i} t={t}.5ms report={report}");
+                        if no_lap_timer {
+                            assert!(net.last_decision < Time::from_millis(cfg.lap_timeout_ms), "{what}");
+                        }
+                        if report {
+                            assert_settled(&net, &what);
+                        } else {
+                            assert_settled_after_doubt(&mut net, &what);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The old leader crashes (reported) after an election the lowest process started, the rest
+/// re-elect, then the old leader recovers with fresh state, 1 ms later, and must win again
+/// (even though the group's epoch is above its fresh one), for N = 3..=12.
+pub fn recovered_highest_wins(cfg: &ElectionConfig) {
+    for n in 3..=12usize {
+        let mut net = Net::new(n, cfg.clone());
+        net.report_crashes = true;
+        net.start_at(Time::ZERO, 0);
+        net.run();
+        net.crash(n - 1);
+        net.run();
+        assert_settled(&net, &format!("n={n} without the top"));
+        let t = net.now + std::time::Duration::from_millis(1);
+        net.recover_at(t, n - 1);
+        net.run();
+        assert_settled(&net, &format!("n={n} after recovery"));
+        assert_eq!(net.process(0).leader(), Some(net.id(n - 1)), "n={n}");
+    }
+}
+
+/// Random crash and recovery schedules (seeds `1..=PEERAGE_RANDOM_RUNS`, default 2,000, or
+/// just `PEERAGE_SEED`): at quiescence every live process names the highest live one.
+pub fn random_faults(cfg: &ElectionConfig, name: &str) {
+    let runs: u64 = std::env::var("PEERAGE_RANDOM_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(2000);
+    let seeds: Vec<u64> = match std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()) {
+        Some(s) => vec![s],
+        None => (1..=runs).collect(),
+    };
+    let total = seeds.len();
+    let mut failed = Vec::new();
+    for seed in seeds {
+        if let Err(e) = random_schedule(cfg, name, seed) {
+            println!("{e}");
+            failed.push(seed);
+        }
+    }
+    println!("{name}: {} of {total} random fault schedules disagreed", failed.len());
+    assert!(failed.is_empty(), "{name}: failing seeds {:?}", &failed[..failed.len().min(20)]);
+}
+
+/// One random schedule of [`random_faults`]: N in 1..=16, processes down from the start,
+/// 1 to 3 starts and up to 6 crashes or recoveries at random times within the election, a
+/// failure detector (crashes as `PeerDown`, recoveries as `PeerUp`) in half of the cases.
+/// `Err` with the schedule and the leaders if the live processes disagree at quiescence.
+pub fn random_schedule(cfg: &ElectionConfig, name: &str, seed: u64) -> Result<(), String> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let n = rng.gen_range(1..=16usize);
+    let mut net = Net::new(n, cfg.clone());
+    net.report_crashes = rng.gen_bool(0.5);
+    // A failure detector reports recoveries too (the simulator's does).
+    net.report_recoveries = net.report_crashes;
+    let span = 3 * n as u64 + 3;
+    let mut plan = format!("report={} ", net.report_crashes);
+    for i in 0..n {
+        if rng.gen_bool(0.3) {
+            net.crash(i);
+            plan += &format!("dead {i}; ");
+        }
+    }
+    for _ in 0..rng.gen_range(1..=3) {
+        let at = Time::from_micros(rng.gen_range(0..span * 1000));
+        let who = rng.gen_range(0..n);
+        net.start_at(at, who);
+        plan += &format!("start {who} at {at:?}; ");
+    }
+    for _ in 0..rng.gen_range(0..=6) {
+        let at = Time::from_micros(rng.gen_range(0..span * 1000));
+        let who = rng.gen_range(0..n);
+        if rng.gen_bool(0.5) {
+            net.crash_at(at, who);
+            plan += &format!("crash {who} at {at:?}; ");
+        } else {
+            net.recover_at(at, who);
+            plan += &format!("recover {who} at {at:?}; ");
+        }
+    }
+    net.run();
+    // After the faults stop, one more start (as a driver would after any doubt) must not be
+    // needed for agreement, except where nobody ever initiated among the live processes;
+    // make sure someone live has started.
+    let Some(best) = net.highest_alive() else { return Ok(()) };
+    let anyone_started = (0..n).any(|i| net.is_alive(i) && net.process(i).leader().is_some());
+    if !anyone_started {
+        net.start_at(net.now, best);
+        net.run();
+    }
+    let what = format!("{name}: seed {seed} (replay with PEERAGE_SEED={seed}): n={n} {plan}");
+    if undetected_leader_crash(&net) {
+        if let Some(i) = (0..n).find(|&i| net.is_alive(i)) {
+            net.start_at(net.now, i);
+            net.run();
+        }
+    }
+    let ok = net.all_agree_on(net.id(best)) && (0..n).all(|i| !net.is_alive(i) || !net.process(i).in_election());
+    if !ok {
+        return Err(format!("{what}: leaders {:?}, expected {best}", names(&net)));
+    }
+    Ok(())
+}

@@ -9,9 +9,14 @@
 //! (random and the centralised k-means yardstick, [`baseline`]); measure everything on the
 //! TRUE model latency ([`measure`]); write CSV, JSON and plots ([`plot`]).
 //!
-//! Memory measured at N = 10^5: 524 MiB peak RSS for the whole run (RESULTS.md); N = 10^6 has
-//! not been run yet. Per node: the latency model (~30 B), ids and index (~80 B), neighbour
-//! lists (64 B), Vivaldi clients during the coordinate phase only, and the protocol nodes.
+//! Threads: the baselines run on their own thread while the protocols run, and `--jobs 2`
+//! runs the two methods at once; the output is the same for any `--jobs` (each method seeds
+//! its own RNG; everything is measured in order afterwards).
+//!
+//! Memory measured at N = 10^5 (peak RSS of the whole run): 578 MiB with one method at a time,
+//! 840 MiB with `--jobs 2`; at N = 10^6 with `--jobs 2`, 7.8 GB by protocol round 7, when that
+//! run was stopped unfinished (RESULTS.md). Per node: the latency model (~30 B), ids and
+//! index (~70 B), neighbour lists (64 B), Vivaldi clients during the coordinate phase only, and the protocol nodes.
 
 pub mod baseline;
 pub mod measure;

@@ -1,0 +1,120 @@
+//! The super-peer simulator's own machinery (issue 4, the 10^6-node run): the id index and the
+//! DHT oracle against brute force, and `--jobs` (methods run on threads, baselines on a second
+//! thread) giving byte-for-byte the output of running everything in turn. Randomised tests
+//! print their seed; replay with `PEERAGE_SEED=<seed>`.
+
+use clap::Parser;
+use overlay::NodeId;
+use peerage_experiments::superpeers::world::{Dht, IdIndex};
+use peerage_experiments::superpeers::{run, SuperpeersArgs};
+use rand::{Rng, RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+fn seed() -> u64 {
+    let s = std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
+    println!("seed {s} (replay with PEERAGE_SEED={s})");
+    s
+}
+
+fn random_id(rng: &mut impl RngCore) -> NodeId {
+    let mut b = [0u8; 32];
+    rng.fill_bytes(&mut b);
+    NodeId(b)
+}
+
+#[test]
+fn id_index_finds_every_id_and_only_those() {
+    let s = seed();
+    let mut rng = ChaCha8Rng::seed_from_u64(s);
+    let ids: Vec<NodeId> = (0..20_000).map(|_| random_id(&mut rng)).collect();
+    let mut index = IdIndex::with_capacity(ids.len());
+    for (i, id) in ids.iter().enumerate() {
+        assert!(index.insert(id, i as u32), "fresh id {i} refused");
+    }
+    for (i, id) in ids.iter().enumerate() {
+        assert_eq!(index.get(id), Some(i as u32), "id {i}");
+    }
+    // The same first 64 bits again is refused and leaves the entry alone.
+    let mut twin = ids[7];
+    twin.0[31] ^= 1;
+    assert!(!index.insert(&twin, 99));
+    assert_eq!(index.get(&ids[7]), Some(7));
+    for _ in 0..20_000 {
+        assert_eq!(index.get(&random_id(&mut rng)), None);
+    }
+}
+
+fn top128(id: &NodeId) -> u128 {
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&id.0[..16]);
+    u128::from_be_bytes(b)
+}
+
+#[test]
+fn dht_closest_matches_brute_force() {
+    let s = seed();
+    let mut rng = ChaCha8Rng::seed_from_u64(s);
+    for &(n, k) in &[(1usize, 20usize), (19, 20), (20, 20), (500, 20), (5_000, 20), (5_000, 1)] {
+        let ids: Vec<NodeId> = (0..n).map(|_| random_id(&mut rng)).collect();
+        let dht = Dht::new(&ids, k);
+        for q in 0..200 {
+            // Random keys, and keys next to a node (the worst case for the block search).
+            let key = if q % 2 == 0 {
+                random_id(&mut rng)
+            } else {
+                let mut id = ids[rng.gen_range(0..n)];
+                id.0[15] ^= 1 << rng.gen_range(0..8);
+                id
+            };
+            let x = top128(&key);
+            let mut all: Vec<(u128, u32)> = ids.iter().enumerate().map(|(i, id)| (top128(id) ^ x, i as u32)).collect();
+            all.sort_unstable();
+            let want: Vec<u32> = all.iter().take(k).map(|p| p.1).collect();
+            assert_eq!(dht.closest(&key), want, "n {n} k {k} query {q}");
+        }
+    }
+}
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    args: SuperpeersArgs,
+}
+
+fn run_to(dir: &std::path::Path, jobs: &str, seed: u64) -> String {
+    let seed = seed.to_string();
+    let out = dir.to_str().expect("utf-8 path");
+    let cli = Cli::parse_from([
+        "superpeers",
+        "--nodes",
+        "300",
+        "--seed",
+        &seed,
+        "--vivaldi-rounds",
+        "40",
+        "--max-rounds",
+        "40",
+        "--recovery-rounds",
+        "20",
+        "--share",
+        "0.03",
+        "--no-plots",
+        "--jobs",
+        jobs,
+        "--out",
+        out,
+    ]);
+    run(cli.args).expect("run");
+    std::fs::read_to_string(dir.join("superpeers.csv")).expect("csv")
+}
+
+#[test]
+fn jobs_do_not_change_the_results() {
+    let s = seed();
+    let base = std::env::temp_dir().join(format!("peerage-superpeers-jobs-{}-{s}", std::process::id()));
+    let one = run_to(&base.join("one"), "1", s);
+    let two = run_to(&base.join("two"), "2", s);
+    let _ = std::fs::remove_dir_all(&base);
+    assert!(one.lines().count() == 5, "a header and four rows:\n{one}");
+    assert_eq!(one, two, "--jobs 1 and --jobs 2 differ");
+}

@@ -16,7 +16,8 @@
 //! Memory measured at N = 10^5 (peak RSS of the whole run): 578 MiB with one method at a time,
 //! 840 MiB with `--jobs 2`; at N = 10^6 with `--jobs 2`, 7.8 GB by protocol round 7, when that
 //! run was stopped unfinished (RESULTS.md). Per node: the latency model (~30 B), ids and
-//! index (~70 B), neighbour lists (64 B), Vivaldi clients during the coordinate phase only, and the protocol nodes.
+//! index (~70 B), neighbour lists (64 B), Vivaldi clients during the coordinate phase only,
+//! and the protocol nodes.
 
 pub mod baseline;
 pub mod measure;

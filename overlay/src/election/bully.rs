@@ -361,6 +361,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::driver::Effect;
     use crate::election::Algorithm;
+    use crate::testkit::scenarios as sc;
     use crate::testkit::Net;
     use crate::time::Time;
     use rand::rngs::StdRng;
@@ -376,16 +377,7 @@ pub(crate) mod tests {
     }
 
     fn assert_settled(net: &Net, expected: usize, what: &str) {
-        let want = net.id(expected);
-        assert!(net.all_agree_on(want), "{what}: leaders {:?}, expected {want:?}", net.leaders());
-        for i in 0..net.len() {
-            if net.is_alive(i) {
-                let p = net.process(i);
-                assert!(!p.in_election(), "{what}: process {i} still in an election ({})", p.state());
-                let st = if i == expected { "Leader" } else { "Passive" };
-                assert_eq!(p.state(), st, "{what}: process {i}");
-            }
-        }
+        sc::assert_leader_settled(net, expected, what);
     }
 
     /// Every non-empty set of starters, started together, in ascending and in descending
@@ -526,41 +518,17 @@ pub(crate) mod tests {
             net.crash_at(Time::from_millis(600), n - 1);
             net.run();
             assert_settled(&net, n - 2, &format!("n={n}, one crash"));
-
-            let mut net = Net::new(n, cfg());
-            net.report_crashes = true;
-            net.start_all();
-            net.crash_at(Time::from_millis(600), n - 1);
-            net.crash_at(Time::from_millis(700), n - 2);
-            net.run();
-            assert_settled(&net, n - 3, &format!("n={n}, two crashes"));
         }
+        sc::two_coordinator_crashes(&cfg());
     }
 
     /// With heartbeats on and no failure detector, the coordinator's `Alive` keeps followers
     /// quiet (T1 re-armed), and its silence after a crash starts a new election.
     #[test]
     fn heartbeats_keep_followers_and_detect_a_crash() {
-        let cfg = ElectionConfig {
-            alive_interval_ms: 1_000,
-            alive_error_factor: 3,
-            ..ElectionConfig::for_algorithm(Algorithm::Bully)
-        };
-        let n = 6;
-        let mut net = Net::new(n, cfg.clone());
-        net.start_all();
-        net.run_until_quiet(Time::from_millis(10_000));
-        assert_settled(&net, n - 1, "heartbeats");
-        // Leader at 500 ms; heartbeats at 1.5 s, 2.5 s, ..., 9.5 s: 9 rounds to N-1 followers.
-        assert_eq!(net.sent_of("Alive"), 9 * (n as u64 - 1));
-        assert!(net.started.iter().all(|&s| s == 1), "no election after the first: {:?}", net.started);
-
-        let mut net = Net::new(n, cfg);
-        net.start_all();
-        net.crash_at(Time::from_millis(5_200), n - 1);
-        net.run_until_quiet(Time::from_millis(20_000));
-        assert_settled(&net, n - 2, "crash detected by T1");
+        sc::heartbeats_keep_followers_and_detect_a_crash(Algorithm::Bully);
     }
+
 
     #[test]
     fn recovered_highest_bullies_its_way_back() {
@@ -584,17 +552,8 @@ pub(crate) mod tests {
     /// A `Coordinator` from a lower process makes the higher receiver hold an election.
     #[test]
     fn coordinator_from_lower_is_bullied() {
-        let n = 5;
-        let mut net = Net::new(n, cfg());
-        net.start_all();
-        net.run();
-        let from = net.id(1);
-        net.input(3, Input::Message { from, msg: Message::Coordinator });
-        assert!(net.process(3).in_election());
-        net.run();
-        assert_settled(&net, n - 1, "after the bully");
+        let net = sc::coordinator_from_lower_is_bullied(&cfg());
         assert_eq!(net.started[3], 2);
-        assert_eq!(net.rejected, 0);
     }
 
     /// A stale lower `Coordinator` (delivered after the higher coordinator's) does not
@@ -615,17 +574,7 @@ pub(crate) mod tests {
     /// The coordinator leaves the group (`Input::Membership`): the others elect a new one.
     #[test]
     fn membership_without_the_coordinator_starts_an_election() {
-        let n = 5;
-        let mut net = Net::new(n, cfg());
-        net.start_all();
-        net.run();
-        net.crash(n - 1);
-        let smaller = Arc::new(Membership::new((0..n - 1).map(|i| net.rank(i))));
-        for i in 0..n - 1 {
-            net.input(i, Input::Membership(smaller.clone()));
-        }
-        net.run();
-        assert_settled(&net, n - 2, "membership change");
+        sc::membership_without_the_coordinator_starts_an_election(&cfg());
     }
 
     fn handle(p: &mut Bully, input: Input) -> Vec<Effect> {

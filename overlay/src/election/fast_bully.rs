@@ -582,6 +582,7 @@ mod tests {
     use super::*;
     use crate::driver::Effect;
     use crate::election::Algorithm;
+    use crate::testkit::scenarios as sc;
     use crate::testkit::Net;
     use crate::time::Time;
     use rand::rngs::StdRng;
@@ -598,16 +599,7 @@ mod tests {
     }
 
     fn assert_settled(net: &Net, expected: usize, what: &str) {
-        let want = net.id(expected);
-        assert!(net.all_agree_on(want), "{what}: leaders {:?}, expected {want:?}", net.leaders());
-        for i in 0..net.len() {
-            if net.is_alive(i) {
-                let p = net.process(i);
-                assert!(!p.in_election(), "{what}: process {i} still in an election ({})", p.state());
-                let st = if i == expected { "Leader" } else { "Passive" };
-                assert_eq!(p.state(), st, "{what}: process {i}");
-            }
-        }
+        sc::assert_leader_settled(net, expected, what);
     }
 
     /// Every non-empty set of starters, started together, in ascending and in descending
@@ -853,38 +845,14 @@ mod tests {
     /// then the next coordinator dies too.
     #[test]
     fn coordinator_crash_reported_then_reelection() {
-        for n in 3..=10 {
-            let mut net = Net::new(n, cfg());
-            net.report_crashes = true;
-            net.start_all();
-            net.crash_at(Time::from_millis(600), n - 1);
-            net.crash_at(Time::from_millis(700), n - 2);
-            net.run();
-            assert_settled(&net, n - 3, &format!("n={n}"));
-        }
+        sc::two_coordinator_crashes(&cfg());
     }
 
     #[test]
     fn heartbeats_keep_followers_and_detect_a_crash() {
-        let cfg = ElectionConfig {
-            alive_interval_ms: 1_000,
-            alive_error_factor: 3,
-            ..ElectionConfig::for_algorithm(Algorithm::FastBully)
-        };
-        let n = 6;
-        let mut net = Net::new(n, cfg.clone());
-        net.start_all();
-        net.run_until_quiet(Time::from_millis(10_000));
-        assert_settled(&net, n - 1, "heartbeats");
-        assert_eq!(net.sent_of("Alive"), 9 * (n as u64 - 1));
-        assert!(net.started.iter().all(|&s| s == 1), "{:?}", net.started);
-
-        let mut net = Net::new(n, cfg);
-        net.start_all();
-        net.crash_at(Time::from_millis(5_200), n - 1);
-        net.run_until_quiet(Time::from_millis(20_000));
-        assert_settled(&net, n - 2, "crash detected by T1");
+        sc::heartbeats_keep_followers_and_detect_a_crash(Algorithm::FastBully);
     }
+
 
     /// The old highest recovers and takes over through `IamUp`/`View`/`Coordinator`.
     #[test]
@@ -1000,31 +968,12 @@ mod tests {
 
     #[test]
     fn coordinator_from_lower_is_bullied() {
-        let n = 5;
-        let mut net = Net::new(n, cfg());
-        net.start_all();
-        net.run();
-        let from = net.id(1);
-        net.input(3, Input::Message { from, msg: Message::Coordinator });
-        assert!(net.process(3).in_election());
-        net.run();
-        assert_settled(&net, n - 1, "after the bully");
-        assert_eq!(net.rejected, 0);
+        sc::coordinator_from_lower_is_bullied(&cfg());
     }
 
     #[test]
     fn membership_without_the_coordinator_starts_an_election() {
-        let n = 5;
-        let mut net = Net::new(n, cfg());
-        net.start_all();
-        net.run();
-        net.crash(n - 1);
-        let smaller = Arc::new(Membership::new((0..n - 1).map(|i| net.rank(i))));
-        for i in 0..n - 1 {
-            net.input(i, Input::Membership(smaller.clone()));
-        }
-        net.run();
-        assert_settled(&net, n - 2, "membership change");
+        sc::membership_without_the_coordinator_starts_an_election(&cfg());
     }
 
     fn handle(p: &mut FastBully, input: Input) -> Vec<Effect> {

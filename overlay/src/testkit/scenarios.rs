@@ -1,5 +1,7 @@
-//! Test scenarios shared by the ring elections (list ring and Chang-Roberts): the checks of a
-//! settled group and the crash/recovery schedules that both algorithms must survive.
+//! Test scenarios shared by the election algorithms' tests: for the ring elections (list
+//! ring and Chang-Roberts) the checks of a settled group and the crash/recovery schedules
+//! both must survive; for the bully family (bully and fast bully) the settled check and the
+//! coordinator-crash, heartbeat, bullying and membership scenarios both must pass.
 //!
 //! Each helper drives the real state machines on a [`Net`] and panics with the scenario (and,
 //! for the random schedules, the seed to replay with `PEERAGE_SEED`) when a check fails, so an
@@ -8,7 +10,10 @@
 //! and the seeds recorded in `docs/RESULTS.md` still mean the same thing.
 
 use crate::driver::Election;
-use crate::election::ElectionConfig;
+use crate::driver::Input;
+use crate::election::{Algorithm, ElectionConfig, Message};
+use crate::membership::Membership;
+use std::sync::Arc;
 use crate::testkit::Net;
 use crate::time::Time;
 use rand::rngs::StdRng;
@@ -206,4 +211,89 @@ pub fn random_schedule(cfg: &ElectionConfig, name: &str, seed: u64) -> Result<()
         return Err(format!("{what}: leaders {:?}, expected {best}", names(&net)));
     }
     Ok(())
+}
+
+/// Bully family: every live process names process `expected`, none is in an election, the
+/// leader's state is `Leader` and everyone else's `Passive`.
+pub fn assert_leader_settled(net: &Net, expected: usize, what: &str) {
+    let want = net.id(expected);
+    assert!(net.all_agree_on(want), "{what}: leaders {:?}, expected {want:?}", net.leaders());
+    for i in 0..net.len() {
+        if net.is_alive(i) {
+            let p = net.process(i);
+            assert!(!p.in_election(), "{what}: process {i} still in an election ({})", p.state());
+            let st = if i == expected { "Leader" } else { "Passive" };
+            assert_eq!(p.state(), st, "{what}: process {i}");
+        }
+    }
+}
+
+/// Bully family: everyone starts, the coordinator dies just after its announcement (600 ms)
+/// and the next one during the re-election (700 ms), crashes reported: P_{N-3} wins, for
+/// N = 3..=10.
+pub fn two_coordinator_crashes(cfg: &ElectionConfig) {
+    for n in 3..=10 {
+        let mut net = Net::new(n, cfg.clone());
+        net.report_crashes = true;
+        net.start_all();
+        net.crash_at(Time::from_millis(600), n - 1);
+        net.crash_at(Time::from_millis(700), n - 2);
+        net.run();
+        assert_leader_settled(&net, n - 3, &format!("n={n}, two crashes"));
+    }
+}
+
+/// Bully family, with heartbeats on (1 s, error factor 3) and no failure detector: the
+/// coordinator's `Alive` keeps followers quiet (9 rounds to N-1 followers in 10 s, no second
+/// election), and its silence after a crash (5.2 s) starts a new election.
+pub fn heartbeats_keep_followers_and_detect_a_crash(algorithm: Algorithm) {
+    let cfg =
+        ElectionConfig { alive_interval_ms: 1_000, alive_error_factor: 3, ..ElectionConfig::for_algorithm(algorithm) };
+    let n = 6;
+    let mut net = Net::new(n, cfg.clone());
+    net.start_all();
+    net.run_until_quiet(Time::from_millis(10_000));
+    assert_leader_settled(&net, n - 1, "heartbeats");
+    // Leader at 500 ms; heartbeats at 1.5 s, 2.5 s, ..., 9.5 s: 9 rounds to N-1 followers.
+    assert_eq!(net.sent_of("Alive"), 9 * (n as u64 - 1));
+    assert!(net.started.iter().all(|&s| s == 1), "no election after the first: {:?}", net.started);
+
+    let mut net = Net::new(n, cfg);
+    net.start_all();
+    net.crash_at(Time::from_millis(5_200), n - 1);
+    net.run_until_quiet(Time::from_millis(20_000));
+    assert_leader_settled(&net, n - 2, "crash detected by T1");
+}
+
+/// Bully family: after an election of 5, a `Coordinator` from process 1 reaches process 3,
+/// which holds an election (bullies it); everyone ends naming 4, nothing rejected. Returns
+/// the net for the algorithm's own counts.
+pub fn coordinator_from_lower_is_bullied(cfg: &ElectionConfig) -> Net {
+    let n = 5;
+    let mut net = Net::new(n, cfg.clone());
+    net.start_all();
+    net.run();
+    let from = net.id(1);
+    net.input(3, Input::Message { from, msg: Message::Coordinator });
+    assert!(net.process(3).in_election());
+    net.run();
+    assert_leader_settled(&net, n - 1, "after the bully");
+    assert_eq!(net.rejected, 0);
+    net
+}
+
+/// Bully family: the coordinator leaves the group (`Input::Membership` without it, after it
+/// crashed): the others elect P_{N-2}.
+pub fn membership_without_the_coordinator_starts_an_election(cfg: &ElectionConfig) {
+    let n = 5;
+    let mut net = Net::new(n, cfg.clone());
+    net.start_all();
+    net.run();
+    net.crash(n - 1);
+    let smaller = Arc::new(Membership::new((0..n - 1).map(|i| net.rank(i))));
+    for i in 0..n - 1 {
+        net.input(i, Input::Membership(smaller.clone()));
+    }
+    net.run();
+    assert_leader_settled(&net, n - 2, "membership change");
 }

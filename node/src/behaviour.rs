@@ -52,6 +52,8 @@ pub struct Behaviour {
     pub election: request_response::Behaviour<FrameCodec>,
     pub members: request_response::Behaviour<FrameCodec>,
     pub coords: request_response::Behaviour<FrameCodec>,
+    /// `/peerage/superpeer/1.0.0` (`superpeer_wire.rs`, `superpeer_driver.rs`).
+    pub superpeer: request_response::Behaviour<FrameCodec>,
 }
 
 /// Which transport stack a node uses.
@@ -135,9 +137,14 @@ fn make_behaviour(key: &Keypair, cfg: &NodeConfig, unreadable: &Arc<AtomicU64>) 
     let coords = request_response::Behaviour::with_codec(
         FrameCodec::with_counter(crate::coords_driver::MAX_COORDS_FRAME, unreadable.clone()),
         [(StreamProtocol::new(COORDS_PROTOCOL), request_response::ProtocolSupport::Full)],
-        rr_cfg,
+        rr_cfg.clone(),
     );
-    Ok(Behaviour { limits, gate, kad, gossipsub, identify, ping, election, members, coords })
+    let superpeer = request_response::Behaviour::with_codec(
+        FrameCodec::with_counter(crate::superpeer_wire::MAX_SP_FRAME_BYTES, unreadable.clone()),
+        [(StreamProtocol::new(crate::superpeer_wire::SUPERPEER_PROTOCOL), request_response::ProtocolSupport::Full)],
+        rr_cfg.with_request_timeout(Duration::from_secs(3)),
+    );
+    Ok(Behaviour { limits, gate, kad, gossipsub, identify, ping, election, members, coords, superpeer })
 }
 
 /// Build a swarm for `key` with the chosen transport. `unreadable` counts inbound requests

@@ -56,6 +56,16 @@ pub struct RunArgs {
     /// Coordinator heartbeat period in ms (0 = off).
     #[arg(long)]
     pub alive_interval_ms: Option<u64>,
+    /// Super-peer selection: off, prefix (reserved-prefix ids) or tokens (repulsion tokens).
+    /// TOML: [superpeer] mode.
+    #[arg(long)]
+    pub superpeers: Option<String>,
+    /// Wanted share of super peers, in (0, 0.5]. TOML: [superpeer] share.
+    #[arg(long)]
+    pub sp_share: Option<f64>,
+    /// Most members one super peer serves. TOML: [superpeer] cluster_cap.
+    #[arg(long)]
+    pub sp_cap: Option<u32>,
 }
 
 /// Emulated link latency between the in-process nodes.
@@ -128,4 +138,23 @@ pub struct SwarmArgs {
     /// --latency internet.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub ping_s: Option<u64>,
+    /// Run super-peer selection (off, prefix or tokens) and report its measures instead of
+    /// the leader milestones.
+    #[arg(long, default_value = "off")]
+    pub superpeers: String,
+    /// Wanted share of super peers, in (0, 0.5] (default 0.05 in a swarm).
+    #[arg(long)]
+    pub sp_share: Option<f64>,
+    /// Most members one super peer serves (default: twice the mean cluster size).
+    #[arg(long)]
+    pub sp_cap: Option<u32>,
+    /// Super peers count as converged after this many seconds without a change.
+    #[arg(long, default_value_t = 10.0)]
+    pub sp_stable_s: f64,
+    /// Crash this fraction of the super peers (at least one) after convergence.
+    #[arg(long)]
+    pub kill_superpeers: Option<f64>,
+    /// Seconds after convergence at which --kill-superpeers strikes.
+    #[arg(long, default_value_t = 5.0)]
+    pub kill_superpeers_at: f64,
 }

@@ -142,6 +142,8 @@ pub struct FileConfig {
     pub election: ElectionConfig,
     pub limits: Limits,
     pub timing: Timing,
+    /// `[superpeer]`: super-peer selection and clusters (`superpeer_config.rs`).
+    pub superpeer: crate::superpeer_config::SuperPeerFileConfig,
 }
 
 impl Default for FileConfig {
@@ -158,6 +160,7 @@ impl Default for FileConfig {
             election: ElectionConfig::default(),
             limits: Limits::default(),
             timing: Timing::default(),
+            superpeer: Default::default(),
         }
     }
 }
@@ -186,6 +189,8 @@ pub enum ConfigError {
     KadProtocol { name: String },
     #[error("bad limits: {0}")]
     Limits(String),
+    #[error(transparent)]
+    SuperPeer(#[from] crate::superpeer_config::SuperPeerSettingsError),
 }
 
 /// A bootstrap peer: an address, with the peer id if the address ends in `/p2p/<id>`.
@@ -208,6 +213,8 @@ pub struct NodeConfig {
     pub election: ElectionConfig,
     pub limits: Limits,
     pub timing: Timing,
+    /// Super-peer selection (`superpeer_config.rs`); `None` when off.
+    pub superpeer: Option<crate::superpeer_config::SuperPeerSettings>,
 }
 
 impl FileConfig {
@@ -260,6 +267,15 @@ impl FileConfig {
         if l.request_timeout_ms == 0 {
             return Err(ConfigError::Limits("request_timeout_ms must be positive".into()));
         }
+        let superpeer = self.superpeer.resolve()?;
+        let mut limits = self.limits.clone();
+        if let Some(sp) = &superpeer {
+            // A super peer keeps one connection per member: make room for a full cluster on
+            // top of the node's usual peers (documented in `superpeer_config.rs`).
+            let cap = sp.protocol.cluster_cap;
+            limits.inbound_gate = limits.inbound_gate.max(cap.saturating_add(limits.target_high));
+            limits.max_established = limits.max_established.max(limits.inbound_gate.saturating_add(8));
+        }
         Ok(NodeConfig {
             listen,
             bootstrap,
@@ -269,8 +285,9 @@ impl FileConfig {
             kad_protocol: self.kad_protocol.clone(),
             scope: self.scope,
             election,
-            limits: self.limits.clone(),
+            limits,
             timing: self.timing.clone(),
+            superpeer,
         })
     }
 }

@@ -62,6 +62,8 @@ pub struct Gate {
     wanted: HashMap<PeerId, Instant>,
     addresses: HashMap<PeerId, Vec<Multiaddr>>,
     counters: GateCounters,
+    /// Every outbound dial counts as wanted until then (see `open_outbound_until`).
+    open_until: Option<Instant>,
 }
 
 impl Gate {
@@ -75,6 +77,7 @@ impl Gate {
             wanted: HashMap::new(),
             addresses: HashMap::new(),
             counters: GateCounters::default(),
+            open_until: None,
         }
     }
 
@@ -111,7 +114,19 @@ impl Gate {
         self.wanted.retain(|_, t| now.duration_since(*t) < WANT_TTL);
     }
 
+    /// Let every outbound dial through (up to the hard cap) until `until`. The super-peer
+    /// driver (`superpeer_driver.rs`) opens the gate while its own Kademlia lookups run, so
+    /// that an iterative lookup reaches the peers it discovers instead of being refused.
+    pub fn open_outbound_until(&mut self, until: Instant) {
+        if self.open_until.is_none_or(|t| t < until) {
+            self.open_until = Some(until);
+        }
+    }
+
     fn is_wanted(&self, peer: &PeerId) -> bool {
+        if self.open_until.is_some_and(|t| Instant::now() < t) {
+            return true;
+        }
         self.wanted.get(peer).is_some_and(|t| t.elapsed() < WANT_TTL)
     }
 }

@@ -11,6 +11,8 @@
 //! - [`status`], [`metrics`], [`sysstat`]: JSON status lines, Prometheus, /proc readings;
 //! - [`latency_transport`], [`coords_driver`], [`coords_report`]: emulated link latency for
 //!   in-process swarms, Vivaldi coordinates learned from ping, and their accuracy;
+//! - [`superpeer_config`], [`superpeer_wire`], [`superpeer_driver`], [`superpeer_report`]:
+//!   super-peer selection and clusters (issue 4) on the real node, and their swarm measures;
 //! - [`swarm_runner`]: N nodes in one process (`peerage swarm`, integration tests).
 
 pub mod behaviour;
@@ -29,6 +31,10 @@ pub mod node;
 pub mod peer_manager;
 pub mod status;
 pub mod swarm_runner;
+pub mod superpeer_config;
+pub mod superpeer_driver;
+pub mod superpeer_report;
+pub mod superpeer_wire;
 pub mod sysstat;
 
 pub use behaviour::TransportKind;

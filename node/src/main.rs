@@ -67,6 +67,15 @@ fn merge(args: &RunArgs) -> anyhow::Result<FileConfig> {
     if let Some(a) = args.alive_interval_ms {
         fc.election.alive_interval_ms = a;
     }
+    if let Some(m) = &args.superpeers {
+        fc.superpeer.mode = m.clone();
+    }
+    if let Some(x) = args.sp_share {
+        fc.superpeer.share = x;
+    }
+    if let Some(c) = args.sp_cap {
+        fc.superpeer.cluster_cap = c;
+    }
     Ok(fc)
 }
 
@@ -162,6 +171,7 @@ async fn swarm(args: SwarmArgs) -> anyhow::Result<()> {
     kills.sort_by_key(|k| match k {
         Kill::Leader { at } | Kill::Fraction { at, .. } => *at,
     });
+    let superpeers = superpeer_phase(&args, n, seed, &mut sc, !kills.is_empty())?;
     let report = swarm_runner::run(SwarmOptions {
         swarm: sc,
         timeout: Duration::from_secs(args.timeout_s),
@@ -169,6 +179,7 @@ async fn swarm(args: SwarmArgs) -> anyhow::Result<()> {
         measure: Duration::from_secs(args.measure_s.max(1)),
         kills,
         progress: !args.quiet,
+        superpeers,
     })
     .await?;
     let text = serde_json::to_string_pretty(&report)?;
@@ -176,10 +187,69 @@ async fn swarm(args: SwarmArgs) -> anyhow::Result<()> {
     if let Some(p) = &args.out {
         std::fs::write(p, &text).with_context(|| format!("cannot write {}", p.display()))?;
     }
+    if let Some(sp) = &report.superpeers {
+        if sp.converged_s.is_none() {
+            anyhow::bail!("super-peer selection did not converge within {} s", args.timeout_s);
+        }
+        if sp.kill.as_ref().is_some_and(|k| k.replaced_s.is_none()) {
+            anyhow::bail!("killed super peers were not replaced within {} s", args.timeout_s);
+        }
+        return Ok(());
+    }
     if report.leader_agreed_s.is_none() {
         anyhow::bail!("the swarm did not agree on a leader within {} s", args.timeout_s);
     }
     Ok(())
+}
+
+/// `--superpeers` and friends: the nodes' `[superpeer]` settings and the report phase.
+fn superpeer_phase(
+    args: &SwarmArgs,
+    n: usize,
+    seed: u64,
+    sc: &mut LocalSwarmConfig,
+    leader_kills: bool,
+) -> anyhow::Result<Option<peerage_node::superpeer_report::SpPhaseOptions>> {
+    use peerage_node::superpeer_config::SuperPeerMode;
+    let mode: SuperPeerMode = args.superpeers.parse()?;
+    let method = match mode {
+        SuperPeerMode::Off => {
+            if args.kill_superpeers.is_some() || args.sp_share.is_some() || args.sp_cap.is_some() {
+                anyhow::bail!("--kill-superpeers, --sp-share and --sp-cap need --superpeers prefix|tokens");
+            }
+            return Ok(None);
+        }
+        SuperPeerMode::On(m) => m,
+    };
+    if leader_kills {
+        anyhow::bail!("--kill-leader-at / --kill-fraction do not combine with --superpeers; use --kill-superpeers");
+    }
+    if let Some(f) = args.kill_superpeers {
+        if !(f > 0.0 && f <= 1.0) {
+            anyhow::bail!("--kill-superpeers must be in (0, 1], got {f}");
+        }
+    }
+    let share = args.sp_share.unwrap_or(0.05);
+    let cap = match args.sp_cap {
+        Some(c) => c,
+        None => ((2.0 / share).ceil() as u32).max(4),
+    };
+    let sp = &mut sc.template.superpeer;
+    sp.mode = method.name().to_string();
+    sp.share = share;
+    sp.cluster_cap = cap;
+    // Nodes join over a few seconds; give the routing tables time before the estimate.
+    sp.start_delay_ms = (2_000 + 20 * n as u64).min(30_000);
+    sc.template.superpeer.resolve()?;
+    Ok(Some(peerage_node::superpeer_report::SpPhaseOptions {
+        cluster_cap: cap,
+        method: method.name().to_string(),
+        stable: secs(args.sp_stable_s)?,
+        timeout: Duration::from_secs(args.timeout_s),
+        kill_fraction: args.kill_superpeers,
+        kill_at: secs(args.kill_superpeers_at)?,
+        seed,
+    }))
 }
 
 fn secs(s: f64) -> anyhow::Result<Duration> {

@@ -37,6 +37,15 @@ pub struct Metrics {
     pub vivaldi_error: Gauge<f64, AtomicU64>,
     pub vivaldi_height_seconds: Gauge<f64, AtomicU64>,
     pub vivaldi_samples: Gauge,
+    /// Super-peer role (`superpeer_driver.rs`): 0 starting, 1 unattached, 2 member, 3 token
+    /// holder before its hold time, 4 super peer.
+    pub superpeer_role: Gauge,
+    /// Members of this node's cluster (0 unless it serves one).
+    pub superpeer_cluster_size: Gauge,
+    /// Super-peer messages sent.
+    pub superpeer_messages_sent: Gauge,
+    /// Token moves this node made (tokens handed on).
+    pub superpeer_token_moves: Gauge,
 }
 
 impl Metrics {
@@ -59,6 +68,10 @@ impl Metrics {
             vivaldi_error: Gauge::default(),
             vivaldi_height_seconds: Gauge::default(),
             vivaldi_samples: Gauge::default(),
+            superpeer_role: Gauge::default(),
+            superpeer_cluster_size: Gauge::default(),
+            superpeer_messages_sent: Gauge::default(),
+            superpeer_token_moves: Gauge::default(),
         };
         sub.register("elections_started", "Elections this node started", m.elections_started.clone());
         sub.register("elections_won", "Elections this node won", m.elections_won.clone());
@@ -72,6 +85,14 @@ impl Metrics {
         sub.register("vivaldi_error", "Vivaldi error estimate of this node's coordinate", m.vivaldi_error.clone());
         sub.register("vivaldi_height_seconds", "Height of this node's Vivaldi coordinate", m.vivaldi_height_seconds.clone());
         sub.register("vivaldi_samples", "RTT samples Vivaldi accepted", m.vivaldi_samples.clone());
+        sub.register(
+            "superpeer_role",
+            "Super-peer role: 0 starting, 1 unattached, 2 member, 3 token holder, 4 super peer",
+            m.superpeer_role.clone(),
+        );
+        sub.register("superpeer_cluster_size", "Members of this node's cluster", m.superpeer_cluster_size.clone());
+        sub.register("superpeer_messages_sent", "Super-peer messages sent", m.superpeer_messages_sent.clone());
+        sub.register("superpeer_token_moves", "Tokens this node handed on", m.superpeer_token_moves.clone());
         (Arc::new(m), registry)
     }
 

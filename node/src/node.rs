@@ -49,6 +49,7 @@ use crate::members::{node_id_of, Directory, SyncPacer, ACK_EQUAL};
 use crate::metrics::Metrics;
 use crate::peer_manager::{self, PeerInfo, Policy};
 use crate::status::{Probe, Snapshot, StatusSink};
+use crate::superpeer_driver::SuperPeerDriver;
 use futures::StreamExt;
 use libp2p::identity::Keypair;
 use libp2p::multiaddr::Protocol;
@@ -155,6 +156,8 @@ struct Node {
     last_election_rx: Option<Instant>,
     /// Vivaldi coordinates from ping (`coords_driver.rs`).
     coords: CoordsDriver,
+    /// Super-peer selection and clusters (`superpeer_driver.rs`), when configured.
+    superpeer: Option<SuperPeerDriver>,
 }
 
 /// Build the swarm, start listening and dialling, and spawn the event loop on the current
@@ -215,6 +218,8 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
     let probe = Arc::new(Probe::default());
     let (tx, rx) = watch::channel(false);
     let now = Instant::now();
+    let superpeer =
+        opts.cfg.superpeer.clone().map(|sp| SuperPeerDriver::new(peer_id, sp, opts.seed, opts.status.clone()));
     let node = Node {
         swarm,
         me,
@@ -254,6 +259,7 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
         own_bad_frames: 0,
         last_election_rx: None,
         coords,
+        superpeer,
         cfg: opts.cfg,
     };
     node.status.emit(
@@ -272,6 +278,7 @@ impl Node {
         let mut next_status = Instant::now() + Duration::from_millis(self.cfg.timing.status_ms.max(100));
         loop {
             let wake = self.driver.next_deadline().map_or(next_tick, |d| d.min(next_tick));
+            let wake = self.superpeer.as_ref().map_or(wake, |sp| wake.min(sp.next_deadline()));
             tokio::select! {
                 changed = shutdown.changed() => {
                     if changed.is_err() || *shutdown.borrow() {
@@ -293,6 +300,12 @@ impl Node {
             let now = Instant::now();
             for t in self.driver.take_due(now) {
                 self.feed(Input::Timer(t));
+            }
+            if let Some(sp) = self.superpeer.as_mut() {
+                if now >= sp.next_deadline() {
+                    let point = overlay::superpeer::Point::from(self.coords.coordinate());
+                    sp.poll(&mut self.swarm, &self.directory, now, point);
+                }
             }
             if now >= next_tick {
                 next_tick = now + tick;
@@ -625,7 +638,7 @@ impl Node {
             .map(|(p, c)| PeerInfo {
                 peer: *p,
                 connected_since: c.since,
-                last_election_use: c.last_election_use,
+                last_election_use: c.last_election_use.max(self.superpeer.as_ref().and_then(|sp| sp.last_use(p))),
                 in_mesh: mesh.contains(p) || Some(*p) == ring_to || Some(*p) == ring_from,
             })
             .collect();
@@ -683,6 +696,13 @@ impl Node {
         s.bad_frames = self.own_bad_frames + self.unreadable.load(Ordering::Relaxed);
         s.coordinate = Some(*self.coords.coordinate());
         s.vivaldi_samples = self.coords.stats().applied;
+        s.superpeer = self.superpeer.as_ref().map(|sp| sp.status().clone());
+        if let (Some(m), Some(sp)) = (&self.metrics, &s.superpeer) {
+            m.superpeer_role.set(sp.role_code());
+            m.superpeer_cluster_size.set(sp.cluster_size as i64);
+            m.superpeer_messages_sent.set(sp.messages_sent as i64);
+            m.superpeer_token_moves.set(sp.token_moves as i64);
+        }
         if let Some(m) = &self.metrics {
             m.vivaldi_error.set(self.coords.coordinate().error);
             m.vivaldi_height_seconds.set(self.coords.coordinate().height);
@@ -732,12 +752,19 @@ impl Node {
                     if !self.directory.has_exchanged() {
                         self.send_digest(peer_id);
                     }
+                    if let Some(sp) = self.superpeer.as_mut() {
+                        let addr = endpoint.is_dialer().then(|| endpoint.get_remote_address().clone());
+                        sp.on_connection_established(&mut self.swarm, &self.directory, peer_id, addr);
+                    }
                 }
             }
             SwarmEvent::ConnectionClosed { peer_id, num_established, cause, .. } => {
                 if num_established == 0 {
                     self.conns.remove(&peer_id);
                     self.coords.peer_gone(&peer_id);
+                    if let Some(sp) = self.superpeer.as_mut() {
+                        sp.on_connection_closed(&mut self.swarm, &self.directory, peer_id, cause.as_ref());
+                    }
                     let pruned = self.closing.remove(&peer_id);
                     let node = node_id_of(&peer_id);
                     if self.echo {
@@ -808,6 +835,9 @@ impl Node {
                     use libp2p::metrics::Recorder;
                     m.libp2p.record(&e);
                 }
+                if let Some(sp) = self.superpeer.as_mut() {
+                    sp.on_kad(&mut self.swarm, &self.directory, &e);
+                }
                 if let kad::Event::RoutingUpdated { peer, addresses, .. } = e {
                     self.swarm.behaviour_mut().gate.add_addresses(peer, addresses.iter().cloned());
                 }
@@ -817,9 +847,25 @@ impl Node {
                     use libp2p::metrics::Recorder;
                     m.libp2p.record(&e);
                 }
+                if let (Some(sp), Ok(rtt)) = (self.superpeer.as_mut(), &e.result) {
+                    sp.on_ping(e.peer, *rtt);
+                }
                 self.on_ping(e);
             }
             BehaviourEvent::Coords(e) => self.on_coords_rr(e),
+            BehaviourEvent::Superpeer(e) => {
+                if let Some(sp) = self.superpeer.as_mut() {
+                    sp.on_rr(&mut self.swarm, &self.directory, e);
+                } else if let request_response::Event::Message {
+                    peer,
+                    message: request_response::Message::Request { channel, .. },
+                    ..
+                } = e
+                {
+                    debug!(%peer, "super-peer request while super peers are off; refused");
+                    let _ = self.swarm.behaviour_mut().superpeer.send_response(channel, vec![ACK_REJECTED]);
+                }
+            }
             BehaviourEvent::Limits(v) | BehaviourEvent::Gate(v) => match v {},
         }
     }

@@ -287,6 +287,9 @@ pub struct SwarmOptions {
     pub measure: Duration,
     pub kills: Vec<Kill>,
     pub progress: bool,
+    /// Super-peer phase (`superpeer_report.rs`): with it, `run` measures super-peer
+    /// selection (and its kills) instead of the leader milestones and leader kills.
+    pub superpeers: Option<crate::superpeer_report::SpPhaseOptions>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -335,6 +338,8 @@ pub struct SwarmReport {
     pub kills: Vec<KillReport>,
     /// Vivaldi accuracy against the emulated latency model (only with latency emulation).
     pub coords: Option<CoordsReport>,
+    /// Super-peer measures (`peerage swarm --superpeers`).
+    pub superpeers: Option<crate::superpeer_report::SuperPeerReport>,
 }
 
 fn totals(snaps: &[(usize, Snapshot)]) -> (u64, u64, u64) {
@@ -362,6 +367,18 @@ pub async fn run(opts: SwarmOptions) -> anyhow::Result<SwarmReport> {
     let sampler = swarm
         .latency_net()
         .map(|net| CoordsSampler::start(net.clone(), swarm.probes().to_vec(), t0, Duration::from_secs(2)));
+    if let Some(sp) = &opts.superpeers {
+        let mut swarm = swarm;
+        let spr = crate::superpeer_report::run_phase(&mut swarm, sp, t0, bar.as_ref()).await;
+        finish(bar);
+        let leader = swarm.agreed_leader();
+        let mut r = report(&opts, start_s, None, None, None, None, leader, None, Vec::new(), &swarm);
+        r.superpeers = Some(spr);
+        if let Some(s) = sampler {
+            r.coords = s.finish().await;
+        }
+        return Ok(r);
+    }
     let (mut connected, mut members, mut dht, mut agreed) = (None, None, None, None);
     let dht_target = (n.saturating_sub(1)).min(crate::node::KAD_K);
     let deadline = t0 + opts.timeout;
@@ -532,5 +549,6 @@ fn report(
         steady,
         kills,
         coords: None,
+        superpeers: None,
     }
 }

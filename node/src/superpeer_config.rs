@@ -1,0 +1,165 @@
+//! The `[superpeer]` section of a node's TOML config and the `--superpeers` / `--sp-share` /
+//! `--sp-cap` flags: whether the node runs super-peer selection (issue 4) and with which
+//! settings, validated into an `overlay::superpeer::SuperPeerConfig`.
+//!
+//! Keys: `mode` (`off`, `prefix` or `tokens`), `share` (wanted fraction of super peers,
+//! (0, 0.5]), `cluster_cap` (most members per super peer), `tick_ms` (length of one protocol
+//! round; the simulator uses 1 s), `hold_rounds` (rounds a token must stay put before its
+//! holder promotes itself), `cluster_algorithm` (the election a cluster runs when its super
+//! peer dies; default bully), `lookup_bits` (see `superpeer_driver.rs`: how many leading bits
+//! of a closest-peer lookup's target match the wanted key), `start_delay_ms` (how long after
+//! start-up the node waits before its first lookups, so that its routing table has entries).
+//! Everything else keeps `SuperPeerConfig`'s defaults (the ones the simulator measured).
+//!
+//! With super peers on, `config.rs` raises `limits.inbound_gate` to at least `cluster_cap +
+//! target_high` and `limits.max_established` to at least that + 8: a super peer keeps one
+//! connection per member, and an inbound refusal would look like a dead super peer to the
+//! member that dials it.
+
+use overlay::superpeer::{Method, SuperPeerConfig};
+use overlay::{Algorithm, ElectionConfig};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// `off`, or one of the two selection methods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SuperPeerMode {
+    Off,
+    On(Method),
+}
+
+impl std::str::FromStr for SuperPeerMode {
+    type Err = SuperPeerSettingsError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "off" | "none" | "" => Ok(SuperPeerMode::Off),
+            other => other
+                .parse::<Method>()
+                .map(SuperPeerMode::On)
+                .map_err(|_| SuperPeerSettingsError::Mode(s.to_string())),
+        }
+    }
+}
+
+/// The file section (every key optional).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SuperPeerFileConfig {
+    pub mode: String,
+    pub share: f64,
+    pub cluster_cap: u32,
+    pub tick_ms: u64,
+    pub hold_rounds: u32,
+    pub cluster_algorithm: String,
+    pub lookup_bits: u32,
+    pub start_delay_ms: u64,
+}
+
+impl Default for SuperPeerFileConfig {
+    fn default() -> Self {
+        let d = SuperPeerConfig::default();
+        SuperPeerFileConfig {
+            mode: "off".into(),
+            share: d.share,
+            cluster_cap: d.cluster_cap,
+            tick_ms: 1000,
+            hold_rounds: d.hold_rounds,
+            cluster_algorithm: "bully".into(),
+            lookup_bits: 16,
+            start_delay_ms: 3000,
+        }
+    }
+}
+
+/// Bad super-peer settings.
+#[derive(Debug, thiserror::Error)]
+pub enum SuperPeerSettingsError {
+    #[error("unknown super-peer mode {0:?}: expected off, prefix or tokens")]
+    Mode(String),
+    #[error("bad super-peer settings: {0}")]
+    Protocol(#[from] overlay::superpeer::SuperPeerConfigError),
+    #[error("bad super-peer cluster algorithm: {0}")]
+    Algorithm(#[from] overlay::election::UnknownAlgorithm),
+    #[error("super-peer cluster algorithm echo is not supported (it needs the cluster's topology); use bully, fast-bully, ring, chang-roberts or villadangos")]
+    Echo,
+    #[error("superpeer.{field} must be in {range}, got {got}")]
+    Range { field: &'static str, range: &'static str, got: u64 },
+}
+
+/// Validated settings the node runs with.
+#[derive(Debug, Clone)]
+pub struct SuperPeerSettings {
+    pub protocol: Arc<SuperPeerConfig>,
+    pub tick: Duration,
+    pub lookup_bits: u32,
+    pub start_delay: Duration,
+}
+
+impl SuperPeerFileConfig {
+    /// `None` when the mode is `off`.
+    pub fn resolve(&self) -> Result<Option<SuperPeerSettings>, SuperPeerSettingsError> {
+        let method = match self.mode.parse::<SuperPeerMode>()? {
+            SuperPeerMode::Off => return Ok(None),
+            SuperPeerMode::On(m) => m,
+        };
+        let range = |field, got: u64, lo: u64, hi: u64, text| {
+            if got >= lo && got <= hi {
+                Ok(())
+            } else {
+                Err(SuperPeerSettingsError::Range { field, range: text, got })
+            }
+        };
+        range("tick_ms", self.tick_ms, 50, 60_000, "[50, 60000]")?;
+        range("lookup_bits", self.lookup_bits as u64, 0, 24, "[0, 24]")?;
+        range("start_delay_ms", self.start_delay_ms, 0, 600_000, "[0, 600000]")?;
+        let algorithm = self.cluster_algorithm.parse::<Algorithm>()?;
+        if algorithm == Algorithm::Echo {
+            return Err(SuperPeerSettingsError::Echo);
+        }
+        let protocol = SuperPeerConfig {
+            method,
+            share: self.share,
+            cluster_cap: self.cluster_cap,
+            hold_rounds: self.hold_rounds,
+            election: ElectionConfig { algorithm, alive_interval_ms: 0, ..ElectionConfig::default() },
+            ..SuperPeerConfig::default()
+        };
+        protocol.validate()?;
+        Ok(Some(SuperPeerSettings {
+            protocol: Arc::new(protocol),
+            tick: Duration::from_millis(self.tick_ms),
+            lookup_bits: self.lookup_bits,
+            start_delay: Duration::from_millis(self.start_delay_ms),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_and_errors() {
+        assert!(SuperPeerFileConfig::default().resolve().unwrap().is_none());
+        let c = SuperPeerFileConfig { mode: "tokens".into(), share: 0.1, cluster_cap: 20, ..Default::default() };
+        let s = c.resolve().unwrap().unwrap();
+        assert_eq!(s.protocol.method, Method::RepulsionTokens);
+        assert_eq!(s.protocol.cluster_cap, 20);
+        let c = SuperPeerFileConfig { mode: "prefix".into(), ..Default::default() };
+        assert_eq!(c.resolve().unwrap().unwrap().protocol.method, Method::ReservedPrefix);
+        let bad = SuperPeerFileConfig { mode: "leaders".into(), ..Default::default() };
+        assert!(bad.resolve().unwrap_err().to_string().contains("leaders"));
+        let bad = SuperPeerFileConfig { mode: "prefix".into(), share: 0.9, ..Default::default() };
+        assert!(bad.resolve().unwrap_err().to_string().contains("share"));
+        let bad = SuperPeerFileConfig { mode: "prefix".into(), cluster_cap: 0, ..Default::default() };
+        assert!(bad.resolve().unwrap_err().to_string().contains("cluster_cap"));
+        let bad = SuperPeerFileConfig { mode: "prefix".into(), tick_ms: 1, ..Default::default() };
+        assert!(bad.resolve().unwrap_err().to_string().contains("tick_ms"));
+        let bad = SuperPeerFileConfig { mode: "prefix".into(), cluster_algorithm: "echo".into(), ..Default::default() };
+        assert!(bad.resolve().is_err());
+        let t: SuperPeerFileConfig = toml::from_str("mode = \"tokens\"\nshare = 0.05\ncluster_cap = 40\n").unwrap();
+        assert_eq!(t.resolve().unwrap().unwrap().protocol.share, 0.05);
+        assert!(toml::from_str::<SuperPeerFileConfig>("mod = \"tokens\"").is_err());
+    }
+}

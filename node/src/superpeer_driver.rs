@@ -1,0 +1,830 @@
+//! Runs the sans-IO super-peer selection (`overlay::superpeer::SuperPeerNode`, issue 4) inside
+//! a real libp2p node: the same state machine the simulator drives
+//! (`experiments/src/superpeers/protocol.rs` is the reference driver), fed by the network.
+//!
+//! What goes in (`SpInput`) and where it comes from:
+//! - `Start`, once `start_delay` has passed and the Kademlia routing table has an entry;
+//!   `Tick` every `tick` (one protocol round; 1 s by default, as in the simulator).
+//! - `Message` from the `/peerage/superpeer/1.0.0` request-response protocol (wire format in
+//!   `superpeer_wire.rs`; a malformed frame is logged, counted, answered "refused" and
+//!   otherwise ignored).
+//! - `LookupResult` from Kademlia: `Query::Closest` runs `get_closest_peers`,
+//!   `Query::Providers` runs `get_providers`; `Provide`/`Unprovide` are `start_providing` /
+//!   `stop_providing` of the record key made of the key's 32 bytes.
+//!   **Closest-peer targets (our choice):** kad places a lookup target at the SHA-256 of the
+//!   bytes it is given, so it cannot aim at an arbitrary point of the id space; our node ids
+//!   *are* kad's keys (SHA-256 of the `PeerId`). The driver therefore searches a preimage whose
+//!   SHA-256 shares the first `lookup_bits` bits (default 16, about 65,000 hashes, a few ms)
+//!   with the wanted key and looks that up. XOR distances to the target and to the key then
+//!   differ by less than `2^-lookup_bits` of the id space, far below the gap between the
+//!   closest nodes of a swarm of up to thousands, so the order of the returned peers is the
+//!   order by distance to the key that the size estimate and the slot claim need.
+//!   Provider results carry peer ids only: the driver learns each provider's coordinate with a
+//!   `Hello` before it passes the result on (providers that do not answer within
+//!   `HELLO_WAIT` are left out: they are most likely dead heads whose records outlive them).
+//!   While its lookups run the driver opens the connection gate for outbound dials
+//!   (`Gate::open_outbound_until`), so that kad's iterative lookups reach the peers they
+//!   discover instead of being refused before dialling.
+//! - `PeerUp` for a connected peer once its coordinate is known (learned from every request
+//!   and reply, which carry the sender's coordinate), and again when it moved.
+//! - `PeerDown` (failure detection, ours): the member probes its head with a `Hello` when it
+//!   has not heard from it for `PROBE_AFTER_TICKS` rounds or its connection to the head closed
+//!   with an error; two failed probes in a row report the head down, which starts the
+//!   cluster's re-election inside the state machine. A failed send to any other peer is
+//!   `SendFailed` (as in the simulator).
+//! - `ElectionTimer` from a tokio deadline armed by `SetElectionTimer`.
+//! - `Coordinate` when the node's own coordinate changes ([`SuperPeerDriver::set_point`]:
+//!   the one function through which the node's coordinate source feeds super-peer selection).
+//!
+//! Status: [`SpStatus`] (role, head, cluster size, token, counters) goes into the node's
+//! snapshot and the JSON status lines (`superpeer` events on every role change).
+//!
+//! Known limits: provider records are not republished (the node turns kad's republication off)
+//! and `stop_providing` only drops the local record, so a key's remote records outlive their
+//! provider until kad's record TTL; a stale record costs a refused `Hello` or `Attach`.
+
+use crate::behaviour::Behaviour;
+use crate::gate::Gate;
+use crate::members::{node_id_of, Directory};
+use crate::status::StatusSink;
+use crate::superpeer_config::SuperPeerSettings;
+use crate::superpeer_wire::{
+    decode_reply, decode_request, encode_reply, encode_request, mentioned_ids, BookEntry, SpBody, MAX_BOOK_ENTRIES,
+};
+use libp2p::swarm::ConnectionError;
+use libp2p::{kad, request_response, Multiaddr, PeerId, Swarm};
+use overlay::superpeer::{
+    HeadRole, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode,
+};
+use overlay::{NodeId, Time, Timer};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use serde::Serialize;
+use serde_json::json;
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tracing::{debug, info, warn};
+
+/// Rounds without a message from the head before a member probes it.
+pub const PROBE_AFTER_TICKS: u32 = 2;
+/// How long a provider result waits for the providers' `Hello` replies.
+pub const HELLO_WAIT: Duration = Duration::from_secs(3);
+/// How long a provider lookup runs once it found a provider.
+pub const PROVIDERS_LINGER: Duration = Duration::from_secs(2);
+/// How long the gate stays open for outbound dials after the driver's last lookup.
+pub const GATE_OPEN_FOR: Duration = Duration::from_secs(15);
+/// Peers whose coordinates / ids the driver remembers (cleared when exceeded).
+const MAX_BOOK: usize = 20_000;
+/// Inputs handled per call before the rest is dropped (a guard against loops).
+const MAX_CHAINED: usize = 10_000;
+
+/// One node's super-peer state, for status lines, the swarm report and tests.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SpStatus {
+    /// `starting`, `unattached`, `member`, `head` (token holder before its hold time) or
+    /// `super-peer`.
+    pub role: String,
+    pub method: String,
+    /// The head this node is attached to (node id), if a member.
+    pub head: Option<String>,
+    /// Members of this node's cluster, if it is a head.
+    pub cluster_size: usize,
+    /// `token:<id>@<epoch>` or `slot:<key>` while this node serves a cluster.
+    pub role_key: Option<String>,
+    /// Token id and epoch held.
+    pub token: Option<u64>,
+    pub token_epoch: Option<u32>,
+    pub estimate: Option<f64>,
+    pub wanted: u64,
+    /// Last ping RTT to the head (ms), if a member.
+    pub head_rtt_ms: Option<f64>,
+    pub point: Vec<f32>,
+    pub messages_sent: u64,
+    pub messages_received: u64,
+    /// `Hello` requests (coordinate learning and head probes), not counted in `messages_sent`.
+    pub hellos_sent: u64,
+    pub lookups: u64,
+    pub token_moves: u64,
+    pub attach_changes: u64,
+    pub rejected: u64,
+    pub bad_frames: u64,
+    pub send_failures: u64,
+    pub heads_reported_down: u64,
+    /// Milliseconds since the driver started when the role or the head last changed.
+    pub last_change_ms: u64,
+}
+
+impl SpStatus {
+    /// The role as a number, for the Prometheus gauge (see `metrics.rs`).
+    pub fn role_code(&self) -> i64 {
+        match self.role.as_str() {
+            "unattached" => 1,
+            "member" => 2,
+            "head" => 3,
+            "super-peer" => 4,
+            _ => 0,
+        }
+    }
+}
+
+enum Sent {
+    Msg { to: NodeId, msg: SpMessage, retried: bool },
+    Hello { to: NodeId, probe: bool },
+}
+
+struct LookupState {
+    query: u32,
+    providers: bool,
+    found: Vec<PeerId>,
+    first_found: Option<Instant>,
+}
+
+struct Hold {
+    query: u32,
+    peers: Vec<NodeId>,
+    until: Instant,
+}
+
+/// The super-peer driver of one node.
+pub struct SuperPeerDriver {
+    sm: SuperPeerNode,
+    cfg: Arc<SuperPeerConfig>,
+    settings: SuperPeerSettings,
+    me: PeerId,
+    me_id: NodeId,
+    rng: StdRng,
+    t0: Instant,
+    started: bool,
+    next_tick: Instant,
+    round: u32,
+    timers: HashMap<Timer, Instant>,
+    lookups: HashMap<kad::QueryId, LookupState>,
+    holds: Vec<Hold>,
+    sent: HashMap<request_response::OutboundRequestId, Sent>,
+    peers: HashMap<NodeId, PeerId>,
+    points: HashMap<NodeId, Point>,
+    told: HashMap<NodeId, Point>,
+    connected: HashSet<PeerId>,
+    heard: HashMap<NodeId, u32>,
+    probe_failures: u32,
+    probing: bool,
+    rtts: HashMap<PeerId, Duration>,
+    last_use: HashMap<PeerId, Instant>,
+    queue: VecDeque<SpInput>,
+    status: SpStatus,
+    sink: StatusSink,
+    by_kind: BTreeMap<&'static str, u64>,
+    salt: u64,
+}
+
+impl SuperPeerDriver {
+    pub fn new(me: PeerId, settings: SuperPeerSettings, seed: u64, sink: StatusSink) -> SuperPeerDriver {
+        let me_id = node_id_of(&me);
+        let cfg = settings.protocol.clone();
+        let now = Instant::now();
+        let sm = SuperPeerNode::new(me_id, Point::default(), cfg.clone());
+        let status = SpStatus { role: "starting".into(), method: cfg.method.name().into(), ..Default::default() };
+        SuperPeerDriver {
+            sm,
+            cfg,
+            me,
+            me_id,
+            rng: StdRng::seed_from_u64(seed ^ 0x5e5e_5e5e_0004),
+            t0: now,
+            started: false,
+            next_tick: now + settings.start_delay,
+            round: 0,
+            timers: HashMap::new(),
+            lookups: HashMap::new(),
+            holds: Vec::new(),
+            sent: HashMap::new(),
+            peers: HashMap::new(),
+            points: HashMap::new(),
+            told: HashMap::new(),
+            connected: HashSet::new(),
+            heard: HashMap::new(),
+            probe_failures: 0,
+            probing: false,
+            rtts: HashMap::new(),
+            last_use: HashMap::new(),
+            queue: VecDeque::new(),
+            status,
+            sink,
+            by_kind: BTreeMap::new(),
+            salt: seed,
+            settings,
+        }
+    }
+
+    /// The earliest moment the driver needs to run again.
+    pub fn next_deadline(&self) -> Instant {
+        let t = self.timers.values().min().copied().unwrap_or(self.next_tick);
+        t.min(self.next_tick)
+    }
+
+    pub fn status(&self) -> &SpStatus {
+        &self.status
+    }
+
+    /// Messages sent by type.
+    pub fn messages_by_kind(&self) -> &BTreeMap<&'static str, u64> {
+        &self.by_kind
+    }
+
+    /// When the connection to `peer` last carried super-peer traffic (the peer manager keeps
+    /// such connections like ones in election use).
+    pub fn last_use(&self, peer: &PeerId) -> Option<Instant> {
+        self.last_use.get(peer).copied()
+    }
+
+    /// The node's own coordinate changed (the one entry point for the coordinate source).
+    pub fn set_point(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, p: Point) {
+        if p.is_valid() {
+            self.run(sw, dir, SpInput::Coordinate(p));
+        }
+    }
+
+    fn now_time(&self) -> Time {
+        Time::from_micros(self.t0.elapsed().as_micros() as u64)
+    }
+
+    // ------------------------------------------------------------------ periodic work
+
+    /// Timers, rounds, probes and lookup deadlines. Call whenever `next_deadline` passed (and
+    /// harmlessly more often).
+    /// `point` is the node's current coordinate (`coords_driver.rs`).
+    pub fn poll(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, now: Instant, point: Point) {
+        if point.is_valid() && point != self.sm.point() {
+            self.run(sw, dir, SpInput::Coordinate(point));
+        }
+        let due: Vec<Timer> = self.timers.iter().filter(|(_, t)| **t <= now).map(|(k, _)| *k).collect();
+        for t in due {
+            self.timers.remove(&t);
+            self.run(sw, dir, SpInput::ElectionTimer(t));
+        }
+        // Provider lookups that found someone stop after a short linger.
+        let linger: Vec<kad::QueryId> = self
+            .lookups
+            .iter()
+            .filter(|(_, l)| l.providers && l.first_found.is_some_and(|f| now.duration_since(f) >= PROVIDERS_LINGER))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in linger {
+            if let Some(mut q) = sw.behaviour_mut().kad.query_mut(&id) {
+                q.finish();
+            }
+        }
+        // Provider results whose Hello replies are overdue.
+        let overdue: Vec<usize> = (0..self.holds.len()).filter(|&i| self.holds[i].until <= now).collect();
+        for i in overdue.into_iter().rev() {
+            let h = self.holds.swap_remove(i);
+            self.deliver_hold(sw, dir, h);
+        }
+        if now < self.next_tick {
+            return;
+        }
+        self.next_tick = now + self.settings.tick;
+        if !self.started {
+            let rt: usize = sw.behaviour_mut().kad.kbuckets().map(|b| b.num_entries()).sum();
+            if rt == 0 {
+                return;
+            }
+            self.started = true;
+            info!(method = self.cfg.method.name(), "super-peer selection starting");
+            self.run(sw, dir, SpInput::Start);
+            self.refresh(now);
+            return;
+        }
+        self.round = self.round.wrapping_add(1);
+        self.run(sw, dir, SpInput::Tick);
+        self.probe_head(sw, dir);
+        self.refresh(now);
+    }
+
+    fn probe_head(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory) {
+        let Some(head) = self.sm.attached_to() else {
+            self.probe_failures = 0;
+            return;
+        };
+        let last = self.heard.get(&head).copied().unwrap_or(0);
+        if !self.probing && self.round.wrapping_sub(last) >= PROBE_AFTER_TICKS {
+            self.send_hello(sw, dir, head, true);
+        }
+    }
+
+    // ------------------------------------------------------------------ swarm events
+
+    pub fn on_connection_established(
+        &mut self,
+        sw: &mut Swarm<Behaviour>,
+        dir: &Directory,
+        peer: PeerId,
+        addr: Option<Multiaddr>,
+    ) {
+        let id = node_id_of(&peer);
+        self.remember_peer(id, peer);
+        if let Some(a) = addr {
+            sw.behaviour_mut().gate.add_addresses(peer, [a]);
+        }
+        self.connected.insert(peer);
+        match self.points.get(&id).copied() {
+            Some(p) => self.tell_neighbour(sw, dir, id, p),
+            None => self.send_hello(sw, dir, id, false),
+        }
+    }
+
+    pub fn on_connection_closed(
+        &mut self,
+        sw: &mut Swarm<Behaviour>,
+        dir: &Directory,
+        peer: PeerId,
+        cause: Option<&ConnectionError>,
+    ) {
+        self.connected.remove(&peer);
+        let id = node_id_of(&peer);
+        let broke = !matches!(cause, None | Some(ConnectionError::KeepAliveTimeout));
+        if broke && self.sm.attached_to() == Some(id) && !self.probing {
+            debug!(%peer, "connection to the super peer broke; probing it");
+            self.send_hello(sw, dir, id, true);
+        }
+    }
+
+    pub fn on_ping(&mut self, peer: PeerId, rtt: Duration) {
+        self.rtts.insert(peer, rtt);
+    }
+
+    /// Kademlia events: the results of the driver's own queries.
+    pub fn on_kad(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, ev: &kad::Event) {
+        let kad::Event::OutboundQueryProgressed { id, result, step, .. } = ev else { return };
+        let Some(l) = self.lookups.get_mut(id) else { return };
+        let mut done = step.last;
+        match result {
+            kad::QueryResult::GetClosestPeers(r) => {
+                let peers = match r {
+                    Ok(ok) => &ok.peers,
+                    Err(kad::GetClosestPeersError::Timeout { peers, .. }) => peers,
+                };
+                let infos: Vec<(PeerId, Vec<Multiaddr>)> =
+                    peers.iter().map(|p| (p.peer_id, p.addrs.clone())).collect();
+                let query = l.query;
+                self.lookups.remove(id);
+                for (p, addrs) in &infos {
+                    self.remember_peer(node_id_of(p), *p);
+                    if !addrs.is_empty() {
+                        sw.behaviour_mut().gate.add_addresses(*p, addrs.iter().take(2).cloned());
+                    }
+                }
+                let out: Vec<PeerInfo> = infos
+                    .iter()
+                    .map(|(p, _)| {
+                        let id = node_id_of(p);
+                        PeerInfo { id, point: self.points.get(&id).copied().unwrap_or_default() }
+                    })
+                    .collect();
+                self.run(sw, dir, SpInput::LookupResult { query, peers: out });
+                return;
+            }
+            kad::QueryResult::GetProviders(r) => match r {
+                Ok(kad::GetProvidersOk::FoundProviders { providers, .. }) => {
+                    for p in providers {
+                        if !l.found.contains(p) && l.found.len() < 64 {
+                            l.found.push(*p);
+                        }
+                    }
+                    if !l.found.is_empty() && l.first_found.is_none() {
+                        l.first_found = Some(Instant::now());
+                    }
+                }
+                Ok(kad::GetProvidersOk::FinishedWithNoAdditionalRecord { .. }) => done = true,
+                Err(e) => {
+                    debug!("provider lookup ended: {e}");
+                    done = true;
+                }
+            },
+            _ => return,
+        }
+        if !done {
+            return;
+        }
+        let Some(l) = self.lookups.remove(id) else { return };
+        let mut ids = Vec::with_capacity(l.found.len());
+        for p in &l.found {
+            let nid = node_id_of(p);
+            self.remember_peer(nid, *p);
+            if nid != self.me_id {
+                ids.push(nid);
+            }
+        }
+        // Learn unknown providers' coordinates first.
+        let unknown: Vec<NodeId> = ids.iter().filter(|i| !self.points.contains_key(*i)).copied().collect();
+        for u in &unknown {
+            self.send_hello(sw, dir, *u, false);
+        }
+        let h = Hold { query: l.query, peers: ids, until: Instant::now() + HELLO_WAIT };
+        if unknown.is_empty() {
+            self.deliver_hold(sw, dir, h);
+        } else {
+            self.holds.push(h);
+        }
+    }
+
+    fn deliver_hold(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, h: Hold) {
+        let peers: Vec<PeerInfo> = h
+            .peers
+            .iter()
+            .filter_map(|id| self.points.get(id).map(|p| PeerInfo { id: *id, point: *p }))
+            .collect();
+        self.run(sw, dir, SpInput::LookupResult { query: h.query, peers });
+    }
+
+    fn check_holds(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory) {
+        let ready: Vec<usize> = (0..self.holds.len())
+            .filter(|&i| self.holds[i].peers.iter().all(|p| self.points.contains_key(p)))
+            .collect();
+        for i in ready.into_iter().rev() {
+            let h = self.holds.swap_remove(i);
+            self.deliver_hold(sw, dir, h);
+        }
+    }
+
+    /// Events of the `/peerage/superpeer/1.0.0` request-response behaviour.
+    pub fn on_rr(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, ev: request_response::Event<Vec<u8>, Vec<u8>>) {
+        use request_response::{Event, Message as RrMessage, OutboundFailure};
+        match ev {
+            Event::Message { peer, message: RrMessage::Request { request, channel, .. }, .. } => {
+                self.last_use.insert(peer, Instant::now());
+                let from = node_id_of(&peer);
+                self.remember_peer(from, peer);
+                let accepted = match decode_request(&request) {
+                    Ok(req) => {
+                        self.learn_point(sw, dir, from, req.point);
+                        self.heard.insert(from, self.round);
+                        if let SpBody::Message { msg, book } = req.body {
+                            self.learn_book(sw, &book);
+                            self.status.messages_received += 1;
+                            self.run(sw, dir, SpInput::Message { from, msg });
+                        }
+                        true
+                    }
+                    Err(e) => {
+                        warn!(%peer, len = request.len(), "malformed super-peer frame: {e}");
+                        self.status.bad_frames += 1;
+                        false
+                    }
+                };
+                let reply = encode_reply(self.sm.point(), accepted).unwrap_or_default();
+                let _ = sw.behaviour_mut().superpeer.send_response(channel, reply);
+            }
+            Event::Message { peer, message: RrMessage::Response { request_id, response }, .. } => {
+                self.last_use.insert(peer, Instant::now());
+                let from = node_id_of(&peer);
+                let sent = self.sent.remove(&request_id);
+                match decode_reply(&response) {
+                    Ok(r) => {
+                        self.heard.insert(from, self.round);
+                        self.learn_point(sw, dir, from, r.point);
+                        if !r.accepted {
+                            debug!(%peer, "peer refused our super-peer frame");
+                        }
+                    }
+                    Err(e) => {
+                        warn!(%peer, "malformed super-peer reply: {e}");
+                        self.status.bad_frames += 1;
+                    }
+                }
+                if let Some(Sent::Hello { to, probe: true }) = sent {
+                    if Some(to) == self.sm.attached_to() {
+                        self.probing = false;
+                        self.probe_failures = 0;
+                    }
+                }
+                self.check_holds(sw, dir);
+            }
+            Event::OutboundFailure { peer, request_id, error, .. } => {
+                let Some(sent) = self.sent.remove(&request_id) else { return };
+                self.status.send_failures += 1;
+                let dial = matches!(error, OutboundFailure::DialFailure);
+                match sent {
+                    Sent::Msg { to, msg, retried } => {
+                        debug!(%peer, kind = msg.kind(), "super-peer send failed: {error}");
+                        if Some(to) == self.sm.attached_to() {
+                            // Never give up the head on one failure: probe it.
+                            if !self.probing {
+                                self.send_hello(sw, dir, to, true);
+                            }
+                        } else if !retried && !dial {
+                            self.send_msg(sw, dir, to, msg, true);
+                        } else {
+                            self.run(sw, dir, SpInput::SendFailed { to, msg });
+                        }
+                    }
+                    Sent::Hello { to, probe } => {
+                        if probe && Some(to) == self.sm.attached_to() {
+                            self.probing = false;
+                            self.probe_failures += 1;
+                            if self.probe_failures >= 2 {
+                                info!(head = %to.short(), "super peer unreachable: reporting it down");
+                                self.probe_failures = 0;
+                                self.status.heads_reported_down += 1;
+                                self.run(sw, dir, SpInput::PeerDown(to));
+                            } else {
+                                self.send_hello(sw, dir, to, true);
+                            }
+                        }
+                        self.check_holds(sw, dir);
+                    }
+                }
+            }
+            Event::InboundFailure { peer, error, .. } => debug!(%peer, "super-peer request from peer failed: {error}"),
+            Event::ResponseSent { .. } => {}
+        }
+    }
+
+    // ------------------------------------------------------------------ learning
+
+    fn remember_peer(&mut self, id: NodeId, peer: PeerId) {
+        if self.peers.len() >= MAX_BOOK && !self.peers.contains_key(&id) {
+            self.peers.clear();
+        }
+        self.peers.insert(id, peer);
+    }
+
+    fn learn_book(&mut self, sw: &mut Swarm<Behaviour>, book: &[BookEntry]) {
+        for e in book {
+            if let Some((peer, id, addrs)) = e.parse() {
+                if peer == self.me {
+                    continue;
+                }
+                self.remember_peer(id, peer);
+                if !addrs.is_empty() {
+                    sw.behaviour_mut().gate.add_addresses(peer, addrs);
+                }
+            }
+        }
+    }
+
+    fn learn_point(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, id: NodeId, p: Point) {
+        if !p.is_valid() || id == self.me_id {
+            return;
+        }
+        if self.points.len() >= MAX_BOOK && !self.points.contains_key(&id) {
+            self.points.clear();
+        }
+        self.points.insert(id, p);
+        let connected = self.peers.get(&id).is_some_and(|peer| self.connected.contains(peer));
+        if connected {
+            self.tell_neighbour(sw, dir, id, p);
+        }
+    }
+
+    fn tell_neighbour(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, id: NodeId, p: Point) {
+        if self.told.get(&id) == Some(&p) {
+            return;
+        }
+        self.told.insert(id, p);
+        self.run(sw, dir, SpInput::PeerUp(PeerInfo { id, point: p }));
+    }
+
+    // ------------------------------------------------------------------ the state machine
+
+    /// Feed one input and everything it causes.
+    fn run(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, input: SpInput) {
+        self.queue.push_back(input);
+        let mut n = 0;
+        while let Some(i) = self.queue.pop_front() {
+            n += 1;
+            if n > MAX_CHAINED {
+                warn!("more than {MAX_CHAINED} chained super-peer inputs; dropping the rest");
+                self.queue.clear();
+                break;
+            }
+            let mut effects = Vec::new();
+            {
+                let now = self.now_time();
+                let mut ctx = SpContext::new(now, &mut self.rng, &mut effects);
+                self.sm.handle(&mut ctx, i);
+            }
+            for e in effects {
+                self.effect(sw, dir, e);
+            }
+        }
+        self.refresh(Instant::now());
+    }
+
+    fn effect(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, e: SpEffect) {
+        match e {
+            SpEffect::Send { to, msg } => self.send_msg(sw, dir, to, msg, false),
+            SpEffect::Lookup { query, what } => {
+                self.status.lookups += 1;
+                let b = sw.behaviour_mut();
+                b.gate.open_outbound_until(Instant::now() + GATE_OPEN_FOR);
+                let (qid, providers) = match what {
+                    Query::Closest { key } => {
+                        self.salt = self.salt.wrapping_add(0x1_0000_0000);
+                        let pre = lookup_preimage(&key, self.settings.lookup_bits, self.salt);
+                        (b.kad.get_closest_peers(pre), false)
+                    }
+                    Query::Providers { key } => (b.kad.get_providers(kad::RecordKey::new(&key.0)), true),
+                };
+                self.lookups.insert(qid, LookupState { query, providers, found: Vec::new(), first_found: None });
+            }
+            SpEffect::Provide { key } => {
+                let b = sw.behaviour_mut();
+                b.gate.open_outbound_until(Instant::now() + GATE_OPEN_FOR);
+                if let Err(e) = b.kad.start_providing(kad::RecordKey::new(&key.0)) {
+                    warn!("cannot provide a super-peer key: {e}");
+                }
+            }
+            SpEffect::Unprovide { key } => sw.behaviour_mut().kad.stop_providing(&kad::RecordKey::new(&key.0)),
+            SpEffect::SetElectionTimer { timer, after } => {
+                self.timers.insert(timer, Instant::now() + after);
+            }
+            SpEffect::CancelElectionTimer { timer } => {
+                self.timers.remove(&timer);
+            }
+            SpEffect::BecomeSuperPeer => info!("became a super peer"),
+            SpEffect::StopSuperPeer => info!("no longer a super peer"),
+            SpEffect::AttachedTo(h) => {
+                self.status.attach_changes += 1;
+                self.heard.insert(h, self.round);
+                self.probe_failures = 0;
+                self.probing = false;
+            }
+            SpEffect::Detached => {}
+            SpEffect::TokenAcquired { token, epoch } => debug!(token = token.0, epoch, "token acquired"),
+            SpEffect::TokenReleased { token, epoch } => {
+                debug!(token = token.0, epoch, "token released");
+                self.status.token_moves += 1;
+            }
+            SpEffect::Rejected { from, reason } => {
+                self.status.rejected += 1;
+                warn!(from = %from.short(), reason, "super-peer input rejected");
+            }
+        }
+    }
+
+    fn resolve(&self, dir: &Directory, id: &NodeId) -> Option<PeerId> {
+        self.peers.get(id).copied().or_else(|| dir.peer_of(id))
+    }
+
+    fn addrs(gate: &Gate, dir: &Directory, peer: &PeerId) -> Vec<Multiaddr> {
+        let mut a: Vec<Multiaddr> = gate.addresses_of(peer).to_vec();
+        if let Some(m) = dir.get(peer) {
+            for x in &m.addrs {
+                if !a.contains(x) {
+                    a.push(x.clone());
+                }
+            }
+        }
+        a
+    }
+
+    fn send_msg(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, to: NodeId, msg: SpMessage, retried: bool) {
+        if !retried {
+            self.status.messages_sent += 1;
+            *self.by_kind.entry(msg.kind()).or_default() += 1;
+        }
+        if to == self.me_id {
+            self.queue.push_back(SpInput::Message { from: self.me_id, msg });
+            return;
+        }
+        let Some(peer) = self.resolve(dir, &to) else {
+            debug!(to = %to.short(), kind = msg.kind(), "super-peer message to a peer with no known peer id");
+            self.status.send_failures += 1;
+            self.queue.push_back(SpInput::SendFailed { to, msg });
+            return;
+        };
+        let mut book = Vec::new();
+        for id in mentioned_ids(&msg).into_iter().take(MAX_BOOK_ENTRIES) {
+            if id == to {
+                continue;
+            }
+            let p = if id == self.me_id { Some(self.me) } else { self.resolve(dir, &id) };
+            if let Some(p) = p {
+                let addrs = if p == self.me {
+                    sw.listeners().cloned().collect::<Vec<_>>()
+                } else {
+                    Self::addrs(&sw.behaviour().gate, dir, &p)
+                };
+                book.push(BookEntry::new(&p, &addrs));
+            }
+        }
+        let bytes = match encode_request(self.sm.point(), SpBody::Message { msg: msg.clone(), book }) {
+            Ok(b) => b,
+            Err(e) => {
+                warn!(kind = msg.kind(), "cannot encode a super-peer message: {e}");
+                self.queue.push_back(SpInput::SendFailed { to, msg });
+                return;
+            }
+        };
+        let addrs = Self::addrs(&sw.behaviour().gate, dir, &peer);
+        let b = sw.behaviour_mut();
+        b.gate.want(peer);
+        let rid = b.superpeer.send_request_with_addresses(&peer, bytes, addrs);
+        self.last_use.insert(peer, Instant::now());
+        self.sent.insert(rid, Sent::Msg { to, msg, retried });
+    }
+
+    fn send_hello(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, to: NodeId, probe: bool) {
+        let Some(peer) = self.resolve(dir, &to) else { return };
+        let Ok(bytes) = encode_request(self.sm.point(), SpBody::Hello) else { return };
+        if probe {
+            self.probing = true;
+        }
+        self.status.hellos_sent += 1;
+        let addrs = Self::addrs(&sw.behaviour().gate, dir, &peer);
+        let b = sw.behaviour_mut();
+        b.gate.want(peer);
+        let rid = b.superpeer.send_request_with_addresses(&peer, bytes, addrs);
+        self.sent.insert(rid, Sent::Hello { to, probe });
+    }
+
+    // ------------------------------------------------------------------ status
+
+    fn refresh(&mut self, now: Instant) {
+        let sm = &self.sm;
+        let role = if !self.started {
+            "starting"
+        } else if sm.is_super_peer() {
+            "super-peer"
+        } else if sm.is_head() {
+            "head"
+        } else if sm.attached_to().is_some() {
+            "member"
+        } else {
+            "unattached"
+        };
+        let head = sm.attached_to().map(|h| h.to_string());
+        let role_key = sm.role().map(|r| match r {
+            HeadRole::Slot { key } => format!("slot:{key}"),
+            HeadRole::Token { token, .. } => format!("token:{:016x}", token.0),
+        });
+        let token = sm.token();
+        let changed = self.status.role != role || self.status.head != head || self.status.role_key != role_key;
+        let s = &mut self.status;
+        if changed {
+            s.last_change_ms = now.saturating_duration_since(self.t0).as_millis() as u64;
+            s.role = role.to_string();
+            s.head = head;
+            s.role_key = role_key;
+        }
+        s.cluster_size = sm.members().len();
+        s.token = token.map(|t| t.0 .0);
+        s.token_epoch = token.map(|t| t.1);
+        s.estimate = sm.estimate();
+        s.wanted = sm.wanted();
+        s.point = {
+            let p = sm.point();
+            let mut v: Vec<f32> = p.x.to_vec();
+            v.push(p.h);
+            v
+        };
+        s.head_rtt_ms = sm
+            .attached_to()
+            .and_then(|h| self.peers.get(&h))
+            .and_then(|p| self.rtts.get(p))
+            .map(|d| d.as_secs_f64() * 1000.0);
+        if changed {
+            self.sink.emit(
+                "superpeer",
+                json!({ "role": s.role, "head": s.head, "role_key": s.role_key, "cluster_size": s.cluster_size,
+                        "token": s.token, "token_epoch": s.token_epoch }),
+            );
+        }
+    }
+}
+
+/// A preimage whose SHA-256 (the point kad looks up) shares the first `bits` bits with `key`
+/// (see the module doc). Tries at most `2^(bits + 8)` candidates and returns the best one
+/// found if none matched (probability below e^-256).
+pub fn lookup_preimage(key: &NodeId, bits: u32, salt: u64) -> Vec<u8> {
+    let bits = bits.min(24);
+    let limit: u64 = 1u64 << (bits + 8);
+    let mut best = (0u32, salt);
+    for i in 0..limit {
+        let n = salt.wrapping_add(i);
+        let cpl = NodeId::hash_of(&n.to_be_bytes()).common_prefix_len(key);
+        if cpl >= bits {
+            return n.to_be_bytes().to_vec();
+        }
+        if cpl > best.0 {
+            best = (cpl, n);
+        }
+    }
+    best.1.to_be_bytes().to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preimage_shares_the_prefix() {
+        for (i, bits) in [0u32, 4, 12, 16].into_iter().enumerate() {
+            let key = NodeId::hash_of(&[i as u8, 7]);
+            let pre = lookup_preimage(&key, bits, 99 + i as u64);
+            assert!(NodeId::hash_of(&pre).common_prefix_len(&key) >= bits);
+        }
+    }
+}

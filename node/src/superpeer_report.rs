@@ -1,0 +1,398 @@
+//! `peerage swarm --superpeers prefix|tokens`: watches super-peer selection in an in-process
+//! swarm, measures it the way `peerage-lab superpeers` measures the simulator (issue 4 item
+//! 6), and optionally kills super peers and measures their replacement.
+//!
+//! Read from every node's status snapshot (`SpStatus`), polled every 250 ms:
+//! - **Convergence**: the swarm has converged when, for `stable` (10 s by default), every
+//!   live node is a head (super peer or, with tokens, a provisional holder) or attached to a
+//!   live head, with the token method every head promoted, and in every second at most
+//!   `max(1, N/1000)` nodes changed their role, head or role key (the simulator's rule). The
+//!   convergence time is the end of the last second that broke this, from swarm start.
+//! - **Latency to the super peer** of every attached node: with latency emulation on, the
+//!   latency model's RTT between the two (the *true* latency, `latency: "model"`); without
+//!   it, the node's last ping RTT to its head (`latency: "ping"`), which on loopback is
+//!   scheduling noise, not distance. Mean, p50, p95, max.
+//! - **Evenness**: cluster sizes (members naming each head): min, mean, max, coefficient of
+//!   variation; with the model, each head's RTT to its nearest other head (mean, min).
+//! - **Share**: heads and promoted super peers over live nodes; the nodes' own N estimates.
+//! - **Load**: the largest cluster against `cluster_cap`.
+//! - **Cost**: super-peer messages and DHT lookups per node, token moves.
+//! - **Kills** (`--kill-superpeers F --kill-superpeers-at S`): S seconds after convergence a
+//!   fraction F of the heads that serve members (at least one) is crashed (a head without
+//!   members has no cluster to elect its replacement: the known limit of the protocol); the report gives the time until every
+//!   live node is attached again and stable, the roles (token ids / slot keys) held before and
+//!   after, how many were lost (held by a victim and by no live node afterwards) and how many
+//!   are held twice.
+
+use crate::status::Snapshot;
+use crate::superpeer_driver::SpStatus;
+use crate::swarm_runner::LocalSwarm;
+use indicatif::ProgressBar;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+/// What to do in the super-peer phase.
+#[derive(Debug, Clone)]
+pub struct SpPhaseOptions {
+    pub cluster_cap: u32,
+    pub method: String,
+    /// No change for this long counts as converged.
+    pub stable: Duration,
+    /// Give up waiting (for convergence, and for each replacement) after this long.
+    pub timeout: Duration,
+    /// Crash this fraction of the heads (at least one) ...
+    pub kill_fraction: Option<f64>,
+    /// ... this long after convergence.
+    pub kill_at: Duration,
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Dist {
+    pub count: usize,
+    pub mean: f64,
+    pub p50: f64,
+    pub p95: f64,
+    pub max: f64,
+}
+
+fn dist(mut v: Vec<f64>) -> Dist {
+    if v.is_empty() {
+        return Dist::default();
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let q = |f: f64| v[((v.len() as f64 - 1.0) * f).round() as usize];
+    Dist { count: v.len(), mean: v.iter().sum::<f64>() / v.len() as f64, p50: q(0.5), p95: q(0.95), max: q(1.0) }
+}
+
+/// The measures at one moment.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct SpMeasures {
+    pub live_nodes: usize,
+    pub heads: usize,
+    pub super_peers: usize,
+    pub head_share: f64,
+    pub unattached: usize,
+    /// `model` (latency emulation's RTT) or `ping` (measured RTT to the head).
+    pub latency: String,
+    pub latency_to_head_ms: Dist,
+    /// Measured ping RTT to the head, for comparison (always).
+    pub ping_to_head_ms: Dist,
+    pub cluster_size_min: usize,
+    pub cluster_size_mean: f64,
+    pub cluster_size_max: usize,
+    pub cluster_size_cv: f64,
+    pub cluster_cap: u32,
+    /// Largest member count a head reports itself.
+    pub largest_load: usize,
+    pub nearest_other_head_ms: Option<Dist>,
+    pub estimate_mean: Option<f64>,
+    pub estimate_min: Option<f64>,
+    pub estimate_max: Option<f64>,
+    pub wanted_min: u64,
+    pub wanted_max: u64,
+    pub messages_per_node: f64,
+    /// `Hello` requests per node (coordinate learning, head probes).
+    pub hellos_per_node: f64,
+    pub lookups_per_node: f64,
+    pub token_moves: u64,
+    pub send_failures: u64,
+    pub rejected: u64,
+    pub bad_frames: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SpKillReport {
+    pub after_convergence_s: f64,
+    pub killed: usize,
+    pub killed_roles: Vec<String>,
+    /// Seconds from the kill until every live node was attached again (and stayed so for the
+    /// stable window); `None` if that did not happen before the timeout.
+    pub replaced_s: Option<f64>,
+    pub roles_before: usize,
+    pub roles_after: usize,
+    /// Roles of victims that no live node holds afterwards.
+    pub roles_lost: usize,
+    /// Roles held by more than one live node afterwards.
+    pub roles_duplicated: usize,
+    /// Victims' roles taken over by a live node.
+    pub roles_taken_over: usize,
+    pub heads_reported_down: u64,
+    pub after: SpMeasures,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SuperPeerReport {
+    pub method: String,
+    pub converged_s: Option<f64>,
+    pub at_convergence: SpMeasures,
+    pub kill: Option<SpKillReport>,
+}
+
+fn sp_of(s: &Snapshot) -> Option<&SpStatus> {
+    s.superpeer.as_ref()
+}
+
+fn is_head(s: &SpStatus) -> bool {
+    s.role == "super-peer" || s.role == "head"
+}
+
+/// The (role, head, role key) of every live node: what "a change" means.
+fn signature(snaps: &[(usize, Snapshot)]) -> Vec<(usize, String, Option<String>, Option<String>)> {
+    snaps
+        .iter()
+        .filter_map(|(i, s)| sp_of(s).map(|p| (*i, p.role.clone(), p.head.clone(), p.role_key.clone())))
+        .collect()
+}
+
+/// Every live node is a head or attached to a live head (and, for tokens, every head promoted).
+fn settled(swarm: &LocalSwarm, snaps: &[(usize, Snapshot)], tokens: bool) -> bool {
+    let heads: HashSet<String> = snaps
+        .iter()
+        .filter(|(_, s)| sp_of(s).is_some_and(is_head))
+        .map(|(i, _)| swarm.node_id(*i).to_string())
+        .collect();
+    !heads.is_empty()
+        && snaps.iter().all(|(_, s)| match sp_of(s) {
+            None => false,
+            Some(p) if is_head(p) => !tokens || p.role == "super-peer",
+            Some(p) => p.head.as_ref().is_some_and(|h| heads.contains(h)),
+        })
+}
+
+/// Wait until settled and quiet for `stable`; returns the end of the last busy second.
+///
+/// As in the simulator (`experiments/src/superpeers/protocol.rs`), a second is *busy* when the
+/// swarm is not settled or more than `max(1, N/1000)` nodes changed their role, head or role
+/// key in it: with measured (noisy) coordinates a node now and then switches to a head that
+/// became 10 % nearer, which is not a failure to converge.
+async fn wait_stable(
+    swarm: &LocalSwarm,
+    tokens: bool,
+    stable: Duration,
+    timeout: Duration,
+    bar: Option<&ProgressBar>,
+) -> Option<Instant> {
+    let until = Instant::now() + timeout;
+    let mut last_sig: HashMap<usize, (String, Option<String>, Option<String>)> = HashMap::new();
+    let mut last_busy = Instant::now();
+    let mut second_start = Instant::now();
+    let mut changes = 0usize;
+    let mut all_settled = true;
+    let mut first = true;
+    loop {
+        let snaps = swarm.snapshots();
+        let now = Instant::now();
+        for (i, role, head, key) in signature(&snaps) {
+            let v = (role, head, key);
+            if last_sig.get(&i) != Some(&v) {
+                if !first {
+                    changes += 1;
+                }
+                last_sig.insert(i, v);
+            }
+        }
+        first = false;
+        let ok = settled(swarm, &snaps, tokens);
+        all_settled &= ok;
+        if now.duration_since(second_start) >= Duration::from_secs(1) {
+            let quiet = (snaps.len() / 1000).max(1);
+            if changes > quiet || !all_settled {
+                last_busy = now;
+            }
+            second_start = now;
+            changes = 0;
+            all_settled = true;
+        }
+        if let Some(b) = bar {
+            let attached = snaps
+                .iter()
+                .filter(|(_, s)| sp_of(s).is_some_and(|p| is_head(p) || p.head.is_some()))
+                .count();
+            b.set_length(snaps.len() as u64);
+            b.set_position(attached as u64);
+        }
+        if ok && now.duration_since(last_busy) >= stable {
+            return Some(last_busy);
+        }
+        if now >= until {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The measures over the live nodes now.
+pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
+    let snaps = swarm.snapshots();
+    let net = swarm.latency_net();
+    let mut m = SpMeasures { live_nodes: snaps.len(), cluster_cap: cap, ..Default::default() };
+    let mut members_of: HashMap<String, usize> = HashMap::new();
+    let mut heads: Vec<usize> = Vec::new();
+    let mut lat = Vec::new();
+    let mut ping = Vec::new();
+    let (mut est, mut wanted) = (Vec::new(), Vec::new());
+    let (mut msgs, mut lookups, mut hellos) = (0u64, 0u64, 0u64);
+    for (i, s) in &snaps {
+        let Some(p) = sp_of(s) else {
+            m.unattached += 1;
+            continue;
+        };
+        msgs += p.messages_sent;
+        hellos += p.hellos_sent;
+        lookups += p.lookups;
+        m.token_moves += p.token_moves;
+        m.send_failures += p.send_failures;
+        m.rejected += p.rejected;
+        m.bad_frames += p.bad_frames;
+        if let Some(e) = p.estimate {
+            est.push(e);
+        }
+        wanted.push(p.wanted);
+        if is_head(p) {
+            m.heads += 1;
+            heads.push(*i);
+            if p.role == "super-peer" {
+                m.super_peers += 1;
+            }
+            m.largest_load = m.largest_load.max(p.cluster_size);
+            members_of.entry(swarm.node_id(*i).to_string()).or_default();
+            continue;
+        }
+        let Some(h) = p.head.as_ref().filter(|h| swarm.index_of(h).is_some_and(|j| swarm.is_alive(j))) else {
+            m.unattached += 1;
+            continue;
+        };
+        *members_of.entry(h.clone()).or_default() += 1;
+        if let Some(r) = p.head_rtt_ms {
+            ping.push(r);
+        }
+        if let (Some(net), Some(j)) = (net, swarm.index_of(h)) {
+            lat.push(net.model().rtt_ms(*i, j));
+        }
+    }
+    m.head_share = m.heads as f64 / m.live_nodes.max(1) as f64;
+    m.latency = if net.is_some() { "model".into() } else { "ping".into() };
+    m.latency_to_head_ms = if net.is_some() { dist(lat) } else { dist(ping.clone()) };
+    m.ping_to_head_ms = dist(ping);
+    let sizes: Vec<f64> = members_of.values().map(|v| *v as f64).collect();
+    if !sizes.is_empty() {
+        let mean = sizes.iter().sum::<f64>() / sizes.len() as f64;
+        let var = sizes.iter().map(|s| (s - mean).powi(2)).sum::<f64>() / sizes.len() as f64;
+        m.cluster_size_mean = mean;
+        m.cluster_size_cv = if mean > 0.0 { var.sqrt() / mean } else { 0.0 };
+        m.cluster_size_min = sizes.iter().copied().fold(f64::MAX, f64::min) as usize;
+        m.cluster_size_max = sizes.iter().copied().fold(0.0, f64::max) as usize;
+    }
+    if let Some(net) = net {
+        if heads.len() > 1 {
+            let near: Vec<f64> = heads
+                .iter()
+                .map(|&a| {
+                    heads.iter().filter(|&&b| b != a).map(|&b| net.model().rtt_ms(a, b)).fold(f64::MAX, f64::min)
+                })
+                .collect();
+            m.nearest_other_head_ms = Some(dist(near));
+        }
+    }
+    if !est.is_empty() {
+        m.estimate_mean = Some(est.iter().sum::<f64>() / est.len() as f64);
+        m.estimate_min = est.iter().copied().reduce(f64::min);
+        m.estimate_max = est.iter().copied().reduce(f64::max);
+    }
+    m.wanted_min = wanted.iter().copied().min().unwrap_or(0);
+    m.wanted_max = wanted.iter().copied().max().unwrap_or(0);
+    m.messages_per_node = msgs as f64 / m.live_nodes.max(1) as f64;
+    m.lookups_per_node = lookups as f64 / m.live_nodes.max(1) as f64;
+    m.hellos_per_node = hellos as f64 / m.live_nodes.max(1) as f64;
+    m
+}
+
+/// Roles (token ids / slot keys) held by live heads, with their holders.
+pub fn roles(swarm: &LocalSwarm) -> BTreeMap<String, Vec<usize>> {
+    let mut out: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, s) in swarm.snapshots() {
+        if let Some(k) = sp_of(&s).and_then(|p| p.role_key.clone()) {
+            out.entry(k).or_default().push(i);
+        }
+    }
+    out
+}
+
+/// Run the super-peer phase on a started swarm: wait for convergence, measure, kill, measure.
+pub async fn run_phase(
+    swarm: &mut LocalSwarm,
+    opts: &SpPhaseOptions,
+    t0: Instant,
+    bar: Option<&ProgressBar>,
+) -> SuperPeerReport {
+    let tokens = opts.method == "tokens";
+    if let Some(b) = bar {
+        b.set_message("super peers: attaching");
+    }
+    let remaining = opts.timeout.saturating_sub(t0.elapsed());
+    let conv = wait_stable(swarm, tokens, opts.stable, remaining, bar).await;
+    let converged_s = conv.map(|c| c.duration_since(t0).as_secs_f64());
+    let at_convergence = measure(swarm, opts.cluster_cap);
+    let mut kill = None;
+    if let (Some(fraction), Some(_)) = (opts.kill_fraction, conv) {
+        if let Some(b) = bar {
+            b.set_message("super peers: waiting to kill");
+        }
+        tokio::time::sleep(opts.kill_at).await;
+        let before = roles(swarm);
+        // Victims are drawn from the heads that serve members (a cluster that can elect a
+        // replacement); heads without members only if there are no others.
+        let snaps = swarm.snapshots();
+        let mut heads: Vec<usize> = snaps
+            .iter()
+            .filter(|(_, s)| sp_of(s).is_some_and(|p| is_head(p) && p.cluster_size > 0))
+            .map(|(i, _)| *i)
+            .collect();
+        if heads.is_empty() {
+            heads = snaps.iter().filter(|(_, s)| sp_of(s).is_some_and(is_head)).map(|(i, _)| *i).collect();
+        }
+        let mut rng = StdRng::seed_from_u64(opts.seed ^ 0x5b_c0de);
+        heads.shuffle(&mut rng);
+        let count = ((heads.len() as f64 * fraction.clamp(0.0, 1.0)).round() as usize).clamp(1, heads.len().max(1));
+        let victims: Vec<usize> = heads.into_iter().take(count).collect();
+        let killed_roles: Vec<String> = before
+            .iter()
+            .filter(|(_, holders)| holders.iter().any(|h| victims.contains(h)))
+            .map(|(k, _)| k.clone())
+            .collect();
+        let down_before: u64 =
+            swarm.snapshots().iter().filter_map(|(_, s)| sp_of(s).map(|p| p.heads_reported_down)).sum();
+        let t_kill = Instant::now();
+        for &v in &victims {
+            swarm.crash(v);
+        }
+        if let Some(b) = bar {
+            b.set_message("super peers: replacing");
+        }
+        let done = wait_stable(swarm, tokens, opts.stable, opts.timeout, bar).await;
+        let after_roles = roles(swarm);
+        let lost = killed_roles.iter().filter(|k| !after_roles.contains_key(*k)).count();
+        let dup = after_roles.values().filter(|h| h.len() > 1).count();
+        let down_after: u64 =
+            swarm.snapshots().iter().filter_map(|(_, s)| sp_of(s).map(|p| p.heads_reported_down)).sum();
+        kill = Some(SpKillReport {
+            after_convergence_s: opts.kill_at.as_secs_f64(),
+            killed: victims.len(),
+            roles_taken_over: killed_roles.len() - lost,
+            killed_roles,
+            replaced_s: done.map(|d| d.saturating_duration_since(t_kill).as_secs_f64()),
+            roles_before: before.len(),
+            roles_after: after_roles.len(),
+            roles_lost: lost,
+            roles_duplicated: dup,
+            heads_reported_down: down_after.saturating_sub(down_before),
+            after: measure(swarm, opts.cluster_cap),
+        });
+    }
+    SuperPeerReport { method: opts.method.clone(), converged_s, at_convergence, kill }
+}

@@ -1,0 +1,84 @@
+//! Super-peer selection on real libp2p nodes (issue 4 item 5): a 16-node in-process swarm
+//! (memory transport) with `prefix` elects super peers, forms clusters with every node
+//! attached and the share within bounds; then a super peer is crashed and every node is
+//! attached again, its slot taken over by a live node, none held twice.
+//!
+//! Not here yet: the same for `tokens`. On loopback (no latency emulation) the coordinates
+//! are ping noise and the tokens kept moving (212 moves in 150 s, no holder promoted, every
+//! node attached; run of 2026-11-21), so the swarm never converges by the rule below; the
+//! token test needs the emulated latency model (`LocalSwarmConfig::latency_seed`).
+//!
+//! The swarm's random choices come from a printed seed (replay with `PEERAGE_SEED`); node
+//! keys are fresh each run, so ids (and with them which nodes become super peers) differ.
+
+use overlay::ElectionConfig;
+use peerage_node::superpeer_report::{run_phase, SpPhaseOptions};
+use peerage_node::{LocalSwarm, LocalSwarmConfig};
+use std::time::{Duration, Instant};
+
+const NODES: usize = 16;
+const SHARE: f64 = 0.2;
+const CAP: u32 = 12;
+
+fn seed() -> u64 {
+    let seed = std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
+    println!("seed {seed} (replay with PEERAGE_SEED={seed})");
+    seed
+}
+
+async fn forms_clusters_and_replaces(method: &str) {
+    let seed = seed();
+    let mut c = LocalSwarmConfig::new(NODES, ElectionConfig::default(), seed);
+    c.template.timing.settle_ms = 1_000;
+    c.template.timing.ping_s = 2;
+    let sp = &mut c.template.superpeer;
+    sp.mode = method.into();
+    sp.share = SHARE;
+    sp.cluster_cap = CAP;
+    sp.hold_rounds = 5;
+    sp.start_delay_ms = 2_000;
+    let t0 = Instant::now();
+    let mut swarm = LocalSwarm::start(&c).await.expect("swarm starts");
+    let opts = SpPhaseOptions {
+        cluster_cap: CAP,
+        method: method.into(),
+        stable: Duration::from_secs(5),
+        timeout: Duration::from_secs(150),
+        kill_fraction: Some(0.01),
+        kill_at: Duration::from_secs(1),
+        seed,
+    };
+    let r = run_phase(&mut swarm, &opts, t0, None).await;
+    println!("{r:#?}");
+    let m = &r.at_convergence;
+    assert!(r.converged_s.is_some(), "{method}: super peers did not converge: {m:?}");
+    assert_eq!(m.unattached, 0, "{method}: every node must be a super peer or attached to one");
+    assert!(m.heads >= 1, "{method}: no super peer");
+    // Each super peer holds one of the `wanted` reserved slots (or the token created for it).
+    assert!(
+        (m.heads as u64) <= m.wanted_max && m.head_share <= 2.0 * SHARE,
+        "{method}: share out of bounds: {} heads of {} nodes, wanted {}..{}",
+        m.heads,
+        m.live_nodes,
+        m.wanted_min,
+        m.wanted_max
+    );
+    assert!(m.largest_load <= CAP as usize, "{method}: a cluster over its cap");
+    if method == "tokens" {
+        assert_eq!(m.super_peers, m.heads, "tokens: every holder promoted itself");
+    }
+    let k = r.kill.as_ref().expect("a super peer was killed");
+    assert_eq!(k.killed, 1);
+    assert!(k.replaced_s.is_some(), "{method}: nodes not attached again after the kill: {:?}", k.after);
+    assert_eq!(k.after.unattached, 0, "{method}: every node attached again");
+    assert_eq!(k.roles_duplicated, 0, "{method}: a role is held twice");
+    // The victim is chosen among super peers with members, so its role must live on.
+    assert_eq!(k.roles_lost, 0, "{method}: the killed super peer's role was lost: {k:?}");
+    assert_eq!(k.roles_taken_over, 1, "{method}: the killed super peer's role was not taken over: {k:?}");
+    swarm.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefix_super_peers_form_clusters_and_survive_a_kill() {
+    forms_clusters_and_replaces("prefix").await;
+}

@@ -424,11 +424,15 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         // Cluster views of the victims, to check who should win.
         let mut expected: BTreeMap<u32, NodeIdRankCheck> = BTreeMap::new();
         for &v in &victims {
-            let members: Vec<u32> = sim.nodes[v as usize]
+            let mut members: Vec<u32> = sim.nodes[v as usize]
                 .members()
                 .iter()
                 .filter_map(|m| w.index.get(&m.id))
                 .collect();
+            if members.is_empty() {
+                // A member-less head's role goes to the backup it named.
+                members.extend(sim.nodes[v as usize].backup().and_then(|b| w.index.get(&b)));
+            }
             expected.insert(v, NodeIdRankCheck { role: sim.nodes[v as usize].role(), members });
         }
         for &v in &victims {

@@ -27,6 +27,13 @@
 //!    the node backs off from it and tries the next. *Ours:* token holders take members from
 //!    the moment they hold a token (provisional clusters), so the cluster's pull can act on the
 //!    token and a lost token always has a cluster to recreate it.
+//!    *Ours:* an unattached node whose cached heads all refused it as full keeps looking
+//!    for a head with room: every 5 rounds it looks up the providers of random slots (or the
+//!    token directory) again, and while unattached a newcomer takes the cache place of a
+//!    head that refused it (farthest first) however far it is. Without this the cache keeps
+//!    only the nearest heads, and when all of them are full (after a crash, the orphans of
+//!    the dead clusters crowd the heads near them) the node never learns of heads with
+//!    room farther away (issue 4, seeds 32, 37, 38, 49).
 //! 4. **Token moves.** Holders gossip token entries with their nearest and a random known
 //!    holder; each round a holder computes the net force on its token ([`super::token`]: its
 //!    members pull it, as masses, toward their median; tokens inside each other's cluster
@@ -47,11 +54,13 @@
 //!    the token is recreated once. Safety net (*ours*): if token gossip ever shows the same
 //!    token at two holders, the one with the lower `(epoch, id)` gives it up.
 //!
-//! 6. **Member-less holders** (*ours*): a holder with no member would take its token with it
-//!    when it crashes. It therefore names its nearest neighbour **backup** with a
-//!    `ClusterView` of just `[holder, backup]`, refreshed every `view_every` rounds; when
-//!    the backup learns that the holder is down while that view is fresh, it runs the same
-//!    re-election over the group `[backup]` and takes the token over at epoch + 1. Once the
+//! 6. **Member-less heads** (*ours*): a head with no member would take its role with it
+//!    when it crashes (a token, or in the reserved-prefix method its slot: nobody would
+//!    claim the slot again; issue 4, seed 77). It therefore names its nearest neighbour
+//!    **backup** with a `ClusterView` of just `[holder, backup]`, refreshed every
+//!    `view_every` rounds; when the backup learns that the holder is down while that view is
+//!    fresh, it runs the same re-election over the group `[backup]` and takes the role over
+//!    (token at epoch + 1, or the slot). Once the
 //!    holder has members (or gives the token away) it sends the backup a view without it,
 //!    which releases it; members get their first view in that same round, so members and
 //!    backup do not both hold a fresh view.
@@ -182,7 +191,7 @@ pub struct SuperPeerNode {
     attached: Option<PeerInfo>,
     attaching: Option<(NodeId, u32)>,
     member_view: Option<(NodeId, HeadRole, Arc<[NodeId]>)>,
-    /// A member-less token holder named us its backup: its view and the round it came.
+    /// A member-less head named us its backup: its view and the round it came.
     backup_view: Option<(NodeId, HeadRole, Arc<[NodeId]>, u32)>,
     election: Option<ClusterElection>,
 }
@@ -248,6 +257,10 @@ impl SuperPeerNode {
     }
     pub fn attached_to(&self) -> Option<NodeId> {
         self.attached.map(|a| a.id)
+    }
+    /// The neighbour this head named backup while it has no member (see the module doc).
+    pub fn backup(&self) -> Option<NodeId> {
+        self.head.as_ref().and_then(|h| h.backup)
     }
     /// The super peers this node knows (its cache), nearest first.
     pub fn known_heads(&self) -> Vec<PeerInfo> {
@@ -534,7 +547,23 @@ impl SuperPeerNode {
                 return;
             }
         }
+        if self.hunting()
+            && !self.cache.is_empty()
+            && self.cache.iter().all(|c| c.backoff_until > self.round)
+            && self.wanted > 0
+            && self.round.wrapping_sub(self.last_seed) >= 5
+        {
+            // Unattached and every known head is full: look further (see the module doc,
+            // step 3), the answers take the places of the full heads in the cache.
+            self.seed(ctx);
+        }
         self.try_attach(ctx);
+    }
+
+    /// True while the node is neither a head nor attached nor waiting for an answer: it
+    /// looks for a head with room.
+    fn hunting(&self) -> bool {
+        self.head.is_none() && self.attached.is_none() && self.attaching.is_none()
     }
 
     fn head_tick(&mut self, ctx: &mut SpContext<'_>) {
@@ -563,19 +592,18 @@ impl SuperPeerNode {
                     ctx.send(m.id, SpMessage::ClusterView { role: h.role, members: ids.clone() });
                 }
             }
-            // A token holder without members names its nearest neighbour backup (the view
-            // [holder, backup]), so that a crash of the holder does not lose the token; the
-            // backup is released (a view that does not name it) once members come.
-            if matches!(h.role, HeadRole::Token { .. }) {
-                if h.members.is_empty() {
-                    if let Some(b) = self.neighbours.first() {
-                        h.backup = Some(b.id);
-                        ctx.send(b.id, SpMessage::ClusterView { role: h.role, members: Arc::from(vec![me.id, b.id]) });
-                    }
-                } else if let Some(b) = h.backup.take() {
-                    if let Some(ids) = &h.ids {
-                        ctx.send(b, SpMessage::ClusterView { role: h.role, members: ids.clone() });
-                    }
+            // A head without members (token holder or slot owner) names its nearest
+            // neighbour backup (the view [head, backup]), so that a crash of the head does
+            // not lose its role; the backup is released (a view that does not name it) once
+            // members come.
+            if h.members.is_empty() {
+                if let Some(b) = self.neighbours.first() {
+                    h.backup = Some(b.id);
+                    ctx.send(b.id, SpMessage::ClusterView { role: h.role, members: Arc::from(vec![me.id, b.id]) });
+                }
+            } else if let Some(b) = h.backup.take() {
+                if let Some(ids) = &h.ids {
+                    ctx.send(b, SpMessage::ClusterView { role: h.role, members: ids.clone() });
                 }
             }
         }
@@ -696,6 +724,21 @@ impl SuperPeerNode {
         }
         let me = self.me.point;
         let d = me.rtt(&info.point);
+        if self.cache.len() >= self.cfg.cache_size && self.head.is_none() && self.attached.is_none() {
+            // Unattached: a head that refused us as full gives its place to any newcomer
+            // (the farthest such head first), however far the newcomer is.
+            let full = self
+                .cache
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.backoff_until > round)
+                .map(|(i, c)| (i, me.rtt(&c.info.point)))
+                .max_by(|a, b| a.1.total_cmp(&b.1));
+            if let Some((i, _)) = full {
+                self.cache[i] = CacheEntry { info, age, backoff_until: 0 };
+                return;
+            }
+        }
         if self.cache.len() >= self.cfg.cache_size {
             // Replace the farthest entry if the newcomer is nearer.
             let (i, far) = self
@@ -880,8 +923,7 @@ impl SuperPeerNode {
                 if !self.attached.is_some_and(|a| a.id == from) {
                     // A member-less holder naming us backup: [holder, us]. Any other view from
                     // it releases us.
-                    let backup = matches!(role, HeadRole::Token { .. })
-                        && members.len() == 2
+                    let backup = members.len() == 2
                         && members.contains(&from)
                         && members.contains(&self.me.id);
                     if backup && self.head.is_none() {

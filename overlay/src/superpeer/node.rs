@@ -29,8 +29,8 @@
 //!    token and a lost token always has a cluster to recreate it.
 //!    *Ours:* an unattached node whose cached heads all refused it as full keeps looking
 //!    for a head with room: every 5 rounds it looks up the providers of random slots (or the
-//!    token directory) again, and while unattached a newcomer takes the cache place of a
-//!    head that refused it (farthest first) however far it is. Without this the cache keeps
+//!    token directory) again, and while all its cached heads are full a newcomer takes the
+//!    cache place of the farthest of them however far it is. Without this the cache keeps
 //!    only the nearest heads, and when all of them are full (after a crash, the orphans of
 //!    the dead clusters crowd the heads near them) the node never learns of heads with
 //!    room farther away (issue 4, seeds 32, 37, 38, 49).
@@ -724,9 +724,13 @@ impl SuperPeerNode {
         }
         let me = self.me.point;
         let d = me.rtt(&info.point);
-        if self.cache.len() >= self.cfg.cache_size && self.head.is_none() && self.attached.is_none() {
-            // Unattached: a head that refused us as full gives its place to any newcomer
-            // (the farthest such head first), however far the newcomer is.
+        if self.cache.len() >= self.cfg.cache_size
+            && self.head.is_none()
+            && self.attached.is_none()
+            && self.cache.iter().all(|c| c.backoff_until > round)
+        {
+            // Unattached and every cached head refused us as full: the farthest of them gives
+            // its place to any newcomer, however far the newcomer is.
             let full = self
                 .cache
                 .iter()

@@ -468,6 +468,18 @@ mod tests {
         frames
     }
 
+    /// Two distinct elements of one slice, both mutable (`i != j`).
+    fn two_mut<T>(v: &mut [T], i: usize, j: usize) -> (&mut T, &mut T) {
+        assert_ne!(i, j);
+        if i < j {
+            let (l, r) = v.split_at_mut(j);
+            (&mut l[i], &mut r[0])
+        } else {
+            let (l, r) = v.split_at_mut(i);
+            (&mut r[0], &mut l[j])
+        }
+    }
+
     fn same(a: &Directory, b: &Directory) -> bool {
         a.bucket_hashes() == b.bucket_hashes() && a.len() == b.len()
     }
@@ -588,13 +600,7 @@ mod tests {
             let mut frames = 0;
             for i in order {
                 let j = *adj[i].choose(&mut rng).unwrap();
-                let (x, y) = if i < j {
-                    let (l, r) = dirs.split_at_mut(j);
-                    (&mut l[i], &mut r[0])
-                } else {
-                    let (l, r) = dirs.split_at_mut(i);
-                    (&mut r[0], &mut l[j])
-                };
+                let (x, y) = two_mut(&mut dirs, i, j);
                 frames += exchange(x, y);
             }
             if dirs.iter().all(|d| d.len() == n && same(d, &dirs[0])) {
@@ -607,13 +613,7 @@ mod tests {
         for _ in 0..SETTLED_STREAK {
             for i in 0..n {
                 let j = adj[i][0];
-                let (x, y) = if i < j {
-                    let (l, r) = dirs.split_at_mut(j);
-                    (&mut l[i], &mut r[0])
-                } else {
-                    let (l, r) = dirs.split_at_mut(i);
-                    (&mut r[0], &mut l[j])
-                };
+                let (x, y) = two_mut(&mut dirs, i, j);
                 assert_eq!(exchange(x, y), 1);
             }
         }

@@ -8,9 +8,11 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(name = "peerage", version, about = "Peerage: a libp2p overlay that elects leaders and super peers")]
 pub struct Cli {
-    /// Log filter (tracing env-filter syntax), logs go to stderr. Also RUST_LOG.
-    #[arg(long, global = true, default_value = "info")]
-    pub log: String,
+    /// Log filter (tracing env-filter syntax), logs go to stderr. Without it RUST_LOG is used,
+    /// else `info` for `run` and `warn` for `swarm` (N nodes' info lines would bury its
+    /// progress bar).
+    #[arg(long, global = true)]
+    pub log: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }

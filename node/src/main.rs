@@ -14,9 +14,23 @@ use tracing_subscriber::EnvFilter;
 
 fn main() {
     let cli = Cli::parse();
-    let filter = EnvFilter::try_from_default_env()
-        .or_else(|_| EnvFilter::try_new(&cli.log))
-        .unwrap_or_else(|_| EnvFilter::new("info"));
+    let default_log = match cli.command {
+        Command::Run(_) => "info",
+        Command::Swarm(_) => "warn",
+    };
+    // An explicit --log wins over RUST_LOG, which wins over the subcommand's default.
+    let log = match (&cli.log, std::env::var("RUST_LOG")) {
+        (Some(flag), _) => flag.clone(),
+        (None, Ok(env)) if !env.is_empty() => env,
+        _ => default_log.to_string(),
+    };
+    let filter = match EnvFilter::try_new(&log) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("peerage: error: bad log filter {log:?} (--log or RUST_LOG): {e}");
+            std::process::exit(2);
+        }
+    };
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,

@@ -798,6 +798,16 @@ mod tests {
 
     /// The old leader recovers and wins again: its stale candidate ranks above the group's
     /// leader, so its successor holds a new election.
+    /// Feeds one input to a lone process at time zero and returns its effects
+    /// (Chang-Roberts draws no randomness, so a fresh RNG per call changes nothing).
+    fn feed(p: &mut ChangRoberts, input: Input) -> Vec<crate::driver::Effect> {
+        let mut rng = StdRng::seed_from_u64(0);
+        let mut fx = Vec::new();
+        let mut ctx = Context::new(Time::ZERO, &mut rng, &mut fx);
+        p.handle(&mut ctx, input);
+        fx
+    }
+
     #[test]
     fn cr_recovered_highest_wins() {
         recovered_highest_wins(&cfg());
@@ -811,14 +821,6 @@ mod tests {
         let group = Arc::new(Membership::new(ranks.iter().copied()));
         // Process 3, the predecessor of process 4.
         let mut p = ChangRoberts::new(ranks[3], group, &cfg());
-        let mut rng = StdRng::seed_from_u64(0);
-        let mut fx = Vec::new();
-        let mut feed = |p: &mut ChangRoberts, input: Input| {
-            fx.clear();
-            let mut ctx = Context::new(Time::ZERO, &mut rng, &mut fx);
-            p.handle(&mut ctx, input);
-            fx.clone()
-        };
         let from = ranks[2].id;
         use crate::driver::Effect;
         // Epoch 3 names process 3 itself (its lap comes back).
@@ -886,14 +888,6 @@ mod tests {
         // A process taking part in a higher candidate's election of the same epoch (here 3,
         // while it names 2) does not move down either.
         let mut p = ChangRoberts::new(net.rank(0), net.group.clone(), &cfg());
-        let mut rng = StdRng::seed_from_u64(0);
-        let mut fx = Vec::new();
-        let mut feed = |p: &mut ChangRoberts, input: Input| {
-            fx.clear();
-            let mut ctx = Context::new(Time::ZERO, &mut rng, &mut fx);
-            p.handle(&mut ctx, input);
-            fx.clone()
-        };
         let r1 = net.rank(1);
         feed(&mut p, Input::Start);
         feed(&mut p, Input::Message { from: r3.id, msg: Message::CrElected { epoch: 1, leader: r2 } });
@@ -939,14 +933,6 @@ mod tests {
         let ranks: Vec<Rank> = (0..3).map(|i| Rank::new(0, NodeId::from_u64(i + 1))).collect();
         let group = Arc::new(Membership::new(ranks.iter().copied()));
         let mut p = ChangRoberts::new(ranks[1], group, &cfg());
-        let mut rng = StdRng::seed_from_u64(0);
-        let mut fx = Vec::new();
-        let mut feed = |p: &mut ChangRoberts, input: Input| {
-            fx.clear();
-            let mut ctx = Context::new(Time::ZERO, &mut rng, &mut fx);
-            p.handle(&mut ctx, input);
-            fx.clone()
-        };
         let (r0, r1, r2) = (ranks[0], ranks[1], ranks[2]);
         feed(&mut p, Input::Recover);
         feed(&mut p, Input::SendFailed { to: r2.id, msg: Message::CrElection { epoch: 1, candidate: r1 } });

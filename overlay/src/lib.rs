@@ -15,6 +15,7 @@
 //! - [`wire`]: versioned wire envelope and a decoder that never panics.
 //! - [`coords`]: Vivaldi latency coordinates (height, adjustment, gravity, latency filter).
 //! - [`latency`]: a seeded model of Internet RTTs shared by the simulator and the local swarm.
+//! - [`stats`]: summary statistics (mean, spread, nearest-rank percentiles) for every report.
 //! - `testkit` (tests and the `testkit` feature): a lock-step deterministic pump for exact tests.
 
 pub mod coords;
@@ -23,6 +24,7 @@ pub mod election;
 pub mod id;
 pub mod latency;
 pub mod membership;
+pub mod stats;
 pub mod superpeer;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;

@@ -20,6 +20,7 @@
 //! and the protocol nodes.
 
 pub mod baseline;
+pub mod kmedian;
 pub mod measure;
 pub mod plot;
 pub mod protocol;
@@ -108,6 +109,14 @@ pub struct SuperpeersArgs {
     /// Lloyd iterations of the k-means yardstick.
     #[arg(long, default_value_t = 15)]
     pub kmeans_iters: usize,
+    /// Also search the strong yardstick on the TRUE RTT (capacitated k-median: exact
+    /// assignment, k-medoids refinement, Lagrangian lower bound; [`kmedian`]); N <= 20,000.
+    /// Adds the rows `random-x` (random heads, exact TRUE assignment) and `kmedian`.
+    #[arg(long)]
+    pub kmedian: bool,
+    /// Subgradient iterations of the k-median lower bound.
+    #[arg(long, default_value_t = 300)]
+    pub kmedian_iters: usize,
     /// Neighbours per node from its own city, and random ones.
     #[arg(long, default_value_t = 8)]
     pub near: usize,
@@ -154,10 +163,25 @@ struct RunReport {
     /// Mean TRUE RTT from a sampled node to its nearest other node: a floor under any
     /// placement's mean latency ([`baseline::floor_nearest_node`]).
     floor_nearest_node_ms: f64,
+    /// The strong yardstick and the bound (`--kmedian`).
+    kmedian: Option<KMedianReport>,
     rows: Vec<Row>,
     protocols: Vec<(String, ProtoOutcome)>,
     seconds: f64,
     peak_rss_mib: Option<f64>,
+}
+
+/// What `--kmedian` found ([`kmedian::solve`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct KMedianReport {
+    /// Lower bound on the mean TRUE RTT of any placement of k heads with the cap, ms.
+    pub bound_mean_ms: f64,
+    /// Mean TRUE RTT of the best placement found, ms.
+    pub best_mean_ms: f64,
+    pub best_start: String,
+    /// (start, mean after exact assignment, mean after the k-medoids refinement), ms.
+    pub starts: Vec<(String, f64, f64)>,
+    pub seconds: f64,
 }
 
 fn peak_rss_mib() -> Option<f64> {
@@ -247,6 +271,7 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
         let baselines = std::thread::scope(|scope| -> anyhow::Result<_> {
             let w = &w;
             let kmeans_iters = args.kmeans_iters;
+            let (want_kmedian, kmedian_iters) = (args.kmedian, args.kmedian_iters);
             let bpb = multi.add(bar(kmeans_iters as u64, &format!("N={n} baselines")));
             let handle = scope.spawn(move || {
                 let r = baseline::random(w, k, cap, &mut brng);
@@ -254,7 +279,26 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
                 bpb.finish();
                 let mr = measure(w, &r.heads, &r.head_of, cap, &mut brng);
                 let mk = measure(w, &km.heads, &km.head_of, cap, &mut brng);
-                (r, km, mr, mk)
+                // The strong yardstick draws from its own generators, so the rows above do
+                // not depend on `--kmedian`.
+                let strong = want_kmedian.then(|| -> anyhow::Result<_> {
+                    let t = Instant::now();
+                    let mut mrng = ChaCha8Rng::seed_from_u64(seed ^ 0x6b6d_6564);
+                    let (rx_of, _) = kmedian::assign_exact(w, &r.heads, cap)?;
+                    let p = kmedian::Params { k, cap, iterations: kmedian_iters, seed: seed ^ 0x6b6d };
+                    let out = kmedian::solve(w, &p, &km.heads, &r.heads, |_| {})?;
+                    let mrx = measure(w, &r.heads, &rx_of, cap, &mut mrng);
+                    let mkm = measure(w, &out.heads, &out.head_of, cap, &mut mrng);
+                    let rep = KMedianReport {
+                        bound_mean_ms: out.bound_mean_ms,
+                        best_mean_ms: out.best_mean_ms,
+                        best_start: out.best_start.clone(),
+                        starts: out.starts.clone(),
+                        seconds: t.elapsed().as_secs_f64(),
+                    };
+                    Ok((mrx, rx_of, mkm, out, rep))
+                });
+                (r, km, mr, mk, strong)
             });
             // The methods' runs are independent (each seeds its own RNG from `seed`): with
             // `--jobs 2` they run at the same time; they are measured in order afterwards, so
@@ -302,11 +346,20 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
             }
             handle.join().map_err(|_| anyhow::anyhow!("the baseline thread panicked"))
         })?;
-        let (r, km, mr, mk) = baselines;
+        let (r, km, mr, mk, strong) = baselines;
+        let strong = strong.transpose()?;
         results.push(("random".into(), mr.clone(), None));
         results.push(("kmeans".into(), mk.clone(), None));
-        assignments.push(("random".into(), r.heads, r.head_of));
+        assignments.push(("random".into(), r.heads.clone(), r.head_of));
         assignments.push(("kmeans".into(), km.heads, km.head_of));
+        let mut kmedian_report = None;
+        if let Some((mrx, rx_of, mkm, out, rep)) = strong {
+            results.push(("random-x".into(), mrx, None));
+            results.push(("kmedian".into(), mkm, None));
+            assignments.push(("random-x".into(), r.heads, rx_of));
+            assignments.push(("kmedian".into(), out.heads, out.head_of));
+            kmedian_report = Some(rep);
+        }
 
         let mut rows = Vec::new();
         for (name, m, out) in &results {
@@ -350,6 +403,7 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
         let floor = baseline::floor_nearest_node(&w, 2000, seed ^ 0xf100_12);
         let report = RunReport {
             floor_nearest_node_ms: floor,
+            kmedian: kmedian_report.clone(),
             nodes: n,
             seed: args.seed,
             share: args.share,
@@ -378,6 +432,37 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
             w.coord_error_p90,
             path.display()
         );
+        if let Some(km) = &kmedian_report {
+            let tokens = rows.iter().find(|r| r.method == "tokens").map(|r| r.m.rtt_mean_ms);
+            println!(
+                "N={n}: capacitated k-median on the TRUE RTT: best {:.2} ms (start {}), lower bound {:.2} ms (gap {:.1} %); best = {:.3} x random, bound = {:.3} x random; tokens = {} x best; {:.1} s",
+                km.best_mean_ms,
+                km.best_start,
+                km.bound_mean_ms,
+                100.0 * (km.best_mean_ms / km.bound_mean_ms - 1.0),
+                km.best_mean_ms / mr.rtt_mean_ms,
+                km.bound_mean_ms / mr.rtt_mean_ms,
+                tokens.map_or("-".into(), |t| format!("{:.3}", t / km.best_mean_ms)),
+                km.seconds
+            );
+            for (name, before, after) in &km.starts {
+                println!("  k-median start {name}: {before:.2} ms after exact assignment, {after:.2} ms after k-medoids");
+            }
+            // Placement against assignment: a protocol's own heads, assigned exactly on the
+            // TRUE RTT (only without a failure phase, where every node is alive).
+            for (name, o) in &report.protocols {
+                if o.failure.is_none() {
+                    if let Ok((_, total)) = kmedian::assign_exact(&w, &o.heads, cap) {
+                        let mean = total / (n - o.heads.len()).max(1) as f64;
+                        println!(
+                            "  {name} heads with the exact TRUE assignment: {mean:.2} ms = {:.3} x random, {:.3} x best",
+                            mean / mr.rtt_mean_ms,
+                            mean / km.best_mean_ms
+                        );
+                    }
+                }
+            }
+        }
         for (name, o) in &report.protocols {
             if let Some(f) = &o.failure {
                 println!(

@@ -1,0 +1,465 @@
+//! What any super-peer placement can achieve on a world: a strong, capacity-aware yardstick
+//! and a lower bound, both on the TRUE (model) RTT with global knowledge (issue 4, session 3).
+//!
+//! The problem every method of `peerage-lab superpeers` faces is the **capacitated k-median**
+//! problem: choose exactly `k` heads among the `N` nodes and assign every other node to a head
+//! with at most `cap` members, minimising the mean RTT of the normal nodes to their head (a
+//! head is its own super peer and is not counted, as in [`super::measure`]). Here it is
+//! attacked with the textbook tools, on the TRUE RTT (access delays of both ends, route
+//! inflation, per-pair noise and detours included), which no protocol can see:
+//!
+//! - **Exact assignment** for a fixed set of heads ([`assign_exact`]): a transportation
+//!   problem, solved by a greedy start (nodes in decreasing regret take their best head with
+//!   room) and then **cycle cancelling** on the graph of heads (edge `s -> t` weighs the cheapest
+//!   `d(i, t) - d(i, s)` over the members `i` of `s`, plus a free edge from every head with
+//!   room back to every head): a negative cycle is an improving chain of moves (Bellman-Ford
+//!   finds one); when none is left the assignment is optimal (min-cost-flow optimality: the
+//!   condensed graph has a negative cycle iff the residual graph does).
+//! - **Lower bound** ([`lagrangian`]): Lagrangian relaxation of the "every node is a head or
+//!   assigned once" constraints with multipliers `λ_i`. For fixed `λ` the relaxed problem
+//!   splits by head: opening `j` is worth `v_j = -λ_j + Σ` of the `cap` most negative
+//!   `d(i, j) - λ_i`, and the `k` smallest `v_j` are opened, so
+//!   `L(λ) = Σ λ_i + Σ_{k smallest} v_j` <= the optimum for every `λ` (the bound of the
+//!   LP relaxation with `x_ij <= y_j` and the capacities, at the best `λ`). `λ` is improved
+//!   by subgradient steps (Polyak step toward the best upper bound, halved after stalls).
+//!   To keep memory at `O(N·m)` each node's `λ_i` is capped at `T_i`, its RTT to its
+//!   `m`-th nearest node (`m = max(3·cap, 64)`): pairs with `d(i, j) >= T_i` then never enter
+//!   a `v_j`, so dropping them is exact and the bound stays valid (only possibly looser).
+//! - **Yardstick** (upper bound): head sets from the k-means yardstick, from random, and from
+//!   the relaxation (the `k` heads it opens at its best iterations) are each assigned exactly,
+//!   then improved by **capacitated k-medoids** alternation (each cluster's head moves to the
+//!   member minimising the cluster's total RTT, then the exact assignment again) while the
+//!   cost drops. The best is reported. The gap to the bound says how far from optimal it is.
+//!
+//! Cost: `N²` model RTT evaluations to build the candidate lists (the model holds no matrix),
+//! so this runs only up to [`MAX_NODES`] nodes (N = 10,000 takes ~10^8 evaluations).
+//! Choices where the literature leaves room: the number of subgradient iterations
+//! ([`Params::iterations`]), `m`, and the medoid refinement as the only local search (no
+//! open/close swap search: the relaxation's own head sets stand in for it).
+
+use super::world::World;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+/// Largest population this module accepts (its cost is `N²` RTT evaluations).
+pub const MAX_NODES: usize = 20_000;
+
+/// Settings of the search.
+#[derive(Clone, Debug)]
+pub struct Params {
+    pub k: usize,
+    pub cap: u64,
+    /// Subgradient iterations of the relaxation.
+    pub iterations: usize,
+    pub seed: u64,
+}
+
+/// The outcome: the best placement found, its exact assignment, and the bound.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub heads: Vec<u32>,
+    pub head_of: Vec<u32>,
+    /// Mean TRUE RTT of the normal nodes to their head in the best placement, ms.
+    pub best_mean_ms: f64,
+    /// Lower bound on that mean for any placement of `k` heads with the cap, ms.
+    pub bound_mean_ms: f64,
+    /// Which start gave the best placement.
+    pub best_start: String,
+    /// Mean of each start after exact assignment, before and after the medoid refinement.
+    pub starts: Vec<(String, f64, f64)>,
+}
+
+/// Why the search was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum KMedianError {
+    #[error("capacitated k-median: N = {0} is above the limit of {MAX_NODES} (N² RTT evaluations)")]
+    TooLarge(usize),
+    #[error("capacitated k-median: {k} heads with cap {cap} cannot hold the other {rest} nodes")]
+    Infeasible { k: usize, cap: u64, rest: usize },
+}
+
+/// Exact capacitated assignment of every non-head to `heads` on the TRUE RTT (see the module
+/// doc). Returns `head_of` (itself for a head) and the total RTT, ms.
+pub fn assign_exact(w: &World, heads: &[u32], cap: u64) -> Result<(Vec<u32>, f64), KMedianError> {
+    let n = w.len();
+    let k = heads.len();
+    let rest = n - k;
+    if (k as u64) * cap < rest as u64 || k == 0 {
+        return Err(KMedianError::Infeasible { k, cap, rest });
+    }
+    let mut is_head = vec![u32::MAX; n];
+    for (s, &h) in heads.iter().enumerate() {
+        is_head[h as usize] = s as u32;
+    }
+    let clients: Vec<u32> = (0..n as u32).filter(|&i| is_head[i as usize] == u32::MAX).collect();
+    // d[c * k + s]: RTT of client c to head s.
+    let mut d = vec![0f32; clients.len() * k];
+    for (c, &i) in clients.iter().enumerate() {
+        for (s, &h) in heads.iter().enumerate() {
+            d[c * k + s] = w.rtt_ms(i, h) as f32;
+        }
+    }
+    // Greedy start: decreasing regret (second best minus best), best head with room.
+    let mut order: Vec<(f32, usize)> = (0..clients.len())
+        .map(|c| {
+            let row = &d[c * k..(c + 1) * k];
+            let (mut a, mut b) = (f32::INFINITY, f32::INFINITY);
+            for &x in row {
+                if x < a {
+                    b = a;
+                    a = x;
+                } else if x < b {
+                    b = x;
+                }
+            }
+            (if b.is_finite() { b - a } else { 0.0 }, c)
+        })
+        .collect();
+    order.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
+    let mut load = vec![0u64; k];
+    let mut at = vec![0u32; clients.len()];
+    let mut idx: Vec<usize> = (0..k).collect();
+    for &(_, c) in &order {
+        let row = &d[c * k..(c + 1) * k];
+        idx.sort_by(|&a, &b| row[a].total_cmp(&row[b]));
+        // Feasible by the check above: some head has room.
+        let s = idx.iter().copied().find(|&s| load[s] < cap).unwrap_or(0);
+        load[s] += 1;
+        at[c] = s as u32;
+    }
+    // Cycle cancelling on the condensed graph of heads, node k is the "room" node.
+    let kk = k + 1;
+    let mut wgt = vec![f64::INFINITY; kk * kk];
+    let mut who = vec![u32::MAX; k * k];
+    let mut dist = vec![0f64; kk];
+    let mut pred = vec![usize::MAX; kk];
+    // Each cancelled cycle lowers the total by more than the tolerance, so this ends; the
+    // cap only guards against float surprises.
+    for _ in 0..1_000_000 {
+        wgt.iter_mut().for_each(|x| *x = f64::INFINITY);
+        who.iter_mut().for_each(|x| *x = u32::MAX);
+        for (c, &s) in at.iter().enumerate() {
+            let s = s as usize;
+            let row = &d[c * k..(c + 1) * k];
+            let base = row[s];
+            for t in 0..k {
+                if t == s {
+                    continue;
+                }
+                let delta = (row[t] - base) as f64;
+                if delta < wgt[s * kk + t] {
+                    wgt[s * kk + t] = delta;
+                    who[s * k + t] = c as u32;
+                }
+            }
+        }
+        for t in 0..k {
+            if load[t] < cap {
+                wgt[t * kk + k] = 0.0;
+            }
+            wgt[k * kk + t] = 0.0;
+        }
+        // Bellman-Ford from a virtual source joined to every node at weight 0.
+        dist.iter_mut().for_each(|x| *x = 0.0);
+        pred.iter_mut().for_each(|x| *x = usize::MAX);
+        let mut last = usize::MAX;
+        for _ in 0..kk {
+            last = usize::MAX;
+            for u in 0..kk {
+                let du = dist[u];
+                for v in 0..kk {
+                    let e = wgt[u * kk + v];
+                    if e.is_finite() && du + e < dist[v] - 1e-7 {
+                        dist[v] = du + e;
+                        pred[v] = u;
+                        last = v;
+                    }
+                }
+            }
+            if last == usize::MAX {
+                break;
+            }
+        }
+        if last == usize::MAX {
+            break;
+        }
+        // Walk back kk steps to land on the cycle, then collect it.
+        let mut v = last;
+        for _ in 0..kk {
+            if pred[v] == usize::MAX {
+                break;
+            }
+            v = pred[v];
+        }
+        let mut cyc = vec![v];
+        let mut u = pred[v];
+        while u != v && u != usize::MAX && cyc.len() <= kk {
+            cyc.push(u);
+            u = pred[u];
+        }
+        if u != v {
+            break; // no cycle after all (cannot happen after kk passes; stop safely)
+        }
+        cyc.reverse(); // edges cyc[i] -> cyc[i+1] (and last -> first)
+        let len = cyc.len();
+        let weight: f64 = (0..len).map(|e| wgt[cyc[e] * kk + cyc[(e + 1) % len]]).sum();
+        if !(weight < -1e-6) {
+            break;
+        }
+        let mut moves: Vec<(usize, usize, usize)> = Vec::with_capacity(len);
+        for e in 0..len {
+            let (s, t) = (cyc[e], cyc[(e + 1) % len]);
+            if s == k || t == k {
+                continue; // the free edges through the room node
+            }
+            moves.push((who[s * k + t] as usize, s, t));
+        }
+        for (c, s, t) in moves {
+            at[c] = t as u32;
+            load[s] -= 1;
+            load[t] += 1;
+        }
+    }
+    let mut head_of = vec![u32::MAX; n];
+    let mut total = 0f64;
+    for &h in heads {
+        head_of[h as usize] = h;
+    }
+    for (c, &i) in clients.iter().enumerate() {
+        let s = at[c] as usize;
+        head_of[i as usize] = heads[s];
+        total += w.rtt_ms(i, heads[s]);
+    }
+    Ok((head_of, total))
+}
+
+/// Capacitated k-medoids refinement of an exactly assigned placement (module doc). Returns
+/// the improved heads, assignment and total.
+fn refine(w: &World, mut heads: Vec<u32>, cap: u64) -> Result<(Vec<u32>, Vec<u32>, f64), KMedianError> {
+    let (mut head_of, mut total) = assign_exact(w, &heads, cap)?;
+    for _ in 0..30 {
+        let n = w.len();
+        let mut slot = vec![u32::MAX; n];
+        for (s, &h) in heads.iter().enumerate() {
+            slot[h as usize] = s as u32;
+        }
+        let mut members: Vec<Vec<u32>> = vec![Vec::new(); heads.len()];
+        for i in 0..n {
+            let h = head_of[i];
+            if h != u32::MAX {
+                members[slot[h as usize] as usize].push(i as u32);
+            }
+        }
+        let mut new_heads = heads.clone();
+        for (s, m) in members.iter().enumerate() {
+            let mut best = (f64::INFINITY, heads[s]);
+            for &c in m {
+                let cost: f64 = m.iter().map(|&x| w.rtt_ms(x, c)).sum();
+                if cost < best.0 {
+                    best = (cost, c);
+                }
+            }
+            new_heads[s] = best.1;
+        }
+        if new_heads == heads {
+            break;
+        }
+        let (ho, t) = assign_exact(w, &new_heads, cap)?;
+        if t >= total - 1e-6 {
+            break;
+        }
+        heads = new_heads;
+        head_of = ho;
+        total = t;
+    }
+    Ok((heads, head_of, total))
+}
+
+/// The relaxation's candidate lists: for every head `j`, the nodes `i` with `d(i, j) < T_i`.
+struct Lists {
+    cols: Vec<Vec<(u32, f32)>>,
+    thr: Vec<f32>,
+}
+
+fn lists(w: &World, m: usize, mut progress: impl FnMut(usize)) -> Lists {
+    let n = w.len();
+    let mut cols: Vec<Vec<(u32, f32)>> = vec![Vec::new(); n];
+    let mut thr = vec![0f32; n];
+    let mut row = vec![0f32; n];
+    let mut tmp = vec![0f32; n];
+    for i in 0..n {
+        for j in 0..n {
+            row[j] = if j == i { f32::INFINITY } else { w.rtt_ms(i as u32, j as u32) as f32 };
+        }
+        tmp.copy_from_slice(&row);
+        let m = m.min(n - 1).max(1);
+        let (_, t, _) = tmp.select_nth_unstable_by(m - 1, |a, b| a.total_cmp(b));
+        let t = *t;
+        thr[i] = t;
+        for (j, &x) in row.iter().enumerate() {
+            if x < t {
+                cols[j].push((i as u32, x));
+            }
+        }
+        if i % 256 == 0 {
+            progress(i);
+        }
+    }
+    Lists { cols, thr }
+}
+
+/// One evaluation of `L(λ)`: the bound, the opened heads and the subgradient.
+fn evaluate(l: &Lists, lambda: &[f64], k: usize, cap: usize, cover: &mut [i32], buf: &mut Vec<(f64, u32)>) -> (f64, Vec<u32>) {
+    let n = lambda.len();
+    let mut v = vec![(0f64, 0u32); n];
+    for j in 0..n {
+        buf.clear();
+        for &(i, dij) in &l.cols[j] {
+            let r = dij as f64 - lambda[i as usize];
+            if r < 0.0 {
+                buf.push((r, i));
+            }
+        }
+        if buf.len() > cap {
+            buf.select_nth_unstable_by(cap - 1, |a, b| a.0.total_cmp(&b.0));
+            buf.truncate(cap);
+        }
+        v[j] = (-lambda[j] + buf.iter().map(|x| x.0).sum::<f64>(), j as u32);
+    }
+    let k = k.min(n);
+    v.select_nth_unstable_by(k - 1, |a, b| a.0.total_cmp(&b.0));
+    let open: Vec<u32> = v[..k].iter().map(|x| x.1).collect();
+    let bound = lambda.iter().sum::<f64>() + v[..k].iter().map(|x| x.0).sum::<f64>();
+    // Subgradient: 1 - (head) - (times assigned).
+    cover.iter_mut().for_each(|c| *c = 1);
+    for &j in &open {
+        cover[j as usize] -= 1;
+        buf.clear();
+        for &(i, dij) in &l.cols[j as usize] {
+            let r = dij as f64 - lambda[i as usize];
+            if r < 0.0 {
+                buf.push((r, i));
+            }
+        }
+        if buf.len() > cap {
+            buf.select_nth_unstable_by(cap - 1, |a, b| a.0.total_cmp(&b.0));
+            buf.truncate(cap);
+        }
+        for &(_, i) in buf.iter() {
+            cover[i as usize] -= 1;
+        }
+    }
+    (bound, open)
+}
+
+/// The relaxation (module doc): the best bound on the TOTAL RTT and the head sets it opened
+/// at the iterations where the bound improved (at most `keep`, latest last).
+fn lagrangian(l: &Lists, k: usize, cap: usize, ub: f64, iterations: usize, keep: usize) -> (f64, Vec<Vec<u32>>) {
+    let n = l.cols.len();
+    // Start: every node's RTT to its nearest other node (capped at T_i).
+    let mut lambda: Vec<f64> = vec![f64::INFINITY; n];
+    for col in &l.cols {
+        for &(i, d) in col {
+            let x = &mut lambda[i as usize];
+            *x = x.min(d as f64);
+        }
+    }
+    for (i, x) in lambda.iter_mut().enumerate() {
+        if !x.is_finite() {
+            *x = l.thr[i] as f64;
+        }
+    }
+    let mut best = f64::NEG_INFINITY;
+    let mut sets: Vec<Vec<u32>> = Vec::new();
+    let mut theta = 2.0;
+    let mut stall = 0;
+    let mut cover = vec![0i32; n];
+    let mut buf = Vec::new();
+    for _ in 0..iterations {
+        let (b, open) = evaluate(l, &lambda, k, cap, &mut cover, &mut buf);
+        if b > best + 1e-9 {
+            best = b;
+            stall = 0;
+            sets.push(open);
+            if sets.len() > keep {
+                sets.remove(0);
+            }
+        } else {
+            stall += 1;
+            if stall >= 15 {
+                theta /= 2.0;
+                stall = 0;
+            }
+        }
+        let norm: f64 = cover.iter().map(|&c| (c as f64) * (c as f64)).sum();
+        if norm == 0.0 || theta < 1e-4 {
+            break;
+        }
+        let step = theta * (ub - b).max(1e-9) / norm;
+        for i in 0..n {
+            lambda[i] = (lambda[i] + step * cover[i] as f64).min(l.thr[i] as f64);
+        }
+    }
+    (best, sets)
+}
+
+/// Runs the whole search (module doc). `kmeans_heads` and `random_heads` are the other
+/// yardsticks' placements, used as starts. `progress(stage)` reports the phase.
+pub fn solve(
+    w: &World,
+    p: &Params,
+    kmeans_heads: &[u32],
+    random_heads: &[u32],
+    mut progress: impl FnMut(&str),
+) -> Result<Outcome, KMedianError> {
+    let n = w.len();
+    if n > MAX_NODES {
+        return Err(KMedianError::TooLarge(n));
+    }
+    let k = p.k.clamp(1, n);
+    let rest = n - k;
+    if (k as u64) * p.cap < rest as u64 {
+        return Err(KMedianError::Infeasible { k, cap: p.cap, rest });
+    }
+    let cap = p.cap as usize;
+    let mut starts: Vec<(String, f64, f64)> = Vec::new();
+    let mut best: Option<(f64, String, Vec<u32>, Vec<u32>)> = None;
+    let mut consider = |name: String, heads: Vec<u32>, best: &mut Option<(f64, String, Vec<u32>, Vec<u32>)>| -> Result<(), KMedianError> {
+        let (_, before) = assign_exact(w, &heads, p.cap)?;
+        let (h, ho, after) = refine(w, heads, p.cap)?;
+        starts.push((name.clone(), before / rest as f64, after / rest as f64));
+        if best.as_ref().is_none_or(|b| after < b.0) {
+            *best = Some((after, name, h, ho));
+        }
+        Ok(())
+    };
+    progress("k-means start");
+    consider("kmeans".into(), kmeans_heads.to_vec(), &mut best)?;
+    progress("random start");
+    consider("random".into(), random_heads.to_vec(), &mut best)?;
+    progress("candidate lists");
+    let m = (3 * cap).max(64);
+    let l = lists(w, m, |_| {});
+    progress("relaxation");
+    let ub = best.as_ref().map_or(f64::INFINITY, |b| b.0);
+    let (bound, sets) = lagrangian(&l, k, cap, ub, p.iterations, 3);
+    drop(l);
+    let mut r = ChaCha8Rng::seed_from_u64(p.seed);
+    for (e, mut s) in sets.into_iter().enumerate() {
+        progress("relaxation start");
+        // A relaxation's open set has exactly k distinct heads; shuffle only to make the
+        // slot order independent of node indices.
+        s.shuffle(&mut r);
+        consider(format!("lagrangian-{e}"), s, &mut best)?;
+    }
+    let (total, name, heads, head_of) = best.ok_or(KMedianError::Infeasible { k, cap: p.cap, rest })?;
+    Ok(Outcome {
+        heads,
+        head_of,
+        best_mean_ms: total / rest as f64,
+        bound_mean_ms: bound / rest as f64,
+        best_start: name,
+        starts,
+    })
+}

@@ -9,6 +9,7 @@
 //! - Bounded load: the largest cluster against the cap, and the number of clusters over it.
 
 use super::world::World;
+use overlay::stats::Sample;
 use rand::seq::SliceRandom;
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -35,17 +36,9 @@ pub struct Measures {
     pub nearest_sp_cv: f64,
 }
 
-fn pct(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
 /// Measures an assignment: `heads` are the super peers (cluster heads), `head_of[i]` is node
 /// `i`'s head (itself for a head; `u32::MAX` for unattached or dead nodes, `dead[i]` true for
-/// dead ones, which are skipped).
+/// dead ones, which are skipped). Percentiles and CVs of an empty set are NaN, means 0.
 pub fn measure(w: &World, heads: &[u32], head_of: &[u32], cap: u64, rng: &mut dyn RngCore) -> Measures {
     let n = w.len();
     let mut size = vec![0u64; n];
@@ -63,11 +56,8 @@ pub fn measure(w: &World, heads: &[u32], head_of: &[u32], cap: u64, rng: &mut dy
         size[h as usize] += 1;
         rtts.push(w.rtt_ms(i as u32, h));
     }
-    rtts.sort_by(|a, b| a.total_cmp(b));
-    let sizes: Vec<f64> = heads.iter().map(|&h| size[h as usize] as f64).collect();
-    let k = sizes.len().max(1) as f64;
-    let mean = sizes.iter().sum::<f64>() / k;
-    let var = sizes.iter().map(|s| (s - mean).powi(2)).sum::<f64>() / k;
+    let rtts = sample_of(rtts, "RTT to super peer");
+    let sizes = sample_of(heads.iter().map(|&h| size[h as usize] as f64).collect(), "cluster size");
     let mut sample: Vec<u32> = heads.to_vec();
     let mut r = ChaCha8Rng::seed_from_u64(rng.next_u64());
     sample.shuffle(&mut r);
@@ -79,25 +69,33 @@ pub fn measure(w: &World, heads: &[u32], head_of: &[u32], cap: u64, rng: &mut dy
         })
         .filter(|d| d.is_finite())
         .collect();
-    let nn_mean = nn.iter().sum::<f64>() / nn.len().max(1) as f64;
-    let nn_var = nn.iter().map(|d| (d - nn_mean).powi(2)).sum::<f64>() / nn.len().max(1) as f64;
+    let nn = sample_of(nn, "RTT to nearest other super peer");
+    let nan = f64::NAN;
     Measures {
         nodes: n as u64,
         super_peers: heads.len() as u64,
         share: heads.len() as f64 / n.max(1) as f64,
         unattached,
-        rtt_mean_ms: rtts.iter().sum::<f64>() / rtts.len().max(1) as f64,
-        rtt_p50_ms: pct(&rtts, 0.5),
-        rtt_p95_ms: pct(&rtts, 0.95),
-        rtt_max_ms: rtts.last().copied().unwrap_or(f64::NAN),
-        cluster_mean: mean,
-        cluster_stddev: var.sqrt(),
-        cluster_cv: if mean > 0.0 { var.sqrt() / mean } else { f64::NAN },
-        cluster_min: sizes.iter().copied().fold(f64::INFINITY, f64::min).min(1e18) as u64,
-        cluster_max: sizes.iter().copied().fold(0.0, f64::max) as u64,
+        rtt_mean_ms: rtts.mean().unwrap_or(0.0),
+        rtt_p50_ms: rtts.median().unwrap_or(nan),
+        rtt_p95_ms: rtts.quantile(0.95).unwrap_or(nan),
+        rtt_max_ms: rtts.max().unwrap_or(nan),
+        cluster_mean: sizes.mean().unwrap_or(0.0),
+        cluster_stddev: sizes.std_dev().unwrap_or(0.0),
+        cluster_cv: sizes.cv().unwrap_or(nan),
+        cluster_min: sizes.min().map_or(1e18 as u64, |m| m as u64),
+        cluster_max: sizes.max().map_or(0, |m| m as u64),
         cap,
-        clusters_over_cap: sizes.iter().filter(|&&s| s > cap as f64).count() as u64,
-        nearest_sp_mean_ms: nn_mean,
-        nearest_sp_cv: if nn_mean > 0.0 { nn_var.sqrt() / nn_mean } else { f64::NAN },
+        clusters_over_cap: sizes.sorted().iter().filter(|&&s| s > cap as f64).count() as u64,
+        nearest_sp_mean_ms: nn.mean().unwrap_or(0.0),
+        nearest_sp_cv: nn.cv().unwrap_or(nan),
     }
+}
+
+/// The model's latencies are finite: a NaN is a bug, logged, and its statistics come out empty.
+fn sample_of(values: Vec<f64>, what: &str) -> Sample {
+    Sample::new(values).unwrap_or_else(|e| {
+        tracing::error!("super-peer measures: {what}: {e}; statistics left empty");
+        Sample::default()
+    })
 }

@@ -27,6 +27,7 @@
 use crate::status::Snapshot;
 use crate::superpeer_driver::SpStatus;
 use crate::swarm_runner::LocalSwarm;
+use overlay::stats::{Sample, Summary};
 use indicatif::ProgressBar;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -51,22 +52,19 @@ pub struct SpPhaseOptions {
     pub seed: u64,
 }
 
-#[derive(Debug, Clone, Serialize, Default)]
-pub struct Dist {
-    pub count: usize,
-    pub mean: f64,
-    pub p50: f64,
-    pub p95: f64,
-    pub max: f64,
+/// Count, mean, p50, p95, max of a latency set ([`overlay::stats`]; all zeros when empty).
+pub type Dist = Summary;
+
+/// A NaN latency is a bug: logged, and that set is reported empty.
+fn sample(v: Vec<f64>, what: &str) -> Sample {
+    Sample::new(v).unwrap_or_else(|e| {
+        tracing::warn!("super-peer report: {what}: {e}; reported empty");
+        Sample::default()
+    })
 }
 
-fn dist(mut v: Vec<f64>) -> Dist {
-    if v.is_empty() {
-        return Dist::default();
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    let q = |f: f64| v[((v.len() as f64 - 1.0) * f).round() as usize];
-    Dist { count: v.len(), mean: v.iter().sum::<f64>() / v.len() as f64, p50: q(0.5), p95: q(0.95), max: q(1.0) }
+fn dist(v: Vec<f64>, what: &str) -> Dist {
+    sample(v, what).summary()
 }
 
 /// The measures at one moment.
@@ -277,16 +275,14 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
     }
     m.head_share = m.heads as f64 / m.live_nodes.max(1) as f64;
     m.latency = if net.is_some() { "model".into() } else { "ping".into() };
-    m.latency_to_head_ms = if net.is_some() { dist(lat) } else { dist(ping.clone()) };
-    m.ping_to_head_ms = dist(ping);
-    let sizes: Vec<f64> = members_of.values().map(|v| *v as f64).collect();
-    if !sizes.is_empty() {
-        let mean = sizes.iter().sum::<f64>() / sizes.len() as f64;
-        let var = sizes.iter().map(|s| (s - mean).powi(2)).sum::<f64>() / sizes.len() as f64;
+    m.latency_to_head_ms = if net.is_some() { dist(lat, "model RTT to head") } else { dist(ping.clone(), "ping to head") };
+    m.ping_to_head_ms = dist(ping, "ping to head");
+    let sizes = sample(members_of.values().map(|v| *v as f64).collect(), "cluster size");
+    if let (Some(mean), Some(min), Some(max)) = (sizes.mean(), sizes.min(), sizes.max()) {
         m.cluster_size_mean = mean;
-        m.cluster_size_cv = if mean > 0.0 { var.sqrt() / mean } else { 0.0 };
-        m.cluster_size_min = sizes.iter().copied().fold(f64::MAX, f64::min) as usize;
-        m.cluster_size_max = sizes.iter().copied().fold(0.0, f64::max) as usize;
+        m.cluster_size_cv = sizes.cv().unwrap_or(0.0);
+        m.cluster_size_min = min as usize;
+        m.cluster_size_max = max as usize;
     }
     if let Some(net) = net {
         if heads.len() > 1 {
@@ -296,14 +292,11 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
                     heads.iter().filter(|&&b| b != a).map(|&b| net.model().rtt_ms(a, b)).fold(f64::MAX, f64::min)
                 })
                 .collect();
-            m.nearest_other_head_ms = Some(dist(near));
+            m.nearest_other_head_ms = Some(dist(near, "model RTT to nearest other head"));
         }
     }
-    if !est.is_empty() {
-        m.estimate_mean = Some(est.iter().sum::<f64>() / est.len() as f64);
-        m.estimate_min = est.iter().copied().reduce(f64::min);
-        m.estimate_max = est.iter().copied().reduce(f64::max);
-    }
+    let est = sample(est, "size estimate");
+    (m.estimate_mean, m.estimate_min, m.estimate_max) = (est.mean(), est.min(), est.max());
     m.wanted_min = wanted.iter().copied().min().unwrap_or(0);
     m.wanted_max = wanted.iter().copied().max().unwrap_or(0);
     m.messages_per_node = msgs as f64 / m.live_nodes.max(1) as f64;

@@ -15,6 +15,7 @@
 use crate::latency_transport::{LatencyNet, LatenessReport};
 use crate::status::Probe;
 use overlay::coords::Coordinate;
+use overlay::stats::Sample;
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -60,11 +61,12 @@ pub struct CoordsReport {
     pub emulation_lateness: LatenessReport,
 }
 
-fn quantile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+/// A sample of pair errors for [`overlay::stats`]; a NaN error (a bug) empties it.
+fn sample(v: Vec<f64>) -> Sample {
+    Sample::new(v).unwrap_or_else(|e| {
+        tracing::warn!("coordinate report: {e}; sample left out");
+        Sample::default()
+    })
 }
 
 /// Pair errors of the given (model index, coordinate) list; `None` with fewer than 2 nodes.
@@ -140,17 +142,19 @@ impl CoordsSampler {
                 let net2 = task_net.clone();
                 let res = tokio::task::spawn_blocking(move || pair_errors(&net2, &coords)).await.ok().flatten();
                 if let Some((rel, abs, truth)) = res {
+                    let (rel, abs, truth) = (sample(rel), sample(abs), sample(truth));
+                    let q = |s: &Sample, q: f64| s.quantile(q).unwrap_or(f64::NAN);
                     if !rel.is_empty() {
-                        truth_q = [quantile(&truth, 0.1), quantile(&truth, 0.5), quantile(&truth, 0.9)];
+                        truth_q = [q(&truth, 0.1), q(&truth, 0.5), q(&truth, 0.9)];
                         series.push(CoordsPoint {
                             t_s: t0.elapsed().as_secs_f64(),
                             nodes,
                             nodes_sampled: sampled,
                             pairs: rel.len(),
-                            median_rel_error: quantile(&rel, 0.5),
-                            p90_rel_error: quantile(&rel, 0.9),
-                            mean_rel_error: rel.iter().sum::<f64>() / rel.len() as f64,
-                            median_abs_error_ms: quantile(&abs, 0.5),
+                            median_rel_error: q(&rel, 0.5),
+                            p90_rel_error: q(&rel, 0.9),
+                            mean_rel_error: rel.mean().unwrap_or(f64::NAN),
+                            median_abs_error_ms: q(&abs, 0.5),
                             samples,
                         });
                     }
@@ -203,8 +207,9 @@ mod tests {
         let coords: Vec<_> = (0..30).map(|i| (i, origin)).collect();
         let (rel, _, truth) = pair_errors(&net, &coords).unwrap();
         assert_eq!(rel.len(), 30 * 29 / 2);
-        assert!(quantile(&rel, 0.5) > 0.99, "{}", quantile(&rel, 0.5));
-        assert!(quantile(&truth, 0.5) > 1.0);
+        let (rel, truth) = (Sample::new(rel).unwrap(), Sample::new(truth).unwrap());
+        assert!(rel.median().unwrap() > 0.99, "{:?}", rel.median());
+        assert!(truth.median().unwrap() > 1.0);
         // Two nodes placed exactly at their RTT: zero error.
         let rtt_s = net.model().rtt_ms(0, 1) / 1000.0;
         let a = Coordinate::new(&[0.0, 0.0], 0.0, 0.5, 0.0).unwrap();

@@ -441,7 +441,7 @@ pub async fn run(opts: SwarmOptions) -> anyhow::Result<SwarmReport> {
             cpu_percent_of_one_core: cpu.percent_of_one_core(),
             rss_bytes: rss,
             rss_bytes_per_node: rss.map(|r| r / n.max(1) as u64),
-            connections_per_node_mean: conns.iter().sum::<usize>() as f64 / conns.len().max(1) as f64,
+            connections_per_node_mean: overlay::stats::Sample::collect(conns.iter().map(|&c| c as f64)).ok().and_then(|s| s.mean()).unwrap_or(0.0),
             connections_per_node_max: conns.iter().copied().max().unwrap_or(0),
             connections_per_node_min: conns.iter().copied().min().unwrap_or(0),
             new_connections_per_s: after.0.saturating_sub(before.0) as f64 / window,

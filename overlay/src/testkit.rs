@@ -12,6 +12,7 @@
 //!
 //! [`scenarios`] holds the test scenarios the ring elections share (settled checks, crash
 //! schedules, random fault schedules), so each algorithm's test of them is one call.
+//! [`feed`] drives one lone process by one input, for single-step and bad-input tests.
 
 pub mod scenarios;
 
@@ -315,4 +316,14 @@ impl Net {
     pub fn run(&mut self) -> u64 {
         self.run_until_quiet(Time::from_millis(3_600_000))
     }
+}
+
+/// Feeds one input to a lone process (no network) at time zero and returns the effects it
+/// asked for: the harness of the single-step and bad-input tests. The RNG is seeded with 0.
+pub fn feed<E: Election + ?Sized>(p: &mut E, input: Input) -> Vec<Effect> {
+    let mut rng = StdRng::seed_from_u64(0);
+    let mut effects = Vec::new();
+    let mut ctx = Context::new(Time::ZERO, &mut rng, &mut effects);
+    p.handle(&mut ctx, input);
+    effects
 }

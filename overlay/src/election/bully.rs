@@ -362,18 +362,14 @@ pub(crate) mod tests {
     use crate::driver::Effect;
     use crate::election::Algorithm;
     use crate::testkit::scenarios as sc;
+    use crate::testkit::feed;
     use crate::testkit::Net;
     use crate::time::Time;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
 
-    /// Heartbeats off: runs reach quiescence and counts contain only election messages.
-    pub(crate) fn quiet_cfg(algorithm: Algorithm) -> ElectionConfig {
-        ElectionConfig { alive_interval_ms: 0, ..ElectionConfig::for_algorithm(algorithm) }
-    }
-
     fn cfg() -> ElectionConfig {
-        quiet_cfg(Algorithm::Bully)
+        sc::quiet_cfg(Algorithm::Bully)
     }
 
     fn assert_settled(net: &Net, expected: usize, what: &str) {
@@ -392,14 +388,7 @@ pub(crate) mod tests {
             for mask in 1u32..(1 << n) {
                 for pattern in 0..3 {
                     let mut net = Net::new(n, cfg());
-                    for i in (0..n).filter(|i| mask & (1 << i) != 0) {
-                        let at = match pattern {
-                            0 => 0,
-                            1 => 7 * i as u64,
-                            _ => 7 * (n - 1 - i) as u64,
-                        };
-                        net.start_at(Time::from_millis(at), i);
-                    }
+                    sc::start_pattern(&mut net, mask, pattern);
                     net.run();
                     let what = format!("n={n} starters={mask:b} pattern={pattern}");
                     assert_settled(&net, n - 1, &what);
@@ -419,13 +408,7 @@ pub(crate) mod tests {
 
     #[test]
     fn highest_crashed_before_election() {
-        for n in 2..=12 {
-            let mut net = Net::new(n, cfg());
-            net.crash(n - 1);
-            net.start_all();
-            net.run();
-            assert_settled(&net, n - 2, &format!("n={n}"));
-        }
+        sc::highest_crashed_before_election(&cfg());
     }
 
     /// The theory check. P_0 .. P_{N-1}, P_{N-1} (the coordinator) has crashed, only P_0
@@ -577,21 +560,13 @@ pub(crate) mod tests {
         sc::membership_without_the_coordinator_starts_an_election(&cfg());
     }
 
-    fn handle(p: &mut Bully, input: Input) -> Vec<Effect> {
-        let mut rng = StdRng::seed_from_u64(1);
-        let mut effects = Vec::new();
-        let mut ctx = Context::new(Time::ZERO, &mut rng, &mut effects);
-        p.handle(&mut ctx, input);
-        effects
-    }
-
     #[test]
     fn bad_input_is_rejected_and_changes_nothing() {
         let ranks: Vec<Rank> = (1..=4).map(|i| Rank::new(0, NodeId::from_u64(i))).collect();
         let group = Arc::new(Membership::new(ranks.clone()));
         let mut p = Bully::new(ranks[1], group, &cfg());
         // Make it a follower of process 4.
-        handle(&mut p, Input::Message { from: ranks[3].id, msg: Message::Coordinator });
+        feed(&mut p, Input::Message { from: ranks[3].id, msg: Message::Coordinator });
         assert_eq!(p.leader(), Some(ranks[3].id));
         let stranger = NodeId::from_u64(99);
         let cases = [
@@ -607,7 +582,7 @@ pub(crate) mod tests {
         ];
         for (from, msg) in cases {
             let before = (p.leader(), p.state(), p.in_election());
-            let effects = handle(&mut p, Input::Message { from, msg: msg.clone() });
+            let effects = feed(&mut p, Input::Message { from, msg: msg.clone() });
             assert!(
                 matches!(effects.as_slice(), [Effect::Rejected { from: f, .. }] if *f == from),
                 "{msg:?} from {from:?}: {effects:?}"
@@ -634,11 +609,11 @@ pub(crate) mod tests {
         let ranks: Vec<Rank> = (1..=4).map(|i| Rank::new(0, NodeId::from_u64(i))).collect();
         let mut p = Bully::new(ranks[0], Arc::new(Membership::new(ranks[..3].iter().copied())), &cfg());
         let coordinator = Input::Message { from: ranks[3].id, msg: Message::Coordinator };
-        let effects = handle(&mut p, coordinator.clone());
+        let effects = feed(&mut p, coordinator.clone());
         assert!(matches!(effects.as_slice(), [Effect::Rejected { .. }]), "{effects:?}");
         assert_eq!(p.leader(), None);
-        assert!(handle(&mut p, Input::Membership(Arc::new(Membership::new(ranks.clone())))).is_empty());
-        assert_eq!(handle(&mut p, coordinator), vec![Effect::Leader(ranks[3].id)]);
+        assert!(feed(&mut p, Input::Membership(Arc::new(Membership::new(ranks.clone())))).is_empty());
+        assert_eq!(feed(&mut p, coordinator), vec![Effect::Leader(ranks[3].id)]);
         assert_eq!((p.leader(), p.state()), (Some(ranks[3].id), "Passive"));
     }
 
@@ -648,7 +623,7 @@ pub(crate) mod tests {
         let group = Arc::new(Membership::new(ranks.clone()));
         let mut p = Bully::new(ranks[0], group, &cfg());
         for t in [Timer::T1, Timer::T2, Timer::T3, Timer::T4, Timer::Heartbeat, Timer::Lap] {
-            assert!(handle(&mut p, Input::Timer(t)).is_empty(), "{t:?}");
+            assert!(feed(&mut p, Input::Timer(t)).is_empty(), "{t:?}");
         }
         assert_eq!((p.leader(), p.state()), (None, "Passive"));
     }

@@ -588,9 +588,8 @@ mod tests {
     use crate::testkit::scenarios::{assert_settled, crash_during, crashes_before, random_faults, random_schedule, recovered_highest_wins};
     use crate::election::{Algorithm, AnyElection};
     use crate::testkit::Net;
+    use crate::testkit::feed;
     use crate::time::Time;
-    use rand::rngs::StdRng;
-    use rand::SeedableRng;
 
     fn cfg() -> ElectionConfig {
         ElectionConfig::for_algorithm(Algorithm::ChangRoberts)
@@ -800,14 +799,6 @@ mod tests {
     /// leader, so its successor holds a new election.
     /// Feeds one input to a lone process at time zero and returns its effects
     /// (Chang-Roberts draws no randomness, so a fresh RNG per call changes nothing).
-    fn feed(p: &mut ChangRoberts, input: Input) -> Vec<crate::driver::Effect> {
-        let mut rng = StdRng::seed_from_u64(0);
-        let mut fx = Vec::new();
-        let mut ctx = Context::new(Time::ZERO, &mut rng, &mut fx);
-        p.handle(&mut ctx, input);
-        fx
-    }
-
     #[test]
     fn cr_recovered_highest_wins() {
         recovered_highest_wins(&cfg());

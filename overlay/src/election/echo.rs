@@ -760,6 +760,7 @@ mod tests {
     use crate::driver::Effect;
     use crate::election::Algorithm;
     use crate::testkit::Net;
+    use crate::testkit::feed;
     use crate::time::Time;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
@@ -898,6 +899,18 @@ mod tests {
 
     fn random_caps(n: usize, rng: &mut StdRng) -> Vec<u64> {
         (0..n).map(|_| rng.gen_range(0..1000)).collect()
+    }
+
+    /// The start of a randomised case: prints the seed (replay with `PEERAGE_SEED`), then
+    /// draws N in `sizes`, a random connected topology over it with fewer than
+    /// `extra_per_node * N` extra edges, and random capacities, in that order.
+    fn random_case(seed: u64, sizes: std::ops::Range<usize>, extra_per_node: usize) -> (StdRng, usize, Topo, Vec<u64>) {
+        println!("PEERAGE_SEED={seed}");
+        let mut rng = StdRng::seed_from_u64(seed);
+        let n = rng.gen_range(sizes);
+        let topo = Topo::random(n, rng.gen_range(0..extra_per_node * n), &mut rng);
+        let caps = random_caps(n, &mut rng);
+        (rng, n, topo, caps)
     }
 
     /// A quiet network over `topo` (links reported, nothing started), node `i` with capacity
@@ -1083,11 +1096,7 @@ mod tests {
             399
         );
         for seed in seeds(0..10) {
-            println!("PEERAGE_SEED={seed}");
-            let mut rng = StdRng::seed_from_u64(seed);
-            let n = rng.gen_range(2..30);
-            let topo = Topo::random(n, rng.gen_range(0..2 * n), &mut rng);
-            let caps = random_caps(n, &mut rng);
+            let (mut rng, n, topo, caps) = random_case(seed, 2..30, 2);
             let src = rng.gen_range(0..n);
             assert_exact_count(&topo, &caps, src, &format!("random seed {seed}"));
         }
@@ -1153,11 +1162,7 @@ mod tests {
     #[test]
     fn echo_concurrent_elections_end_with_one_leader() {
         for seed in seeds(0..20) {
-            println!("PEERAGE_SEED={seed}");
-            let mut rng = StdRng::seed_from_u64(seed);
-            let n = rng.gen_range(3..40);
-            let topo = Topo::random(n, rng.gen_range(0..n), &mut rng);
-            let caps = random_caps(n, &mut rng);
+            let (mut rng, n, topo, caps) = random_case(seed, 3..40, 1);
             let mut net = build(&topo, &caps, cfg(0));
             if seed % 2 == 0 {
                 net.start_all();
@@ -1177,11 +1182,7 @@ mod tests {
     #[test]
     fn echo_partition_then_merge() {
         for seed in seeds(0..20) {
-            println!("PEERAGE_SEED={seed}");
-            let mut rng = StdRng::seed_from_u64(seed);
-            let n = rng.gen_range(4..40);
-            let mut topo = Topo::random(n, rng.gen_range(0..n), &mut rng);
-            let caps = random_caps(n, &mut rng);
+            let (mut rng, n, mut topo, caps) = random_case(seed, 4..40, 1);
             let mut net = build(&topo, &caps, cfg(0));
             net.start_at(net.now, rng.gen_range(0..n));
             net.run();
@@ -1274,11 +1275,7 @@ mod tests {
     #[test]
     fn echo_leader_crash_triggers_reelection() {
         for seed in seeds(0..20) {
-            println!("PEERAGE_SEED={seed}");
-            let mut rng = StdRng::seed_from_u64(seed);
-            let n = rng.gen_range(3..40);
-            let mut topo = Topo::random(n, rng.gen_range(0..n), &mut rng);
-            let caps = random_caps(n, &mut rng);
+            let (mut rng, n, mut topo, caps) = random_case(seed, 3..40, 1);
             let mut net = build(&topo, &caps, cfg(0));
             net.start_at(net.now, rng.gen_range(0..n));
             net.run();
@@ -1389,11 +1386,7 @@ mod tests {
     #[test]
     fn echo_random_churn_reaches_agreement_at_quiescence() {
         for seed in seeds(0..30) {
-            println!("PEERAGE_SEED={seed}");
-            let mut rng = StdRng::seed_from_u64(seed);
-            let n = rng.gen_range(3..30);
-            let mut topo = Topo::random(n, rng.gen_range(0..n), &mut rng);
-            let caps = random_caps(n, &mut rng);
+            let (mut rng, n, mut topo, caps) = random_case(seed, 3..30, 1);
             let mut net = build(&topo, &caps, cfg(0));
             // Every process starts at boot (`Input::Start`), all at once.
             net.start_all();
@@ -1445,11 +1438,7 @@ mod tests {
         let mut crashed = 0;
         let seeds = seeds(0..30);
         for &seed in &seeds {
-            println!("PEERAGE_SEED={seed}");
-            let mut rng = StdRng::seed_from_u64(seed);
-            let n = rng.gen_range(3..30);
-            let topo = Topo::random(n, rng.gen_range(0..n), &mut rng);
-            let caps = random_caps(n, &mut rng);
+            let (mut rng, n, topo, caps) = random_case(seed, 3..30, 1);
             let mut net = build(&topo, &caps, cfg(0));
             net.sent.clear();
             if seed % 2 == 0 {
@@ -1495,11 +1484,7 @@ mod tests {
     #[test]
     fn echo_random_delays_and_churn_reach_agreement() {
         for seed in seeds(0..30) {
-            println!("PEERAGE_SEED={seed}");
-            let mut rng = StdRng::seed_from_u64(seed);
-            let n = rng.gen_range(3..30);
-            let mut topo = Topo::random(n, rng.gen_range(0..2 * n), &mut rng);
-            let caps = random_caps(n, &mut rng);
+            let (mut rng, n, mut topo, caps) = random_case(seed, 3..30, 2);
             let mut net = build(&topo, &caps, cfg(0));
             for _ in 0..rng.gen_range(1..4) {
                 let at = net.now + std::time::Duration::from_micros(rng.gen_range(0..5_000));
@@ -1543,11 +1528,7 @@ mod tests {
     fn echo_probes_with_random_churn() {
         // Probes on (every 50 ms): crashes are silent, link changes are reported.
         for seed in seeds(0..15) {
-            println!("PEERAGE_SEED={seed}");
-            let mut rng = StdRng::seed_from_u64(seed);
-            let n = rng.gen_range(3..25);
-            let mut topo = Topo::random(n, rng.gen_range(0..n), &mut rng);
-            let caps = random_caps(n, &mut rng);
+            let (mut rng, n, mut topo, caps) = random_case(seed, 3..25, 1);
             let ranks = (0..n)
                 .map(|i| Rank::new(caps[i], NodeId::from_u64(i as u64 + 1)))
                 .collect();
@@ -1734,11 +1715,7 @@ mod tests {
     fn echo_lost_messages_are_recovered_by_the_timers() {
         let mut dropped = 0;
         for seed in seeds(0..40) {
-            println!("PEERAGE_SEED={seed}");
-            let mut rng = StdRng::seed_from_u64(seed);
-            let n = rng.gen_range(2..25);
-            let topo = Topo::random(n, rng.gen_range(0..n), &mut rng);
-            let caps = random_caps(n, &mut rng);
+            let (mut rng, n, topo, caps) = random_case(seed, 2..25, 1);
             let ranks: Vec<Rank> = (0..n)
                 .map(|i| Rank::new(caps[i], NodeId::from_u64(i as u64 + 1)))
                 .collect();
@@ -1774,14 +1751,6 @@ mod tests {
     }
 
     /// Drive one node by hand.
-    fn feed(e: &mut Echo, input: Input) -> Vec<Effect> {
-        let mut rng = StdRng::seed_from_u64(0);
-        let mut effects = Vec::new();
-        let mut ctx = Context::new(Time::ZERO, &mut rng, &mut effects);
-        e.handle(&mut ctx, input);
-        effects
-    }
-
     fn sends(effects: &[Effect]) -> Vec<(NodeId, Message)> {
         effects
             .iter()

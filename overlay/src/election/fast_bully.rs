@@ -583,16 +583,12 @@ mod tests {
     use crate::driver::Effect;
     use crate::election::Algorithm;
     use crate::testkit::scenarios as sc;
+    use crate::testkit::feed;
     use crate::testkit::Net;
     use crate::time::Time;
-    use rand::rngs::StdRng;
-    use rand::SeedableRng;
     use std::time::Duration;
 
-    /// Heartbeats off: runs reach quiescence and counts contain only election messages.
-    fn quiet(algorithm: Algorithm) -> ElectionConfig {
-        ElectionConfig { alive_interval_ms: 0, ..ElectionConfig::for_algorithm(algorithm) }
-    }
+    use sc::quiet_cfg as quiet;
 
     fn cfg() -> ElectionConfig {
         quiet(Algorithm::FastBully)
@@ -619,14 +615,7 @@ mod tests {
                 for pattern in 0..3 {
                     let mut net = Net::new(n, cfg());
                     let starters: Vec<usize> = (0..n).filter(|i| mask & (1 << i) != 0).collect();
-                    for &i in &starters {
-                        let at = match pattern {
-                            0 => 0,
-                            1 => 7 * i as u64,
-                            _ => 7 * (n - 1 - i) as u64,
-                        };
-                        net.start_at(Time::from_millis(at), i);
-                    }
+                    sc::start_pattern(&mut net, mask, pattern);
                     net.run();
                     let what = format!("n={n} starters={mask:b} pattern={pattern}");
                     assert_settled(&net, n - 1, &what);
@@ -651,13 +640,7 @@ mod tests {
 
     #[test]
     fn highest_crashed_before_election() {
-        for n in 2..=12 {
-            let mut net = Net::new(n, cfg());
-            net.crash(n - 1);
-            net.start_all();
-            net.run();
-            assert_settled(&net, n - 2, &format!("n={n}"));
-        }
+        sc::highest_crashed_before_election(&cfg());
     }
 
     /// Run the theory schedule with `algorithm`: all N processes elect P_{N-1}, P_{N-1}
@@ -976,20 +959,12 @@ mod tests {
         sc::membership_without_the_coordinator_starts_an_election(&cfg());
     }
 
-    fn handle(p: &mut FastBully, input: Input) -> Vec<Effect> {
-        let mut rng = StdRng::seed_from_u64(1);
-        let mut effects = Vec::new();
-        let mut ctx = Context::new(Time::ZERO, &mut rng, &mut effects);
-        p.handle(&mut ctx, input);
-        effects
-    }
-
     #[test]
     fn bad_input_is_rejected_and_changes_nothing() {
         let ranks: Vec<Rank> = (1..=4).map(|i| Rank::new(0, NodeId::from_u64(i))).collect();
         let group = Arc::new(Membership::new(ranks.clone()));
         let mut p = FastBully::new(ranks[1], group, &cfg());
-        handle(&mut p, Input::Recover);
+        feed(&mut p, Input::Recover);
         assert_eq!(p.state(), "Recovering");
         let stranger = NodeId::from_u64(99);
         let outsider = Rank::new(0, stranger);
@@ -1007,7 +982,7 @@ mod tests {
         ];
         for (from, msg) in cases {
             let before = (p.leader(), p.state(), p.in_election(), p.phase);
-            let effects = handle(&mut p, Input::Message { from, msg: msg.clone() });
+            let effects = feed(&mut p, Input::Message { from, msg: msg.clone() });
             assert!(
                 matches!(effects.as_slice(), [Effect::Rejected { from: f, .. }] if *f == from),
                 "{msg:?} from {from:?}: {effects:?}"
@@ -1016,8 +991,8 @@ mod tests {
         }
         // A valid view is taken.
         let v = Message::View { up: vec![ranks[3]], coordinator: Some(ranks[3]) };
-        assert!(handle(&mut p, Input::Message { from: ranks[3].id, msg: v }).is_empty());
-        let effects = handle(&mut p, Input::Timer(Timer::T2));
+        assert!(feed(&mut p, Input::Message { from: ranks[3].id, msg: v }).is_empty());
+        let effects = feed(&mut p, Input::Timer(Timer::T2));
         // Heartbeats are off, so admitting P_3 arms no T1.
         assert_eq!(effects, vec![Effect::Leader(ranks[3].id)]);
         assert_eq!(p.leader(), Some(ranks[3].id));
@@ -1033,11 +1008,11 @@ mod tests {
         let ranks: Vec<Rank> = (1..=4).map(|i| Rank::new(0, NodeId::from_u64(i))).collect();
         let mut p = FastBully::new(ranks[2], Arc::new(Membership::new(ranks.clone())), &cfg());
         let from = |i: usize, msg: Message| Input::Message { from: ranks[i].id, msg };
-        handle(&mut p, from(0, Message::Election));
+        feed(&mut p, from(0, Message::Election));
         assert_eq!(p.state(), "Waiting");
-        let effects = handle(&mut p, from(3, Message::IamUp));
+        let effects = feed(&mut p, from(3, Message::IamUp));
         assert!(matches!(effects.as_slice(), [Effect::Send { msg: Message::View { .. }, .. }]), "{effects:?}");
-        let effects = handle(&mut p, from(0, Message::Nomination));
+        let effects = feed(&mut p, from(0, Message::Nomination));
         assert!(effects.contains(&Effect::Send { to: ranks[3].id, msg: Message::Election }), "{effects:?}");
         assert!(
             !effects.iter().any(|e| matches!(e, Effect::Send { msg: Message::Coordinator, .. })),
@@ -1046,8 +1021,8 @@ mod tests {
         assert_eq!((p.state(), p.leader()), ("Candidate", None));
         // Without the `IamUp` the seed's fast path holds: the nominee takes over at once.
         let mut q = FastBully::new(ranks[2], Arc::new(Membership::new(ranks.clone())), &cfg());
-        handle(&mut q, from(0, Message::Election));
-        let effects = handle(&mut q, from(0, Message::Nomination));
+        feed(&mut q, from(0, Message::Election));
+        let effects = feed(&mut q, from(0, Message::Nomination));
         assert!(effects.contains(&Effect::Send { to: ranks[0].id, msg: Message::Coordinator }), "{effects:?}");
         assert_eq!((q.state(), q.leader()), ("Leader", Some(ranks[2].id)));
     }
@@ -1060,8 +1035,8 @@ mod tests {
         let ranks: Vec<Rank> = (1..=4).map(|i| Rank::new(0, NodeId::from_u64(i))).collect();
         let mut p = FastBully::new(ranks[1], Arc::new(Membership::new(ranks.clone())), &cfg());
         let from = |i: usize, msg: Message| Input::Message { from: ranks[i].id, msg };
-        assert_eq!(handle(&mut p, from(3, Message::Coordinator)), vec![Effect::Leader(ranks[3].id)]);
-        let effects = handle(&mut p, from(2, Message::Coordinator));
+        assert_eq!(feed(&mut p, from(3, Message::Coordinator)), vec![Effect::Leader(ranks[3].id)]);
+        let effects = feed(&mut p, from(2, Message::Coordinator));
         assert!(!effects.contains(&Effect::Leader(ranks[2].id)), "{effects:?}");
         for i in [2, 3] {
             assert!(effects.contains(&Effect::Send { to: ranks[i].id, msg: Message::Election }), "{effects:?}");
@@ -1069,8 +1044,8 @@ mod tests {
         assert_eq!((p.state(), p.leader()), ("Candidate", None));
         // A higher claim than the named coordinator is admitted at once (seed 002).
         let mut q = FastBully::new(ranks[0], Arc::new(Membership::new(ranks.clone())), &cfg());
-        handle(&mut q, from(2, Message::Coordinator));
-        assert_eq!(handle(&mut q, from(3, Message::Coordinator)), vec![Effect::Leader(ranks[3].id)]);
+        feed(&mut q, from(2, Message::Coordinator));
+        assert_eq!(feed(&mut q, from(3, Message::Coordinator)), vec![Effect::Leader(ranks[3].id)]);
     }
 
     /// `Input::Membership` replaces the group: a newcomer's messages are refused before and
@@ -1080,11 +1055,11 @@ mod tests {
         let ranks: Vec<Rank> = (1..=4).map(|i| Rank::new(0, NodeId::from_u64(i))).collect();
         let mut p = FastBully::new(ranks[0], Arc::new(Membership::new(ranks[..3].iter().copied())), &cfg());
         let coordinator = Input::Message { from: ranks[3].id, msg: Message::Coordinator };
-        let effects = handle(&mut p, coordinator.clone());
+        let effects = feed(&mut p, coordinator.clone());
         assert!(matches!(effects.as_slice(), [Effect::Rejected { .. }]), "{effects:?}");
         assert_eq!(p.leader(), None);
-        assert!(handle(&mut p, Input::Membership(Arc::new(Membership::new(ranks.clone())))).is_empty());
-        assert_eq!(handle(&mut p, coordinator), vec![Effect::Leader(ranks[3].id)]);
+        assert!(feed(&mut p, Input::Membership(Arc::new(Membership::new(ranks.clone())))).is_empty());
+        assert_eq!(feed(&mut p, coordinator), vec![Effect::Leader(ranks[3].id)]);
         assert_eq!((p.leader(), p.state()), (Some(ranks[3].id), "Passive"));
     }
 
@@ -1094,7 +1069,7 @@ mod tests {
         let group = Arc::new(Membership::new(ranks.clone()));
         let mut p = FastBully::new(ranks[0], group, &cfg());
         for t in [Timer::T1, Timer::T2, Timer::T3, Timer::T4, Timer::Heartbeat, Timer::Lap] {
-            assert!(handle(&mut p, Input::Timer(t)).is_empty(), "{t:?}");
+            assert!(feed(&mut p, Input::Timer(t)).is_empty(), "{t:?}");
         }
         assert_eq!((p.leader(), p.state()), (None, "Passive"));
     }

@@ -671,6 +671,7 @@ mod tests {
     use crate::driver::{Effect, Election};
     use crate::election::{Algorithm, AnyElection};
     use crate::testkit::Net;
+    use crate::testkit::feed;
     use crate::time::Time;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
@@ -993,14 +994,6 @@ mod tests {
         }
     }
 
-    fn drive(p: &mut Villadangos, input: Input) -> Vec<Effect> {
-        let mut rng = StdRng::seed_from_u64(1);
-        let mut effects = Vec::new();
-        let mut ctx = Context::new(Time::ZERO, &mut rng, &mut effects);
-        p.handle(&mut ctx, input);
-        effects
-    }
-
     fn rank(i: u64) -> Rank {
         Rank::new(0, NodeId::from_u64(i))
     }
@@ -1018,11 +1011,11 @@ mod tests {
         let mut p = Villadangos::new(rank(2), group(4), &cfg());
         let outsider = NodeId::from_u64(99);
         let m1 = Message::Message1 { epoch: 0, candidate_predecessor: rank(3) };
-        let e = drive(&mut p, Input::Message { from: outsider, msg: m1.clone() });
+        let e = feed(&mut p, Input::Message { from: outsider, msg: m1.clone() });
         assert_eq!(rejected(&e), 1);
         assert_eq!(p.state(), "Passive");
         // Another algorithm's message.
-        let e = drive(&mut p, Input::Message { from: NodeId::from_u64(3), msg: Message::Election });
+        let e = feed(&mut p, Input::Message { from: NodeId::from_u64(3), msg: Message::Election });
         assert_eq!(rejected(&e), 1);
         // A candidate outside the group, a wrong priority, a Message2 not from its sender,
         // a Message2 from below.
@@ -1033,10 +1026,10 @@ mod tests {
             Message::VillLeader { epoch: 9, leader: rank(50) },
         ];
         for msg in bad {
-            let e = drive(&mut p, Input::Message { from: NodeId::from_u64(3), msg });
+            let e = feed(&mut p, Input::Message { from: NodeId::from_u64(3), msg });
             assert_eq!(rejected(&e), 1);
         }
-        let e = drive(
+        let e = feed(
             &mut p,
             Input::Message { from: NodeId::from_u64(1), msg: Message::Message2 { epoch: 0, candidate_successor: rank(1) } },
         );
@@ -1044,8 +1037,8 @@ mod tests {
         assert_eq!((p.state(), p.epoch(), p.leader()), ("Passive", 0, None));
         // A process outside its own group takes no part.
         let mut q = Villadangos::new(rank(9), group(4), &cfg());
-        assert!(drive(&mut q, Input::Start).is_empty());
-        let e = drive(&mut q, Input::Message { from: NodeId::from_u64(1), msg: m1 });
+        assert!(feed(&mut q, Input::Start).is_empty());
+        let e = feed(&mut q, Input::Message { from: NodeId::from_u64(1), msg: m1 });
         assert_eq!(rejected(&e), 1);
     }
 
@@ -1053,18 +1046,18 @@ mod tests {
     fn villadangos_stale_epochs_are_ignored_and_answered() {
         let mut p = Villadangos::new(rank(2), group(4), &cfg());
         let from4 = NodeId::from_u64(4);
-        drive(&mut p, Input::Message { from: from4, msg: Message::VillLeader { epoch: 3, leader: rank(4) } });
+        feed(&mut p, Input::Message { from: from4, msg: Message::VillLeader { epoch: 3, leader: rank(4) } });
         assert_eq!((p.state(), p.epoch(), p.leader()), ("Dummy", 3, Some(from4)));
         // A Message1 of epoch 1 from a stale process: ignored, answered with the leader.
         let from3 = NodeId::from_u64(3);
-        let e = drive(
+        let e = feed(
             &mut p,
             Input::Message { from: from3, msg: Message::Message1 { epoch: 1, candidate_predecessor: rank(3) } },
         );
         assert_eq!(e, vec![Effect::Send { to: from3, msg: Message::VillLeader { epoch: 3, leader: rank(4) } }]);
         assert_eq!((p.state(), p.epoch(), p.leader()), ("Dummy", 3, Some(from4)));
         // A higher epoch supersedes: the process joins it and forwards the Message1.
-        let e = drive(
+        let e = feed(
             &mut p,
             Input::Message { from: from3, msg: Message::Message1 { epoch: 4, candidate_predecessor: rank(3) } },
         );
@@ -1078,7 +1071,7 @@ mod tests {
     #[test]
     fn villadangos_higher_process_told_of_lower_leader_restarts() {
         let mut p = Villadangos::new(rank(4), group(4), &cfg());
-        let e = drive(
+        let e = feed(
             &mut p,
             Input::Message { from: NodeId::from_u64(3), msg: Message::VillLeader { epoch: 2, leader: rank(3) } },
         );
@@ -1148,7 +1141,7 @@ mod tests {
             if trace {
                 println!("{i} <- {input:?}");
             }
-            let effects = drive(&mut self.procs[i], input);
+            let effects = feed(&mut self.procs[i], input);
             if trace {
                 let p = &self.procs[i];
                 println!("   {i} now {} e{} leader {:?}: {effects:?}", p.state(), p.epoch(), p.leader().map(|l| l.high_u64()));
@@ -1338,16 +1331,16 @@ mod tests {
         // Decided on 4 in a group of 4; a group without the leader restarts the election.
         let mut p = Villadangos::new(rank(2), group(4), &cfg());
         let from4 = NodeId::from_u64(4);
-        drive(&mut p, Input::Message { from: from4, msg: Message::VillLeader { epoch: 0, leader: rank(4) } });
+        feed(&mut p, Input::Message { from: from4, msg: Message::VillLeader { epoch: 0, leader: rank(4) } });
         assert_eq!(p.leader(), Some(from4));
         // The leader stays a member (another process joins below): the decision is kept.
         let bigger = Arc::new(Membership::new([0, 1, 2, 3, 4].map(rank)));
-        let e = drive(&mut p, Input::Membership(bigger));
+        let e = feed(&mut p, Input::Membership(bigger));
         assert!(e.is_empty(), "{e:?}");
         assert_eq!((p.state(), p.leader()), ("Dummy", Some(from4)));
         // The leader leaves: new epoch, Message1 to the new neighbour below (rank 1).
         let smaller = Arc::new(Membership::new([1, 2, 3].map(rank)));
-        let e = drive(&mut p, Input::Membership(smaller));
+        let e = feed(&mut p, Input::Membership(smaller));
         assert_eq!((p.state(), p.epoch(), p.leader()), ("Candidate", 1, None));
         assert!(e.contains(&Effect::Send {
             to: NodeId::from_u64(1),
@@ -1355,9 +1348,9 @@ mod tests {
         }));
         // Removed from the group: takes no part, rejects messages.
         let without = Arc::new(Membership::new([1, 3].map(rank)));
-        drive(&mut p, Input::Membership(without));
+        feed(&mut p, Input::Membership(without));
         assert_eq!((p.state(), p.leader(), p.in_election()), ("Passive", None, false));
-        let e = drive(&mut p, Input::Start);
+        let e = feed(&mut p, Input::Start);
         assert!(e.is_empty());
     }
 

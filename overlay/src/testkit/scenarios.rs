@@ -1,7 +1,8 @@
 //! Test scenarios shared by the election algorithms' tests: for the ring elections (list
 //! ring and Chang-Roberts) the checks of a settled group and the crash/recovery schedules
-//! both must survive; for the bully family (bully and fast bully) the settled check and the
-//! coordinator-crash, heartbeat, bullying and membership scenarios both must pass.
+//! both must survive; for the bully family (bully and fast bully) the quiet configuration,
+//! the start patterns, the settled check and the crash, heartbeat, bullying and membership
+//! scenarios both must pass.
 //!
 //! Each helper drives the real state machines on a [`Net`] and panics with the scenario (and,
 //! for the random schedules, the seed to replay with `PEERAGE_SEED`) when a check fails, so an
@@ -211,6 +212,38 @@ pub fn random_schedule(cfg: &ElectionConfig, name: &str, seed: u64) -> Result<()
         return Err(format!("{what}: leaders {:?}, expected {best}", names(&net)));
     }
     Ok(())
+}
+
+/// Bully family: heartbeats off, so runs reach quiescence and counts contain only election
+/// messages.
+pub fn quiet_cfg(algorithm: Algorithm) -> ElectionConfig {
+    ElectionConfig { alive_interval_ms: 0, ..ElectionConfig::for_algorithm(algorithm) }
+}
+
+/// Bully family: starts the processes whose bit is set in `mask`, all at 0 ms (`pattern`
+/// 0), or 7 ms apart in ascending (1) or descending (2) index order.
+pub fn start_pattern(net: &mut Net, mask: u32, pattern: u32) {
+    let n = net.len();
+    for i in (0..n).filter(|i| mask & (1 << i) != 0) {
+        let at = match pattern {
+            0 => 0,
+            1 => 7 * i as u64,
+            _ => 7 * (n - 1 - i) as u64,
+        };
+        net.start_at(Time::from_millis(at), i);
+    }
+}
+
+/// Bully family: the highest process is dead (not reported) before everyone starts: P_{N-2}
+/// wins, for N = 2..=12.
+pub fn highest_crashed_before_election(cfg: &ElectionConfig) {
+    for n in 2..=12 {
+        let mut net = Net::new(n, cfg.clone());
+        net.crash(n - 1);
+        net.start_all();
+        net.run();
+        assert_leader_settled(&net, n - 2, &format!("n={n}"));
+    }
 }
 
 /// Bully family: every live process names process `expected`, none is in an election, the

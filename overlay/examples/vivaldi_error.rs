@@ -18,6 +18,7 @@ use anyhow::{bail, Context as _, Result};
 use clap::Parser;
 use overlay::coords::{VivaldiClient, VivaldiConfig};
 use overlay::latency::{LatencyModel, ModelConfig};
+use overlay::stats::Sample;
 use overlay::NodeId;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -91,14 +92,12 @@ struct Errors {
     by_class: [(f64, usize, f64); 3],
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+/// The nearest-rank percentile ([`overlay::stats`]); NaN for an empty sample.
+fn percentile(s: &Sample, p: f64) -> f64 {
+    s.quantile(p).unwrap_or(f64::NAN)
 }
 
-fn measure(model: &LatencyModel, clients: &[VivaldiClient], pairs: &[(usize, usize)]) -> Errors {
+fn measure(model: &LatencyModel, clients: &[VivaldiClient], pairs: &[(usize, usize)]) -> Result<Errors> {
     let mut all = Vec::with_capacity(pairs.len());
     let mut classes: [Vec<f64>; 3] = [vec![], vec![], vec![]];
     let mut abs_ms: [Vec<f64>; 3] = [vec![], vec![], vec![]];
@@ -117,19 +116,18 @@ fn measure(model: &LatencyModel, clients: &[VivaldiClient], pairs: &[(usize, usi
         classes[class].push(e);
         abs_ms[class].push((est - truth).abs() * 1000.0);
     }
-    all.sort_by(|x, y| x.total_cmp(y));
+    let all = Sample::new(all)?;
     let mut by_class = [(0.0, 0, 0.0); 3];
-    for (k, (c, a)) in classes.iter_mut().zip(abs_ms.iter_mut()).enumerate() {
-        c.sort_by(|x, y| x.total_cmp(y));
-        a.sort_by(|x, y| x.total_cmp(y));
-        by_class[k] = (percentile(c, 0.5), c.len(), percentile(a, 0.5));
+    for (k, (c, a)) in classes.into_iter().zip(abs_ms).enumerate() {
+        let (c, a) = (Sample::new(c)?, Sample::new(a)?);
+        by_class[k] = (percentile(&c, 0.5), c.len(), percentile(&a, 0.5));
     }
-    Errors {
+    Ok(Errors {
         median: percentile(&all, 0.5),
         p90: percentile(&all, 0.9),
-        mean: all.iter().sum::<f64>() / all.len().max(1) as f64,
+        mean: all.mean().unwrap_or(0.0),
         by_class,
-    }
+    })
 }
 
 fn neighbour_lists(model: &LatencyModel, args: &Args, rng: &mut ChaCha8Rng) -> Vec<Vec<u32>> {
@@ -198,12 +196,12 @@ fn run(label: &str, model: &LatencyModel, config: VivaldiConfig, args: &Args, pa
             }
         }
         if checkpoints.contains(&round) {
-            let e = measure(model, &clients, pairs);
+            let e = measure(model, &clients, pairs)?;
             println!("{round:>6} {:>9.4} {:>9.4} {:>9.4}", e.median, e.p90, e.mean);
         }
     }
     let elapsed = started.elapsed();
-    let e = measure(model, &clients, pairs);
+    let e = measure(model, &clients, pairs)?;
     let resets: u64 = clients.iter().map(|c| c.stats().resets as u64).sum();
     let outliers: u64 = clients.iter().map(|c| c.stats().outliers).sum();
     let mem = clients.iter().map(|c| c.memory_bytes()).sum::<usize>() as f64 / n as f64;
@@ -279,8 +277,7 @@ fn main() -> Result<()> {
             model.random_peer(a, &mut rng).map(|b| (a, b))
         })
         .collect();
-    let mut rtts: Vec<f64> = pairs.iter().map(|&(a, b)| model.rtt_ms(a, b)).collect();
-    rtts.sort_by(|x, y| x.total_cmp(y));
+    let rtts = Sample::collect(pairs.iter().map(|&(a, b)| model.rtt_ms(a, b)))?;
     println!(
         "true RTT over sampled pairs, ms: p10 {:.1}, median {:.1}, p90 {:.1}",
         percentile(&rtts, 0.1),

@@ -1052,26 +1052,13 @@ mod tests {
     /// taken after; ranks of the old group stay valid.
     #[test]
     fn membership_update_admits_a_newcomer() {
-        let ranks: Vec<Rank> = (1..=4).map(|i| Rank::new(0, NodeId::from_u64(i))).collect();
-        let mut p = FastBully::new(ranks[0], Arc::new(Membership::new(ranks[..3].iter().copied())), &cfg());
-        let coordinator = Input::Message { from: ranks[3].id, msg: Message::Coordinator };
-        let effects = feed(&mut p, coordinator.clone());
-        assert!(matches!(effects.as_slice(), [Effect::Rejected { .. }]), "{effects:?}");
-        assert_eq!(p.leader(), None);
-        assert!(feed(&mut p, Input::Membership(Arc::new(Membership::new(ranks.clone())))).is_empty());
-        assert_eq!(feed(&mut p, coordinator), vec![Effect::Leader(ranks[3].id)]);
-        assert_eq!((p.leader(), p.state()), (Some(ranks[3].id), "Passive"));
+        sc::membership_update_admits_a_newcomer(|me, group| FastBully::new(me, group, &cfg()));
     }
 
+    /// Timers of a phase already left do nothing.
     #[test]
     fn stale_timers_are_ignored() {
-        let ranks: Vec<Rank> = (1..=3).map(|i| Rank::new(0, NodeId::from_u64(i))).collect();
-        let group = Arc::new(Membership::new(ranks.clone()));
-        let mut p = FastBully::new(ranks[0], group, &cfg());
-        for t in [Timer::T1, Timer::T2, Timer::T3, Timer::T4, Timer::Heartbeat, Timer::Lap] {
-            assert!(feed(&mut p, Input::Timer(t)).is_empty(), "{t:?}");
-        }
-        assert_eq!((p.leader(), p.state()), (None, "Passive"));
+        sc::stale_timers_are_ignored(|me, group| FastBully::new(me, group, &cfg()));
     }
 
     #[test]

@@ -10,12 +10,12 @@
 //! they were shared (2026-11-21), unchanged, so the exact counts in the algorithms' own tests
 //! and the seeds recorded in `docs/RESULTS.md` still mean the same thing.
 
-use crate::driver::Election;
-use crate::driver::Input;
+use crate::driver::{Effect, Election, Input, Timer};
+use crate::id::{NodeId, Rank};
 use crate::election::{Algorithm, ElectionConfig, Message};
 use crate::membership::Membership;
 use std::sync::Arc;
-use crate::testkit::Net;
+use crate::testkit::{feed, Net};
 use crate::time::Time;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -329,4 +329,30 @@ pub fn membership_without_the_coordinator_starts_an_election(cfg: &ElectionConfi
     }
     net.run();
     assert_leader_settled(&net, n - 2, "membership change");
+}
+
+/// Bully family, one lone process P_0 made by `new(rank, group)`: `Input::Membership`
+/// replaces the group. A newcomer's `Coordinator` is refused before and taken after; ranks of
+/// the old group stay valid.
+pub fn membership_update_admits_a_newcomer<E: Election>(new: impl Fn(Rank, Arc<Membership>) -> E) {
+    let ranks: Vec<Rank> = (1..=4).map(|i| Rank::new(0, NodeId::from_u64(i))).collect();
+    let mut p = new(ranks[0], Arc::new(Membership::new(ranks[..3].iter().copied())));
+    let coordinator = Input::Message { from: ranks[3].id, msg: Message::Coordinator };
+    let effects = feed(&mut p, coordinator.clone());
+    assert!(matches!(effects.as_slice(), [Effect::Rejected { .. }]), "{effects:?}");
+    assert_eq!(p.leader(), None);
+    assert!(feed(&mut p, Input::Membership(Arc::new(Membership::new(ranks.clone())))).is_empty());
+    assert_eq!(feed(&mut p, coordinator), vec![Effect::Leader(ranks[3].id)]);
+    assert_eq!((p.leader(), p.state()), (Some(ranks[3].id), "Passive"));
+}
+
+/// Bully family, one lone process P_0 made by `new(rank, group)`: timers of a phase already
+/// left (or never entered) do nothing.
+pub fn stale_timers_are_ignored<E: Election>(new: impl Fn(Rank, Arc<Membership>) -> E) {
+    let ranks: Vec<Rank> = (1..=3).map(|i| Rank::new(0, NodeId::from_u64(i))).collect();
+    let mut p = new(ranks[0], Arc::new(Membership::new(ranks.clone())));
+    for t in [Timer::T1, Timer::T2, Timer::T3, Timer::T4, Timer::Heartbeat, Timer::Lap] {
+        assert!(feed(&mut p, Input::Timer(t)).is_empty(), "{t:?}");
+    }
+    assert_eq!((p.leader(), p.state()), (None, "Passive"));
 }

@@ -109,6 +109,7 @@
 //! - **Lost `elected` lap**: the leader keeps the `Lap` timer armed until its own
 //!   `elected` lap comes back (`announcing`); if a forwarder crashed with it and no failure
 //!   detector tells anyone, the timer holds a new election (random schedule 250171).
+//!
 //! Unlike the ring, the recovery election stays at epoch 1: answering it at epoch 0 made
 //! the non-participant's catch-up (`elected(leader)` straight back) the usual answer, and
 //! that catch-up can come from an epoch that a concurrent new epoch replaces (68 of

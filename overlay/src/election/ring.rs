@@ -140,6 +140,7 @@
 //!   others hold it for it, because its own election can be skipped). This repairs the
 //!   case where the crash was reported (`PeerDown`), a new epoch skipped X, and X recovered
 //!   just after (random schedules 876629, 617059; sweep seed 82223 needs the first rule).
+//!
 //! Results (2026-11-21): 0 of 1,000,000 random schedules disagree (2 before) and the
 //! simulator sweep is in `docs/RESULTS.md`. Regression tests: `ring_random_schedule_regressions`
 //! here and `ring_and_chang_roberts_sweep_regressions` in `experiments/tests/safety_liveness.rs`.

@@ -163,7 +163,7 @@ impl Topology {
     /// The configuration model with `degree` stubs per process, then made connected.
     pub fn random_regular(n: usize, degree: u32, rng: &mut dyn RngCore) -> Topology {
         let d = (degree as usize).min(n.saturating_sub(1));
-        let mut stubs: Vec<u32> = (0..n as u32).flat_map(|i| std::iter::repeat(i).take(d)).collect();
+        let mut stubs: Vec<u32> = (0..n as u32).flat_map(|i| std::iter::repeat_n(i, d)).collect();
         stubs.shuffle(rng);
         let edges: Vec<(u32, u32)> = stubs.chunks_exact(2).map(|c| (c[0], c[1])).collect();
         let mut edges = edges;
@@ -292,6 +292,30 @@ fn connect_components(n: usize, edges: &mut Vec<(u32, u32)>, rng: &mut dyn RngCo
     }
 }
 
+/// The largest BFS distance from `src` (a lower bound on the diameter, at least half of it).
+pub fn eccentricity(t: &Topology, src: u32) -> u32 {
+    let n = t.len();
+    if n == 0 {
+        return 0;
+    }
+    let mut dist = vec![u32::MAX; n];
+    let mut q = std::collections::VecDeque::new();
+    dist[src as usize] = 0;
+    q.push_back(src);
+    let mut far = 0;
+    while let Some(u) = q.pop_front() {
+        let d = dist[u as usize];
+        far = far.max(d);
+        for &v in t.neighbours(u) {
+            if dist[v as usize] == u32::MAX {
+                dist[v as usize] = d + 1;
+                q.push_back(v);
+            }
+        }
+    }
+    far
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,26 +379,3 @@ mod tests {
     }
 }
 
-/// The largest BFS distance from `src` (a lower bound on the diameter, at least half of it).
-pub fn eccentricity(t: &Topology, src: u32) -> u32 {
-    let n = t.len();
-    if n == 0 {
-        return 0;
-    }
-    let mut dist = vec![u32::MAX; n];
-    let mut q = std::collections::VecDeque::new();
-    dist[src as usize] = 0;
-    q.push_back(src);
-    let mut far = 0;
-    while let Some(u) = q.pop_front() {
-        let d = dist[u as usize];
-        far = far.max(d);
-        for &v in t.neighbours(u) {
-            if dist[v as usize] == u32::MAX {
-                dist[v as usize] = d + 1;
-                q.push_back(v);
-            }
-        }
-    }
-    far
-}

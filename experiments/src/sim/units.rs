@@ -30,7 +30,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
         _ => return Err(err("unknown unit")),
     };
     let us = v * scale_us;
-    if !us.is_finite() || us < 0.0 || us > 1e15 {
+    if !us.is_finite() || !(0.0..=1e15).contains(&us) {
         return Err(err("out of range"));
     }
     Ok(Duration::from_micros(us.round() as u64))

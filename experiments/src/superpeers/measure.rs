@@ -44,8 +44,7 @@ pub fn measure(w: &World, heads: &[u32], head_of: &[u32], cap: u64, rng: &mut dy
     let mut size = vec![0u64; n];
     let mut rtts = Vec::with_capacity(n);
     let mut unattached = 0;
-    for i in 0..n {
-        let h = head_of[i];
+    for (i, &h) in head_of.iter().enumerate().take(n) {
         if h == i as u32 {
             continue;
         }

@@ -3,10 +3,11 @@
 
 use crate::lab::scenario::Outcome;
 use overlay::election::Algorithm;
+use overlay::stats::Sample;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// Minimum, maximum and mean of a series.
+/// Minimum, maximum and mean of a series ([`overlay::stats`]); all zeros when it is empty.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct Stat {
     pub best: f64,
@@ -16,20 +17,17 @@ pub struct Stat {
 }
 
 impl Stat {
+    /// The series are message counts and times, never NaN: a NaN is a bug, logged, and the
+    /// series is reported empty.
     pub fn of(values: impl IntoIterator<Item = f64>) -> Stat {
-        let mut s = Stat { best: f64::INFINITY, worst: f64::NEG_INFINITY, avg: 0.0, count: 0 };
-        let mut sum = 0.0;
-        for v in values {
-            s.best = s.best.min(v);
-            s.worst = s.worst.max(v);
-            sum += v;
-            s.count += 1;
+        let s = Sample::collect(values).unwrap_or_else(|e| {
+            tracing::error!("summary: {e}; series reported empty");
+            Sample::default()
+        });
+        match (s.min(), s.max(), s.mean()) {
+            (Some(best), Some(worst), Some(avg)) => Stat { best, worst, avg, count: s.len() },
+            _ => Stat::default(),
         }
-        if s.count == 0 {
-            return Stat::default();
-        }
-        s.avg = sum / s.count as f64;
-        s
     }
 }
 
@@ -92,5 +90,6 @@ mod tests {
         let s = Stat::of([3.0, 1.0, 2.0]);
         assert_eq!((s.best, s.worst, s.avg, s.count), (1.0, 3.0, 2.0, 3));
         assert_eq!(Stat::of(Vec::<f64>::new()).count, 0);
+        assert_eq!(Stat::of([f64::NAN, 1.0]).count, 0, "NaN is refused, not averaged");
     }
 }

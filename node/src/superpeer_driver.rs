@@ -255,6 +255,7 @@ impl SuperPeerDriver {
     /// harmlessly more often).
     /// `point` is the node's current coordinate (`coords_driver.rs`).
     pub fn poll(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, now: Instant, point: Point) {
+        let _span = tracing::debug_span!("sp", me = %self.me_id.short()).entered();
         if point.is_valid() && point != self.sm.point() {
             self.run(sw, dir, SpInput::Coordinate(point));
         }
@@ -341,6 +342,7 @@ impl SuperPeerDriver {
         peer: PeerId,
         cause: Option<&ConnectionError>,
     ) {
+        let _span = tracing::debug_span!("sp", me = %self.me_id.short()).entered();
         self.connected.remove(&peer);
         let id = node_id_of(&peer);
         let broke = !matches!(cause, None | Some(ConnectionError::KeepAliveTimeout));
@@ -450,6 +452,7 @@ impl SuperPeerDriver {
 
     /// Events of the `/peerage/superpeer/1.0.0` request-response behaviour.
     pub fn on_rr(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, ev: request_response::Event<Vec<u8>, Vec<u8>>) {
+        let _span = tracing::debug_span!("sp", me = %self.me_id.short()).entered();
         use request_response::{Event, Message as RrMessage, OutboundFailure};
         match ev {
             Event::Message { peer, message: RrMessage::Request { request, channel, .. }, .. } => {
@@ -461,6 +464,7 @@ impl SuperPeerDriver {
                         self.learn_point(sw, dir, from, req.point);
                         self.heard.insert(from, self.round);
                         if let SpBody::Message { msg, book } = req.body {
+                            tracing::trace!(from = %from.short(), kind = msg.kind(), "super-peer message");
                             self.learn_book(sw, &book);
                             self.status.messages_received += 1;
                             self.run(sw, dir, SpInput::Message { from, msg });
@@ -646,12 +650,13 @@ impl SuperPeerDriver {
             SpEffect::BecomeSuperPeer => info!("became a super peer"),
             SpEffect::StopSuperPeer => info!("no longer a super peer"),
             SpEffect::AttachedTo(h) => {
+                debug!(head = %h.short(), "attached to a super peer");
                 self.status.attach_changes += 1;
                 self.heard.insert(h, self.round);
                 self.probe_failures = 0;
                 self.probing = false;
             }
-            SpEffect::Detached => {}
+            SpEffect::Detached => debug!("detached from the super peer"),
             SpEffect::TokenAcquired { token, epoch } => debug!(token = token.0, epoch, "token acquired"),
             SpEffect::TokenReleased { token, epoch } => {
                 debug!(token = token.0, epoch, "token released");

@@ -374,6 +374,39 @@ fn a_crashed_holder_is_replaced_exactly_once() {
     assert_eq!(net.acquired[acquired_before].0, best);
 }
 
+/// The holder crashes in the very round its last member attached, before any periodic
+/// view went out (issue 4, the flaky 16-node swarm test: members that had all just switched
+/// to a head had no view, nobody ran the re-election, the role was lost). Members learn the
+/// view as part of attaching, so the role is recreated exactly once.
+#[test]
+fn a_holder_crashed_right_after_its_members_attached_is_replaced_once() {
+    let (mut net, minter) = setup();
+    let (_, token, _) = net.holders()[0];
+    let mut crashed = None;
+    for _ in 0..10 {
+        net.round();
+        let holders = net.holders();
+        if let [(h, _, e)] = holders.as_slice() {
+            if net.all_attached_to(*h) {
+                crashed = Some((*h, *e));
+                break;
+            }
+        }
+    }
+    let (dead, epoch) = crashed.expect("the cluster never formed");
+    let acquired_before = net.acquired.len();
+    net.crash(dead);
+    for _ in 0..20 {
+        net.round();
+    }
+    let holders = net.holders();
+    assert_eq!(holders.len(), 1, "the token was not recreated exactly once: {holders:?}");
+    assert_eq!(holders[0].1, token);
+    let recreated = net.acquired[acquired_before..].iter().filter(|a| a.1 == token && a.2 == epoch + 1).count();
+    assert_eq!(recreated, 1, "{:?}", &net.acquired[acquired_before..]);
+    assert!(net.all_attached_to(holders[0].0), "not every live node attached to the new holder");
+}
+
 /// Feeds one input to a bare node and returns its effects.
 fn feed(node: &mut SuperPeerNode, rng: &mut ChaCha8Rng, input: SpInput) -> Vec<SpEffect> {
     let mut effects = Vec::new();

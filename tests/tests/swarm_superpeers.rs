@@ -20,6 +20,17 @@ const NODES: usize = 16;
 const SHARE: f64 = 0.2;
 const CAP: u32 = 12;
 
+/// Logs to the test output when `RUST_LOG` is set (e.g.
+/// `RUST_LOG=peerage_node::superpeer_driver=debug`); silent otherwise.
+fn init_log() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
+}
+
 fn seed() -> u64 {
     let seed = std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
     println!("seed {seed} (replay with PEERAGE_SEED={seed})");
@@ -27,6 +38,7 @@ fn seed() -> u64 {
 }
 
 async fn forms_clusters_and_replaces(method: &str) {
+    init_log();
     let seed = seed();
     let mut c = LocalSwarmConfig::new(NODES, ElectionConfig::default(), seed);
     c.template.timing.settle_ms = 1_000;

@@ -53,6 +53,18 @@
 //!    sends `Takeover`; the members attach to it. Only one leader comes out of an election, so
 //!    the token is recreated once. Safety net (*ours*): if token gossip ever shows the same
 //!    token at two holders, the one with the lower `(epoch, id)` gives it up.
+//!    **Views are part of attaching** (*ours*, issue 4, the flaky 16-node swarm test: a super
+//!    peer killed while all its members had switched to it within the last `view_every`
+//!    rounds had no member with a view, so nobody ran the election and its slot was lost; on
+//!    loopback, coordinates are noise and members switch heads every few seconds): a head
+//!    sends the current view right after its `Accept` (a view from the head a node is
+//!    attaching to is kept even if it overtakes the `Accept`), and a changed member list goes
+//!    to all members at the next round instead of after up to `view_every` rounds. A member
+//!    whose head's view does not list it attaches again. Views may still differ for up to one
+//!    round (a newcomer knows the old members, they do not know it yet), which can give two
+//!    winners; a winner that gets the other's `Takeover` for the same role keeps it if its id
+//!    is higher (and answers with its own `Takeover`), else steps down and attaches to the
+//!    other.
 //!
 //! 6. **Member-less heads** (*ours*): a head with no member would take its role with it
 //!    when it crashes (a token, or in the reserved-prefix method its slot: nobody would
@@ -578,8 +590,9 @@ impl SuperPeerNode {
             }
         }
         // The cluster view goes out every `view_every` rounds (it doubles as the head's
-        // liveness signal to its members); the list is rebuilt only when it changed.
-        if round.wrapping_sub(h.last_view) >= cfg.view_every {
+        // liveness signal to its members), and at the next round after the member list
+        // changed; the list is rebuilt only when it changed.
+        if h.dirty || round.wrapping_sub(h.last_view) >= cfg.view_every {
             h.last_view = round;
             if h.dirty || h.ids.is_none() {
                 h.dirty = false;
@@ -879,7 +892,10 @@ impl SuperPeerNode {
                         ctx.send(old.id, SpMessage::Detach);
                     }
                 }
-                self.member_view = None;
+                // Keep the view this head sent with its `Accept` if it overtook it.
+                if !self.member_view.as_ref().is_some_and(|(h, _, _)| *h == from) {
+                    self.member_view = None;
+                }
                 self.heard = self.round;
                 ctx.push(SpEffect::AttachedTo(from));
             }
@@ -924,6 +940,14 @@ impl SuperPeerNode {
                 }
             }
             SpMessage::ClusterView { role, members } => {
+                if self.attaching.is_some_and(|(a, _)| a == from) && members.contains(&self.me.id) {
+                    // The view that comes with an `Accept` (it may overtake the `Accept`):
+                    // kept for when the `Accept` lands.
+                    if members.len() <= self.cfg.cluster_cap as usize + 1 {
+                        self.member_view = Some((from, role, members));
+                    }
+                    return;
+                }
                 if !self.attached.is_some_and(|a| a.id == from) {
                     // A member-less holder naming us backup: [holder, us]. Any other view from
                     // it releases us.
@@ -945,6 +969,12 @@ impl SuperPeerNode {
                     if members.len() > self.cfg.cluster_cap as usize + 1 {
                         ctx.push(SpEffect::Rejected { from, reason: "cluster view over the cap" });
                         return;
+                    }
+                    if !members.contains(&self.me.id) {
+                        // The head does not count us (our `Attach` raced with a `Detach`, or
+                        // it dropped us): attach again, so that its view and room are right.
+                        self.attaching = Some((from, self.round));
+                        ctx.send(from, SpMessage::Attach { point: self.me.point });
                     }
                     self.member_view = Some((from, role, members));
                     self.heard = self.round;
@@ -976,7 +1006,7 @@ impl SuperPeerNode {
                     }
                 }
             }
-            SpMessage::Takeover { dead, role: _, head } => {
+            SpMessage::Takeover { dead, role, head } => {
                 let mine = self.election.as_ref().is_some_and(|e| e.dead == dead)
                     || self.member_view.as_ref().is_some_and(|(h, _, _)| *h == dead);
                 if !mine || head.id != from || !head.point.is_valid() {
@@ -984,6 +1014,29 @@ impl SuperPeerNode {
                     return;
                 }
                 self.cache_insert(head, 0);
+                if let Some(h) = &self.head {
+                    // Two winners of one re-election (members whose views differed, e.g. a
+                    // crash in the round a member attached): the same role held twice. The
+                    // higher id keeps it; the lower one steps down (its members look again)
+                    // and attaches to the winner; the higher one answers with its own
+                    // `Takeover` so that the lower one learns of it.
+                    let same = match (h.role, role) {
+                        (HeadRole::Slot { key: a }, HeadRole::Slot { key: b }) => a == b,
+                        (HeadRole::Token { token: a, .. }, HeadRole::Token { token: b, .. }) => a == b,
+                        _ => false,
+                    };
+                    if !same {
+                        return;
+                    }
+                    if from > self.me.id {
+                        self.stop_head(ctx, None);
+                    } else {
+                        let me = self.me;
+                        let my_role = h.role;
+                        ctx.send(from, SpMessage::Takeover { dead, role: my_role, head: me });
+                        return;
+                    }
+                }
                 if self.head.is_none() && self.attached.is_none_or(|a| a.id != from) {
                     self.attaching = Some((from, self.round));
                     ctx.send(from, SpMessage::Attach { point: self.me.point });
@@ -1037,6 +1090,22 @@ impl SuperPeerNode {
         }
         let head = self.me;
         ctx.send(from, SpMessage::Accept { role: h.role, head });
+        // The member learns the cluster view as part of attaching (module doc, step 5): a
+        // crash right after the attach must not find it without a view. The other members
+        // get the changed view at the next round (`head_tick`).
+        if h.dirty || h.ids.is_none() {
+            let mut ids: Vec<NodeId> = h.members.iter().map(|m| m.id).collect();
+            ids.push(head.id);
+            h.ids = Some(ids.into());
+        }
+        if let Some(ids) = &h.ids {
+            ctx.send(from, SpMessage::ClusterView { role: h.role, members: ids.clone() });
+            // The first member releases the backup at once (a view that does not name it),
+            // so that member and backup never both hold a fresh view.
+            if let Some(b) = h.backup.take() {
+                ctx.send(b, SpMessage::ClusterView { role: h.role, members: ids.clone() });
+            }
+        }
     }
 
     fn on_token_gossip(&mut self, ctx: &mut SpContext<'_>, from: NodeId, entries: Vec<TokenEntry>, reply: bool) {

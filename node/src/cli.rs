@@ -136,6 +136,13 @@ pub struct SwarmArgs {
     /// Seed of the latency model (default: the swarm's --seed).
     #[arg(long)]
     pub latency_seed: Option<u64>,
+    /// Keep at least this many connections per node (the peer manager's `target_low`; its
+    /// `target_high` becomes at least twice that), so that each node measures RTTs to this
+    /// many peers for its coordinate. Default: the node's own (6; nodes settle at ~12). With
+    /// ~12 peers even the simulator's Vivaldi stops near 0.17 median relative error, with 20
+    /// at 0.086 (`coords_driver::COORD_PEERS_FOR_0_10`); more connections cost CPU.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=24))]
+    pub coord_peers: Option<u32>,
     /// Ping period in seconds (RTT samples for the coordinates); default 15, or 2 with
     /// --latency internet.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3600))]

@@ -39,6 +39,8 @@ pub struct CoordsPoint {
     pub median_abs_error_ms: f64,
     /// Vivaldi samples accepted so far, summed over nodes.
     pub samples: u64,
+    /// Ping samples dropped by the lateness gate so far, summed over nodes.
+    pub dropped_late: u64,
 }
 
 /// The `coords` section of the swarm report.
@@ -123,7 +125,7 @@ impl CoordsSampler {
             let mut truth_q = [f64::NAN; 3];
             loop {
                 let mut coords = Vec::with_capacity(probes.len());
-                let (mut sampled, mut samples) = (0, 0);
+                let (mut sampled, mut samples, mut dropped_late) = (0, 0, 0);
                 for (i, p) in probes.iter().enumerate() {
                     let s = p.get();
                     if s.fatal.is_some() {
@@ -132,6 +134,7 @@ impl CoordsSampler {
                     if let Some(c) = s.coordinate {
                         coords.push((i, c));
                         samples += s.vivaldi_samples;
+                        dropped_late += s.vivaldi_dropped_late;
                         if s.vivaldi_samples > 0 {
                             sampled += 1;
                         }
@@ -156,6 +159,7 @@ impl CoordsSampler {
                             mean_rel_error: rel.mean().unwrap_or(f64::NAN),
                             median_abs_error_ms: q(&abs, 0.5),
                             samples,
+                            dropped_late,
                         });
                     }
                 }

@@ -43,6 +43,25 @@
 //! - Accuracy is bounded by the process's scheduling: with both cores saturated, timers fire
 //!   late and measured RTTs grow (the probe measured +3 ms median error at N = 1,000 but a
 //!   large p95 once CPU was saturated). The swarm report states the measured error.
+//!
+//! # Cost (session 3)
+//!
+//! Per stream direction: one ring buffer for the pending bytes (no allocation per chunk once
+//! it has grown), a queue of small marks (due time, end offset), and **one** tokio `Sleep`
+//! armed for the head mark only (bytes leave in order, so only the head needs a deadline),
+//! re-armed only when the head's deadline changes. Reads that become due within [`BATCH`]
+//! (1 ms, tokio's timer resolution) of the previous mark share it, and one read from yamux
+//! takes every byte that is due, so a burst costs one wake-up.
+//!
+//! # Lateness (what the emulation adds on top of the model)
+//!
+//! Every mark's release is compared with its due time: a global histogram (the swarm
+//! report's `emulation_lateness`) and, per link direction, the largest lateness of the
+//! last 1-2 s ([`LatencyNet::recent_lateness`]), which `coords_driver.rs` uses to drop RTT
+//! samples the emulation itself inflated. Not seen: the delay between bytes reaching the
+//! wire and this reader's task being woken to time-stamp them (a loaded runtime adds it
+//! before the due time is computed); the sender's bytes carry no send time (the noise
+//! stream is opaque here), so that part cannot be measured without changing the wire.
 
 use futures::{AsyncRead, AsyncWrite};
 use libp2p::core::muxing::StreamMuxerBox;
@@ -69,6 +88,14 @@ use tracing::debug;
 pub const MAX_QUEUED: usize = 1024 * 1024;
 /// Size of one read from the wire.
 const READ_CHUNK: usize = 16 * 1024;
+/// Bytes due within this long of each other are released together, the later ones up to
+/// this early. Tokio's timer wheel has a 1 ms resolution (a sleep fires at the next whole
+/// millisecond or later), so this gives back at most what the wheel's rounding adds, and a
+/// burst of chunks costs one wake-up instead of one per chunk.
+pub const BATCH: Duration = Duration::from_millis(1);
+/// Length of one bucket of the per-link recent-lateness window ([`LatencyNet::recent_lateness`]
+/// looks at the current and the previous bucket: the last 1-2 s).
+pub const LATE_BUCKET: Duration = Duration::from_secs(1);
 
 /// Why the latency emulation cannot be set up.
 #[derive(Debug, thiserror::Error)]
@@ -89,6 +116,56 @@ pub struct LatencyNet {
     index: RwLock<HashMap<PeerId, usize>>,
     connections: AtomicU64,
     lateness: Lateness,
+    counters: Counters,
+    /// Recent lateness per direction (reader node, remote node), shared by every connection
+    /// of that pair.
+    links: RwLock<HashMap<(usize, usize), Arc<LinkLateness>>>,
+    origin: Instant,
+}
+
+/// Work counters of the emulation (for the cost measurements in docs/RESULTS.md).
+#[derive(Default)]
+struct Counters {
+    timer_arms: AtomicU64,
+    releases: AtomicU64,
+}
+
+/// The largest lateness of one link direction in the current and the previous
+/// [`LATE_BUCKET`].
+#[derive(Default)]
+struct LinkLateness {
+    window: std::sync::Mutex<LateWindow>,
+}
+
+#[derive(Default, Clone, Copy)]
+struct LateWindow {
+    bucket: u64,
+    current: Duration,
+    previous: Duration,
+}
+
+impl LateWindow {
+    fn roll(&mut self, bucket: u64) {
+        if bucket != self.bucket {
+            self.previous = if bucket == self.bucket + 1 { self.current } else { Duration::ZERO };
+            self.current = Duration::ZERO;
+            self.bucket = bucket;
+        }
+    }
+}
+
+impl LinkLateness {
+    fn record(&self, bucket: u64, late: Duration) {
+        let mut w = self.window.lock().unwrap_or_else(|p| p.into_inner());
+        w.roll(bucket);
+        w.current = w.current.max(late);
+    }
+
+    fn recent(&self, bucket: u64) -> Duration {
+        let mut w = *self.window.lock().unwrap_or_else(|p| p.into_inner());
+        w.roll(bucket);
+        w.current.max(w.previous)
+    }
 }
 
 /// Upper bounds (ms) of the lateness histogram's buckets; the last bucket is open.
@@ -112,8 +189,13 @@ impl Lateness {
 /// A snapshot of the lateness histogram.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct LatenessReport {
-    /// Released chunks counted.
+    /// Released chunks counted (a chunk: the bytes of the reads from the wire that became
+    /// due within [`BATCH`] of each other; counted when its first byte is released).
     pub chunks: u64,
+    /// Timer deadlines armed (one `Sleep` per stream, re-armed only when the head changes).
+    pub timer_arms: u64,
+    /// Reads that released bytes to yamux.
+    pub releases: u64,
     /// Upper bound (ms) of the bucket holding the median / the 95th / 99th percentile
     /// (`null`: above the last bound).
     pub p50_below_ms: Option<f64>,
@@ -145,6 +227,9 @@ impl LatencyNet {
             index: RwLock::new(HashMap::new()),
             connections: AtomicU64::new(0),
             lateness: Lateness::default(),
+            counters: Counters::default(),
+            links: RwLock::new(HashMap::new()),
+            origin: Instant::now(),
         }))
     }
 
@@ -195,6 +280,8 @@ impl LatencyNet {
             None
         };
         LatenessReport {
+            timer_arms: self.counters.timer_arms.load(Ordering::Relaxed),
+            releases: self.counters.releases.load(Ordering::Relaxed),
             chunks,
             p50_below_ms: quantile(0.5),
             p95_below_ms: quantile(0.95),
@@ -210,7 +297,40 @@ impl LatencyNet {
         let r = self.index_of(remote)?;
         let n = self.connections.fetch_add(1, Ordering::Relaxed);
         let seed = overlay::latency::sample::mix64(self.seed ^ ((local as u64) << 32) ^ (r as u64) ^ n.rotate_left(17));
-        Some(LinkDelay { net: self.clone(), local, remote: r, rng: StdRng::seed_from_u64(seed) })
+        Some(LinkDelay {
+            net: self.clone(),
+            local,
+            remote: r,
+            rng: StdRng::seed_from_u64(seed),
+            late: self.link_lateness(local, r),
+        })
+    }
+
+    fn link_lateness(&self, local: usize, remote: usize) -> Arc<LinkLateness> {
+        if let Some(l) = self.links.read().unwrap_or_else(|p| p.into_inner()).get(&(local, remote)) {
+            return l.clone();
+        }
+        self.links.write().unwrap_or_else(|p| p.into_inner()).entry((local, remote)).or_default().clone()
+    }
+
+    fn bucket(&self, now: Instant) -> u64 {
+        (now.saturating_duration_since(self.origin).as_millis() / LATE_BUCKET.as_millis()) as u64
+    }
+
+    /// How late the emulation recently (the last 1-2 s) released bytes on the link between
+    /// model nodes `a` and `b`, summed over both directions: the most a round trip measured on
+    /// that link just now can be inflated by the emulation's own timer and scheduling delay
+    /// (bytes read from the wire late are not seen; see `coords_driver.rs`). `None` when no
+    /// connection between them was ever delayed.
+    pub fn recent_lateness(&self, a: usize, b: usize) -> Option<Duration> {
+        let bucket = self.bucket(Instant::now());
+        let links = self.links.read().unwrap_or_else(|p| p.into_inner());
+        let ab = links.get(&(a, b)).map(|l| l.recent(bucket));
+        let ba = links.get(&(b, a)).map(|l| l.recent(bucket));
+        match (ab, ba) {
+            (None, None) => None,
+            (x, y) => Some(x.unwrap_or_default() + y.unwrap_or_default()),
+        }
     }
 }
 
@@ -236,6 +356,12 @@ impl EmulatedLink {
             debug!(%remote, "remote peer is not in the latency emulation; its traffic is not delayed");
         }
         DelayedUpgrade { inner, delay }
+    }
+
+    /// [`LatencyNet::recent_lateness`] of the link between this node and `remote`.
+    pub fn recent_lateness(&self, remote: &PeerId) -> Option<Duration> {
+        let r = self.net.index_of(remote)?;
+        self.net.recent_lateness(self.local, r)
     }
 }
 
@@ -263,12 +389,18 @@ pub struct LinkDelay {
     local: usize,
     remote: usize,
     rng: StdRng,
+    late: Arc<LinkLateness>,
 }
 
 impl LinkDelay {
     /// A jittered one-way delay.
     fn sample(&mut self) -> Duration {
         self.net.model.sample_one_way(self.local, self.remote, &mut self.rng)
+    }
+
+    fn record_lateness(&self, now: Instant, late: Duration) {
+        self.net.lateness.record(late);
+        self.late.record(self.net.bucket(now), late);
     }
 }
 
@@ -288,6 +420,7 @@ impl<U: Clone> Clone for DelayedUpgrade<U> {
             rng: StdRng::seed_from_u64(overlay::latency::sample::mix64(
                 d.net.seed ^ d.net.connections.fetch_add(1, Ordering::Relaxed),
             )),
+            late: d.late.clone(),
         });
         DelayedUpgrade { inner: self.inner.clone(), delay }
     }
@@ -325,37 +458,45 @@ where
     }
 }
 
-enum Payload {
-    Data { bytes: Vec<u8>, offset: usize },
+/// One delayed chunk: the bytes up to `end` (a running byte count of this stream) are
+/// released at `due`. Chunks that become due within [`BATCH`] of the previous one share its
+/// mark, so a burst costs one timer deadline, not one per read.
+struct Mark {
+    due: Instant,
+    end: u64,
+}
+
+/// How the wire ended: released like data, after every earlier byte and at its own due time.
+enum End {
     Eof,
     Error(io::Error),
-}
-
-struct Chunk {
-    due: Instant,
-    payload: Payload,
-}
-
-impl Chunk {
-    /// True until the first byte of this chunk has been released.
-    fn offset_is_start(&self) -> bool {
-        matches!(self.payload, Payload::Data { offset: 0, .. })
-    }
 }
 
 /// A byte stream whose reads are released one (jittered) one-way delay after the bytes came
 /// off the wire, in order. Writes pass through. Without a delay source it is a plain
 /// pass-through.
+///
+/// Cost (session 3): the bytes of all pending chunks sit in one ring buffer (no allocation
+/// per chunk once it has grown); one `Sleep` per stream is armed for the head's deadline only
+/// (bytes are released in order, so only the head needs one), and re-armed only when that
+/// deadline changes; every byte that is due (up to [`BATCH`] early) is released in one read.
 pub struct DelayedRead<C> {
     inner: C,
     delay: Option<LinkDelay>,
-    queue: VecDeque<Chunk>,
-    queued_bytes: usize,
-    last_due: Option<Instant>,
+    bytes: VecDeque<u8>,
+    marks: VecDeque<Mark>,
+    /// Bytes taken from the wire / released to the reader so far.
+    received: u64,
+    released: u64,
+    /// Where the head mark starts, and whether its lateness was counted.
+    head_start: u64,
+    head_counted: bool,
+    end: Option<(Instant, End)>,
     inner_done: bool,
     scratch: Vec<u8>,
     // Created on first use, inside the tokio runtime that polls us.
     sleep: Option<Pin<Box<Sleep>>>,
+    armed: Option<Instant>,
 }
 
 impl<C> DelayedRead<C> {
@@ -363,31 +504,98 @@ impl<C> DelayedRead<C> {
         DelayedRead {
             inner,
             delay,
-            queue: VecDeque::new(),
-            queued_bytes: 0,
-            last_due: None,
+            bytes: VecDeque::new(),
+            marks: VecDeque::new(),
+            received: 0,
+            released: 0,
+            head_start: 0,
+            head_counted: false,
+            end: None,
             inner_done: false,
             scratch: Vec::new(),
             sleep: None,
+            armed: None,
         }
     }
 
     /// Bytes read from the wire and not yet released.
     pub fn queued_bytes(&self) -> usize {
-        self.queued_bytes
+        self.bytes.len()
     }
 
-    fn push(&mut self, payload: Payload) {
+    /// The due time of bytes (or the end of stream) that came off the wire now: one sampled
+    /// one-way delay, but never before anything earlier (order is kept).
+    fn due_now(&mut self) -> Instant {
         let now = Instant::now();
         let mut due = now + self.delay.as_mut().map_or(Duration::ZERO, LinkDelay::sample);
-        if let Some(last) = self.last_due {
-            due = due.max(last);
+        if let Some(last) = self.marks.back() {
+            due = due.max(last.due);
         }
-        self.last_due = Some(due);
-        if let Payload::Data { bytes, .. } = &payload {
-            self.queued_bytes += bytes.len();
+        due
+    }
+
+    fn push_bytes(&mut self, n: usize) {
+        let due = self.due_now();
+        self.bytes.extend(&self.scratch[..n]);
+        self.received += n as u64;
+        match self.marks.back_mut() {
+            // Due within BATCH of the previous chunk: released with it (at most BATCH early).
+            Some(last) if due <= last.due + BATCH => last.end = self.received,
+            _ => self.marks.push_back(Mark { due, end: self.received }),
         }
-        self.queue.push_back(Chunk { due, payload });
+    }
+
+    /// Arm the one timer for `due` (only if the deadline changed) and poll it.
+    fn wait_until(&mut self, due: Instant, cx: &mut Context<'_>) -> Poll<()> {
+        let sleep = self.sleep.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due)));
+        if self.armed != Some(due) {
+            sleep.as_mut().reset(due);
+            self.armed = Some(due);
+            if let Some(d) = &self.delay {
+                d.net.counters.timer_arms.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        sleep.as_mut().poll(cx)
+    }
+
+    /// Copy up to `buf.len()` due bytes (every chunk due by `release_by`) and count the
+    /// lateness of each chunk whose first byte goes out. Returns 0 when nothing is due.
+    fn release(&mut self, buf: &mut [u8], now: Instant, release_by: Instant) -> usize {
+        let mut due_end = self.released;
+        for m in &self.marks {
+            if m.due > release_by {
+                break;
+            }
+            due_end = m.end;
+        }
+        if due_end <= self.released {
+            return 0;
+        }
+        let n = buf.len().min((due_end - self.released) as usize);
+        let (a, b) = self.bytes.as_slices();
+        let from_a = n.min(a.len());
+        buf[..from_a].copy_from_slice(&a[..from_a]);
+        buf[from_a..n].copy_from_slice(&b[..n - from_a]);
+        self.bytes.drain(..n);
+        self.released += n as u64;
+        while let Some(m) = self.marks.front() {
+            if !self.head_counted && self.head_start < self.released {
+                self.head_counted = true;
+                if let Some(d) = &self.delay {
+                    d.record_lateness(now, now.saturating_duration_since(m.due));
+                }
+            }
+            if m.end > self.released {
+                break;
+            }
+            self.head_start = m.end;
+            self.head_counted = false;
+            self.marks.pop_front();
+        }
+        if let Some(d) = &self.delay {
+            d.net.counters.releases.fetch_add(1, Ordering::Relaxed);
+        }
+        n
     }
 }
 
@@ -397,20 +605,17 @@ impl<C: AsyncRead + Unpin> DelayedRead<C> {
         if self.scratch.len() != READ_CHUNK {
             self.scratch.resize(READ_CHUNK, 0);
         }
-        while !self.inner_done && self.queued_bytes < MAX_QUEUED {
+        while !self.inner_done && self.bytes.len() < MAX_QUEUED {
             match Pin::new(&mut self.inner).poll_read(cx, &mut self.scratch) {
                 Poll::Ready(Ok(0)) => {
                     self.inner_done = true;
-                    self.push(Payload::Eof);
+                    self.end = Some((self.due_now(), End::Eof));
                 }
-                Poll::Ready(Ok(n)) => {
-                    let bytes = self.scratch[..n].to_vec();
-                    self.push(Payload::Data { bytes, offset: 0 });
-                }
+                Poll::Ready(Ok(n)) => self.push_bytes(n),
                 Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
                 Poll::Ready(Err(e)) => {
                     self.inner_done = true;
-                    self.push(Payload::Error(e));
+                    self.end = Some((self.due_now(), End::Error(e)));
                 }
                 Poll::Pending => break,
             }
@@ -421,7 +626,7 @@ impl<C: AsyncRead + Unpin> DelayedRead<C> {
 impl<C: AsyncRead + Unpin> AsyncRead for DelayedRead<C> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        if this.delay.is_none() && this.queue.is_empty() {
+        if this.delay.is_none() && this.marks.is_empty() && this.end.is_none() {
             return Pin::new(&mut this.inner).poll_read(cx, buf);
         }
         if buf.is_empty() {
@@ -429,40 +634,29 @@ impl<C: AsyncRead + Unpin> AsyncRead for DelayedRead<C> {
         }
         this.fill(cx);
         loop {
-            let Some(front) = this.queue.front_mut() else {
-                // Empty queue: either the wire is done, or `fill` left the waker with it.
-                return if this.inner_done { Poll::Ready(Ok(0)) } else { Poll::Pending };
+            let now = Instant::now();
+            let release_by = now + BATCH;
+            let n = this.release(buf, now, release_by);
+            if n > 0 {
+                return Poll::Ready(Ok(n));
+            }
+            let end_due = this.end.as_ref().map(|(due, _)| *due);
+            let due = match (this.marks.front(), end_due) {
+                (Some(head), _) => head.due,
+                (None, Some(due)) if due <= release_by => {
+                    // Keep the end-of-stream mark: every later read returns 0 as well.
+                    return match this.end.replace((due, End::Eof)) {
+                        Some((_, End::Error(e))) => Poll::Ready(Err(e)),
+                        _ => Poll::Ready(Ok(0)),
+                    };
+                }
+                (None, Some(due)) => due,
+                // Nothing queued: `fill` left the waker with the wire.
+                (None, None) => return Poll::Pending,
             };
-            if front.due > Instant::now() {
-                let due = front.due;
-                let sleep = this.sleep.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due)));
-                sleep.as_mut().reset(due);
-                match sleep.as_mut().poll(cx) {
-                    Poll::Ready(()) => continue,
-                    Poll::Pending => return Poll::Pending,
-                }
-            }
-            if let (Some(d), true) = (&this.delay, front.offset_is_start()) {
-                d.net.lateness.record(Instant::now().saturating_duration_since(front.due));
-            }
-            match &mut front.payload {
-                Payload::Data { bytes, offset } => {
-                    let n = buf.len().min(bytes.len() - *offset);
-                    buf[..n].copy_from_slice(&bytes[*offset..*offset + n]);
-                    *offset += n;
-                    this.queued_bytes -= n;
-                    if *offset == bytes.len() {
-                        this.queue.pop_front();
-                    }
-                    return Poll::Ready(Ok(n));
-                }
-                // Keep the end-of-stream mark: every later read returns 0 as well.
-                Payload::Eof => return Poll::Ready(Ok(0)),
-                Payload::Error(_) => {
-                    if let Some(Chunk { payload: Payload::Error(e), .. }) = this.queue.pop_front() {
-                        return Poll::Ready(Err(e));
-                    }
-                }
+            match this.wait_until(due, cx) {
+                Poll::Ready(()) => continue,
+                Poll::Pending => return Poll::Pending,
             }
         }
     }
@@ -599,6 +793,61 @@ mod tests {
         assert!(median <= high, "median {median:?} above {high:?} (model RTT {model_rtt:?})");
         assert!(net.delayed_connections() >= 2, "both ends must delay their reads");
         assert!(net.lateness().chunks > 0);
+    }
+
+    /// A burst of small writes costs a few timer deadlines (not one per chunk), comes out
+    /// complete and in order, then an error from the wire is delivered after the data.
+    #[tokio::test]
+    async fn bursts_share_one_deadline_and_errors_follow_the_data() {
+        let seed = std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(12u64);
+        eprintln!("seed {seed} (replay with PEERAGE_SEED={seed})");
+        let (net, a, b) = net_and_pair(seed);
+        let peer_b = PeerId::random();
+        net.register(peer_b, b).unwrap();
+        let delay = net.link(a, &peer_b);
+        let one_way = net.model().one_way(a, b);
+        let (tx, rx) = futures::channel::mpsc::unbounded::<io::Result<Vec<u8>>>();
+        for i in 0u32..500 {
+            tx.unbounded_send(Ok(i.to_be_bytes().to_vec())).unwrap();
+        }
+        tx.unbounded_send(Err(io::Error::new(io::ErrorKind::ConnectionReset, "reset"))).unwrap();
+        drop(tx);
+        let mut reader = DelayedRead::new(rx.into_async_read(), delay);
+        let t0 = Instant::now();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        let err = loop {
+            match reader.read(&mut buf).await {
+                Ok(0) => panic!("end of stream before the error"),
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(err.kind(), io::ErrorKind::ConnectionReset);
+        assert!(t0.elapsed() >= one_way, "released after {:?}, one-way {one_way:?}", t0.elapsed());
+        let want: Vec<u8> = (0u32..500).flat_map(|i| i.to_be_bytes()).collect();
+        assert_eq!(got, want);
+        assert_eq!(reader.read(&mut buf).await.unwrap(), 0, "after the error the stream stays ended");
+        let report = net.lateness();
+        // 500 reads of the wire, but jitter keeps most of them in order within BATCH of the
+        // previous: far fewer chunks and timer deadlines than reads.
+        eprintln!("{report:?}");
+        assert!(report.timer_arms < 100, "{} timer deadlines for a 500-chunk burst", report.timer_arms);
+        assert!(report.chunks < 100, "{} chunks", report.chunks);
+        assert!(net.recent_lateness(a, b).is_some(), "the link's lateness is tracked");
+        assert!(net.recent_lateness(b, a).is_some(), "either order names the same link");
+    }
+
+    #[test]
+    fn lateness_window_keeps_the_last_two_buckets() {
+        let l = LinkLateness::default();
+        l.record(5, Duration::from_millis(7));
+        l.record(5, Duration::from_millis(3));
+        assert_eq!(l.recent(5), Duration::from_millis(7));
+        assert_eq!(l.recent(6), Duration::from_millis(7), "the previous bucket still counts");
+        l.record(6, Duration::from_millis(1));
+        assert_eq!(l.recent(7), Duration::from_millis(1));
+        assert_eq!(l.recent(9), Duration::ZERO, "old lateness is forgotten");
     }
 
     #[test]

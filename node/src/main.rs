@@ -171,6 +171,12 @@ async fn swarm(args: SwarmArgs) -> anyhow::Result<()> {
         sc.latency_seed = Some(s);
         sc.template.timing.ping_s = 2;
     }
+    if let Some(k) = args.coord_peers {
+        let l = &mut sc.template.limits;
+        l.target_low = k;
+        l.target_high = l.target_high.max(2 * k).min(l.max_established);
+        l.inbound_gate = l.inbound_gate.max(l.target_high);
+    }
     if let Some(p) = args.ping_s {
         sc.template.timing.ping_s = p;
     }

@@ -156,6 +156,8 @@ struct Node {
     last_election_rx: Option<Instant>,
     /// Vivaldi coordinates from ping (`coords_driver.rs`).
     coords: CoordsDriver,
+    /// Emulated link latency, when on: its recent lateness gates ping samples.
+    latency: Option<EmulatedLink>,
     /// Super-peer selection and clusters (`superpeer_driver.rs`), when configured.
     superpeer: Option<SuperPeerDriver>,
 }
@@ -259,6 +261,7 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
         own_bad_frames: 0,
         last_election_rx: None,
         coords,
+        latency: opts.latency,
         superpeer,
         cfg: opts.cfg,
     };
@@ -696,6 +699,7 @@ impl Node {
         s.bad_frames = self.own_bad_frames + self.unreadable.load(Ordering::Relaxed);
         s.coordinate = Some(*self.coords.coordinate());
         s.vivaldi_samples = self.coords.stats().applied;
+        s.vivaldi_dropped_late = self.coords.stats().dropped_late;
         s.superpeer = self.superpeer.as_ref().map(|sp| sp.status().clone());
         if let (Some(m), Some(sp)) = (&self.metrics, &s.superpeer) {
             m.superpeer_role.set(sp.role_code());
@@ -982,7 +986,8 @@ impl Node {
     /// A ping RTT: a Vivaldi sample (asks the peer for its coordinate when needed).
     fn on_ping(&mut self, e: libp2p::ping::Event) {
         let Ok(rtt) = e.result else { return };
-        if let Some(frame) = self.coords.on_rtt(e.peer, rtt, Instant::now()) {
+        let late = self.latency.as_ref().and_then(|l| l.recent_lateness(&e.peer)).unwrap_or_default();
+        if let Some(frame) = self.coords.on_rtt_late(e.peer, rtt, late, Instant::now()) {
             self.swarm.behaviour_mut().coords.send_request(&e.peer, frame);
         }
     }

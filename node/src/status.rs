@@ -38,6 +38,8 @@ pub struct Snapshot {
     pub coordinate: Option<overlay::coords::Coordinate>,
     /// RTT samples Vivaldi accepted so far.
     pub vivaldi_samples: u64,
+    /// RTT samples dropped because the emulated link was recently late (`coords_driver.rs`).
+    pub vivaldi_dropped_late: u64,
     /// Super-peer role, cluster and token (`superpeer_driver.rs`), when super peers are on.
     pub superpeer: Option<crate::superpeer_driver::SpStatus>,
 }

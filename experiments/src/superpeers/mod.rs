@@ -462,6 +462,14 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
                     }
                 }
             }
+            // The heads' own access delay (paid by every member), against all nodes'.
+            let access = |hs: &[u32]| hs.iter().map(|&h| w.model.access_ms(h as usize)).sum::<f64>() / hs.len().max(1) as f64;
+            let all: Vec<u32> = (0..n as u32).collect();
+            let mut line = format!("  heads' mean access delay: all nodes {:.2} ms", access(&all));
+            for (name, heads, _) in &assignments {
+                line.push_str(&format!(", {name} {:.2}", access(heads)));
+            }
+            println!("{line}");
         }
         for (name, o) in &report.protocols {
             if let Some(f) = &o.failure {

@@ -16,7 +16,8 @@ fn seed() -> u64 {
 fn world(n: usize, seed: u64) -> World {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut w = World::generate(n, 8, 8, seed, &mut rng).expect("model");
-    w.run_vivaldi(60, &mut rng, || {}).expect("vivaldi");
+    let phase = peerage_experiments::superpeers::world::VivaldiPhase { rounds: 10, fresh: 2, jobs: 1, in_place: false };
+    w.run_vivaldi(&phase, &mut rng, || {}).expect("vivaldi");
     w
 }
 

@@ -60,9 +60,17 @@ pub struct SuperpeersArgs {
     /// Seed of everything (model, ids, protocol RNG).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Vivaldi rounds (one sample per node per round).
-    #[arg(long, default_value_t = 200)]
+    /// Vivaldi rounds; in each, every node samples each of its neighbours and
+    /// `--vivaldi-fresh` random peers (see `world::VivaldiPhase`).
+    #[arg(long, default_value_t = 40)]
     pub vivaldi_rounds: usize,
+    /// Fresh uniformly random peers each node samples per Vivaldi round (at most 16).
+    #[arg(long, default_value_t = 2)]
+    pub vivaldi_fresh: usize,
+    /// Sequential Vivaldi rounds (one thread, each sample reads the peer's current
+    /// coordinate) instead of synchronous ones.
+    #[arg(long)]
+    pub vivaldi_in_place: bool,
     /// Protocol rounds at most (1 round = 1 s).
     #[arg(long, default_value_t = 150)]
     pub max_rounds: u32,
@@ -128,8 +136,9 @@ pub struct SuperpeersArgs {
     /// Skip the plots.
     #[arg(long)]
     pub no_plots: bool,
-    /// Methods simulated at the same time (threads; the results do not depend on it). Each
-    /// running method holds its own copy of the protocol state (~4-5 KiB a node).
+    /// Threads: methods simulated at the same time, and the Vivaldi phase's threads (the
+    /// results do not depend on it). Each running method holds its own copy of the protocol
+    /// state.
     #[arg(long, default_value_t = 1)]
     pub jobs: usize,
 }
@@ -211,6 +220,9 @@ pub fn config_of(args: &SuperpeersArgs) -> anyhow::Result<(Vec<Method>, SuperPee
     if args.jobs == 0 {
         anyhow::bail!("--jobs must be at least 1");
     }
+    if args.vivaldi_fresh > world::MAX_FRESH {
+        anyhow::bail!("--vivaldi-fresh must be at most {}", world::MAX_FRESH);
+    }
     if args.kmeans_iters == 0 {
         anyhow::bail!("--kmeans-iters must be at least 1");
     }
@@ -253,7 +265,13 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let pb = bar(args.vivaldi_rounds as u64, &format!("N={n} coordinates"));
         let mut w = world::World::generate(n, args.near, args.random, seed, &mut rng)?;
-        w.run_vivaldi(args.vivaldi_rounds, &mut rng, || pb.inc(1))?;
+        let phase = world::VivaldiPhase {
+            rounds: args.vivaldi_rounds,
+            fresh: args.vivaldi_fresh,
+            jobs: args.jobs,
+            in_place: args.vivaldi_in_place,
+        };
+        w.run_vivaldi(&phase, &mut rng, || pb.inc(1))?;
         pb.finish_with_message(format!("median rel. error {:.2}", w.coord_error_p50));
         let cap = base_cfg.cluster_cap as u64;
         let k = base_cfg.wanted(n as f64) as usize;
@@ -472,6 +490,10 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
             println!("{line}");
         }
         for (name, o) in &report.protocols {
+            println!(
+                "  {name}: protocol state {:.0} B/node ({} B struct + heap), size estimate error mean {:.3}",
+                o.state_bytes_per_node, o.node_struct_bytes, o.estimate_error_mean
+            );
             if let Some(f) = &o.failure {
                 println!(
                     "  {name} after crashing {} super peers: recovered in {:?} rounds, unattached {}, roles {} -> {} (lost {}, duplicated {}), re-elected {} of which highest-ranked {}",

@@ -91,6 +91,10 @@ pub struct ProtoOutcome {
     pub wanted_min: u64,
     pub wanted_max: u64,
     pub max_members_seen: u64,
+    /// Protocol state per node at convergence: `size_of::<SuperPeerNode>()` plus the mean
+    /// of [`SuperPeerNode::heap_bytes`] (allocator overhead not included).
+    pub node_struct_bytes: usize,
+    pub state_bytes_per_node: f64,
     pub failure: Option<FailureOutcome>,
 }
 
@@ -412,6 +416,9 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
     let mut errs: Vec<f64> = sim.nodes.iter().filter_map(|x| x.estimate()).map(|e| (e / n as f64 - 1.0).abs()).collect();
     errs.sort_by(|a, b| a.total_cmp(b));
     let wanted: Vec<u64> = sim.nodes.iter().map(|x| x.wanted()).collect();
+    let node_struct_bytes = std::mem::size_of::<SuperPeerNode>();
+    let heap: usize = sim.nodes.iter().map(|x| x.heap_bytes()).sum();
+    let state_bytes_per_node = node_struct_bytes as f64 + heap as f64 / n.max(1) as f64;
 
     // Failures: crash a fraction of the super peers, run until stable again.
     let mut failure = None;
@@ -518,6 +525,8 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         wanted_min: wanted.iter().copied().min().unwrap_or(0),
         wanted_max: wanted.iter().copied().max().unwrap_or(0),
         max_members_seen: sim.max_members,
+        node_struct_bytes,
+        state_bytes_per_node,
         failure,
         rounds: stats,
     })

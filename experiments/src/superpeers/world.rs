@@ -16,11 +16,12 @@
 //!   sorted id index (what kad's iterative lookup returns when it succeeds), charged as
 //!   `ceil(log2 N)` messages each in the message counts.
 
-use overlay::coords::{VivaldiClient, VivaldiConfig};
+use overlay::coords::{Coordinate, VivaldiClient, VivaldiConfig};
 use overlay::latency::{LatencyModel, ModelConfig};
 use overlay::superpeer::{PeerInfo, Point};
 use overlay::NodeId;
-use rand::{Rng, RngCore};
+use rand::{Rng, RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
@@ -137,31 +138,74 @@ impl World {
         self.model.rtt_ms(a as usize, b as usize)
     }
 
-    /// The Vivaldi phase: `rounds` rounds, each node one sample per round. `progress` is
-    /// called after each round.
-    pub fn run_vivaldi(&mut self, rounds: usize, rng: &mut dyn RngCore, mut progress: impl FnMut()) -> anyhow::Result<()> {
+    /// The Vivaldi phase (see [`VivaldiPhase`]): `rounds` rounds in which every node samples
+    /// each of its neighbours and `fresh` random peers. `progress` is called after each round.
+    pub fn run_vivaldi(
+        &mut self,
+        phase: &VivaldiPhase,
+        rng: &mut dyn RngCore,
+        mut progress: impl FnMut(),
+    ) -> anyhow::Result<()> {
         let n = self.len();
-        let cfg = Arc::new(VivaldiConfig::default());
+        // No adjustment term: a super peer's `Point` carries none (see `VivaldiPhase`).
+        let cfg = Arc::new(VivaldiConfig {
+            adjustment_window: 0,
+            latency_filter_peers: (self.per + phase.fresh).clamp(1, 1024) as u16,
+            ..VivaldiConfig::default()
+        });
         let mut clients = Vec::with_capacity(n);
         for _ in 0..n {
             clients.push(VivaldiClient::new(cfg.clone())?);
         }
-        for _ in 0..rounds {
-            for i in 0..n {
-                let j = self.neighbours[i * self.per + rng.gen_range(0..self.per.max(1))];
-                if j == u32::MAX {
-                    continue;
+        let seed = rng.next_u64();
+        let jobs = phase.jobs.max(1);
+        let mut prev: Vec<Coordinate> = clients.iter().map(|c| *c.coordinate()).collect();
+        for round in 0..phase.rounds {
+            if phase.in_place {
+                // Sequential: every sample reads the peer's current coordinate.
+                for (chunk_no, chunk) in clients.chunks_mut(VIVALDI_CHUNK).enumerate() {
+                    let mut rng = chunk_rng(seed, round, chunk_no);
+                    for (k, client) in chunk.iter_mut().enumerate() {
+                        let i = chunk_no * VIVALDI_CHUNK + k;
+                        for j in self.vivaldi_peers(i, phase.fresh, &mut rng) {
+                            self.vivaldi_sample(client, i, j, &prev[j], &mut rng);
+                        }
+                        prev[i] = *client.coordinate();
+                    }
                 }
-                let j = j as usize;
-                let rtt = self.model.sample_rtt_ms(i, j, rng) / 1000.0;
-                let theirs = *clients[j].coordinate();
-                // A refused sample (zero RTT) is simply skipped, as a real node would.
-                let _ = clients[i].update_secs(&self.ids[j], &theirs, rtt, rng);
+            } else {
+                let (world, snapshot) = (&*self, &prev[..]);
+                // Contiguous parts of whole chunks, one per thread: the chunks (and so each
+                // chunk's RNG) do not depend on the number of threads.
+                let chunks_total = n.div_ceil(VIVALDI_CHUNK);
+                let per_job = chunks_total.div_ceil(jobs);
+                std::thread::scope(|scope| {
+                    for (part, slice) in clients.chunks_mut(per_job * VIVALDI_CHUNK).enumerate() {
+                        let first_chunk = part * per_job;
+                        scope.spawn(move || {
+                            for (c, chunk) in slice.chunks_mut(VIVALDI_CHUNK).enumerate() {
+                                let chunk_no = first_chunk + c;
+                                let mut rng = chunk_rng(seed, round, chunk_no);
+                                for (k, client) in chunk.iter_mut().enumerate() {
+                                    let i = chunk_no * VIVALDI_CHUNK + k;
+                                    for j in world.vivaldi_peers(i, phase.fresh, &mut rng) {
+                                        world.vivaldi_sample(client, i, j, &snapshot[j], &mut rng);
+                                    }
+                                }
+                            }
+                        });
+                    }
+                });
+                for (p, c) in prev.iter_mut().zip(&clients) {
+                    *p = *c.coordinate();
+                }
             }
             progress();
         }
+        drop(prev);
         self.points = clients.iter().map(|c| Point::from(c.coordinate())).collect();
         drop(clients);
+        release_free_memory();
         // Accuracy on random pairs.
         let mut errs: Vec<f64> = (0..20_000.min(n * 4))
             .filter_map(|_| {
@@ -182,6 +226,99 @@ impl World {
         Ok(())
     }
 }
+
+/// Hands the heap pages freed by the coordinate phase back to the OS. The clients were
+/// allocated by the phase's worker threads, in glibc arenas that the protocol threads do
+/// not reuse and that glibc trims only from the top; without this their pages stay
+/// resident through the protocol runs (part of the 9.03 GiB peak at N = 10^6, session 2).
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        extern "C" {
+            fn malloc_trim(pad: usize) -> i32;
+        }
+        // SAFETY: glibc's `malloc_trim` takes no pointer and only releases free memory.
+        unsafe {
+            malloc_trim(0);
+        }
+    }
+}
+
+/// Nodes per Vivaldi work unit (each with its own RNG stream).
+const VIVALDI_CHUNK: usize = 4096;
+
+/// Settings of the coordinate phase.
+///
+/// Every round, every node measures (a jittered model RTT) each of its fixed neighbours
+/// (`World::neighbours`: near ones in its own and nearby cities, random ones) and `fresh`
+/// uniformly random peers, and updates its [`VivaldiClient`] with each sample. This is the
+/// sample set of the `overlay/examples/vivaldi_error.rs` experiment (fixed neighbours incl.
+/// same-city ones, plus fresh random peers every round), whose error at 18 samples per node
+/// per round is 0.11 after 10 rounds and 0.08 after 100 (RESULTS.md). The session-2 phase
+/// took ONE sample from a random neighbour per round, so 100 rounds gave each node about 6
+/// samples per neighbour and no fresh peers, and stopped at 0.25-0.33.
+///
+/// **Rounds are synchronous (Jacobi)**, a documented choice of the simulator: within a
+/// round every node reads the coordinates its peers had at the END of the previous round
+/// (a real node reads the coordinate a peer sent with its last ping reply, which is also a
+/// little stale). This lets the nodes of a round be updated in parallel on `jobs` threads;
+/// nodes are cut into fixed chunks of [`VIVALDI_CHUNK`], each with its own RNG seeded from
+/// (run seed, round, chunk), so the result is the same for any number of threads.
+///
+/// **No adjustment term** (`adjustment_window = 0`): the coordinates are frozen into
+/// [`Point`]s, which predict `euclid + heights` and carry no adjustment. With Serf's
+/// adjustment on, the heights shrink to their minimum (10 µs) and the adjustment (mean
+/// |adjustment| 16 ms at N = 10^4) carries the access delays, so the points alone erred by a
+/// median 0.32 while the full coordinates erred by 0.12 (this was most of the session-2
+/// phase's error). Without it the heights carry the access delays and the points are the
+/// full prediction: the `vivaldi_error` example measures 0.088 at N = 10^4 after 20 rounds
+/// without the adjustment, 0.100 with it.
+///
+/// Fresh peers are sampled first in each round, so that the latency filter (which keeps
+/// `neighbours + fresh` peers, least recently updated evicted) drops last round's fresh
+/// peers and keeps the fixed neighbours' filters.
+#[derive(Clone, Debug)]
+pub struct VivaldiPhase {
+    pub rounds: usize,
+    pub fresh: usize,
+    pub jobs: usize,
+    /// Sequential rounds instead (one thread; each sample reads the peer's current
+    /// coordinate), for comparison.
+    pub in_place: bool,
+}
+
+fn chunk_rng(seed: u64, round: usize, chunk_no: usize) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(
+        seed ^ (round as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (chunk_no as u64).wrapping_mul(0xc2b2_ae3d_27d4_eb4f),
+    )
+}
+
+impl World {
+    /// The peers node `i` samples in one round: `fresh` random ones first, then its fixed
+    /// neighbours.
+    fn vivaldi_peers(&self, i: usize, fresh: usize, rng: &mut dyn RngCore) -> impl Iterator<Item = usize> + '_ {
+        let fresh_peers: [u32; MAX_FRESH] = std::array::from_fn(|f| {
+            if f < fresh {
+                self.model.random_peer(i, rng).map_or(u32::MAX, |j| j as u32)
+            } else {
+                u32::MAX
+            }
+        });
+        let fixed = self.neighbours[i * self.per..(i + 1) * self.per].iter().copied();
+        let n = self.len();
+        fresh_peers.into_iter().chain(fixed).map(|j| j as usize).filter(move |&j| j != i && j < n)
+    }
+
+    /// One jittered RTT sample from node `i` to `j`, whose coordinate is `theirs`.
+    fn vivaldi_sample(&self, client: &mut VivaldiClient, i: usize, j: usize, theirs: &Coordinate, rng: &mut dyn RngCore) {
+        let rtt = self.model.sample_rtt_ms(i, j, rng) / 1000.0;
+        // A refused sample (zero RTT) is simply skipped, as a real node would.
+        let _ = client.update_secs(&self.ids[j], theirs, rtt, rng);
+    }
+}
+
+/// Largest number of fresh random peers per node and round.
+pub const MAX_FRESH: usize = 16;
 
 /// Node id -> node index, for the ids of one [`World`]: open addressing with linear probing
 /// on the id's first 64 bits, 16 bytes a slot at a load of at most 1/2, so a lookup costs one

@@ -199,13 +199,15 @@ pub struct SuperPeerNode {
     /// Round we last heard from the head we are attached to.
     heard: u32,
     last_seed: u32,
-    head: Option<Head>,
+    /// Boxed (and `election` too): only about 1 % of nodes serve a cluster, and a million
+    /// simulated nodes must not each carry the room for one inline.
+    head: Option<Box<Head>>,
     attached: Option<PeerInfo>,
     attaching: Option<(NodeId, u32)>,
     member_view: Option<(NodeId, HeadRole, Arc<[NodeId]>)>,
     /// A member-less head named us its backup: its view and the round it came.
     backup_view: Option<(NodeId, HeadRole, Arc<[NodeId]>, u32)>,
-    election: Option<ClusterElection>,
+    election: Option<Box<ClusterElection>>,
 }
 
 impl SuperPeerNode {
@@ -298,7 +300,11 @@ impl SuperPeerNode {
         let mut b = self.neighbours.capacity() * std::mem::size_of::<PeerInfo>()
             + self.cache.capacity() * std::mem::size_of::<CacheEntry>()
             + self.queries.capacity() * std::mem::size_of::<(u32, Pending)>();
+        if self.election.is_some() {
+            b += std::mem::size_of::<ClusterElection>();
+        }
         if let Some(h) = &self.head {
+            b += std::mem::size_of::<Head>();
             b += h.members.capacity() * std::mem::size_of::<PeerInfo>()
                 + h.view.capacity() * std::mem::size_of::<TokenEntry>();
         }
@@ -362,6 +368,10 @@ impl SuperPeerNode {
             return;
         };
         let (_, pending) = self.queries.swap_remove(pos);
+        if self.queries.is_empty() {
+            // Give back the start-up lookups' buffer (up to 16 entries a node, kept for ever).
+            self.queries = Vec::new();
+        }
         match pending {
             Pending::Estimate { key } => {
                 let ids: Vec<NodeId> = peers.iter().map(|p| p.id).collect();
@@ -468,7 +478,7 @@ impl SuperPeerNode {
         if super_peer {
             ctx.push(SpEffect::BecomeSuperPeer);
         }
-        self.head = Some(Head {
+        self.head = Some(Box::new(Head {
             role,
             dirty: true,
             ids: None,
@@ -479,7 +489,7 @@ impl SuperPeerNode {
             view: Vec::new(),
             transit: None,
             backup: None,
-        });
+        }));
     }
 
     /// Stop serving: withdraw the record, tell the members where to go (`to`) or to look
@@ -768,6 +778,10 @@ impl SuperPeerNode {
                 self.cache[i] = CacheEntry { info, age, backoff_until: 0 };
             }
         } else {
+            if self.cache.capacity() == 0 {
+                // Exactly `cache_size` entries, not the doubling growth's 8 for 6.
+                self.cache.reserve_exact(self.cfg.cache_size.min(64));
+            }
             self.cache.push(CacheEntry { info, age, backoff_until: 0 });
         }
     }
@@ -1204,7 +1218,7 @@ impl SuperPeerNode {
             return;
         }
         let election = AnyElection::new(self.rank, group, &self.cfg.election);
-        self.election = Some(ClusterElection { dead, role, election, started: self.round });
+        self.election = Some(Box::new(ClusterElection { dead, role, election, started: self.round }));
         self.drive_election(ctx, Input::Start);
     }
 

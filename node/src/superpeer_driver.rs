@@ -25,6 +25,11 @@
 //!   While its lookups run the driver opens the connection gate for outbound dials
 //!   (`Gate::open_outbound_until`), so that kad's iterative lookups reach the peers they
 //!   discover instead of being refused before dialling.
+//! - `LookupFailed` instead of `LookupResult` when a lookup is not fit to decide on (ours): a
+//!   closest-peers lookup that timed out, or returned fewer than [`CLOSEST_K`] peers while
+//!   some peers failed to answer (on a loaded machine kad's per-peer requests time out and
+//!   the answer comes back short; a short answer made size estimates collapse); a provider
+//!   lookup that timed out having found nobody. The state machine retries after a back-off.
 //! - `PeerUp` for a connected peer once its coordinate is known (learned from every request
 //!   and reply, which carry the sender's coordinate), and again when it moved.
 //! - `PeerDown` (failure detection, ours): the member probes its head with a `Hello` when it
@@ -68,6 +73,8 @@ use tracing::{debug, info, warn};
 
 /// Rounds without a message from the head before a member probes it.
 pub const PROBE_AFTER_TICKS: u32 = 2;
+/// Kademlia's replication factor: a closest-peers lookup returns at most this many peers.
+pub const CLOSEST_K: usize = 20;
 /// How long a provider result waits for the providers' `Hello` replies.
 pub const HELLO_WAIT: Duration = Duration::from_secs(3);
 /// How long a provider lookup runs once it found a provider.
@@ -105,6 +112,8 @@ pub struct SpStatus {
     /// `Hello` requests (coordinate learning and head probes), not counted in `messages_sent`.
     pub hellos_sent: u64,
     pub lookups: u64,
+    /// Lookups reported failed to the state machine (timed out, or short with failures).
+    pub lookups_failed: u64,
     pub token_moves: u64,
     pub attach_changes: u64,
     pub rejected: u64,
@@ -138,6 +147,8 @@ struct LookupState {
     providers: bool,
     found: Vec<PeerId>,
     first_found: Option<Instant>,
+    /// The provider lookup ended with an error (timeout).
+    failed: bool,
 }
 
 struct Hold {
@@ -358,15 +369,33 @@ impl SuperPeerDriver {
 
     /// Kademlia events: the results of the driver's own queries.
     pub fn on_kad(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, ev: &kad::Event) {
-        let kad::Event::OutboundQueryProgressed { id, result, step, .. } = ev else { return };
+        let kad::Event::OutboundQueryProgressed { id, result, step, stats } = ev else { return };
         let Some(l) = self.lookups.get_mut(id) else { return };
         let mut done = step.last;
         match result {
             kad::QueryResult::GetClosestPeers(r) => {
-                let peers = match r {
-                    Ok(ok) => &ok.peers,
-                    Err(kad::GetClosestPeersError::Timeout { peers, .. }) => peers,
+                let (peers, timed_out) = match r {
+                    Ok(ok) => (&ok.peers, false),
+                    Err(kad::GetClosestPeersError::Timeout { peers, .. }) => (peers, true),
                 };
+                // Usable: finished in time with K peers, or with fewer and no peer failing to
+                // answer (a network smaller than K + 1). Anything else the state machine
+                // must not decide on (see `SpInput::LookupFailed`).
+                let short = peers.len() < CLOSEST_K && stats.num_failures() > 0;
+                if timed_out || short {
+                    let query = l.query;
+                    self.lookups.remove(id);
+                    self.status.lookups_failed += 1;
+                    debug!(
+                        query,
+                        peers = peers.len(),
+                        failures = stats.num_failures(),
+                        timed_out,
+                        "closest-peers lookup unusable; the state machine retries it"
+                    );
+                    self.run(sw, dir, SpInput::LookupFailed { query });
+                    return;
+                }
                 let infos: Vec<(PeerId, Vec<Multiaddr>)> =
                     peers.iter().map(|p| (p.peer_id, p.addrs.clone())).collect();
                 let query = l.query;
@@ -401,6 +430,7 @@ impl SuperPeerDriver {
                 Ok(kad::GetProvidersOk::FinishedWithNoAdditionalRecord { .. }) => done = true,
                 Err(e) => {
                     debug!("provider lookup ended: {e}");
+                    l.failed = true;
                     done = true;
                 }
             },
@@ -410,6 +440,12 @@ impl SuperPeerDriver {
             return;
         }
         let Some(l) = self.lookups.remove(id) else { return };
+        if l.failed && l.found.is_empty() {
+            // A timed-out provider lookup that found nobody says nothing about the key.
+            self.status.lookups_failed += 1;
+            self.run(sw, dir, SpInput::LookupFailed { query: l.query });
+            return;
+        }
         let mut ids = Vec::with_capacity(l.found.len());
         for p in &l.found {
             let nid = node_id_of(p);
@@ -631,7 +667,7 @@ impl SuperPeerDriver {
                     }
                     Query::Providers { key } => (b.kad.get_providers(kad::RecordKey::new(&key.0)), true),
                 };
-                self.lookups.insert(qid, LookupState { query, providers, found: Vec::new(), first_found: None });
+                self.lookups.insert(qid, LookupState { query, providers, found: Vec::new(), first_found: None, failed: false });
             }
             SpEffect::Provide { key } => {
                 let b = sw.behaviour_mut();

@@ -380,7 +380,7 @@ fn a_crashed_holder_is_replaced_exactly_once() {
 /// view as part of attaching, so the role is recreated exactly once.
 #[test]
 fn a_holder_crashed_right_after_its_members_attached_is_replaced_once() {
-    let (mut net, minter) = setup();
+    let (mut net, _) = setup();
     let (_, token, _) = net.holders()[0];
     let mut crashed = None;
     for _ in 0..10 {

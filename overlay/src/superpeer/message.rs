@@ -129,6 +129,10 @@ pub enum SpInput {
     Message { from: NodeId, msg: SpMessage },
     /// The answer to the lookup the node asked for with `query`.
     LookupResult { query: u32, peers: Vec<PeerInfo> },
+    /// The lookup `query` ended without an answer the node may decide on: it timed out, or
+    /// came back short while peers failed to answer (a loaded or partitioned network). The
+    /// node retries it after a back-off instead of deciding on it.
+    LookupFailed { query: u32 },
     /// A neighbour became reachable (or reports a new position).
     PeerUp(PeerInfo),
     /// The transport or failure detector reports a peer unreachable.

@@ -20,6 +20,7 @@ use crate::codec::FrameCodec;
 use crate::config::NodeConfig;
 use crate::gate::Gate;
 use crate::latency_transport::{self, EmulatedLink};
+use crate::quiet_kad::QuietKad;
 use libp2p::core::{transport::MemoryTransport, upgrade::Version, Transport};
 use libp2p::identity::Keypair;
 use libp2p::swarm::NetworkBehaviour;
@@ -45,7 +46,8 @@ pub const COORDS_PROTOCOL: &str = "/peerage/coords/1.0.0";
 pub struct Behaviour {
     pub limits: connection_limits::Behaviour,
     pub gate: Gate,
-    pub kad: kad::Behaviour<kad::store::MemoryStore>,
+    /// Kademlia; its automatic bootstrap walks do not dial (`quiet_kad.rs`).
+    pub kad: QuietKad,
     pub gossipsub: gossipsub::Behaviour,
     pub identify: identify::Behaviour,
     pub ping: ping::Behaviour,
@@ -98,6 +100,9 @@ fn make_behaviour(key: &Keypair, cfg: &NodeConfig, unreadable: &Arc<AtomicU64>) 
     let mut kad = kad::Behaviour::with_config(peer, kad::store::MemoryStore::new(peer), kcfg);
     // On loopback no external address is ever confirmed: be a server explicitly.
     kad.set_mode(Some(kad::Mode::Server));
+    // The automatic walk kad starts on inserts into a small table cannot be configured
+    // away in libp2p-kad 0.49; `QuietKad` keeps it from dialling unless walks were asked for.
+    let kad = QuietKad::new(kad, cfg.timing.kad_bootstrap_s > 0);
 
     let gcfg = gossipsub::ConfigBuilder::default()
         .validation_mode(gossipsub::ValidationMode::Strict)

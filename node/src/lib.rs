@@ -6,6 +6,7 @@
 //! - [`codec`], [`behaviour`], [`gate`]: wire framing, the composed libp2p behaviour and
 //!   transports, the pre-handshake connection gate;
 //! - [`members`], [`peer_manager`]: who is in the group, and which connections to keep;
+//! - [`quiet_kad`]: Kademlia whose automatic bootstrap walks do not dial;
 //! - [`election_driver`], [`node`]: the election state machine's clock/timers/routing, and
 //!   the node's event loop;
 //! - [`status`], [`metrics`], [`sysstat`]: JSON status lines, Prometheus, /proc readings;
@@ -29,6 +30,7 @@ pub mod members;
 pub mod metrics;
 pub mod node;
 pub mod peer_manager;
+pub mod quiet_kad;
 pub mod status;
 pub mod swarm_runner;
 pub mod superpeer_config;

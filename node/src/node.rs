@@ -29,7 +29,21 @@
 //!   election once settled if the leader it names ranks lower;
 //! - the leader is reported down (`PeerDown`) and, one answer+coordinator timeout later, the
 //!   node still names it and is not in an election: it starts one. The algorithms' own
-//!   heartbeats (T1) cover leaders that no one is connected to.
+//!   heartbeats (T1) cover leaders that no one is connected to;
+//! - a *late joiner* (session 3): a node that is not the highest member, names no leader,
+//!   has started nothing yet, and whose directory has not changed since its first snapshot
+//!   of the group (nobody joined after it, so the swarm had settled, and elected, before it
+//!   came) runs the algorithm's own recovery rule (`Input::Recover`) as soon as it has
+//!   settled, instead of waiting for the fallback (~8 s in session 2). Per algorithm: bully
+//!   holds an election (seeds 000/001: "a process that comes back up holds an election"; the
+//!   coordinator answers and announces itself again); fast bully sends `IamUp` and admits the
+//!   coordinator named in the `View`s (seed 002); the list ring holds an election at epoch
+//!   0 (the ring's recovery rule); Chang-Roberts holds its recovery election (epoch 1: while
+//!   the swarm is still at its start-up epoch 1 it is not answered as a lagging process's,
+//!   and the joiner learns the leader only after its lap timeout, 12.6 s measured; weak);
+//!   Villadangos starts an epoch; echo starts an echo election over its neighbours. With heartbeats on, a bully-family joiner usually admits
+//!   the coordinator's `Alive` while it settles and so never needs to recover. Nodes that
+//!   join together see each other arrive and take the fallback path.
 //! Node-initiated starts are at least `settle_ms + fallback_ms` apart.
 //!
 //! Connections (session 2): the member directory syncs by digest anti-entropy with one random
@@ -154,6 +168,10 @@ struct Node {
     unreadable: Arc<AtomicU64>,
     own_bad_frames: u64,
     last_election_rx: Option<Instant>,
+    /// The directory version when this node first knew another member; still the version
+    /// once settled means nobody joined after it: it joined a swarm that had settled
+    /// (`maybe_start`, late joiner).
+    first_group_version: Option<u64>,
     /// Vivaldi coordinates from ping (`coords_driver.rs`).
     coords: CoordsDriver,
     /// Emulated link latency, when on: its recent lateness gates ping samples.
@@ -260,6 +278,7 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
         unreadable,
         own_bad_frames: 0,
         last_election_rx: None,
+        first_group_version: None,
         coords,
         latency: opts.latency,
         superpeer,
@@ -526,8 +545,18 @@ impl Node {
         let top = group.highest() == Some(self.me);
         let leader = self.driver.leader();
         let leader_rank = leader.and_then(|l| group.rank_of(&l));
+        // A late joiner: its directory has not changed since its first snapshot of the group,
+        // so nobody joined after it and the others settled (and elected) before it came.
+        let joined_settled = self.first_group_version == Some(self.directory.version());
         let reason = match leader {
             None if top => Some("start-up: highest known member"),
+            None if joined_settled && self.last_start.is_none() => {
+                info!("joined a settled swarm: recovering (the algorithm's recovery rule)");
+                self.last_start = Some(now);
+                self.fallback_at = None;
+                self.feed(Input::Recover);
+                return;
+            }
             None => {
                 // The fallback grows with the group (an election over N members may need
                 // O(N) hops) and is postponed while election traffic is still arriving, so
@@ -588,6 +617,9 @@ impl Node {
         // Group changes into the election.
         if self.directory.version() != self.fed_version {
             self.fed_version = self.directory.version();
+            if self.first_group_version.is_none() && self.directory.len() > 1 {
+                self.first_group_version = Some(self.fed_version);
+            }
             self.pacer.on_change(now);
             self.fill_routing_table();
             let m = self.directory.membership();

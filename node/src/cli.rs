@@ -147,6 +147,10 @@ pub struct SwarmArgs {
     /// --latency internet.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub ping_s: Option<u64>,
+    /// Member-directory rumour fan-out: changed entries are pushed once to this many random
+    /// peers (0 = digest anti-entropy only; default from the node config, 0).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=16))]
+    pub members_push_fanout: Option<u32>,
     /// Run super-peer selection (off, prefix or tokens) and report its measures instead of
     /// the leader milestones.
     #[arg(long, default_value = "off")]

@@ -87,6 +87,9 @@ impl Default for Limits {
     }
 }
 
+/// The largest accepted `members_push_fanout` (more only multiplies the traffic).
+pub const MAX_PUSH_FANOUT: u32 = 16;
+
 /// Pacing of the node's own periodic work.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -102,6 +105,12 @@ pub struct Timing {
     /// The digest period doubles after each equal comparison up to this (a converged swarm is
     /// quiet: one small digest per node per this period).
     pub members_sync_max_ms: u64,
+    /// Rumour fan-out of the member directory: once per `members_sync_ms`, the entries that
+    /// changed since the last time are pushed to this many random connected peers, once
+    /// (`members.rs`); 0 (the default) turns it off: digest anti-entropy only. Off by default
+    /// because at N = 1,000 on the loaded 2-core machine fan-out 3 did not converge faster
+    /// (it multiplies the sync requests, and the swarm was CPU-starved; docs/RESULTS.md).
+    pub members_push_fanout: u32,
     /// Period of the `status` JSON line.
     pub status_ms: u64,
     /// Period of Kademlia bootstrap (random walk); 0 (the default) turns periodic bootstrap
@@ -119,6 +128,7 @@ impl Default for Timing {
             fallback_ms: 4_000,
             members_sync_ms: 500,
             members_sync_max_ms: 8_000,
+            members_push_fanout: 0,
             status_ms: 2_000,
             kad_bootstrap_s: 0,
             ping_s: 15,
@@ -266,6 +276,12 @@ impl FileConfig {
         }
         if l.request_timeout_ms == 0 {
             return Err(ConfigError::Limits("request_timeout_ms must be positive".into()));
+        }
+        if self.timing.members_push_fanout > MAX_PUSH_FANOUT {
+            return Err(ConfigError::Limits(format!(
+                "members_push_fanout is {}, at most {MAX_PUSH_FANOUT}",
+                self.timing.members_push_fanout
+            )));
         }
         let superpeer = self.superpeer.resolve()?;
         let mut limits = self.limits.clone();

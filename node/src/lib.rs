@@ -6,6 +6,7 @@
 //! - [`codec`], [`behaviour`], [`gate`]: wire framing, the composed libp2p behaviour and
 //!   transports, the pre-handshake connection gate;
 //! - [`members`], [`peer_manager`]: who is in the group, and which connections to keep;
+//!   [`members_report`]: how fast the member directory converged, node by node;
 //! - [`quiet_kad`]: Kademlia whose automatic bootstrap walks do not dial;
 //! - [`election_driver`], [`node`]: the election state machine's clock/timers/routing, and
 //!   the node's event loop;
@@ -27,6 +28,7 @@ pub mod gate;
 pub mod identity;
 pub mod latency_transport;
 pub mod members;
+pub mod members_report;
 pub mod metrics;
 pub mod node;
 pub mod peer_manager;

@@ -180,6 +180,9 @@ async fn swarm(args: SwarmArgs) -> anyhow::Result<()> {
     if let Some(p) = args.ping_s {
         sc.template.timing.ping_s = p;
     }
+    if let Some(f) = args.members_push_fanout {
+        sc.template.timing.members_push_fanout = f;
+    }
     let mut kills: Vec<Kill> =
         args.kill_leader_at.iter().map(|&s| Ok(Kill::Leader { at: secs(s)? })).collect::<anyhow::Result<_>>()?;
     if let Some(f) = args.kill_fraction {

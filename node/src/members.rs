@@ -22,6 +22,18 @@
 //! - A joining node sends its digest to its first connection at once, so it pulls one
 //!   snapshot of the directory (everything differs) and pushes its own entry in the same
 //!   exchange; afterwards the new entry spreads epidemically, O(log N) periods.
+//! - **Rumours** (session 3; Demers et al.'s "rumor mongering", in its infect-and-die form as
+//!   in lpbcast/memberlist): every entry that changes here (learned from a peer, or this
+//!   node's own) is *news*; once per sync period a node pushes all its news in one
+//!   [`SyncBody::Push`] to `members_push_fanout` random connected peers (off by default; see
+//!   `config.rs`: not faster in the CPU-starved 1,000-node swarm) and then
+//!   forgets it ([`Directory::hot_frame`]). A receiver for whom an entry is new forwards it
+//!   the same way, so an entry reaches most nodes in O(log N / log(fanout+1)) periods instead
+//!   of the digest exchange's slower spread over a sparse connection graph; the nodes it
+//!   misses (a fraction of about e^-fanout) are repaired by the digest exchange. Cost: each
+//!   node forwards each entry once to `fanout` peers (fanout x N^2 entries in all while a
+//!   swarm forms); nothing once it is quiet. Unit test `rumours_speed_up_convergence`: 300
+//!   directories converge in ~4 rounds with fan-out 3 against ~9 with digests only.
 //! - The period backs off: it doubles after every exchange that found the digests equal, up
 //!   to [`SyncPacer`]'s maximum, and returns to the base period when the directory changes.
 //!   A converged swarm therefore sends one digest per node per max period.
@@ -30,6 +42,10 @@
 //!   comparison with a random peer is a sample of the whole swarm, so a streak of equal
 //!   digests is the node's local evidence that the directory has converged swarm-wide; the
 //!   node uses it to decide when an election may start (`node.rs`).
+//!
+//! Every node counts what its sync did ([`SyncStats`]: digests, deltas, pushes, entries
+//! sent/received/new, failures, rumours); `peerage swarm` reports them per node
+//! (`members_report.rs`) to find where convergence lags.
 //!
 //! All three messages travel as requests (the codec's responses are one-byte
 //! acknowledgements), so the protocol needs no large responses.
@@ -127,6 +143,37 @@ pub struct Handled {
     pub reply: Option<Vec<u8>>,
 }
 
+/// Per-node sync counters (what this node's anti-entropy did), to find the nodes and the
+/// phases where convergence lags (`peerage swarm` reports them; status JSON carries them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SyncStats {
+    /// Digests this node sent (periodic and at join).
+    pub digests_sent: u64,
+    /// Digests received from peers.
+    pub digests_received: u64,
+    /// Digest comparisons (sent or received) that found both directories equal.
+    pub equal: u64,
+    /// Deltas sent (answers to a differing digest) and received.
+    pub deltas_sent: u64,
+    pub deltas_received: u64,
+    /// Pushes sent (answers to a delta) and received.
+    pub pushes_sent: u64,
+    pub pushes_received: u64,
+    /// Entries sent in deltas and pushes.
+    pub entries_sent: u64,
+    /// Entries received in deltas and pushes.
+    pub entries_received: u64,
+    /// Received entries that were new or newer here.
+    pub entries_new: u64,
+    /// Sync requests that failed (timeout, closed connection, dial failure).
+    pub failures: u64,
+    /// Frames refused as malformed.
+    pub malformed: u64,
+    /// Rumour pushes built (each goes to a few peers) and the entries in them.
+    pub rumours_sent: u64,
+    pub rumour_entries_sent: u64,
+}
+
 /// A known member.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Member {
@@ -147,6 +194,11 @@ pub struct Directory {
     changed_at: Instant,
     equal_streak: u32,
     exchanged: bool,
+    stats: SyncStats,
+    /// Entries that changed here since the last [`Directory::hot_frame`] (the rumours to
+    /// push), and the same as a set.
+    hot: Vec<PeerId>,
+    hot_set: std::collections::HashSet<PeerId>,
 }
 
 pub fn node_id_of(peer: &PeerId) -> NodeId {
@@ -182,6 +234,9 @@ impl Directory {
             changed_at: Instant::now(),
             equal_streak: 0,
             exchanged: false,
+            stats: SyncStats::default(),
+            hot: Vec::new(),
+            hot_set: std::collections::HashSet::new(),
         };
         d.upsert(me, priority, incarnation, addrs);
         d
@@ -213,6 +268,9 @@ impl Directory {
         self.buckets[bucket_of(&node)] ^= entry_hash(&peer, priority, incarnation);
         self.members.insert(peer, Member { node, priority, incarnation, addrs });
         self.by_node.insert(node, peer);
+        if self.hot_set.insert(peer) {
+            self.hot.push(peer);
+        }
         self.version += 1;
         self.changed_at = Instant::now();
         self.equal_streak = 0;
@@ -266,15 +324,71 @@ impl Directory {
         Arc::new(Membership::new(self.members.values().map(|m| Rank::new(m.priority, m.node))))
     }
 
-    /// This node's digest frame (to send to one random connected peer).
-    pub fn digest_frame(&self) -> Option<Vec<u8>> {
-        encode(SyncBody::Digest { count: self.members.len() as u64, buckets: self.buckets.to_vec() })
+    /// This node's digest frame (to send to one random connected peer); counted as sent.
+    pub fn digest_frame(&mut self) -> Option<Vec<u8>> {
+        let f = encode(SyncBody::Digest { count: self.members.len() as u64, buckets: self.buckets.to_vec() });
+        if f.is_some() {
+            self.stats.digests_sent += 1;
+        }
+        f
     }
 
     /// The answer to a `Digest` request said "equal" ([`ACK_EQUAL`]).
     pub fn digest_acknowledged_equal(&mut self) {
         self.equal_streak = self.equal_streak.saturating_add(1);
         self.exchanged = true;
+        self.stats.equal += 1;
+    }
+
+    /// A sync request of ours failed (the transport reported it).
+    pub fn note_failure(&mut self) {
+        self.stats.failures += 1;
+    }
+
+    /// This node's sync counters.
+    pub fn stats(&self) -> SyncStats {
+        self.stats
+    }
+
+    /// Entries changed here since the last [`Self::hot_frame`].
+    pub fn hot_len(&self) -> usize {
+        self.hot.len()
+    }
+
+    /// Forget the changed entries without pushing them (rumours off).
+    pub fn forget_hot(&mut self) {
+        self.hot.clear();
+        self.hot_set.clear();
+        self.hot.shrink_to(64);
+        self.hot_set.shrink_to(64);
+    }
+
+    /// The rumour push: a [`SyncBody::Push`] of the entries that changed here since the last
+    /// call (at most [`MAX_ENTRIES_PER_FRAME`]; the rest stay for the next call), and forgets
+    /// them. `None` when nothing changed. The caller sends the same frame to a few random
+    /// peers once (infect-and-die); the digest exchange repairs whatever it misses.
+    pub fn hot_frame(&mut self) -> Option<Vec<u8>> {
+        if self.hot.is_empty() {
+            return None;
+        }
+        let take = self.hot.len().min(MAX_ENTRIES_PER_FRAME);
+        let batch: Vec<PeerId> = self.hot.drain(..take).collect();
+        let entries: Vec<WireEntry> = batch
+            .iter()
+            .filter_map(|p| {
+                self.hot_set.remove(p);
+                self.members.get(p).map(|m| Self::wire_entry(p, m))
+            })
+            .collect();
+        if self.hot.is_empty() {
+            // A joiner's snapshot makes the whole directory news once; do not keep that much
+            // room per node for the rest of the run.
+            self.hot.shrink_to(64);
+            self.hot_set.shrink_to(64);
+        }
+        self.stats.rumours_sent += 1;
+        self.stats.rumour_entries_sent += entries.len() as u64;
+        encode(SyncBody::Push { entries })
     }
 
     fn wire_entry(peer: &PeerId, m: &Member) -> WireEntry {
@@ -298,6 +412,14 @@ impl Directory {
     /// Handle one received frame. Bad entries inside a well-formed frame are skipped and
     /// counted; a malformed frame is an error and changes nothing.
     pub fn handle(&mut self, bytes: &[u8]) -> Result<Handled, SyncError> {
+        let r = self.handle_frame(bytes);
+        if r.is_err() {
+            self.stats.malformed += 1;
+        }
+        r
+    }
+
+    fn handle_frame(&mut self, bytes: &[u8]) -> Result<Handled, SyncError> {
         let frame: SyncFrame = postcard::from_bytes(bytes).map_err(|e| SyncError::Malformed(e.to_string()))?;
         if frame.version != MEMBERS_VERSION {
             return Err(SyncError::Version(frame.version));
@@ -310,6 +432,7 @@ impl Directory {
                     return Err(SyncError::TooMany(entries.len()));
                 }
                 self.exchanged = true;
+                self.stats.pushes_received += 1;
                 let (changed, bad) = self.merge_entries(entries);
                 Ok(Handled { changed, bad, ..Default::default() })
             }
@@ -324,9 +447,11 @@ impl Directory {
         for (i, d) in differ.iter_mut().enumerate() {
             *d = self.buckets[i] != theirs[i];
         }
+        self.stats.digests_received += 1;
         if !differ.iter().any(|d| *d) && count == self.members.len() as u64 {
             self.equal_streak = self.equal_streak.saturating_add(1);
             self.exchanged = true;
+            self.stats.equal += 1;
             return Ok(Handled { equal: true, ..Default::default() });
         }
         self.equal_streak = 0;
@@ -348,6 +473,8 @@ impl Directory {
         let last = want.last().map_or(0, |b| *b as usize);
         let entries: Vec<WireEntry> =
             mine.into_iter().take_while(|(b, _)| *b <= last).map(|(_, e)| e).take(take).collect();
+        self.stats.deltas_sent += 1;
+        self.stats.entries_sent += entries.len() as u64;
         Ok(Handled { reply: encode(SyncBody::Delta { entries, want }), ..Default::default() })
     }
 
@@ -363,6 +490,7 @@ impl Directory {
         // What the sender has, to push back exactly what it lacks.
         let theirs: HashMap<Vec<u8>, u64> = entries.iter().map(|e| (e.peer.clone(), e.incarnation)).collect();
         self.exchanged = true;
+        self.stats.deltas_received += 1;
         let (changed, bad) = self.merge_entries(entries);
         let push: Vec<WireEntry> = self
             .entries_in(&wanted)
@@ -371,11 +499,16 @@ impl Directory {
             .filter(|e| theirs.get(&e.peer).is_none_or(|inc| *inc < e.incarnation))
             .take(MAX_ENTRIES_PER_FRAME)
             .collect();
+        if !push.is_empty() {
+            self.stats.pushes_sent += 1;
+            self.stats.entries_sent += push.len() as u64;
+        }
         let reply = if push.is_empty() { None } else { encode(SyncBody::Push { entries: push }) };
         Ok(Handled { changed, bad, equal: false, reply })
     }
 
     fn merge_entries(&mut self, entries: Vec<WireEntry>) -> (usize, usize) {
+        self.stats.entries_received += entries.len() as u64;
         let (mut changed, mut bad) = (0, 0);
         for e in entries {
             let Ok(peer) = PeerId::from_bytes(&e.peer) else {
@@ -391,6 +524,7 @@ impl Directory {
                 changed += 1;
             }
         }
+        self.stats.entries_new += changed as u64;
         (changed, bad)
     }
 }
@@ -622,6 +756,95 @@ mod tests {
         assert!(!dirs[0].settled(Instant::now(), Duration::from_secs(60)));
     }
 
+    /// Rounds until every directory on a random sparse graph holds all `n` members, with one
+    /// digest exchange per node per round and, with `fanout` > 0, each node's changed
+    /// entries pushed to `fanout` random neighbours once per round (as `node.rs` does per tick).
+    fn rounds_to_converge(n: usize, fanout: usize, seed: u64) -> (usize, u64) {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut dirs: Vec<Directory> = (0..n).map(|i| dir(i as u64)).collect();
+        let mut adj: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for i in 1..n {
+            adj[i].push(i - 1);
+            adj[i - 1].push(i);
+            for _ in 0..4 {
+                let j = rng.gen_range(0..n);
+                if j != i && !adj[i].contains(&j) {
+                    adj[i].push(j);
+                    adj[j].push(i);
+                }
+            }
+        }
+        let mut rounds = 0;
+        loop {
+            rounds += 1;
+            assert!(rounds <= 60, "no convergence after 60 rounds (fanout {fanout}, seed {seed})");
+            let mut order: Vec<usize> = (0..n).collect();
+            order.shuffle(&mut rng);
+            for &i in &order {
+                let j = *adj[i].choose(&mut rng).unwrap();
+                let (x, y) = two_mut(&mut dirs, i, j);
+                exchange(x, y);
+            }
+            for &i in &order {
+                if fanout == 0 {
+                    dirs[i].forget_hot();
+                    continue;
+                }
+                let Some(frame) = dirs[i].hot_frame() else { continue };
+                let targets: Vec<usize> = adj[i].choose_multiple(&mut rng, fanout).copied().collect();
+                for j in targets {
+                    dirs[j].handle(&frame).unwrap();
+                }
+            }
+            if dirs.iter().all(|d| d.len() == n && same(d, &dirs[0])) {
+                let moved = dirs.iter().map(|d| d.stats().entries_received).sum();
+                return (rounds, moved);
+            }
+        }
+    }
+
+    /// Rumours (changed entries pushed once to a few neighbours) spread in fewer rounds than
+    /// the digest exchange alone, on the same graphs and schedules; once converged nothing is
+    /// hot and an exchange is one digest.
+    #[test]
+    fn rumours_speed_up_convergence() {
+        let seed: u64 = std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
+        println!("rumours_speed_up_convergence: PEERAGE_SEED={seed}");
+        let n = 300;
+        let (ae, ae_moved) = rounds_to_converge(n, 0, seed);
+        let (rumour, rumour_moved) = rounds_to_converge(n, 3, seed);
+        println!("digest only: {ae} rounds, {ae_moved} entries; fan-out 3: {rumour} rounds, {rumour_moved} entries");
+        assert!(rumour < ae, "fan-out 3 took {rumour} rounds, digest only {ae} (seed {seed})");
+        assert!(rumour <= 6, "fan-out 3 took {rumour} rounds (seed {seed})");
+        // Each node forwards each entry at most once to 3 peers, plus the digest exchanges.
+        assert!(rumour_moved <= 6 * (n * n) as u64, "{rumour_moved} entries moved (seed {seed})");
+    }
+
+    #[test]
+    fn hot_frame_pushes_changes_once() {
+        let mut a = dir(1);
+        assert_eq!(a.hot_len(), 1, "its own entry is news");
+        let (p, q) = (pid(), pid());
+        a.upsert(p, 3, 1, vec![]);
+        a.upsert(q, 4, 1, vec![]);
+        a.upsert(p, 3, 2, vec![]);
+        assert_eq!(a.hot_len(), 3, "p once, at its newest incarnation");
+        let frame = a.hot_frame().unwrap();
+        assert!(a.hot_frame().is_none(), "pushed once");
+        let mut b = dir(2);
+        let h = b.handle(&frame).unwrap();
+        assert_eq!(h.changed, 3);
+        assert!(h.reply.is_none());
+        assert_eq!(b.get(&p).unwrap().incarnation, 2);
+        // b learned them: they are news at b now (it forwards them once), not at a again.
+        assert_eq!(b.hot_len(), 4);
+        assert!(b.handle(&frame).unwrap().changed == 0);
+        a.forget_hot();
+        assert_eq!(a.hot_len(), 0);
+        assert_eq!(a.stats().rumours_sent, 1);
+        assert_eq!(a.stats().rumour_entries_sent, 3);
+    }
+
     #[test]
     fn malformed_frames_are_errors_and_change_nothing() {
         let mut d = dir(1);
@@ -662,6 +885,32 @@ mod tests {
         })
         .unwrap();
         assert_eq!(d.handle(&me_entry).unwrap().changed, 0);
+    }
+
+    #[test]
+    fn sync_counters_follow_the_exchange() {
+        let mut big = dir(1);
+        for i in 0..50 {
+            big.upsert(pid(), i, 1, vec![]);
+        }
+        let mut joiner = dir(2);
+        assert_eq!(exchange(&mut joiner, &mut big), 3);
+        let (j, b) = (joiner.stats(), big.stats());
+        assert_eq!((j.digests_sent, b.digests_received), (1, 1));
+        assert_eq!((b.deltas_sent, j.deltas_received), (1, 1));
+        assert_eq!((j.pushes_sent, b.pushes_received), (1, 1));
+        assert_eq!(j.entries_received, b.entries_sent, "the delta is all big sent");
+        assert_eq!(j.entries_new, 51, "big's 50 members and big itself");
+        assert_eq!(b.entries_new, 1, "the joiner's own entry");
+        assert_eq!(b.entries_received, j.entries_sent);
+        // Equal digests: counted on both sides, nothing else moves.
+        assert_eq!(exchange(&mut joiner, &mut big), 1);
+        assert_eq!((joiner.stats().equal, big.stats().equal), (1, 1));
+        assert_eq!(big.stats().deltas_sent, 1);
+        // Failures and malformed frames.
+        joiner.note_failure();
+        assert!(joiner.handle(&[9, 9, 9]).is_err());
+        assert_eq!((joiner.stats().failures, joiner.stats().malformed), (1, 1));
     }
 
     #[test]

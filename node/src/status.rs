@@ -42,6 +42,13 @@ pub struct Snapshot {
     pub vivaldi_dropped_late: u64,
     /// Super-peer role, cluster and token (`superpeer_driver.rs`), when super peers are on.
     pub superpeer: Option<crate::superpeer_driver::SpStatus>,
+    /// Member-directory sync counters (`members.rs`).
+    pub sync: crate::members::SyncStats,
+    /// The current member-sync period (ms; grows while settled).
+    pub sync_period_ms: u64,
+    /// When the member directory last changed (for the swarm runner; not serialised).
+    #[serde(skip)]
+    pub members_changed_at: Option<std::time::Instant>,
 }
 
 /// The latest snapshot of a node.

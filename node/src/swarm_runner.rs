@@ -194,7 +194,12 @@ impl LocalSwarm {
 
     /// The leader every live node names, if they all name the same live node.
     pub fn agreed_leader(&self) -> Option<String> {
-        let snaps = self.snapshots();
+        self.agreed_in(&self.snapshots())
+    }
+
+    /// [`Self::agreed_leader`] from snapshots already taken (the runner polls 1,000 nodes
+    /// every 100 ms: one copy of every snapshot per poll, not two).
+    pub fn agreed_in(&self, snaps: &[(usize, Snapshot)]) -> Option<String> {
         let first = snaps.first()?.1.leader.clone()?;
         let alive = self.index_of(&first).is_some_and(|i| self.is_alive(i));
         (alive && snaps.iter().all(|(_, s)| s.leader.as_deref() == Some(first.as_str()))).then_some(first)
@@ -340,6 +345,8 @@ pub struct SwarmReport {
     pub coords: Option<CoordsReport>,
     /// Super-peer measures (`peerage swarm --superpeers`).
     pub superpeers: Option<crate::superpeer_report::SuperPeerReport>,
+    /// The member directory's convergence, node by node (`members_report.rs`).
+    pub sync: Option<crate::members_report::MembersReport>,
 }
 
 fn totals(snaps: &[(usize, Snapshot)]) -> (u64, u64, u64) {
@@ -382,8 +389,10 @@ pub async fn run(opts: SwarmOptions) -> anyhow::Result<SwarmReport> {
     let (mut connected, mut members, mut dht, mut agreed) = (None, None, None, None);
     let dht_target = (n.saturating_sub(1)).min(crate::node::KAD_K);
     let deadline = t0 + opts.timeout;
+    let mut tracker = crate::members_report::MembersTracker::new(n, t0);
     while Instant::now() < deadline {
         let snaps = swarm.snapshots();
+        tracker.observe(&snaps);
         let el = t0.elapsed().as_secs_f64();
         if connected.is_none() && snaps.iter().all(|(_, s)| s.peers > 0 || n == 1) {
             connected = Some(el);
@@ -394,7 +403,7 @@ pub async fn run(opts: SwarmOptions) -> anyhow::Result<SwarmReport> {
         if dht.is_none() && snaps.iter().all(|(_, s)| s.routing_table >= dht_target) {
             dht = Some(el);
         }
-        if agreed.is_none() && swarm.agreed_leader().is_some() {
+        if agreed.is_none() && swarm.agreed_in(&snaps).is_some() {
             agreed = Some(el);
         }
         if let Some(b) = &bar {
@@ -417,6 +426,7 @@ pub async fn run(opts: SwarmOptions) -> anyhow::Result<SwarmReport> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let leader = swarm.agreed_leader();
+    let sync = Some(tracker.finish(&swarm.snapshots()));
     let mut steady = None;
     let mut kills = Vec::new();
     if agreed.is_some() {
@@ -492,6 +502,7 @@ pub async fn run(opts: SwarmOptions) -> anyhow::Result<SwarmReport> {
         }
         finish(bar);
         let mut r = report(&opts, start_s, connected, members, dht, agreed, leader, steady, kills, &swarm);
+        r.sync = sync;
         if let Some(s) = sampler {
             r.coords = s.finish().await;
         }
@@ -499,6 +510,7 @@ pub async fn run(opts: SwarmOptions) -> anyhow::Result<SwarmReport> {
     }
     finish(bar);
     let mut r = report(&opts, start_s, connected, members, dht, agreed, leader, steady, kills, &swarm);
+    r.sync = sync;
     if let Some(s) = sampler {
         r.coords = s.finish().await;
     }
@@ -550,5 +562,6 @@ fn report(
         kills,
         coords: None,
         superpeers: None,
+        sync: None,
     }
 }

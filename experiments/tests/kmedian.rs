@@ -106,7 +106,17 @@ fn bound_below_optimum_and_placement_feasible() {
         let total = check_assignment(&w, &out.heads, &out.head_of, cap);
         assert!((total / rest - out.best_mean_ms).abs() < 1e-6);
         assert!(out.best_mean_ms >= opt / rest - 1e-6, "round {round}: below the optimum");
-        assert!(out.bound_mean_ms <= opt / rest + 1e-6, "round {round}: bound {} above the optimum {}", out.bound_mean_ms, opt / rest);
-        eprintln!("round {round}: optimum {:.3} ms, found {:.3}, bound {:.3}", opt / rest, out.best_mean_ms, out.bound_mean_ms);
+        assert!(
+            out.bound_mean_ms <= opt / rest + 1e-6,
+            "round {round}: bound {} above the optimum {}",
+            out.bound_mean_ms,
+            opt / rest
+        );
+        eprintln!(
+            "round {round}: optimum {:.3} ms, found {:.3}, bound {:.3}",
+            opt / rest,
+            out.best_mean_ms,
+            out.bound_mean_ms
+        );
     }
 }

@@ -100,7 +100,9 @@ fn echo() {
 /// Chang-Roberts 82223 and 83038 (`peerage-lab sweep --seeds 0..100000`).
 #[test]
 fn ring_and_chang_roberts_sweep_regressions() {
-    for (algorithm, seed) in [(Algorithm::Ring, 82223), (Algorithm::ChangRoberts, 82223), (Algorithm::ChangRoberts, 83038)] {
+    for (algorithm, seed) in
+        [(Algorithm::Ring, 82223), (Algorithm::ChangRoberts, 82223), (Algorithm::ChangRoberts, 83038)]
+    {
         if let Err(f) = check_seed(algorithm, seed) {
             panic!("{algorithm} seed {seed}: {}\n  replay: {}", f.summary, replay_command(algorithm, seed));
         }

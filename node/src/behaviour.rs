@@ -126,9 +126,8 @@ fn make_behaviour(key: &Keypair, cfg: &NodeConfig, unreadable: &Arc<AtomicU64>) 
             .with_interval(Duration::from_secs(cfg.timing.ping_s.max(1)))
             .with_timeout(Duration::from_secs(10)),
     );
-    let rr_cfg = request_response::Config::default()
-        .with_request_timeout(cfg.request_timeout())
-        .with_max_concurrent_streams(64);
+    let rr_cfg =
+        request_response::Config::default().with_request_timeout(cfg.request_timeout()).with_max_concurrent_streams(64);
     let election = request_response::Behaviour::with_codec(
         FrameCodec::with_counter(l.max_election_frame, unreadable.clone()),
         [(StreamProtocol::new(ELECTION_PROTOCOL), request_response::ProtocolSupport::Full)],
@@ -179,12 +178,16 @@ pub fn build_swarm_with_latency(
         let base = SwarmBuilder::with_existing_identity(key).with_tokio();
         let swarm = match transport {
             TransportKind::TcpQuic => base
-                .with_other_transport(|key| -> Result<_, BoxError> { Ok(latency_transport::tcp_transport(key, link)?) })?
+                .with_other_transport(|key| -> Result<_, BoxError> {
+                    Ok(latency_transport::tcp_transport(key, link)?)
+                })?
                 .with_behaviour(|key| make_behaviour(key, cfg, unreadable))?
                 .with_swarm_config(|c| c.with_idle_connection_timeout(idle))
                 .build(),
             TransportKind::Memory => base
-                .with_other_transport(|key| -> Result<_, BoxError> { Ok(latency_transport::memory_transport(key, link)?) })?
+                .with_other_transport(|key| -> Result<_, BoxError> {
+                    Ok(latency_transport::memory_transport(key, link)?)
+                })?
                 .with_behaviour(|key| make_behaviour(key, cfg, unreadable))?
                 .with_swarm_config(|c| c.with_idle_connection_timeout(idle))
                 .build(),

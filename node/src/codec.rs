@@ -12,7 +12,6 @@
 //!
 //! Assumption: one request per stream (request-response's model).
 
-
 use futures::prelude::*;
 use libp2p::StreamProtocol;
 use std::io;
@@ -49,14 +48,10 @@ async fn read_limited<T: AsyncRead + Unpin + Send>(io: &mut T, limit: u64) -> io
     let mut buf = Vec::new();
     io.take(limit + 1).read_to_end(&mut buf).await?;
     if buf.len() as u64 > limit {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("frame exceeds the limit of {limit} bytes"),
-        ));
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("frame exceeds the limit of {limit} bytes")));
     }
     Ok(buf)
 }
-
 
 impl libp2p::request_response::Codec for FrameCodec {
     type Protocol = StreamProtocol;

@@ -230,8 +230,8 @@ pub struct NodeConfig {
 impl FileConfig {
     /// Read a TOML file.
     pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
         toml::from_str(&text).map_err(|source| ConfigError::Toml { path: path.to_path_buf(), source })
     }
 
@@ -240,10 +240,7 @@ impl FileConfig {
         let listen = self
             .listen
             .iter()
-            .map(|a| {
-                a.parse::<Multiaddr>()
-                    .map_err(|e| ConfigError::Listen { addr: a.clone(), reason: e.to_string() })
-            })
+            .map(|a| a.parse::<Multiaddr>().map_err(|e| ConfigError::Listen { addr: a.clone(), reason: e.to_string() }))
             .collect::<Result<Vec<_>, _>>()?;
         let bootstrap = self.bootstrap.iter().map(|a| parse_bootstrap(a)).collect::<Result<Vec<_>, _>>()?;
         let mut election = self.election.clone();

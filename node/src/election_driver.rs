@@ -362,7 +362,10 @@ mod tests {
             assert!(d.take_due(t0 + t1 + Duration::from_millis(50)).is_empty());
             let out = d.feed(Input::Message { from: r(2).id, msg: Message::Coordinator });
             assert_eq!(d.leader(), Some(r(2).id), "{algorithm}: {out:?}");
-            assert!(!out.iter().any(|e| matches!(e, Effect::Send { .. } | Effect::ElectionStarted)), "{algorithm}: {out:?}");
+            assert!(
+                !out.iter().any(|e| matches!(e, Effect::Send { .. } | Effect::ElectionStarted)),
+                "{algorithm}: {out:?}"
+            );
             assert!(!d.t1_held);
             assert_eq!(d.t1_released_by_announcement, 1);
             assert_eq!(d.started, 0);

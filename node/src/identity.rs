@@ -17,7 +17,9 @@ pub enum IdentityError {
     Read { path: PathBuf, source: std::io::Error },
     #[error("cannot write identity key file {path}: {source}")]
     Write { path: PathBuf, source: std::io::Error },
-    #[error("identity key file {path} is corrupt: {reason} (delete it to create a new identity, which changes the node id)")]
+    #[error(
+        "identity key file {path} is corrupt: {reason} (delete it to create a new identity, which changes the node id)"
+    )]
     Corrupt { path: PathBuf, reason: String },
 }
 
@@ -44,9 +46,7 @@ fn decode(path: &Path, bytes: &[u8]) -> Result<Keypair, IdentityError> {
 
 fn store(path: &Path, key: &Keypair) -> Result<(), IdentityError> {
     let write_err = |source| IdentityError::Write { path: path.to_path_buf(), source };
-    let raw = key
-        .to_protobuf_encoding()
-        .map_err(|e| write_err(std::io::Error::other(e.to_string())))?;
+    let raw = key.to_protobuf_encoding().map_err(|e| write_err(std::io::Error::other(e.to_string())))?;
     if let Some(dir) = path.parent() {
         if !dir.as_os_str().is_empty() {
             std::fs::create_dir_all(dir).map_err(write_err)?;

@@ -737,7 +737,10 @@ mod tests {
         assert_eq!(got, want, "bytes must arrive complete and in order");
         let first = first_at.unwrap();
         assert!(first >= one_way, "first byte after {first:?}, one-way delay is {one_way:?}");
-        assert!(first < one_way + one_way / 2 + Duration::from_millis(30), "first byte after {first:?}, one-way {one_way:?}");
+        assert!(
+            first < one_way + one_way / 2 + Duration::from_millis(30),
+            "first byte after {first:?}, one-way {one_way:?}"
+        );
     }
 
     /// Two libp2p nodes on the emulated memory transport: ping measures about the model RTT.
@@ -754,7 +757,9 @@ mod tests {
             let link = EmulatedLink::new(net.clone(), idx).unwrap();
             let swarm = SwarmBuilder::with_new_identity()
                 .with_tokio()
-                .with_other_transport(|key| -> Result<_, Box<dyn std::error::Error + Send + Sync>> { Ok(memory_transport(key, link)?) })
+                .with_other_transport(|key| -> Result<_, Box<dyn std::error::Error + Send + Sync>> {
+                    Ok(memory_transport(key, link)?)
+                })
                 .unwrap()
                 .with_behaviour(|_| ping::Behaviour::new(ping::Config::new().with_interval(Duration::from_millis(100))))
                 .unwrap()

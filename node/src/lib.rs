@@ -34,11 +34,11 @@ pub mod node;
 pub mod peer_manager;
 pub mod quiet_kad;
 pub mod status;
-pub mod swarm_runner;
 pub mod superpeer_config;
 pub mod superpeer_driver;
 pub mod superpeer_report;
 pub mod superpeer_wire;
+pub mod swarm_runner;
 pub mod sysstat;
 
 pub use behaviour::TransportKind;

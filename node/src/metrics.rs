@@ -83,7 +83,11 @@ impl Metrics {
         sub.register("members", "Known election group members", m.members.clone());
         sub.register("bad_frames", "Malformed or oversized frames received", m.bad_frames.clone());
         sub.register("vivaldi_error", "Vivaldi error estimate of this node's coordinate", m.vivaldi_error.clone());
-        sub.register("vivaldi_height_seconds", "Height of this node's Vivaldi coordinate", m.vivaldi_height_seconds.clone());
+        sub.register(
+            "vivaldi_height_seconds",
+            "Height of this node's Vivaldi coordinate",
+            m.vivaldi_height_seconds.clone(),
+        );
         sub.register("vivaldi_samples", "RTT samples Vivaldi accepted", m.vivaldi_samples.clone());
         sub.register(
             "superpeer_role",
@@ -114,8 +118,7 @@ impl Metrics {
 
 /// Serve `registry` at `addr` on a background thread. Returns the bound address.
 pub fn serve(addr: SocketAddr, registry: Registry) -> anyhow::Result<SocketAddr> {
-    let server = tiny_http::Server::http(addr)
-        .map_err(|e| anyhow::anyhow!("cannot serve metrics on {addr}: {e}"))?;
+    let server = tiny_http::Server::http(addr).map_err(|e| anyhow::anyhow!("cannot serve metrics on {addr}: {e}"))?;
     let bound = server.server_addr().to_ip().unwrap_or(addr);
     let registry = Arc::new(registry);
     std::thread::Builder::new().name("metrics".into()).spawn(move || {

@@ -65,8 +65,8 @@ use crate::behaviour::{build_swarm_with_latency, Behaviour, BehaviourEvent, Tran
 use crate::codec::{ACK_OK, ACK_REJECTED};
 use crate::config::NodeConfig;
 use crate::coords_driver::{CoordsConfig, CoordsDriver};
-use crate::latency_transport::EmulatedLink;
 use crate::election_driver::{group_sends, BroadcastFrame, ElectionDriver, Recipients, BROADCAST_VERSION};
+use crate::latency_transport::EmulatedLink;
 use crate::members::{node_id_of, Directory, SyncPacer, ACK_EQUAL};
 use crate::metrics::Metrics;
 use crate::peer_manager::{self, PeerInfo, Policy};
@@ -244,10 +244,8 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
     if !opts.cfg.bootstrap.is_empty() && bootstrap_dials.is_empty() {
         anyhow::bail!("none of the bootstrap addresses can be dialled: {}", bootstrap_errors.join("; "));
     }
-    let incarnation = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_micros() as u64)
-        .unwrap_or(1);
+    let incarnation =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(1);
     let directory = Directory::new(peer_id, opts.cfg.priority, incarnation, vec![]);
     let driver = ElectionDriver::new(me, &opts.cfg.election, opts.seed);
     let probe = Arc::new(Probe::default());
@@ -434,10 +432,8 @@ impl Node {
     /// Carry out one grouped send (see `election_driver.rs` for the routing choice).
     fn route(&mut self, msg: Message, to: Vec<NodeId>) {
         let kind = msg.kind();
-        let far = to
-            .iter()
-            .filter(|id| self.directory.peer_of(id).is_none_or(|p| !self.swarm.is_connected(&p)))
-            .count();
+        let far =
+            to.iter().filter(|id| self.directory.peer_of(id).is_none_or(|p| !self.swarm.is_connected(&p))).count();
         // Echo runs over the actual topology and refuses messages from non-neighbours: it
         // only ever sends point to point.
         let broadcast_min = 3;
@@ -696,9 +692,10 @@ impl Node {
         // (joining), do it at most every MEMBERSHIP_FEED_EVERY, and at once when a tick
         // brought no change. Elections start only once the directory has been quiet for
         // `settle_ms`, so they always see the whole group.
-        let feed_due = self.last_membership_feed.is_none_or(|t| now.saturating_duration_since(t) >= MEMBERSHIP_FEED_EVERY)
-            || now.saturating_duration_since(self.directory.changed_at())
-                >= Duration::from_millis(self.cfg.timing.members_sync_ms.min(self.cfg.timing.settle_ms));
+        let feed_due =
+            self.last_membership_feed.is_none_or(|t| now.saturating_duration_since(t) >= MEMBERSHIP_FEED_EVERY)
+                || now.saturating_duration_since(self.directory.changed_at())
+                    >= Duration::from_millis(self.cfg.timing.members_sync_ms.min(self.cfg.timing.settle_ms));
         if self.directory.version() != self.fed_version {
             self.pacer.on_change(now);
         }
@@ -742,9 +739,7 @@ impl Node {
         let (to, from) = match self.cfg.election.algorithm {
             // Villadangos sends to the next lower rank (seed 004's `neighbor`).
             Algorithm::Villadangos => (group.predecessor(&self.me.id), group.successor(&self.me.id)),
-            Algorithm::Ring | Algorithm::ChangRoberts => {
-                (group.successor(&self.me.id), group.predecessor(&self.me.id))
-            }
+            Algorithm::Ring | Algorithm::ChangRoberts => (group.successor(&self.me.id), group.predecessor(&self.me.id)),
             _ => (None, None),
         };
         let peer = |r: Option<Rank>| r.filter(|r| r.id != self.me.id).and_then(|r| self.directory.peer_of(&r.id));
@@ -1253,4 +1248,3 @@ fn is_unspecified(a: &Multiaddr) -> bool {
         _ => false,
     })
 }
-

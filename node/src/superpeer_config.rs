@@ -34,10 +34,9 @@ impl std::str::FromStr for SuperPeerMode {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.trim().to_ascii_lowercase().as_str() {
             "off" | "none" | "" => Ok(SuperPeerMode::Off),
-            other => other
-                .parse::<Method>()
-                .map(SuperPeerMode::On)
-                .map_err(|_| SuperPeerSettingsError::Mode(s.to_string())),
+            other => {
+                other.parse::<Method>().map(SuperPeerMode::On).map_err(|_| SuperPeerSettingsError::Mode(s.to_string()))
+            }
         }
     }
 }

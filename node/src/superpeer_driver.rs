@@ -396,8 +396,7 @@ impl SuperPeerDriver {
                     self.run(sw, dir, SpInput::LookupFailed { query });
                     return;
                 }
-                let infos: Vec<(PeerId, Vec<Multiaddr>)> =
-                    peers.iter().map(|p| (p.peer_id, p.addrs.clone())).collect();
+                let infos: Vec<(PeerId, Vec<Multiaddr>)> = peers.iter().map(|p| (p.peer_id, p.addrs.clone())).collect();
                 let query = l.query;
                 self.lookups.remove(id);
                 for (p, addrs) in &infos {
@@ -468,11 +467,8 @@ impl SuperPeerDriver {
     }
 
     fn deliver_hold(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, h: Hold) {
-        let peers: Vec<PeerInfo> = h
-            .peers
-            .iter()
-            .filter_map(|id| self.points.get(id).map(|p| PeerInfo { id: *id, point: *p }))
-            .collect();
+        let peers: Vec<PeerInfo> =
+            h.peers.iter().filter_map(|id| self.points.get(id).map(|p| PeerInfo { id: *id, point: *p })).collect();
         self.run(sw, dir, SpInput::LookupResult { query: h.query, peers });
     }
 
@@ -667,7 +663,8 @@ impl SuperPeerDriver {
                     }
                     Query::Providers { key } => (b.kad.get_providers(kad::RecordKey::new(&key.0)), true),
                 };
-                self.lookups.insert(qid, LookupState { query, providers, found: Vec::new(), first_found: None, failed: false });
+                self.lookups
+                    .insert(qid, LookupState { query, providers, found: Vec::new(), first_found: None, failed: false });
             }
             SpEffect::Provide { key } => {
                 let b = sw.behaviour_mut();

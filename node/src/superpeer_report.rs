@@ -27,8 +27,8 @@
 use crate::status::Snapshot;
 use crate::superpeer_driver::SpStatus;
 use crate::swarm_runner::LocalSwarm;
-use overlay::stats::{Sample, Summary};
 use indicatif::ProgressBar;
+use overlay::stats::{Sample, Summary};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -207,10 +207,8 @@ async fn wait_stable(
             all_settled = true;
         }
         if let Some(b) = bar {
-            let attached = snaps
-                .iter()
-                .filter(|(_, s)| sp_of(s).is_some_and(|p| is_head(p) || p.head.is_some()))
-                .count();
+            let attached =
+                snaps.iter().filter(|(_, s)| sp_of(s).is_some_and(|p| is_head(p) || p.head.is_some())).count();
             b.set_length(snaps.len() as u64);
             b.set_position(attached as u64);
         }
@@ -275,7 +273,8 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
     }
     m.head_share = m.heads as f64 / m.live_nodes.max(1) as f64;
     m.latency = if net.is_some() { "model".into() } else { "ping".into() };
-    m.latency_to_head_ms = if net.is_some() { dist(lat, "model RTT to head") } else { dist(ping.clone(), "ping to head") };
+    m.latency_to_head_ms =
+        if net.is_some() { dist(lat, "model RTT to head") } else { dist(ping.clone(), "ping to head") };
     m.ping_to_head_ms = dist(ping, "ping to head");
     let sizes = sample(members_of.values().map(|v| *v as f64).collect(), "cluster size");
     if let (Some(mean), Some(min), Some(max)) = (sizes.mean(), sizes.min(), sizes.max()) {
@@ -288,9 +287,7 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
         if heads.len() > 1 {
             let near: Vec<f64> = heads
                 .iter()
-                .map(|&a| {
-                    heads.iter().filter(|&&b| b != a).map(|&b| net.model().rtt_ms(a, b)).fold(f64::MAX, f64::min)
-                })
+                .map(|&a| heads.iter().filter(|&&b| b != a).map(|&b| net.model().rtt_ms(a, b)).fold(f64::MAX, f64::min))
                 .collect();
             m.nearest_other_head_ms = Some(dist(near, "model RTT to nearest other head"));
         }

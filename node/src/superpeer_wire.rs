@@ -48,10 +48,7 @@ pub struct BookEntry {
 impl BookEntry {
     /// An entry for `peer` with its first addresses.
     pub fn new(peer: &PeerId, addrs: &[Multiaddr]) -> BookEntry {
-        BookEntry {
-            peer: peer.to_bytes(),
-            addrs: addrs.iter().take(MAX_ADDRS_PER_ENTRY).map(|a| a.to_vec()).collect(),
-        }
+        BookEntry { peer: peer.to_bytes(), addrs: addrs.iter().take(MAX_ADDRS_PER_ENTRY).map(|a| a.to_vec()).collect() }
     }
 
     /// The entry's peer, node id and parseable addresses; `None` for a bad peer id.
@@ -264,11 +261,8 @@ mod tests {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let good = encode_request(Point::new(&[0.1], 0.01), SpBody::Message { msg: view(), book: vec![] }).unwrap();
         for _ in 0..20_000 {
-            let mut b = if rng.gen_bool(0.5) {
-                good.clone()
-            } else {
-                (0..rng.gen_range(0..64)).map(|_| rng.gen()).collect()
-            };
+            let mut b =
+                if rng.gen_bool(0.5) { good.clone() } else { (0..rng.gen_range(0..64)).map(|_| rng.gen()).collect() };
             for _ in 0..rng.gen_range(0..4) {
                 if !b.is_empty() {
                     let i = rng.gen_range(0..b.len());

@@ -185,11 +185,7 @@ impl LocalSwarm {
 
     /// Snapshots of the live nodes, by index.
     pub fn snapshots(&self) -> Vec<(usize, Snapshot)> {
-        self.nodes
-            .iter()
-            .enumerate()
-            .filter_map(|(i, n)| n.as_ref().map(|h| (i, h.probe.get())))
-            .collect()
+        self.nodes.iter().enumerate().filter_map(|(i, n)| n.as_ref().map(|h| (i, h.probe.get()))).collect()
     }
 
     /// The leader every live node names, if they all name the same live node.
@@ -350,9 +346,9 @@ pub struct SwarmReport {
 }
 
 fn totals(snaps: &[(usize, Snapshot)]) -> (u64, u64, u64) {
-    snaps.iter().fold((0, 0, 0), |(c, m, b), (_, s)| {
-        (c + s.connections_opened, m + s.messages_sent, b + s.broadcasts_sent)
-    })
+    snaps
+        .iter()
+        .fold((0, 0, 0), |(c, m, b), (_, s)| (c + s.connections_opened, m + s.messages_sent, b + s.broadcasts_sent))
 }
 
 /// Run `peerage swarm` and return its report.
@@ -451,7 +447,10 @@ pub async fn run(opts: SwarmOptions) -> anyhow::Result<SwarmReport> {
             cpu_percent_of_one_core: cpu.percent_of_one_core(),
             rss_bytes: rss,
             rss_bytes_per_node: rss.map(|r| r / n.max(1) as u64),
-            connections_per_node_mean: overlay::stats::Sample::collect(conns.iter().map(|&c| c as f64)).ok().and_then(|s| s.mean()).unwrap_or(0.0),
+            connections_per_node_mean: overlay::stats::Sample::collect(conns.iter().map(|&c| c as f64))
+                .ok()
+                .and_then(|s| s.mean())
+                .unwrap_or(0.0),
             connections_per_node_max: conns.iter().copied().max().unwrap_or(0),
             connections_per_node_min: conns.iter().copied().min().unwrap_or(0),
             new_connections_per_s: after.0.saturating_sub(before.0) as f64 / window,

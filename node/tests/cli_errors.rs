@@ -53,13 +53,8 @@ fn unreachable_bootstrap_is_a_clear_error() {
     // A port nobody listens on: bind one, note it, close it.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let start = std::time::Instant::now();
-    let (code, err) = peerage(&[
-        "run",
-        "--listen",
-        "/ip4/127.0.0.1/tcp/0",
-        "--bootstrap",
-        &format!("/ip4/127.0.0.1/tcp/{port}"),
-    ]);
+    let (code, err) =
+        peerage(&["run", "--listen", "/ip4/127.0.0.1/tcp/0", "--bootstrap", &format!("/ip4/127.0.0.1/tcp/{port}")]);
     assert_ne!(code, 0);
     assert!(err.contains("no bootstrap peer could be reached"), "{err}");
     assert!(start.elapsed() < Duration::from_secs(60));

@@ -73,8 +73,7 @@ fn toml_config_is_honoured_and_flags_win() {
     assert!(key.exists(), "the identity file named in the config was created");
     // status_ms = 300 (default 2,000): wait for 6 status lines and look at their spacing.
     let stamps = p.wait_for("six status lines", WAIT, |p| {
-        let ts: Vec<u64> =
-            p.lines().iter().filter(|l| matches!(l.event, Event::Status(_))).map(|l| l.ts).collect();
+        let ts: Vec<u64> = p.lines().iter().filter(|l| matches!(l.event, Event::Status(_))).map(|l| l.ts).collect();
         (ts.len() >= 6).then_some(ts)
     });
     let mut gaps: Vec<u64> = stamps.windows(2).map(|w| w[1] - w[0]).collect();
@@ -84,7 +83,16 @@ fn toml_config_is_honoured_and_flags_win() {
 
     // Flags win over the file; the identity from the file is still used.
     let p = start(&[
-        "--log", "warn", "run", "--config", &cfg, "--priority", "9", "--algorithm", "ring", "--listen",
+        "--log",
+        "warn",
+        "run",
+        "--config",
+        &cfg,
+        "--priority",
+        "9",
+        "--algorithm",
+        "ring",
+        "--listen",
         "/ip4/127.0.0.1/tcp/0",
     ]);
     let (peer2, _, priority, algorithm) = started(&p);

@@ -49,8 +49,11 @@ async fn emulated_swarm_learns_coordinates(transport: TransportKind, n: usize, w
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let coords: Vec<_> =
-        swarm.snapshots().into_iter().map(|(i, s)| (i, s.coordinate.expect("every node reports a coordinate"))).collect();
+    let coords: Vec<_> = swarm
+        .snapshots()
+        .into_iter()
+        .map(|(i, s)| (i, s.coordinate.expect("every node reports a coordinate")))
+        .collect();
     let (rel, abs, truth) = pair_errors(&net, &coords).unwrap();
     let median = rel[rel.len() / 2];
     eprintln!(

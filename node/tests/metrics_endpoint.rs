@@ -105,9 +105,8 @@ fn metrics_are_served_and_follow_the_elections() {
 
     // 3. B dies; A holds an election and wins.
     drop(b);
-    let s3 = scrape_until(&metrics, "A to lead again after B was killed", |s| {
-        s.sum("peerage_is_leader", &[]) == Some(1.0)
-    });
+    let s3 =
+        scrape_until(&metrics, "A to lead again after B was killed", |s| s.sum("peerage_is_leader", &[]) == Some(1.0));
     assert_eq!(s3.leader_gauge(&a_id), Some(1.0));
     assert_eq!(s3.leader_gauge(&b_id), Some(0.0));
     assert!(

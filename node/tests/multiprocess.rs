@@ -96,9 +96,8 @@ fn processes_agree_and_re_elect_after_the_leader_is_killed() {
     let mut old = procs.remove(&(n - 1)).unwrap();
     old.child.kill().unwrap();
     let t = Instant::now();
-    let new = wait_for("re-election after SIGKILL", Duration::from_secs(60), || {
-        agreed(&procs).filter(|l| *l != leader)
-    });
+    let new =
+        wait_for("re-election after SIGKILL", Duration::from_secs(60), || agreed(&procs).filter(|l| *l != leader));
     println!("re-elected in {:?}", t.elapsed());
     let expected = procs[&(n - 2)].seen.lock().unwrap().node_id.clone();
     assert_eq!(Some(new), expected, "the next highest process must lead");

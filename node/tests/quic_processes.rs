@@ -65,9 +65,7 @@ fn quic_processes_agree_and_re_elect_after_sigkill() {
     }
     let ids: Vec<String> = procs.values().map(|p| p.wait_for("the started line", WAIT, Peerage::node_id)).collect();
 
-    let leader = wait_until("agreement on the highest node", WAIT, || {
-        agreed(&procs).filter(|l| *l == ids[NODES - 1])
-    });
+    let leader = wait_until("agreement on the highest node", WAIT, || agreed(&procs).filter(|l| *l == ids[NODES - 1]));
     assert_eq!(leader, ids[NODES - 1], "{}", describe(&procs));
 
     // Node 0's connections, as libp2p's metrics label them: QUIC only.

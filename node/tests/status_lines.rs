@@ -49,15 +49,14 @@ fn status_lines_report_peers_leader_changes_and_elections() {
     assert!(a.lines().iter().all(|l| l.peer == a_peer && l.ts > 1_600_000_000_000));
 
     // Both name B, the higher priority; B knows it is the leader.
-    let (leader, leader_peer, is_me) = a.wait_for("A to name B", WAIT, |p| {
-        leader_line(p).filter(|(l, _, _)| l.as_deref() == Some(b_id.as_str()))
-    });
+    let (leader, leader_peer, is_me) =
+        a.wait_for("A to name B", WAIT, |p| leader_line(p).filter(|(l, _, _)| l.as_deref() == Some(b_id.as_str())));
     assert_eq!(leader.as_deref(), Some(b_id.as_str()));
     assert!(!is_me);
     let b_peer = b.lines()[0].peer.clone();
     assert_eq!(leader_peer.as_deref(), Some(b_peer.as_str()), "leader_peer is B's peer id");
-    let (_, _, b_is_me) =
-        b.wait_for("B to name itself", WAIT, |p| leader_line(p).filter(|(l, _, _)| l.as_deref() == Some(b_id.as_str())));
+    let (_, _, b_is_me) = b
+        .wait_for("B to name itself", WAIT, |p| leader_line(p).filter(|(l, _, _)| l.as_deref() == Some(b_id.as_str())));
     assert!(b_is_me);
     assert!(
         b.find(|e| matches!(e, Event::ElectionStarted { .. }).then_some(())).is_some(),

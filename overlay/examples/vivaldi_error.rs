@@ -122,12 +122,7 @@ fn measure(model: &LatencyModel, clients: &[VivaldiClient], pairs: &[(usize, usi
         let (c, a) = (Sample::new(c)?, Sample::new(a)?);
         by_class[k] = (percentile(&c, 0.5), c.len(), percentile(&a, 0.5));
     }
-    Ok(Errors {
-        median: percentile(&all, 0.5),
-        p90: percentile(&all, 0.9),
-        mean: all.mean().unwrap_or(0.0),
-        by_class,
-    })
+    Ok(Errors { median: percentile(&all, 0.5), p90: percentile(&all, 0.9), mean: all.mean().unwrap_or(0.0), by_class })
 }
 
 fn neighbour_lists(model: &LatencyModel, args: &Args, rng: &mut ChaCha8Rng) -> Vec<Vec<u32>> {
@@ -172,11 +167,15 @@ fn run(label: &str, model: &LatencyModel, config: VivaldiConfig, args: &Args, pa
     let mut updates = 0u64;
     let mut refused = 0u64;
     let checkpoints: Vec<usize> = {
-        let mut c: Vec<usize> = [1, 5, 10, 20, 50, 100, 200, 500, 1000].into_iter().filter(|&r| r < args.rounds).collect();
+        let mut c: Vec<usize> =
+            [1, 5, 10, 20, 50, 100, 200, 500, 1000].into_iter().filter(|&r| r < args.rounds).collect();
         c.push(args.rounds);
         c
     };
-    println!("\n[{label}] dims={} rounds={} neighbours={} (local {}) random/round={}", config.dimensionality, args.rounds, args.neighbours, args.local, args.random);
+    println!(
+        "\n[{label}] dims={} rounds={} neighbours={} (local {}) random/round={}",
+        config.dimensionality, args.rounds, args.neighbours, args.local, args.random
+    );
     println!("{:>6} {:>9} {:>9} {:>9}", "round", "median", "p90", "mean");
     for round in 1..=args.rounds {
         for a in 0..n {
@@ -205,10 +204,7 @@ fn run(label: &str, model: &LatencyModel, config: VivaldiConfig, args: &Args, pa
     let resets: u64 = clients.iter().map(|c| c.stats().resets as u64).sum();
     let outliers: u64 = clients.iter().map(|c| c.stats().outliers).sum();
     let mem = clients.iter().map(|c| c.memory_bytes()).sum::<usize>() as f64 / n as f64;
-    println!(
-        "[{label}] final: median relative error {:.4}, p90 {:.4}, mean {:.4}",
-        e.median, e.p90, e.mean
-    );
+    println!("[{label}] final: median relative error {:.4}, p90 {:.4}, mean {:.4}", e.median, e.p90, e.mean);
     for (name, (rel, pairs, abs)) in ["same city", "same region", "other region"].iter().zip(e.by_class) {
         println!("[{label}]   {name:>12}: {pairs:>6} pairs, median relative error {rel:.4}, median absolute error {abs:.2} ms");
     }
@@ -260,7 +256,9 @@ fn main() -> Result<()> {
             c.vivaldi_cc = cc;
         }
     }
-    config.validate().context("Vivaldi configuration (--dims, --adjustment-window, --filter-size, --gravity-rho, --outlier-factor, --cc)")?;
+    config.validate().context(
+        "Vivaldi configuration (--dims, --adjustment-window, --filter-size, --gravity-rho, --outlier-factor, --cc)",
+    )?;
     let started = Instant::now();
     let model = LatencyModel::generate(args.nodes, &model_config, args.seed).context("latency model")?;
     println!(

@@ -32,7 +32,7 @@ pub mod time;
 pub mod wire;
 
 pub use driver::{Context, Effect, Election, Input, Timer};
-pub use election::{AnyElection, Algorithm, ElectionConfig, Message};
+pub use election::{Algorithm, AnyElection, ElectionConfig, Message};
 pub use id::{NodeId, Rank};
 pub use membership::Membership;
 pub use time::Time;

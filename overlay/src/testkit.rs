@@ -270,9 +270,7 @@ impl Net {
                 self.input(to, Input::SendFailed { to: dest, msg });
             }
             Event::Timer { at, timer, generation, incarnation } => {
-                if self.incarnation[at] == incarnation
-                    && self.timer_gen.get(&(at, timer)) == Some(&generation)
-                {
+                if self.incarnation[at] == incarnation && self.timer_gen.get(&(at, timer)) == Some(&generation) {
                     self.timer_gen.remove(&(at, timer));
                     self.input(at, Input::Timer(timer));
                 }

@@ -65,13 +65,12 @@ pub fn decode(bytes: &[u8]) -> Result<Body, WireError> {
     if bytes.len() > MAX_FRAME_BYTES {
         return Err(WireError::Oversized { len: bytes.len(), max: MAX_FRAME_BYTES });
     }
-    let (version, _) = postcard::take_from_bytes::<u16>(bytes)
-        .map_err(|e| WireError::Malformed(format!("version: {e}")))?;
+    let (version, _) =
+        postcard::take_from_bytes::<u16>(bytes).map_err(|e| WireError::Malformed(format!("version: {e}")))?;
     if version != WIRE_VERSION {
         return Err(WireError::UnknownVersion { got: version, supported: WIRE_VERSION });
     }
-    let (env, rest) = postcard::take_from_bytes::<Envelope>(bytes)
-        .map_err(|e| WireError::Malformed(e.to_string()))?;
+    let (env, rest) = postcard::take_from_bytes::<Envelope>(bytes).map_err(|e| WireError::Malformed(e.to_string()))?;
     if !rest.is_empty() {
         return Err(WireError::Trailing(rest.len()));
     }
@@ -91,11 +90,7 @@ mod tests {
             Body::Election { scope: 7, msg: Message::View { up: vec![r(1), r(2)], coordinator: Some(r(2)) } },
             Body::Election {
                 scope: 1,
-                msg: Message::RingElection {
-                    epoch: 1,
-                    initiator: r(3),
-                    candidates: (0..50).map(r).collect(),
-                },
+                msg: Message::RingElection { epoch: 1, initiator: r(3), candidates: (0..50).map(r).collect() },
             },
         ]
     }

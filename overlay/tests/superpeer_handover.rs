@@ -454,7 +454,8 @@ fn the_backup_of_a_member_less_holder_recreates_its_token_once() {
         fx = feed(&mut b, &mut rng, SpInput::ElectionTimer(t));
     }
     assert_eq!(b.token(), Some((token, 4)), "{fx:?}");
-    let minted = fx.iter().filter(|e| matches!(e, SpEffect::TokenAcquired { token: t, epoch: 4 } if *t == token)).count();
+    let minted =
+        fx.iter().filter(|e| matches!(e, SpEffect::TokenAcquired { token: t, epoch: 4 } if *t == token)).count();
     assert_eq!(minted, 1, "{fx:?}");
     // A second report of the same crash recreates nothing more.
     let fx = feed(&mut b, &mut rng, SpInput::PeerDown(h));

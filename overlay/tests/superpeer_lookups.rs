@@ -6,7 +6,9 @@
 //!
 //! The DHT is an oracle over a fixed set of random ids (seeded, `PEERAGE_SEED` replays).
 
-use overlay::superpeer::{Method, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SuperPeerConfig, SuperPeerNode};
+use overlay::superpeer::{
+    Method, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SuperPeerConfig, SuperPeerNode,
+};
 use overlay::{NodeId, Time};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

@@ -9,8 +9,8 @@
 
 use crate::lab::cli::BenchArgs;
 use crate::lab::elections::scenarios;
-use crate::sim::engine::Sim;
 use crate::sim::check;
+use crate::sim::engine::Sim;
 use anyhow::Context as _;
 use overlay::election::Algorithm;
 use overlay::Time;
@@ -62,7 +62,18 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let rss0 = peak_rss_kib();
     println!(
         "{:<14} {:>9} {:>5} {:>12} {:>12} {:>9} {:>9} {:>14} {:>14} {:>13} {:>10} {:>5}",
-        "algorithm", "N", "seed", "messages", "delivered", "wall s", "cpu s", "delivered/cpu-s", "events/cpu-s", "engine B/proc", "election B", "ok"
+        "algorithm",
+        "N",
+        "seed",
+        "messages",
+        "delivered",
+        "wall s",
+        "cpu s",
+        "delivered/cpu-s",
+        "events/cpu-s",
+        "engine B/proc",
+        "election B",
+        "ok"
     );
     for s in &scns {
         for seed in seeds.iter() {

@@ -76,8 +76,7 @@ pub struct NodesList(pub Vec<usize>);
 impl FromStr for NodesList {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let v: Result<Vec<usize>, _> =
-            s.split(',').map(|x| x.trim().replace('_', "").parse::<usize>()).collect();
+        let v: Result<Vec<usize>, _> = s.split(',').map(|x| x.trim().replace('_', "").parse::<usize>()).collect();
         let v = v.map_err(|_| format!("bad node count list {s:?}: expected e.g. 16 or 16,64,256"))?;
         Ok(NodesList(v))
     }

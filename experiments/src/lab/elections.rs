@@ -240,10 +240,32 @@ pub fn print_markdown(summaries: &[Summary]) {
 fn write_runs_csv(path: &Path, runs: &[Outcome]) -> anyhow::Result<()> {
     let mut w = csv::Writer::from_path(path).with_context(|| format!("writing {}", path.display()))?;
     let mut header: Vec<String> = [
-        "algorithm", "nodes", "seed", "end", "safety", "agreement", "liveness", "live", "components",
-        "undecided", "wrong", "messages", "bytes", "agreement_ms", "end_ms", "crash_window_ms",
-        "down_at_start", "crashed_during", "delivered", "lost", "duplicated", "failed", "rejected",
-        "timers_fired", "events", "wall_s",
+        "algorithm",
+        "nodes",
+        "seed",
+        "end",
+        "safety",
+        "agreement",
+        "liveness",
+        "live",
+        "components",
+        "undecided",
+        "wrong",
+        "messages",
+        "bytes",
+        "agreement_ms",
+        "end_ms",
+        "crash_window_ms",
+        "down_at_start",
+        "crashed_during",
+        "delivered",
+        "lost",
+        "duplicated",
+        "failed",
+        "rejected",
+        "timers_fired",
+        "events",
+        "wall_s",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -290,8 +312,19 @@ fn write_runs_csv(path: &Path, runs: &[Outcome]) -> anyhow::Result<()> {
 fn write_summary_csv(path: &Path, sums: &[Summary]) -> anyhow::Result<()> {
     let mut w = csv::Writer::from_path(path).with_context(|| format!("writing {}", path.display()))?;
     let mut header: Vec<String> = [
-        "algorithm", "nodes", "seeds", "ok", "safety_violations", "liveness_violations", "msgs_best",
-        "msgs_worst", "msgs_avg", "agree_ms_best", "agree_ms_worst", "agree_ms_avg", "bytes_avg",
+        "algorithm",
+        "nodes",
+        "seeds",
+        "ok",
+        "safety_violations",
+        "liveness_violations",
+        "msgs_best",
+        "msgs_worst",
+        "msgs_avg",
+        "agree_ms_best",
+        "agree_ms_worst",
+        "agree_ms_avg",
+        "bytes_avg",
         "delivered_per_sec",
     ]
     .iter()

@@ -32,13 +32,13 @@
 //!   x the largest latency. Explicit `timeouts` override these.
 //! - At least one process must stay up: `crash_before + crash_during <= N - 1`.
 
+use crate::lab::spec::{Amount, Initiators};
 use crate::sim::engine::{RunEnd, Sim, SimError, SimSetup};
 use crate::sim::faults::{Fault, FaultPlan, NetworkFaults};
 use crate::sim::latency::LatencySpec;
 use crate::sim::metrics::Metrics;
 use crate::sim::topology::TopologySpec;
 use crate::sim::{check, Verdict};
-use crate::lab::spec::{Amount, Initiators};
 use overlay::election::{Algorithm, ElectionConfig};
 use overlay::{Election, NodeId, Rank, Time};
 use rand::seq::index::sample;

@@ -88,11 +88,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<ExitCode> {
             args.seeds,
             args.seeds.len() - bad.len() as u64,
             bad.len(),
-            if bad.is_empty() {
-                String::new()
-            } else {
-                format!(" (first: {:?})", &bad[..bad.len().min(10)])
-            }
+            if bad.is_empty() { String::new() } else { format!(" (first: {:?})", &bad[..bad.len().min(10)]) }
         );
     }
     if args.details {

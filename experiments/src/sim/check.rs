@@ -94,7 +94,11 @@ pub fn check(sim: &Sim, end: RunEnd) -> Verdict {
             None => {
                 undecided += 1;
                 if problems.len() < 5 {
-                    problems.push(format!("process {i} ({}) decided nothing (state {})", sim.rank(i).id.short(), p.state()));
+                    problems.push(format!(
+                        "process {i} ({}) decided nothing (state {})",
+                        sim.rank(i).id.short(),
+                        p.state()
+                    ));
                 }
             }
             Some(l) if Some(l) != expect => {

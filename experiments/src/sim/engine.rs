@@ -188,9 +188,7 @@ impl Sim {
         if echo {
             match &setup.topology {
                 None => return Err(SimError::EchoNeedsTopology),
-                Some(t) if t.len() != n => {
-                    return Err(SimError::TopologySize { topology: t.len(), group: n })
-                }
+                Some(t) if t.len() != n => return Err(SimError::TopologySize { topology: t.len(), group: n }),
                 _ => {}
             }
         }
@@ -723,8 +721,7 @@ impl Sim {
     pub fn engine_bytes_per_process(&self) -> f64 {
         let n = self.procs.len().max(1) as f64;
         let proc_rec = std::mem::size_of::<Proc>();
-        let timers: usize =
-            self.procs.iter().map(|p| p.timers.capacity() * std::mem::size_of::<(Timer, u32)>()).sum();
+        let timers: usize = self.procs.iter().map(|p| p.timers.capacity() * std::mem::size_of::<(Timer, u32)>()).sum();
         // The group's rank list and id index serve as the engine's own (counted here in
         // full, although the algorithms share the same copy), plus a permutation if any.
         let order = match &self.order {

@@ -142,8 +142,8 @@ impl SiteMatrix {
         jitter: f64,
         rng: &mut dyn RngCore,
     ) -> Result<SiteMatrix, MatrixError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| MatrixError::Io { path: path.to_string(), source })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| MatrixError::Io { path: path.to_string(), source })?;
         let mut rows = Vec::new();
         for (ln, line) in text.lines().enumerate() {
             let line = line.split('#').next().unwrap_or("").trim();
@@ -155,10 +155,9 @@ impl SiteMatrix {
                 .filter(|s| !s.is_empty())
                 .map(|s| s.parse::<f64>())
                 .collect();
-            rows.push(row.map_err(|e| MatrixError::Bad {
-                path: path.to_string(),
-                reason: format!("line {}: {e}", ln + 1),
-            })?);
+            rows.push(
+                row.map_err(|e| MatrixError::Bad { path: path.to_string(), reason: format!("line {}: {e}", ln + 1) })?,
+            );
         }
         SiteMatrix::new(rows, processes, jitter, path.to_string(), rng)
     }
@@ -172,11 +171,8 @@ impl LatencyModel for SiteMatrix {
     fn delay(&mut self, from: u32, to: u32, rng: &mut dyn RngCore) -> Duration {
         let s = |p: u32| self.site_of.get(p as usize).copied().unwrap_or(0) as usize;
         let base = self.delay_us[s(from) * self.sites + s(to)];
-        let extra = if self.jitter > 0.0 && base > 0 {
-            rng.gen_range(0..=((base as f64 * self.jitter) as u64))
-        } else {
-            0
-        };
+        let extra =
+            if self.jitter > 0.0 && base > 0 { rng.gen_range(0..=((base as f64 * self.jitter) as u64)) } else { 0 };
         Duration::from_micros(base + extra)
     }
     fn describe(&self) -> String {
@@ -193,7 +189,8 @@ pub struct Internet {
 impl Internet {
     /// Place `processes` processes with the model's default (or metric) configuration.
     pub fn generate(processes: usize, metric: bool, seed: u64) -> Result<Internet, overlay::latency::LatencyError> {
-        let cfg = if metric { overlay::latency::ModelConfig::metric() } else { overlay::latency::ModelConfig::default() };
+        let cfg =
+            if metric { overlay::latency::ModelConfig::metric() } else { overlay::latency::ModelConfig::default() };
         Ok(Internet { model: overlay::latency::LatencyModel::generate(processes, &cfg, seed)?, metric })
     }
 }
@@ -301,20 +298,13 @@ impl<'de> serde::Deserialize<'de> for LatencySpec {
 
 impl LatencySpec {
     /// Build the model for `processes` processes (the matrix places them on sites with `rng`).
-    pub fn build(
-        &self,
-        processes: usize,
-        rng: &mut dyn RngCore,
-    ) -> Result<Box<dyn LatencyModel>, MatrixError> {
+    pub fn build(&self, processes: usize, rng: &mut dyn RngCore) -> Result<Box<dyn LatencyModel>, MatrixError> {
         Ok(match self {
             LatencySpec::Constant(d) => Box::new(Constant(*d)),
             LatencySpec::Range(a, b) => Box::new(Uniform::new(*a, *b)),
-            LatencySpec::Matrix { path, jitter } => Box::new(SiteMatrix::from_file(
-                &path.to_string_lossy(),
-                processes,
-                *jitter,
-                rng,
-            )?),
+            LatencySpec::Matrix { path, jitter } => {
+                Box::new(SiteMatrix::from_file(&path.to_string_lossy(), processes, *jitter, rng)?)
+            }
             LatencySpec::Internet { metric } => Box::new(
                 Internet::generate(processes, *metric, rng.next_u64())
                     .map_err(|e| MatrixError::Internet(e.to_string()))?,

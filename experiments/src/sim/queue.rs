@@ -229,7 +229,8 @@ mod tests {
                 match rng.gen_range(0..10) {
                     0..=5 => {
                         let past = rng.gen_bool(0.02);
-                        let t = if past { now.saturating_sub(rng.gen_range(0..50)) } else { now + rng.gen_range(0..100) };
+                        let t =
+                            if past { now.saturating_sub(rng.gen_range(0..50)) } else { now + rng.gen_range(0..100) };
                         seq += 1;
                         q.push(Time::from_micros(t), seq);
                         reference.push(Reverse((t, seq)));

@@ -237,11 +237,7 @@ impl Topology {
     }
     /// Component label of every process, counting only processes with `keep(i)` and edges
     /// with `edge_ok(a, b)`; dropped processes get `u32::MAX`.
-    pub fn components(
-        &self,
-        keep: impl Fn(u32) -> bool,
-        edge_ok: impl Fn(u32, u32) -> bool,
-    ) -> Vec<u32> {
+    pub fn components(&self, keep: impl Fn(u32) -> bool, edge_ok: impl Fn(u32, u32) -> bool) -> Vec<u32> {
         let n = self.len();
         let mut label = vec![u32::MAX; n];
         let mut next = 0u32;
@@ -378,4 +374,3 @@ mod tests {
         assert_ne!(l[2], l[3]);
     }
 }
-

@@ -71,9 +71,7 @@ pub fn assign(w: &World, heads: &[u32], cap: u64, rng: &mut dyn RngCore) -> Vec<
         if !done {
             let best = (0..heads.len())
                 .filter(|&s| load[s] < cap)
-                .min_by(|&a, &b| {
-                    p.rtt(&w.points[heads[a] as usize]).total_cmp(&p.rtt(&w.points[heads[b] as usize]))
-                });
+                .min_by(|&a, &b| p.rtt(&w.points[heads[a] as usize]).total_cmp(&p.rtt(&w.points[heads[b] as usize])));
             if let Some(s) = best {
                 load[s] += 1;
                 head_of[i as usize] = heads[s];
@@ -106,7 +104,14 @@ fn sq(a: &[f32; DIMS], b: &[f32; DIMS]) -> f32 {
 }
 
 /// The centralised k-means yardstick (see the module doc). `progress` after each iteration.
-pub fn kmeans(w: &World, k: usize, cap: u64, iters: usize, rng: &mut dyn RngCore, mut progress: impl FnMut()) -> Assignment {
+pub fn kmeans(
+    w: &World,
+    k: usize,
+    cap: u64,
+    iters: usize,
+    rng: &mut dyn RngCore,
+    mut progress: impl FnMut(),
+) -> Assignment {
     let n = w.len();
     let k = k.clamp(1, n.max(1));
     let mut r = rand_chacha::ChaCha8Rng::seed_from_u64(rng.next_u64());

@@ -310,7 +310,14 @@ fn lists(w: &World, m: usize, mut progress: impl FnMut(usize)) -> Lists {
 }
 
 /// One evaluation of `L(λ)`: the bound, the opened heads and the subgradient.
-fn evaluate(l: &Lists, lambda: &[f64], k: usize, cap: usize, cover: &mut [i32], buf: &mut Vec<(f64, u32)>) -> (f64, Vec<u32>) {
+fn evaluate(
+    l: &Lists,
+    lambda: &[f64],
+    k: usize,
+    cap: usize,
+    cover: &mut [i32],
+    buf: &mut Vec<(f64, u32)>,
+) -> (f64, Vec<u32>) {
     let n = lambda.len();
     let mut v = vec![(0f64, 0u32); n];
     for j in 0..n {
@@ -425,7 +432,10 @@ pub fn solve(
     let cap = p.cap as usize;
     let mut starts: Vec<(String, f64, f64)> = Vec::new();
     let mut best: Option<(f64, String, Vec<u32>, Vec<u32>)> = None;
-    let mut consider = |name: String, heads: Vec<u32>, best: &mut Option<(f64, String, Vec<u32>, Vec<u32>)>| -> Result<(), KMedianError> {
+    let mut consider = |name: String,
+                        heads: Vec<u32>,
+                        best: &mut Option<(f64, String, Vec<u32>, Vec<u32>)>|
+     -> Result<(), KMedianError> {
         let (_, before) = assign_exact(w, &heads, p.cap)?;
         let (h, ho, after) = refine(w, heads, p.cap)?;
         starts.push((name.clone(), before / rest as f64, after / rest as f64));

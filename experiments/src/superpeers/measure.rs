@@ -63,9 +63,7 @@ pub fn measure(w: &World, heads: &[u32], head_of: &[u32], cap: u64, rng: &mut dy
     sample.truncate(1000);
     let nn: Vec<f64> = sample
         .iter()
-        .map(|&a| {
-            heads.iter().filter(|&&b| b != a).map(|&b| w.rtt_ms(a, b)).fold(f64::INFINITY, f64::min)
-        })
+        .map(|&a| heads.iter().filter(|&&b| b != a).map(|&b| w.rtt_ms(a, b)).fold(f64::INFINITY, f64::min))
         .filter(|d| d.is_finite())
         .collect();
     let nn = sample_of(nn, "RTT to nearest other super peer");

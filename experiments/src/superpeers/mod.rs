@@ -436,7 +436,8 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
             peak_rss_mib: peak_rss_mib(),
         };
         let path = args.out.join(format!("superpeers_{n}.json"));
-        std::fs::write(&path, serde_json::to_string_pretty(&report)?).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(&path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
         println!(
             "N={n}: floor under any placement (mean RTT to the nearest other node, 2,000 sampled nodes): {floor:.1} ms = {:.3} x random, {:.3} x k-means",
             floor / mr.rtt_mean_ms,
@@ -464,7 +465,9 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
                 km.seconds
             );
             for (name, before, after) in &km.starts {
-                println!("  k-median start {name}: {before:.2} ms after exact assignment, {after:.2} ms after k-medoids");
+                println!(
+                    "  k-median start {name}: {before:.2} ms after exact assignment, {after:.2} ms after k-medoids"
+                );
             }
             // Placement against assignment: a protocol's own heads, assigned exactly on the
             // TRUE RTT (only without a failure phase, where every node is alive).
@@ -481,7 +484,8 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
                 }
             }
             // The heads' own access delay (paid by every member), against all nodes'.
-            let access = |hs: &[u32]| hs.iter().map(|&h| w.model.access_ms(h as usize)).sum::<f64>() / hs.len().max(1) as f64;
+            let access =
+                |hs: &[u32]| hs.iter().map(|&h| w.model.access_ms(h as usize)).sum::<f64>() / hs.len().max(1) as f64;
             let all: Vec<u32> = (0..n as u32).collect();
             let mut line = format!("  heads' mean access delay: all nodes {:.2} ms", access(&all));
             for (name, heads, _) in &assignments {
@@ -555,7 +559,22 @@ fn print_table(n: usize, rows: &[Row]) {
     println!("\nN = {n}");
     println!(
         "{:<8} {:>6} {:>7} {:>8} {:>8} {:>8} {:>8} {:>6} {:>7} {:>5} {:>5} {:>8} {:>7} {:>7} {:>9} {:>8}",
-        "method", "SPs", "share", "mean ms", "p50", "p95", "max", "CV", "nnSP ms", "min", "max", "overcap", "xkmeans", "xrandom", "conv s", "msg/node"
+        "method",
+        "SPs",
+        "share",
+        "mean ms",
+        "p50",
+        "p95",
+        "max",
+        "CV",
+        "nnSP ms",
+        "min",
+        "max",
+        "overcap",
+        "xkmeans",
+        "xrandom",
+        "conv s",
+        "msg/node"
     );
     for r in rows {
         println!(

@@ -115,7 +115,13 @@ fn colour(h: u32) -> HSLColor {
     HSLColor((x % 360) as f64 / 360.0, 0.75, 0.45)
 }
 
-fn draw_map<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, w: &World, pca: &Pca, panels: &[MapPanel], text: bool) -> anyhow::Result<()>
+fn draw_map<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    w: &World,
+    pca: &Pca,
+    panels: &[MapPanel],
+    text: bool,
+) -> anyhow::Result<()>
 where
     DB::ErrorType: 'static,
 {
@@ -162,7 +168,8 @@ where
                 (h != i && h != u32::MAX).then(|| Circle::new(*p, 1, colour(h).filled()))
             }))
             .map_err(|e| anyhow::anyhow!("{e:?}"))?;
-        let hs: Vec<(f64, f64)> = panel.heads.iter().take(3000).map(|&h| pca.project(w, h)).filter(|p| inside(p)).collect();
+        let hs: Vec<(f64, f64)> =
+            panel.heads.iter().take(3000).map(|&h| pca.project(w, h)).filter(|p| inside(p)).collect();
         chart
             .draw_series(hs.iter().map(|p| Cross::new(*p, 3, BLACK.stroke_width(1))))
             .map_err(|e| anyhow::anyhow!("{e:?}"))?;
@@ -207,7 +214,12 @@ where
         .filter(|v| v.is_finite())
         .fold(1.0, f64::max)
         * 1.1;
-    let palette = [RGBColor(0x1f, 0x77, 0xb4), RGBColor(0xd6, 0x27, 0x28), RGBColor(0x2c, 0xa0, 0x2c), RGBColor(0x94, 0x67, 0xbd)];
+    let palette = [
+        RGBColor(0x1f, 0x77, 0xb4),
+        RGBColor(0xd6, 0x27, 0x28),
+        RGBColor(0x2c, 0xa0, 0x2c),
+        RGBColor(0x94, 0x67, 0xbd),
+    ];
     {
         let mut b = ChartBuilder::on(&top);
         b.margin(10);
@@ -228,7 +240,8 @@ where
                 s.rounds.iter().filter(|r| r.sample_rtt_ms.is_finite()).map(|r| (r.time_s, r.sample_rtt_ms)).collect();
             let ann = chart.draw_series(LineSeries::new(pts, c.stroke_width(2))).map_err(e)?;
             if text {
-                ann.label(s.name.clone()).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
+                ann.label(s.name.clone())
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
             }
         }
         for (k, (name, v)) in baselines.iter().enumerate() {
@@ -237,7 +250,8 @@ where
                 .draw_series(DashedLineSeries::new(vec![(0.0, *v), (tmax, *v)], 6, 4, c.stroke_width(1)))
                 .map_err(e)?;
             if text {
-                ann.label(name.clone()).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(1)));
+                ann.label(name.clone())
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(1)));
             }
         }
         if text {

@@ -27,7 +27,9 @@
 //!   when a send fails.
 
 use super::world::{Dht, World};
-use overlay::superpeer::{HeadRole, PeerInfo, Query, SpContext, SpEffect, SpInput, SuperPeerConfig, SuperPeerNode, TokenId};
+use overlay::superpeer::{
+    HeadRole, PeerInfo, Query, SpContext, SpEffect, SpInput, SuperPeerConfig, SuperPeerNode, TokenId,
+};
 use overlay::{Time, Timer};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -204,7 +206,10 @@ impl<'w> Sim<'w> {
             }
             SpEffect::AttachedTo(_) => self.attach_changes += 1,
             SpEffect::Rejected { .. } => self.rejected += 1,
-            SpEffect::BecomeSuperPeer | SpEffect::StopSuperPeer | SpEffect::Detached | SpEffect::TokenAcquired { .. } => {}
+            SpEffect::BecomeSuperPeer
+            | SpEffect::StopSuperPeer
+            | SpEffect::Detached
+            | SpEffect::TokenAcquired { .. } => {}
         }
     }
 
@@ -397,7 +402,10 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         sim.run_round(round, &order);
         let st = sim.round_stat(round, &sample, "converge");
         let quiet = (n as u64 / 1000).max(1);
-        if st.token_moves + st.attach_changes > quiet || st.attached_fraction < 1.0 || (tokens && st.super_peers < st.heads) {
+        if st.token_moves + st.attach_changes > quiet
+            || st.attached_fraction < 1.0
+            || (tokens && st.super_peers < st.heads)
+        {
             last_change = round;
         }
         progress(round, &st);
@@ -413,7 +421,8 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
     let heads: Vec<u32> = (0..n as u32).filter(|&i| sim.nodes[i as usize].is_head()).collect();
 
     // Size-estimate quality.
-    let mut errs: Vec<f64> = sim.nodes.iter().filter_map(|x| x.estimate()).map(|e| (e / n as f64 - 1.0).abs()).collect();
+    let mut errs: Vec<f64> =
+        sim.nodes.iter().filter_map(|x| x.estimate()).map(|e| (e / n as f64 - 1.0).abs()).collect();
     errs.sort_by(|a, b| a.total_cmp(b));
     let wanted: Vec<u64> = sim.nodes.iter().map(|x| x.wanted()).collect();
     let node_struct_bytes = std::mem::size_of::<SuperPeerNode>();
@@ -431,11 +440,8 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         // Cluster views of the victims, to check who should win.
         let mut expected: BTreeMap<u32, NodeIdRankCheck> = BTreeMap::new();
         for &v in &victims {
-            let mut members: Vec<u32> = sim.nodes[v as usize]
-                .members()
-                .iter()
-                .filter_map(|m| w.index.get(&m.id))
-                .collect();
+            let mut members: Vec<u32> =
+                sim.nodes[v as usize].members().iter().filter_map(|m| w.index.get(&m.id)).collect();
             if members.is_empty() {
                 // A member-less head's role goes to the backup it named.
                 members.extend(sim.nodes[v as usize].backup().and_then(|b| w.index.get(&b)));
@@ -485,11 +491,7 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
             let key = role_key(&role);
             let Some(holders) = after.get(&key) else { continue };
             reelected += 1;
-            let best = ck
-                .members
-                .iter()
-                .filter(|&&m| sim.alive[m as usize])
-                .max_by_key(|&&m| w.ids[m as usize]);
+            let best = ck.members.iter().filter(|&&m| sim.alive[m as usize]).max_by_key(|&&m| w.ids[m as usize]);
             if best.is_some_and(|b| holders.contains(b)) {
                 highest += 1;
             }

@@ -289,7 +289,8 @@ pub struct VivaldiPhase {
 
 fn chunk_rng(seed: u64, round: usize, chunk_no: usize) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(
-        seed ^ (round as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (chunk_no as u64).wrapping_mul(0xc2b2_ae3d_27d4_eb4f),
+        seed ^ (round as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            ^ (chunk_no as u64).wrapping_mul(0xc2b2_ae3d_27d4_eb4f),
     )
 }
 
@@ -310,7 +311,14 @@ impl World {
     }
 
     /// One jittered RTT sample from node `i` to `j`, whose coordinate is `theirs`.
-    fn vivaldi_sample(&self, client: &mut VivaldiClient, i: usize, j: usize, theirs: &Coordinate, rng: &mut dyn RngCore) {
+    fn vivaldi_sample(
+        &self,
+        client: &mut VivaldiClient,
+        i: usize,
+        j: usize,
+        theirs: &Coordinate,
+        rng: &mut dyn RngCore,
+    ) {
         let rtt = self.model.sample_rtt_ms(i, j, rng) / 1000.0;
         // A refused sample (zero RTT) is simply skipped, as a real node would.
         let _ = client.update_secs(&self.ids[j], theirs, rtt, rng);

@@ -30,16 +30,39 @@ pub struct Line {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
-    Started { node_id: String, priority: u64, algorithm: String },
-    Listening { addr: String },
-    Peers { peers: usize },
-    Members { members: usize },
-    ElectionStarted { state: String },
-    Leader { leader: Option<String>, leader_peer: Option<String>, previous: Option<String>, is_me: bool, state: String },
-    Rejected { from: String, reason: String },
+    Started {
+        node_id: String,
+        priority: u64,
+        algorithm: String,
+    },
+    Listening {
+        addr: String,
+    },
+    Peers {
+        peers: usize,
+    },
+    Members {
+        members: usize,
+    },
+    ElectionStarted {
+        state: String,
+    },
+    Leader {
+        leader: Option<String>,
+        leader_peer: Option<String>,
+        previous: Option<String>,
+        is_me: bool,
+        state: String,
+    },
+    Rejected {
+        from: String,
+        reason: String,
+    },
     Status(Status),
     Shutdown {},
-    Fatal { error: String },
+    Fatal {
+        error: String,
+    },
     /// An event this test suite does not know yet (new events must not break old readers).
     #[serde(other)]
     Other,

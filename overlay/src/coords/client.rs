@@ -199,9 +199,8 @@ impl VivaldiClient {
         let weight = self.coord.error / total_error;
         // Only "much farther than predicted" is gated: detours lengthen paths, never shorten.
         let stretch = (rtt - dist) / rtt;
-        let outlier = cfg.outlier_factor > 0.0
-            && stretch > cfg.outlier_floor
-            && stretch > cfg.outlier_factor * self.coord.error;
+        let outlier =
+            cfg.outlier_factor > 0.0 && stretch > cfg.outlier_floor && stretch > cfg.outlier_factor * self.coord.error;
         let e = cfg.vivaldi_ce * weight * wrongness + self.coord.error * (1.0 - cfg.vivaldi_ce * weight);
         self.coord.error = e.min(cfg.vivaldi_error_max);
         if outlier {
@@ -256,7 +255,10 @@ mod tests {
         let before = *c.coordinate();
         let p = NodeId::from_u64(1);
         assert!(matches!(c.update(&p, &other, Duration::ZERO, &mut rng), Err(CoordError::InvalidRtt { .. })));
-        assert!(matches!(c.update(&p, &other, Duration::from_millis(10_001), &mut rng), Err(CoordError::InvalidRtt { .. })));
+        assert!(matches!(
+            c.update(&p, &other, Duration::from_millis(10_001), &mut rng),
+            Err(CoordError::InvalidRtt { .. })
+        ));
         for bad in [-0.01, 0.0, f64::NAN, f64::INFINITY, 11.0] {
             assert!(c.update_secs(&p, &other, bad, &mut rng).is_err(), "{bad} accepted");
         }
@@ -278,7 +280,10 @@ mod tests {
         ));
         let mut nan = *client(3).coordinate();
         nan.set_vec(&[f64::NAN, 0.0, 0.0]).unwrap();
-        assert!(matches!(c.update(&p, &nan, Duration::from_millis(5), &mut rng), Err(CoordError::InvalidCoordinate(_))));
+        assert!(matches!(
+            c.update(&p, &nan, Duration::from_millis(5), &mut rng),
+            Err(CoordError::InvalidCoordinate(_))
+        ));
         let mut inf_err = *client(3).coordinate();
         inf_err.error = f64::INFINITY;
         assert!(c.update(&p, &inf_err, Duration::from_millis(5), &mut rng).is_err());
@@ -330,7 +335,20 @@ mod tests {
         eprintln!("seed {seed} (replay with PEERAGE_SEED={seed})");
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut c = client(3);
-        let specials = [0.0, -0.0, 1e-300, -1e-300, 1e300, -1e300, f64::MAX, f64::MIN, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.05];
+        let specials = [
+            0.0,
+            -0.0,
+            1e-300,
+            -1e-300,
+            1e300,
+            -1e300,
+            f64::MAX,
+            f64::MIN,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            0.05,
+        ];
         let pick = |rng: &mut ChaCha8Rng| {
             if rng.gen_bool(0.5) {
                 specials[rng.gen_range(0..specials.len())]
@@ -344,7 +362,12 @@ mod tests {
             let theirs = Coordinate::new(&vec, pick(&mut rng), pick(&mut rng), pick(&mut rng)).unwrap();
             let rtt = pick(&mut rng);
             let _ = c.update_secs(&NodeId::from_u64(i % 50), &theirs, rtt, &mut rng);
-            let _ = c.update(&NodeId::from_u64(i % 50), &theirs, Duration::from_nanos(rng.gen_range(0..20_000_000_000)), &mut rng);
+            let _ = c.update(
+                &NodeId::from_u64(i % 50),
+                &theirs,
+                Duration::from_nanos(rng.gen_range(0..20_000_000_000)),
+                &mut rng,
+            );
             assert!(c.coordinate().is_finite(), "non-finite coordinate after input {i}");
             assert!(c.coordinate().height >= c.config().height_min);
             let _ = c.distance_to(&theirs);

@@ -201,14 +201,32 @@ mod tests {
         };
         assert!(matches!(bad(|c| c.dimensionality = 0), Err(VivaldiConfigError::Dimensionality { got: 0 })));
         assert!(matches!(bad(|c| c.dimensionality = 9), Err(VivaldiConfigError::Dimensionality { got: 9 })));
-        assert!(matches!(bad(|c| c.vivaldi_cc = f64::NAN), Err(VivaldiConfigError::OutOfRange { field: "vivaldi_cc", .. })));
+        assert!(matches!(
+            bad(|c| c.vivaldi_cc = f64::NAN),
+            Err(VivaldiConfigError::OutOfRange { field: "vivaldi_cc", .. })
+        ));
         assert!(matches!(bad(|c| c.vivaldi_ce = 0.0), Err(VivaldiConfigError::OutOfRange { field: "vivaldi_ce", .. })));
         assert!(matches!(bad(|c| c.height_min = 0.0), Err(VivaldiConfigError::OutOfRange { field: "height_min", .. })));
-        assert!(matches!(bad(|c| c.gravity_rho = -1.0), Err(VivaldiConfigError::OutOfRange { field: "gravity_rho", .. })));
-        assert!(matches!(bad(|c| c.latency_filter_size = 0), Err(VivaldiConfigError::OutOfRange { field: "latency_filter_size", .. })));
-        assert!(matches!(bad(|c| c.latency_filter_peers = 0), Err(VivaldiConfigError::OutOfRange { field: "latency_filter_peers", .. })));
-        assert!(matches!(bad(|c| c.outlier_factor = -1.0), Err(VivaldiConfigError::OutOfRange { field: "outlier_factor", .. })));
-        assert!(matches!(bad(|c| c.outlier_factor = 0.5), Err(VivaldiConfigError::OutOfRange { field: "outlier_factor", .. })));
+        assert!(matches!(
+            bad(|c| c.gravity_rho = -1.0),
+            Err(VivaldiConfigError::OutOfRange { field: "gravity_rho", .. })
+        ));
+        assert!(matches!(
+            bad(|c| c.latency_filter_size = 0),
+            Err(VivaldiConfigError::OutOfRange { field: "latency_filter_size", .. })
+        ));
+        assert!(matches!(
+            bad(|c| c.latency_filter_peers = 0),
+            Err(VivaldiConfigError::OutOfRange { field: "latency_filter_peers", .. })
+        ));
+        assert!(matches!(
+            bad(|c| c.outlier_factor = -1.0),
+            Err(VivaldiConfigError::OutOfRange { field: "outlier_factor", .. })
+        ));
+        assert!(matches!(
+            bad(|c| c.outlier_factor = 0.5),
+            Err(VivaldiConfigError::OutOfRange { field: "outlier_factor", .. })
+        ));
         assert_eq!(bad(|c| c.outlier_factor = 0.0), Ok(()));
         assert!(matches!(bad(|c| c.adjustment_window = 1000), Err(VivaldiConfigError::TooLarge { .. })));
     }

@@ -117,7 +117,11 @@ impl Coordinate {
             return Err(CoordError::InvalidCoordinate("negative height"));
         }
         let too_big = |x: f64| x.abs() > MAX_COMPONENT;
-        if other.vec().iter().any(|&x| too_big(x)) || too_big(other.height) || too_big(other.adjustment) || too_big(other.error) {
+        if other.vec().iter().any(|&x| too_big(x))
+            || too_big(other.height)
+            || too_big(other.adjustment)
+            || too_big(other.error)
+        {
             return Err(CoordError::InvalidCoordinate("component larger than 1000"));
         }
         if other.error < 0.0 {
@@ -129,12 +133,7 @@ impl Coordinate {
     /// Euclidean distance between the two vectors (no height, no adjustment), seconds.
     /// Assumes equal dimensionality (checked by the public callers).
     fn euclidean(&self, other: &Coordinate) -> f64 {
-        self.vec()
-            .iter()
-            .zip(other.vec())
-            .map(|(a, b)| (a - b) * (a - b))
-            .sum::<f64>()
-            .sqrt()
+        self.vec().iter().zip(other.vec()).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt()
     }
 
     /// Vivaldi distance with heights but without adjustment terms, seconds.

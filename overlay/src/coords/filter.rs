@@ -86,12 +86,8 @@ impl LatencyFilter {
             }
             None => {
                 // Evict the least recently updated peer and reuse its slot.
-                let (i, _) = self
-                    .slots
-                    .iter()
-                    .enumerate()
-                    .min_by_key(|(_, s)| s.last_used)
-                    .unwrap_or((0, &self.slots[0]));
+                let (i, _) =
+                    self.slots.iter().enumerate().min_by_key(|(_, s)| s.last_used).unwrap_or((0, &self.slots[0]));
                 self.slots[i] = Slot { key, last_used: 0, len: 0, head: 0 };
                 i
             }
@@ -160,7 +156,7 @@ mod tests {
         assert_eq!(f.push(&id(1), 0.500), 0.030f32 as f64, "outlier filtered");
         assert_eq!(f.push(&id(1), 0.020), 0.030f32 as f64); // window 0.030 0.500 0.020
         assert_eq!(f.push(&id(1), 0.020), 0.020f32 as f64); // window 0.500 0.020 0.020
-        // Other peers have their own windows.
+                                                            // Other peers have their own windows.
         assert_eq!(f.push(&id(2), 0.100), 0.100f32 as f64);
         assert_eq!(f.tracked(), 2);
     }

@@ -202,7 +202,8 @@ mod tests {
         for (k, s) in runs.iter().enumerate() {
             eprintln!("{test} seed {}: avg {:.3e} max {:.3e}", base.wrapping_add(k as u64), s.error_avg, s.error_max);
         }
-        let m = (median(runs.iter().map(|s| s.error_avg).collect()), median(runs.iter().map(|s| s.error_max).collect()));
+        let m =
+            (median(runs.iter().map(|s| s.error_avg).collect()), median(runs.iter().map(|s| s.error_max).collect()));
         eprintln!("{test}: median over seeds avg {:.3e} max {:.3e}", m.0, m.1);
         m
     }
@@ -241,9 +242,8 @@ mod tests {
     #[test]
     fn split_converges() {
         for (name, cfg) in configs(8) {
-            let m = over_seeds(&format!("split/{name}"), |r| {
-                run(&Truth::split(25, 0.001, 0.010), cfg.clone(), 1000, r).1
-            });
+            let m =
+                over_seeds(&format!("split/{name}"), |r| run(&Truth::split(25, 0.001, 0.010), cfg.clone(), 1000, r).1);
             check("split", m, 0.000060, 0.00048);
         }
     }
@@ -292,7 +292,8 @@ mod tests {
         let dist = 0.500;
         let start = [[0.0, 0.0], [0.0, dist], [dist, dist], [dist, dist]];
         // A square: all sides `dist`, the 0-2 diagonal √2·dist.
-        let truth = Truth::from_fn(4, |i, j| if i % 2 == 0 && j % 2 == 0 { std::f64::consts::SQRT_2 * dist } else { dist });
+        let truth =
+            Truth::from_fn(4, |i, j| if i % 2 == 0 && j % 2 == 0 { std::f64::consts::SQRT_2 * dist } else { dist });
         let centre_error = |cs: &[VivaldiClient]| {
             let mut mid = [0.0f64; 2];
             for (k, m) in mid.iter_mut().enumerate() {
@@ -307,7 +308,8 @@ mod tests {
         // after the first 1,000 (Serf's drift test), with and without gravity.
         let ratio = |gravity_rho: f64, seed: u64| {
             let mut r = ChaCha8Rng::seed_from_u64(seed);
-            let mut cs = clients(4, VivaldiConfig { dimensionality: 2, gravity_rho, ..VivaldiConfig::default() }).unwrap();
+            let mut cs =
+                clients(4, VivaldiConfig { dimensionality: 2, gravity_rho, ..VivaldiConfig::default() }).unwrap();
             for (c, v) in cs.iter_mut().zip(start) {
                 let mut coord: Coordinate = *c.coordinate();
                 coord.set_vec(&v).unwrap();

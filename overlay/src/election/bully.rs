@@ -96,12 +96,7 @@ pub(crate) const NOT_MEMBER: &str = "sender is not a member of the group";
 pub(crate) const FROM_SELF: &str = "message claims to come from this process";
 
 /// The sender's rank, or a rejection if the sender is not a member (or is this process).
-pub(crate) fn sender_rank(
-    ctx: &mut Context<'_>,
-    group: &Membership,
-    me: Rank,
-    from: NodeId,
-) -> Option<Rank> {
+pub(crate) fn sender_rank(ctx: &mut Context<'_>, group: &Membership, me: Rank, from: NodeId) -> Option<Rank> {
     if from == me.id {
         ctx.reject(from, FROM_SELF);
         return None;
@@ -156,9 +151,7 @@ impl Bully {
             Phase::Candidate => ctx.cancel_timer(Timer::T2),
             Phase::Waiting => ctx.cancel_timer(Timer::T3),
             Phase::Idle => match self.leader {
-                Some(l) if l == self.me && self.timing.alive.is_some() => {
-                    ctx.cancel_timer(Timer::Heartbeat)
-                }
+                Some(l) if l == self.me && self.timing.alive.is_some() => ctx.cancel_timer(Timer::Heartbeat),
                 Some(l) if l != self.me && self.timing.t1.is_some() => ctx.cancel_timer(Timer::T1),
                 _ => {}
             },
@@ -328,8 +321,7 @@ impl Election for Bully {
             Input::Message { from, msg } => self.on_message(ctx, from, msg),
             Input::Timer(t) => self.on_timer(ctx, t),
             Input::PeerDown(p) => {
-                if self.phase == Phase::Idle && matches!(self.leader, Some(l) if l.id == p && l != self.me)
-                {
+                if self.phase == Phase::Idle && matches!(self.leader, Some(l) if l.id == p && l != self.me) {
                     self.hold_election(ctx);
                 }
             }
@@ -361,8 +353,8 @@ pub(crate) mod tests {
     use super::*;
     use crate::driver::Effect;
     use crate::election::Algorithm;
-    use crate::testkit::scenarios as sc;
     use crate::testkit::feed;
+    use crate::testkit::scenarios as sc;
     use crate::testkit::Net;
     use crate::time::Time;
     use rand::rngs::StdRng;
@@ -511,7 +503,6 @@ pub(crate) mod tests {
     fn heartbeats_keep_followers_and_detect_a_crash() {
         sc::heartbeats_keep_followers_and_detect_a_crash(Algorithm::Bully);
     }
-
 
     #[test]
     fn recovered_highest_bullies_its_way_back() {
@@ -671,7 +662,11 @@ pub(crate) mod tests {
     #[test]
     fn random_crash_recover_schedules() {
         let seeds = seeds(300);
-        println!("bully random schedules: seeds {}..={} (replay one with PEERAGE_SEED)", seeds[0], seeds[seeds.len() - 1]);
+        println!(
+            "bully random schedules: seeds {}..={} (replay one with PEERAGE_SEED)",
+            seeds[0],
+            seeds[seeds.len() - 1]
+        );
         for seed in seeds {
             random_schedule(Algorithm::Bully, seed);
         }

@@ -586,10 +586,12 @@ mod tests {
     //! send comes back to its sender 1 ms later, process `i` has rank `i` (so `n - 1` is the
     //! highest) and its successor is `i + 1` (wrapping).
     use super::*;
-    use crate::testkit::scenarios::{assert_settled, crash_during, crashes_before, random_faults, random_schedule, recovered_highest_wins};
     use crate::election::{Algorithm, AnyElection};
-    use crate::testkit::Net;
     use crate::testkit::feed;
+    use crate::testkit::scenarios::{
+        assert_settled, crash_during, crashes_before, random_faults, random_schedule, recovered_highest_wins,
+    };
+    use crate::testkit::Net;
     use crate::time::Time;
 
     fn cfg() -> ElectionConfig {
@@ -851,7 +853,8 @@ mod tests {
         let fx5 = feed(&mut p, Input::SendFailed { to: ranks[4].id, msg: own.clone() });
         assert_eq!(fx5, vec![Effect::Send { to: ranks[0].id, msg: own.clone() }]);
         // A late report about the epoch-4 lap says nothing about epoch 5: no effect.
-        let fx6 = feed(&mut p, Input::SendFailed { to: ranks[0].id, msg: Message::CrElected { epoch: 4, leader: ranks[4] } });
+        let fx6 =
+            feed(&mut p, Input::SendFailed { to: ranks[0].id, msg: Message::CrElected { epoch: 4, leader: ranks[4] } });
         assert!(fx6.is_empty(), "{fx6:?}");
         assert!(p.in_election());
         assert_eq!(p.state(), "Candidate");

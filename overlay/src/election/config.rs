@@ -71,10 +71,7 @@ impl FromStr for Algorithm {
     type Err = UnknownAlgorithm;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let norm = s.trim().to_ascii_lowercase().replace('_', "-");
-        Algorithm::ALL
-            .into_iter()
-            .find(|a| a.name() == norm)
-            .ok_or_else(|| UnknownAlgorithm(s.to_string()))
+        Algorithm::ALL.into_iter().find(|a| a.name() == norm).ok_or_else(|| UnknownAlgorithm(s.to_string()))
     }
 }
 
@@ -166,8 +163,7 @@ impl ElectionConfig {
     }
     /// T1: coordinator silence.
     pub fn t1(&self) -> Option<Duration> {
-        self.alive_interval()
-            .map(|a| a * self.alive_error_factor.min(u32::MAX as u64) as u32)
+        self.alive_interval().map(|a| a * self.alive_error_factor.min(u32::MAX as u64) as u32)
     }
     pub fn t2(&self) -> Duration {
         Duration::from_millis(self.answer_timeout_ms)

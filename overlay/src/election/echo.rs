@@ -304,29 +304,18 @@ impl Echo {
 
     /// Our state as neighbours see it.
     fn reply(&self) -> Message {
-        let leader = if self.phase == Phase::Passive {
-            self.leader
-        } else {
-            None
-        };
-        Message::EchoReply {
-            tag: self.tag,
-            leader,
-        }
+        let leader = if self.phase == Phase::Passive { self.leader } else { None };
+        Message::EchoReply { tag: self.tag, leader }
     }
 
     fn backoff(&self) -> Duration {
-        self.ack_timeout
-            .saturating_mul(1u32 << self.retries.min(16))
+        self.ack_timeout.saturating_mul(1u32 << self.retries.min(16))
     }
 
     /// Start a new election, with a round above every round seen.
     fn start_election(&mut self, ctx: &mut Context<'_>) {
         self.max_round = self.max_round.saturating_add(1);
-        let tag = ElectionTag {
-            round: self.max_round,
-            source: self.me,
-        };
+        let tag = ElectionTag { round: self.max_round, source: self.me };
         ctx.started();
         self.join(ctx, tag, None);
     }
@@ -368,13 +357,7 @@ impl Echo {
         match self.parent {
             None => self.settle(ctx, self.best),
             Some(p) => {
-                ctx.send(
-                    p,
-                    Message::EchoAck {
-                        tag,
-                        best: Some(self.best),
-                    },
-                );
+                ctx.send(p, Message::EchoAck { tag, best: Some(self.best) });
                 self.acked = Some(self.best);
                 self.phase = Phase::Waiting;
                 self.retries = 0;
@@ -509,13 +492,7 @@ impl Echo {
                 }
                 self.retries += 1;
                 if self.retries <= MAX_RETRIES {
-                    ctx.send(
-                        p,
-                        Message::EchoAck {
-                            tag,
-                            best: self.acked,
-                        },
-                    );
+                    ctx.send(p, Message::EchoAck { tag, best: self.acked });
                     ctx.set_timer(LEADER_TIMER, self.backoff());
                 } else {
                     self.start_election(ctx);
@@ -531,12 +508,8 @@ impl Echo {
         let Some(every) = self.probe_every else {
             return;
         };
-        let silent: Vec<NodeId> = self
-            .links
-            .iter()
-            .filter(|(_, l)| l.unanswered >= PROBE_MISSES)
-            .map(|(id, _)| *id)
-            .collect();
+        let silent: Vec<NodeId> =
+            self.links.iter().filter(|(_, l)| l.unanswered >= PROBE_MISSES).map(|(id, _)| *id).collect();
         for id in silent {
             self.peer_down(ctx, id);
             self.suspected.insert(id);
@@ -584,9 +557,7 @@ impl Echo {
             Message::EchoAck { tag, best } => self.on_ack(ctx, from, tag, best),
             // Only the parent announces, and only for the election we are in.
             Message::EchoLeader { tag, leader }
-                if Some(tag) == self.tag
-                    && self.phase != Phase::Passive
-                    && self.parent == Some(from) =>
+                if Some(tag) == self.tag && self.phase != Phase::Passive && self.parent == Some(from) =>
             {
                 self.settle(ctx, leader)
             }
@@ -623,13 +594,7 @@ impl Echo {
         }
     }
 
-    fn on_ack(
-        &mut self,
-        ctx: &mut Context<'_>,
-        from: NodeId,
-        tag: ElectionTag,
-        best: Option<Rank>,
-    ) {
+    fn on_ack(&mut self, ctx: &mut Context<'_>, from: NodeId, tag: ElectionTag, best: Option<Rank>) {
         if Some(tag) != self.tag || self.parent == Some(from) {
             return;
         }
@@ -670,13 +635,7 @@ impl Echo {
         }
     }
 
-    fn on_reply(
-        &mut self,
-        ctx: &mut Context<'_>,
-        from: NodeId,
-        tag: Option<ElectionTag>,
-        leader: Option<Rank>,
-    ) {
+    fn on_reply(&mut self, ctx: &mut Context<'_>, from: NodeId, tag: Option<ElectionTag>, leader: Option<Rank>) {
         let Some(l) = self.links.get_mut(&from) else {
             return;
         };
@@ -759,26 +718,19 @@ mod tests {
     use super::*;
     use crate::driver::Effect;
     use crate::election::Algorithm;
-    use crate::testkit::Net;
     use crate::testkit::feed;
+    use crate::testkit::Net;
     use crate::time::Time;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
 
     fn cfg(probe_ms: u64) -> ElectionConfig {
-        ElectionConfig {
-            algorithm: Algorithm::Echo,
-            echo_probe_interval_ms: probe_ms,
-            ..ElectionConfig::default()
-        }
+        ElectionConfig { algorithm: Algorithm::Echo, echo_probe_interval_ms: probe_ms, ..ElectionConfig::default() }
     }
 
     /// Seeds for the randomised tests: `PEERAGE_SEED` replays one, else a fixed range.
     fn seeds(default: std::ops::Range<u64>) -> Vec<u64> {
-        match std::env::var("PEERAGE_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-        {
+        match std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()) {
             Some(s) => vec![s],
             None => default.collect(),
         }
@@ -793,10 +745,7 @@ mod tests {
 
     impl Topo {
         fn new(n: usize) -> Topo {
-            Topo {
-                n,
-                edges: BTreeSet::new(),
-            }
+            Topo { n, edges: BTreeSet::new() }
         }
         fn add(&mut self, a: usize, b: usize) -> bool {
             a != b && self.edges.insert((a.min(b), a.max(b)))
@@ -916,9 +865,7 @@ mod tests {
     /// A quiet network over `topo` (links reported, nothing started), node `i` with capacity
     /// `caps[i]` and id `i + 1`.
     fn build(topo: &Topo, caps: &[u64], cfg: ElectionConfig) -> Net {
-        let ranks = (0..topo.n)
-            .map(|i| Rank::new(caps[i], NodeId::from_u64(i as u64 + 1)))
-            .collect();
+        let ranks = (0..topo.n).map(|i| Rank::new(caps[i], NodeId::from_u64(i as u64 + 1))).collect();
         let mut net = Net::with_ranks(ranks, cfg);
         for &(a, b) in &topo.edges {
             net.connect(a, b);
@@ -939,19 +886,11 @@ mod tests {
 
     /// Like [`check_agreement`], for the components holding a node that `pick` accepts.
     fn check_components(net: &Net, topo: &Topo, what: &str, pick: impl Fn(usize) -> bool) {
-        for comp in topo
-            .components(&alive(net))
-            .into_iter()
-            .filter(|c| c.iter().any(|&i| pick(i)))
-        {
+        for comp in topo.components(&alive(net)).into_iter().filter(|c| c.iter().any(|&i| pick(i))) {
             let best = comp.iter().map(|&i| net.rank(i)).max().unwrap();
             for &i in &comp {
                 let p = net.process(i);
-                assert!(
-                    !p.in_election(),
-                    "{what}: node {i} still in an election ({})",
-                    p.state()
-                );
+                assert!(!p.in_election(), "{what}: node {i} still in an election ({})", p.state());
                 assert_eq!(
                     p.leader(),
                     Some(best.id),
@@ -960,11 +899,7 @@ mod tests {
                     best.id.high_u64() - 1,
                     best.priority,
                 );
-                let want = if best.id == net.id(i) {
-                    "Leader"
-                } else {
-                    "Passive"
-                };
+                let want = if best.id == net.id(i) { "Leader" } else { "Passive" };
                 assert_eq!(p.state(), want, "{what}: node {i}");
             }
         }
@@ -990,12 +925,7 @@ mod tests {
     /// Crash `i` and report the loss of its links (the transport's `PeerDown`).
     fn crash(net: &mut Net, topo: &mut Topo, i: usize) {
         net.crash(i);
-        let gone: Vec<(usize, usize)> = topo
-            .edges
-            .iter()
-            .copied()
-            .filter(|&(a, b)| a == i || b == i)
-            .collect();
+        let gone: Vec<(usize, usize)> = topo.edges.iter().copied().filter(|&(a, b)| a == i || b == i).collect();
         for (a, b) in gone {
             disconnect(net, topo, a, b);
         }
@@ -1016,21 +946,13 @@ mod tests {
     fn assert_exact_count(topo: &Topo, caps: &[u64], source: usize, name: &str) -> u64 {
         let mut net = build(topo, caps, cfg(0));
         // Building the topology costs one hello per link end and nothing else.
-        assert_eq!(
-            net.total_sent(),
-            2 * topo.edges.len() as u64,
-            "{name}: hellos"
-        );
+        assert_eq!(net.total_sent(), 2 * topo.edges.len() as u64, "{name}: hellos");
         net.sent.clear();
         net.start_at(net.now, source);
         net.run();
         check_agreement(&net, topo, name);
         let (n, e) = (topo.n as u64, topo.edges.len() as u64);
-        assert_eq!(
-            net.sent_of("EchoElection"),
-            2 * e - (n - 1),
-            "{name}: elections"
-        );
+        assert_eq!(net.sent_of("EchoElection"), 2 * e - (n - 1), "{name}: elections");
         assert_eq!(net.sent_of("EchoAck"), n - 1, "{name}: acks");
         assert_eq!(net.sent_of("EchoLeader"), n - 1, "{name}: announcements");
         assert_eq!(net.total_sent(), 2 * e + n - 1, "{name}: total");
@@ -1052,49 +974,19 @@ mod tests {
         let caps: Vec<u64> = (0..16).map(|i| (i * 7919 % 13) as u64).collect();
         // Trees: 3(N-1).
         assert_eq!(assert_exact_count(&Topo::line(8), &caps, 0, "line 8"), 21);
-        assert_eq!(
-            assert_exact_count(&Topo::line(8), &caps, 4, "line 8 from the middle"),
-            21
-        );
-        assert_eq!(
-            assert_exact_count(&Topo::star(8), &caps, 0, "star 8 from the hub"),
-            21
-        );
-        assert_eq!(
-            assert_exact_count(&Topo::star(8), &caps, 5, "star 8 from a leaf"),
-            21
-        );
+        assert_eq!(assert_exact_count(&Topo::line(8), &caps, 4, "line 8 from the middle"), 21);
+        assert_eq!(assert_exact_count(&Topo::star(8), &caps, 0, "star 8 from the hub"), 21);
+        assert_eq!(assert_exact_count(&Topo::star(8), &caps, 5, "star 8 from a leaf"), 21);
         // Graphs: 2|E| + N - 1.
         assert_eq!(assert_exact_count(&Topo::ring(8), &caps, 3, "ring 8"), 23);
-        assert_eq!(
-            assert_exact_count(&Topo::grid(4, 3), &caps, 0, "grid 4x3"),
-            45
-        );
-        assert_eq!(
-            assert_exact_count(&Topo::complete(6), &caps, 2, "complete 6"),
-            35
-        );
+        assert_eq!(assert_exact_count(&Topo::grid(4, 3), &caps, 0, "grid 4x3"), 45);
+        assert_eq!(assert_exact_count(&Topo::complete(6), &caps, 2, "complete 6"), 35);
         let caps: Vec<u64> = (0..100).map(|i| (i * 7919 % 101) as u64).collect();
-        assert_eq!(
-            assert_exact_count(&Topo::line(100), &caps, 0, "line 100"),
-            297
-        );
-        assert_eq!(
-            assert_exact_count(&Topo::star(100), &caps, 0, "star 100"),
-            297
-        );
-        assert_eq!(
-            assert_exact_count(&Topo::ring(100), &caps, 0, "ring 100"),
-            299
-        );
-        assert_eq!(
-            assert_exact_count(&Topo::grid(10, 10), &caps, 55, "grid 10x10"),
-            459
-        );
-        assert_eq!(
-            assert_exact_count(&Topo::complete(20), &caps, 0, "complete 20"),
-            399
-        );
+        assert_eq!(assert_exact_count(&Topo::line(100), &caps, 0, "line 100"), 297);
+        assert_eq!(assert_exact_count(&Topo::star(100), &caps, 0, "star 100"), 297);
+        assert_eq!(assert_exact_count(&Topo::ring(100), &caps, 0, "ring 100"), 299);
+        assert_eq!(assert_exact_count(&Topo::grid(10, 10), &caps, 55, "grid 10x10"), 459);
+        assert_eq!(assert_exact_count(&Topo::complete(20), &caps, 0, "complete 20"), 399);
         for seed in seeds(0..10) {
             let (mut rng, n, topo, caps) = random_case(seed, 2..30, 2);
             let src = rng.gen_range(0..n);
@@ -1189,12 +1081,7 @@ mod tests {
             check_agreement(&net, &topo, "before the partition");
             // Split the nodes in two random sides and cut every edge between them.
             let side: Vec<bool> = (0..n).map(|_| rng.gen_bool(0.5)).collect();
-            let cut: Vec<(usize, usize)> = topo
-                .edges
-                .iter()
-                .copied()
-                .filter(|&(a, b)| side[a] != side[b])
-                .collect();
+            let cut: Vec<(usize, usize)> = topo.edges.iter().copied().filter(|&(a, b)| side[a] != side[b]).collect();
             for &(a, b) in &cut {
                 disconnect(&mut net, &mut topo, a, b);
             }
@@ -1239,12 +1126,8 @@ mod tests {
         let tree_edge = |net: &Net, a: usize, b: usize| {
             node(net, a).parent == Some(net.id(b)) || node(net, b).parent == Some(net.id(a))
         };
-        let non_tree: Vec<(usize, usize)> = ring
-            .edges
-            .iter()
-            .copied()
-            .filter(|&(a, b)| !tree_edge(&net, a, b))
-            .collect();
+        let non_tree: Vec<(usize, usize)> =
+            ring.edges.iter().copied().filter(|&(a, b)| !tree_edge(&net, a, b)).collect();
         assert_eq!(non_tree.len(), 1);
         let mut line = ring.clone();
         disconnect(&mut net, &mut line, non_tree[0].0, non_tree[0].1);
@@ -1259,11 +1142,7 @@ mod tests {
         net.run();
         net.sent.clear();
         net.started.iter_mut().for_each(|s| *s = 0);
-        let (a, b) = *ring
-            .edges
-            .iter()
-            .find(|&&(a, b)| tree_edge(&net, a, b))
-            .unwrap();
+        let (a, b) = *ring.edges.iter().find(|&&(a, b)| tree_edge(&net, a, b)).unwrap();
         let mut line = ring.clone();
         disconnect(&mut net, &mut line, a, b);
         net.run();
@@ -1283,29 +1162,14 @@ mod tests {
             let leader = net.highest_alive().unwrap();
             crash(&mut net, &mut topo, leader);
             net.run();
-            check_agreement(
-                &net,
-                &topo,
-                &format!("seed {seed} after the leader crashed"),
-            );
+            check_agreement(&net, &topo, &format!("seed {seed} after the leader crashed"));
             assert!(net.process((leader + 1) % n).leader() != Some(net.id(leader)));
             // It comes back with fresh state and its links: it is the best again.
             net.recover_at(net.now, leader);
             net.run();
-            assert_eq!(
-                net.process(leader).leader(),
-                Some(net.id(leader)),
-                "alone at first"
-            );
-            let back: Vec<usize> = (0..n)
-                .filter(|&j| j != leader)
-                .filter(|_| rng.gen_bool(0.5))
-                .collect();
-            let back = if back.is_empty() {
-                vec![(leader + 1) % n]
-            } else {
-                back
-            };
+            assert_eq!(net.process(leader).leader(), Some(net.id(leader)), "alone at first");
+            let back: Vec<usize> = (0..n).filter(|&j| j != leader).filter(|_| rng.gen_bool(0.5)).collect();
+            let back = if back.is_empty() { vec![(leader + 1) % n] } else { back };
             for &j in &back {
                 connect(&mut net, &mut topo, leader, j);
             }
@@ -1345,10 +1209,7 @@ mod tests {
         }
         net.run();
         check_agreement(&net, &topo, "after the late link reports");
-        assert!(
-            net.last_decision.since(t0) < cfg(0).echo_ack_timeout(),
-            "no timer was needed"
-        );
+        assert!(net.last_decision.since(t0) < cfg(0).echo_ack_timeout(), "no timer was needed");
     }
 
     #[test]
@@ -1363,11 +1224,7 @@ mod tests {
         net.start_at(net.now, 0);
         net.run();
         check_components(&net, &topo, "before the joins", |i| i == 0);
-        assert_eq!(
-            net.process(1).leader(),
-            None,
-            "never started, no neighbours"
-        );
+        assert_eq!(net.process(1).leader(), None, "never started, no neighbours");
         assert_eq!(net.process(0).leader(), Some(net.id(4)));
         // A weak newcomer that never started: it is pulled into an election and adopts 4.
         connect(&mut net, &mut topo, 5, 3);
@@ -1449,11 +1306,7 @@ mod tests {
             let at = net.now + std::time::Duration::from_micros(rng.gen_range(0..6000));
             net.run_until_quiet(at);
             // Crash the best node half of the time, else a random one, if still electing.
-            let c = if seed % 4 < 2 {
-                net.highest_alive().unwrap()
-            } else {
-                rng.gen_range(0..n)
-            };
+            let c = if seed % 4 < 2 { net.highest_alive().unwrap() } else { rng.gen_range(0..n) };
             if !net.process(c).in_election() {
                 continue;
             }
@@ -1464,10 +1317,7 @@ mod tests {
             rest.edges.retain(|&(a, b)| a != c && b != c);
             check_agreement(&net, &rest, &format!("seed {seed}, {c} crashed"));
         }
-        assert!(
-            seeds.len() == 1 || crashed >= seeds.len() / 3,
-            "only {crashed} crashes"
-        );
+        assert!(seeds.len() == 1 || crashed >= seeds.len() / 3, "only {crashed} crashes");
     }
 
     /// Run until quiet with a random delay for every message (0.1 to 5 ms), so that messages
@@ -1529,9 +1379,7 @@ mod tests {
         // Probes on (every 50 ms): crashes are silent, link changes are reported.
         for seed in seeds(0..15) {
             let (mut rng, n, mut topo, caps) = random_case(seed, 3..25, 1);
-            let ranks = (0..n)
-                .map(|i| Rank::new(caps[i], NodeId::from_u64(i as u64 + 1)))
-                .collect();
+            let ranks = (0..n).map(|i| Rank::new(caps[i], NodeId::from_u64(i as u64 + 1))).collect();
             let mut net = Net::with_ranks(ranks, cfg(50));
             for &(a, b) in &topo.edges.clone() {
                 net.connect(a, b);
@@ -1570,9 +1418,7 @@ mod tests {
         // Probes every 100 ms; the leader crashes without any PeerDown.
         let caps: Vec<u64> = vec![5, 1, 8, 2, 6, 3, 9, 4];
         let topo = Topo::grid(4, 2);
-        let ranks = (0..8)
-            .map(|i| Rank::new(caps[i], NodeId::from_u64(i as u64 + 1)))
-            .collect();
+        let ranks = (0..8).map(|i| Rank::new(caps[i], NodeId::from_u64(i as u64 + 1))).collect();
         let mut net = Net::with_ranks(ranks, cfg(100));
         for &(a, b) in &topo.edges {
             net.connect(a, b);
@@ -1641,10 +1487,7 @@ mod tests {
         fn new(ranks: &[Rank], seed: u64) -> Lossy {
             let group = Arc::new(Membership::default());
             Lossy {
-                nodes: ranks
-                    .iter()
-                    .map(|r| Echo::new(*r, group.clone(), &cfg(0)))
-                    .collect(),
+                nodes: ranks.iter().map(|r| Echo::new(*r, group.clone(), &cfg(0))).collect(),
                 index: ranks.iter().enumerate().map(|(i, r)| (r.id, i)).collect(),
                 queue: Default::default(),
                 events: Default::default(),
@@ -1658,8 +1501,7 @@ mod tests {
         }
         fn push(&mut self, after_us: u64, to: usize, input: Input, generation: Option<u64>) {
             self.seq += 1;
-            self.queue
-                .push(std::cmp::Reverse((self.now + after_us, self.seq)));
+            self.queue.push(std::cmp::Reverse((self.now + after_us, self.seq)));
             self.events.insert(self.seq, (to, input, generation));
         }
         fn input(&mut self, i: usize, input: Input) {
@@ -1716,9 +1558,7 @@ mod tests {
         let mut dropped = 0;
         for seed in seeds(0..40) {
             let (mut rng, n, topo, caps) = random_case(seed, 2..25, 1);
-            let ranks: Vec<Rank> = (0..n)
-                .map(|i| Rank::new(caps[i], NodeId::from_u64(i as u64 + 1)))
-                .collect();
+            let ranks: Vec<Rank> = (0..n).map(|i| Rank::new(caps[i], NodeId::from_u64(i as u64 + 1))).collect();
             let mut net = Lossy::new(&ranks, seed);
             for &(a, b) in &topo.edges {
                 net.input(a, Input::PeerUp(ranks[b].id));
@@ -1736,18 +1576,11 @@ mod tests {
             dropped += net.dropped;
             let best = ranks.iter().max().unwrap().id;
             for (i, e) in net.nodes.iter().enumerate() {
-                assert!(
-                    !e.in_election(),
-                    "seed {seed}: node {i} still {}",
-                    e.state()
-                );
+                assert!(!e.in_election(), "seed {seed}: node {i} still {}", e.state());
                 assert_eq!(e.leader(), Some(best), "seed {seed}: node {i}");
             }
         }
-        assert!(
-            seeds(0..40).len() == 1 || dropped > 100,
-            "only {dropped} messages lost"
-        );
+        assert!(seeds(0..40).len() == 1 || dropped > 100, "only {dropped} messages lost");
     }
 
     /// Drive one node by hand.
@@ -1773,26 +1606,13 @@ mod tests {
         assert_eq!(e.state(), "Candidate");
         // b answers, a stays silent (its ack was lost).
         let tag = e.tag().unwrap();
-        feed(
-            &mut e,
-            Input::Message {
-                from: b,
-                msg: Message::EchoAck { tag, best: None },
-            },
-        );
+        feed(&mut e, Input::Message { from: b, msg: Message::EchoAck { tag, best: None } });
         assert!(e.in_election());
         for k in 1..=MAX_RETRIES {
             let out = feed(&mut e, Input::Timer(ACK_TIMER));
-            assert_eq!(
-                sends(&out),
-                vec![(a, Message::EchoElection { tag })],
-                "resend {k}"
-            );
+            assert_eq!(sends(&out), vec![(a, Message::EchoElection { tag })], "resend {k}");
             let backoff = out.iter().find_map(|x| match x {
-                Effect::SetTimer {
-                    timer: ACK_TIMER,
-                    after,
-                } => Some(*after),
+                Effect::SetTimer { timer: ACK_TIMER, after } => Some(*after),
                 _ => None,
             });
             assert_eq!(backoff, Some(cfg(0).echo_ack_timeout() * (1 << k)));
@@ -1800,31 +1620,13 @@ mod tests {
         let out = feed(&mut e, Input::Timer(ACK_TIMER));
         // Gave up on a: the source decides on what it has (itself), announces to nobody (no
         // child) and sends a its result to compare.
-        assert_eq!(
-            sends(&out),
-            vec![(
-                a,
-                Message::EchoReply {
-                    tag: Some(tag),
-                    leader: Some(me)
-                }
-            )]
-        );
+        assert_eq!(sends(&out), vec![(a, Message::EchoReply { tag: Some(tag), leader: Some(me) })]);
         assert_eq!(e.leader(), Some(me.id));
         assert!(!e.in_election());
         // a's ack arrives late with a better rank: a becomes a child, gets the announcement,
         // and a new election starts.
         let better = Rank::new(9, a);
-        let out = feed(
-            &mut e,
-            Input::Message {
-                from: a,
-                msg: Message::EchoAck {
-                    tag,
-                    best: Some(better),
-                },
-            },
-        );
+        let out = feed(&mut e, Input::Message { from: a, msg: Message::EchoAck { tag, best: Some(better) } });
         let s = sends(&out);
         assert!(s.contains(&(a, Message::EchoLeader { tag, leader: me })));
         assert!(out.contains(&Effect::ElectionStarted));
@@ -1841,21 +1643,9 @@ mod tests {
         feed(&mut e, Input::PeerUp(a));
         feed(&mut e, Input::Recover);
         assert_eq!(e.tag().unwrap().round, 1);
-        let theirs = ElectionTag {
-            round: 5,
-            source: Rank::new(3, NodeId::from_u64(9)),
-        };
-        let reply = Message::EchoReply {
-            tag: Some(theirs),
-            leader: Some(theirs.source),
-        };
-        let out = feed(
-            &mut e,
-            Input::Message {
-                from: a,
-                msg: reply,
-            },
-        );
+        let theirs = ElectionTag { round: 5, source: Rank::new(3, NodeId::from_u64(9)) };
+        let reply = Message::EchoReply { tag: Some(theirs), leader: Some(theirs.source) };
+        let out = feed(&mut e, Input::Message { from: a, msg: reply });
         assert!(out.contains(&Effect::ElectionStarted));
         let tag = e.tag().unwrap();
         assert_eq!((tag.round, tag.source), (6, me));
@@ -1867,10 +1657,7 @@ mod tests {
         let me = Rank::new(1, NodeId::from_u64(1));
         let a = NodeId::from_u64(2);
         for ms in [0, 1, u64::MAX] {
-            let c = ElectionConfig {
-                echo_ack_timeout_ms: ms,
-                ..cfg(0)
-            };
+            let c = ElectionConfig { echo_ack_timeout_ms: ms, ..cfg(0) };
             let mut e = Echo::new(me, Arc::new(Membership::default()), &c);
             feed(&mut e, Input::PeerUp(a));
             feed(&mut e, Input::Start);
@@ -1887,41 +1674,14 @@ mod tests {
         let p = NodeId::from_u64(2);
         let mut e = Echo::new(me, Arc::new(Membership::default()), &cfg(0));
         feed(&mut e, Input::PeerUp(p));
-        let tag = ElectionTag {
-            round: 4,
-            source: Rank::new(0, p),
-        };
-        let out = feed(
-            &mut e,
-            Input::Message {
-                from: p,
-                msg: Message::EchoElection { tag },
-            },
-        );
+        let tag = ElectionTag { round: 4, source: Rank::new(0, p) };
+        let out = feed(&mut e, Input::Message { from: p, msg: Message::EchoElection { tag } });
         // A leaf: acks at once with itself.
-        assert_eq!(
-            sends(&out),
-            vec![(
-                p,
-                Message::EchoAck {
-                    tag,
-                    best: Some(me)
-                }
-            )]
-        );
+        assert_eq!(sends(&out), vec![(p, Message::EchoAck { tag, best: Some(me) })]);
         assert_eq!(e.state(), "Waiting");
         for _ in 0..MAX_RETRIES {
             let out = feed(&mut e, Input::Timer(LEADER_TIMER));
-            assert_eq!(
-                sends(&out),
-                vec![(
-                    p,
-                    Message::EchoAck {
-                        tag,
-                        best: Some(me)
-                    }
-                )]
-            );
+            assert_eq!(sends(&out), vec![(p, Message::EchoAck { tag, best: Some(me) })]);
         }
         let out = feed(&mut e, Input::Timer(LEADER_TIMER));
         assert!(out.contains(&Effect::ElectionStarted));
@@ -1935,64 +1695,22 @@ mod tests {
         let (a, b) = (NodeId::from_u64(2), NodeId::from_u64(3));
         let mut e = Echo::new(me, Arc::new(Membership::default()), &cfg(100));
         let out = feed(&mut e, Input::PeerUp(a));
-        assert!(out.contains(&Effect::SetTimer {
-            timer: PROBE_TIMER,
-            after: Duration::from_millis(100)
-        }));
+        assert!(out.contains(&Effect::SetTimer { timer: PROBE_TIMER, after: Duration::from_millis(100) }));
         feed(&mut e, Input::PeerUp(b));
         feed(&mut e, Input::Start);
         // Settle: both are leaves of our election, b is the best.
         let tag = e.tag().unwrap();
-        feed(
-            &mut e,
-            Input::Message {
-                from: a,
-                msg: Message::EchoAck {
-                    tag,
-                    best: Some(Rank::new(0, a)),
-                },
-            },
-        );
-        feed(
-            &mut e,
-            Input::Message {
-                from: b,
-                msg: Message::EchoAck {
-                    tag,
-                    best: Some(Rank::new(5, b)),
-                },
-            },
-        );
+        feed(&mut e, Input::Message { from: a, msg: Message::EchoAck { tag, best: Some(Rank::new(0, a)) } });
+        feed(&mut e, Input::Message { from: b, msg: Message::EchoAck { tag, best: Some(Rank::new(5, b)) } });
         assert_eq!(e.leader(), Some(b));
         let probe = |e: &mut Echo| sends(&feed(e, Input::Timer(PROBE_TIMER)));
         // Round 1: both probed. Only a answers.
-        assert_eq!(
-            probe(&mut e),
-            vec![(a, Message::EchoProbe), (b, Message::EchoProbe)]
-        );
-        let reply = Message::EchoReply {
-            tag: Some(tag),
-            leader: Some(Rank::new(5, b)),
-        };
-        feed(
-            &mut e,
-            Input::Message {
-                from: a,
-                msg: reply.clone(),
-            },
-        );
+        assert_eq!(probe(&mut e), vec![(a, Message::EchoProbe), (b, Message::EchoProbe)]);
+        let reply = Message::EchoReply { tag: Some(tag), leader: Some(Rank::new(5, b)) };
+        feed(&mut e, Input::Message { from: a, msg: reply.clone() });
         // Round 2: one miss is tolerated, b is probed again.
-        assert_eq!(
-            probe(&mut e),
-            vec![(a, Message::EchoProbe), (b, Message::EchoProbe)]
-        );
-        feed(
-            &mut e,
-            Input::Message {
-                from: a,
-                msg: reply.clone(),
-            },
-        );
+        assert_eq!(probe(&mut e), vec![(a, Message::EchoProbe), (b, Message::EchoProbe)]);
+        feed(&mut e, Input::Message { from: a, msg: reply.clone() });
         assert_eq!(e.neighbours().count(), 2);
         // Round 3: b missed two probes: gone. It was the leader: a new election (to a only).
         let out = feed(&mut e, Input::Timer(PROBE_TIMER));
@@ -2002,23 +1720,8 @@ mod tests {
         assert!(sends(&out).contains(&(a, Message::EchoElection { tag: new_tag })));
         assert!(!sends(&out).iter().any(|(to, _)| *to == b));
         // b was only slow: its probe readmits it, and it is answered.
-        let out = feed(
-            &mut e,
-            Input::Message {
-                from: b,
-                msg: Message::EchoProbe,
-            },
-        );
-        assert_eq!(
-            sends(&out),
-            vec![(
-                b,
-                Message::EchoReply {
-                    tag: Some(new_tag),
-                    leader: None
-                }
-            )]
-        );
+        let out = feed(&mut e, Input::Message { from: b, msg: Message::EchoProbe });
+        assert_eq!(sends(&out), vec![(b, Message::EchoReply { tag: Some(new_tag), leader: None })]);
         assert_eq!(e.neighbours().count(), 2);
     }
 
@@ -2030,76 +1733,26 @@ mod tests {
         feed(&mut e, Input::PeerUp(a));
         feed(&mut e, Input::Start);
         let before = format!("{e:?}");
-        let tag = ElectionTag {
-            round: 50,
-            source: Rank::new(0, stranger),
-        };
+        let tag = ElectionTag { round: 50, source: Rank::new(0, stranger) };
         let bad = [
             (a, Message::Election),
-            (
-                a,
-                Message::CrElected {
-                    epoch: 1,
-                    leader: me,
-                },
-            ),
+            (a, Message::CrElected { epoch: 1, leader: me }),
             (stranger, Message::EchoElection { tag }),
-            (
-                stranger,
-                Message::EchoReply {
-                    tag: Some(tag),
-                    leader: None,
-                },
-            ),
+            (stranger, Message::EchoReply { tag: Some(tag), leader: None }),
             (me.id, Message::EchoProbe),
-            (
-                a,
-                Message::EchoElection {
-                    tag: ElectionTag {
-                        round: MAX_ROUND + 1,
-                        source: me,
-                    },
-                },
-            ),
-            (
-                a,
-                Message::EchoReply {
-                    tag: Some(ElectionTag {
-                        round: u64::MAX,
-                        source: me,
-                    }),
-                    leader: None,
-                },
-            ),
+            (a, Message::EchoElection { tag: ElectionTag { round: MAX_ROUND + 1, source: me } }),
+            (a, Message::EchoReply { tag: Some(ElectionTag { round: u64::MAX, source: me }), leader: None }),
         ];
         for (from, msg) in bad {
-            let out = feed(
-                &mut e,
-                Input::Message {
-                    from,
-                    msg: msg.clone(),
-                },
-            );
-            assert!(
-                matches!(out.as_slice(), [Effect::Rejected { .. }]),
-                "{msg:?} from {from:?} gave {out:?}"
-            );
+            let out = feed(&mut e, Input::Message { from, msg: msg.clone() });
+            assert!(matches!(out.as_slice(), [Effect::Rejected { .. }]), "{msg:?} from {from:?} gave {out:?}");
         }
         assert_eq!(format!("{e:?}"), before);
         // Stale or mismatched messages of the right kind are ignored without harm.
-        let low = ElectionTag {
-            round: 0,
-            source: Rank::new(0, a),
-        };
+        let low = ElectionTag { round: 0, source: Rank::new(0, a) };
         for msg in [
-            Message::EchoAck {
-                tag: low,
-                best: Some(Rank::new(1000, a)),
-            },
-            Message::EchoLeader {
-                tag: low,
-                leader: Rank::new(1000, a),
-            },
+            Message::EchoAck { tag: low, best: Some(Rank::new(1000, a)) },
+            Message::EchoLeader { tag: low, leader: Rank::new(1000, a) },
             Message::EchoElection { tag: low },
         ] {
             assert!(sends(&feed(&mut e, Input::Message { from: a, msg })).is_empty());

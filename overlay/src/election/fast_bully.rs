@@ -200,9 +200,7 @@ impl FastBully {
             Phase::Nominating { .. } => ctx.cancel_timer(Timer::T3),
             Phase::Answered => ctx.cancel_timer(Timer::T4),
             Phase::Idle => match self.leader {
-                Some(l) if l == self.me && self.timing.alive.is_some() => {
-                    ctx.cancel_timer(Timer::Heartbeat)
-                }
+                Some(l) if l == self.me && self.timing.alive.is_some() => ctx.cancel_timer(Timer::Heartbeat),
                 Some(l) if l != self.me && self.timing.t1.is_some() => ctx.cancel_timer(Timer::T1),
                 _ => {}
             },
@@ -401,14 +399,11 @@ impl FastBully {
                     } else {
                         ctx.send(from, Message::Coordinator);
                     }
-                } else if matches!(self.phase, Phase::Candidate | Phase::Nominating { .. })
-                    && !self.answered.is_empty()
+                } else if matches!(self.phase, Phase::Candidate | Phase::Nominating { .. }) && !self.answered.is_empty()
                 {
                     // A higher process is alive; our own election's outcome reaches the
                     // nominator.
-                } else if self.higher_up
-                    || (self.phase == Phase::Idle && self.leader.is_some_and(|l| l > self.me))
-                {
+                } else if self.higher_up || (self.phase == Phase::Idle && self.leader.is_some_and(|l| l > self.me)) {
                     // It knows of a live higher process the nominator did not hear from: a
                     // coordinator admitted after answering the nominator's `Election`
                     // (answering made it wait T4), or a recovering process's `IamUp`. Ask the
@@ -455,8 +450,7 @@ impl FastBully {
                 }
                 if let Phase::Recovering { best, .. } = self.phase {
                     if best.is_none_or(|b| s > b) {
-                        self.phase =
-                            Phase::Recovering { best: Some(s), best_is_coordinator: coordinator == Some(s) };
+                        self.phase = Phase::Recovering { best: Some(s), best_is_coordinator: coordinator == Some(s) };
                     }
                 }
             }
@@ -540,9 +534,7 @@ impl Election for FastBully {
                     ctx.cancel_timer(Timer::T3);
                     self.nominee_failed(ctx, nominee);
                 }
-                Phase::Idle if matches!(self.leader, Some(l) if l.id == p && l != self.me) => {
-                    self.hold_election(ctx)
-                }
+                Phase::Idle if matches!(self.leader, Some(l) if l.id == p && l != self.me) => self.hold_election(ctx),
                 _ => {}
             },
             Input::SendFailed { to, msg: Message::Nomination } => {
@@ -582,8 +574,8 @@ mod tests {
     use super::*;
     use crate::driver::Effect;
     use crate::election::Algorithm;
-    use crate::testkit::scenarios as sc;
     use crate::testkit::feed;
+    use crate::testkit::scenarios as sc;
     use crate::testkit::Net;
     use crate::time::Time;
     use std::time::Duration;
@@ -836,7 +828,6 @@ mod tests {
         sc::heartbeats_keep_followers_and_detect_a_crash(Algorithm::FastBully);
     }
 
-
     /// The old highest recovers and takes over through `IamUp`/`View`/`Coordinator`.
     #[test]
     fn recovered_highest_bullies_its_way_back() {
@@ -1064,7 +1055,11 @@ mod tests {
     #[test]
     fn random_crash_recover_schedules() {
         let seeds = crate::election::bully::tests::seeds(300);
-        println!("fast bully random schedules: seeds {}..={} (replay one with PEERAGE_SEED)", seeds[0], seeds[seeds.len() - 1]);
+        println!(
+            "fast bully random schedules: seeds {}..={} (replay one with PEERAGE_SEED)",
+            seeds[0],
+            seeds[seeds.len() - 1]
+        );
         for seed in seeds {
             crate::election::bully::tests::random_schedule(Algorithm::FastBully, seed);
         }

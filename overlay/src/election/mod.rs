@@ -47,12 +47,8 @@ impl AnyElection {
             Algorithm::Bully => AnyElection::Bully(bully::Bully::new(me, group, cfg)),
             Algorithm::FastBully => AnyElection::FastBully(fast_bully::FastBully::new(me, group, cfg)),
             Algorithm::Ring => AnyElection::Ring(ring::Ring::new(me, group, cfg)),
-            Algorithm::ChangRoberts => {
-                AnyElection::ChangRoberts(chang_roberts::ChangRoberts::new(me, group, cfg))
-            }
-            Algorithm::Villadangos => {
-                AnyElection::Villadangos(villadangos::Villadangos::new(me, group, cfg))
-            }
+            Algorithm::ChangRoberts => AnyElection::ChangRoberts(chang_roberts::ChangRoberts::new(me, group, cfg)),
+            Algorithm::Villadangos => AnyElection::Villadangos(villadangos::Villadangos::new(me, group, cfg)),
             Algorithm::Echo => AnyElection::Echo(echo::Echo::new(me, group, cfg)),
         }
     }

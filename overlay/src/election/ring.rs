@@ -425,13 +425,7 @@ impl Ring {
     }
 
     /// Send `Coordinator` on to the next live member, or complete the lap.
-    fn forward_coordinator(
-        &mut self,
-        ctx: &mut Context<'_>,
-        initiator: Rank,
-        leader: Rank,
-        mut members: Vec<Rank>,
-    ) {
+    fn forward_coordinator(&mut self, ctx: &mut Context<'_>, initiator: Rank, leader: Rank, mut members: Vec<Rank>) {
         let Some(pos) = self.pos else { return };
         if !self.dead.is_empty() {
             let (group, dead) = (&self.group, &self.dead);
@@ -503,13 +497,7 @@ impl Ring {
         }
     }
 
-    fn on_election(
-        &mut self,
-        ctx: &mut Context<'_>,
-        epoch: u64,
-        initiator: Rank,
-        mut candidates: Vec<Rank>,
-    ) {
+    fn on_election(&mut self, ctx: &mut Context<'_>, epoch: u64, initiator: Rank, mut candidates: Vec<Rank>) {
         if epoch < self.epoch {
             if self.phase == Phase::Passive {
                 self.restart(ctx, None);
@@ -571,14 +559,7 @@ impl Ring {
         self.forward_election(ctx, initiator, candidates);
     }
 
-    fn on_coordinator(
-        &mut self,
-        ctx: &mut Context<'_>,
-        epoch: u64,
-        initiator: Rank,
-        leader: Rank,
-        members: Vec<Rank>,
-    ) {
+    fn on_coordinator(&mut self, ctx: &mut Context<'_>, epoch: u64, initiator: Rank, leader: Rank, members: Vec<Rank>) {
         if epoch < self.epoch {
             return; // stale: never set a leader from an older election
         }
@@ -651,9 +632,7 @@ impl Ring {
             Message::RingElection { epoch, initiator, candidates } if epoch == self.epoch => {
                 self.forward_election(ctx, initiator, candidates);
             }
-            Message::RingCoordinator { epoch, initiator, leader, mut members }
-                if epoch == self.epoch =>
-            {
+            Message::RingCoordinator { epoch, initiator, leader, mut members } if epoch == self.epoch => {
                 members.retain(|r| r.id != to);
                 self.forward_coordinator(ctx, initiator, leader, members);
             }

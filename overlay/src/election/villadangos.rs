@@ -528,8 +528,7 @@ impl Villadangos {
                 self.start_epoch(ctx, Some(x));
             }
         } else if self.status != Status::Passive
-            && (x == self.candidate_successor
-                || (self.status == Status::Waiting && x == self.candidate_predecessor))
+            && (x == self.candidate_successor || (self.status == Status::Waiting && x == self.candidate_predecessor))
         {
             self.start_epoch(ctx, Some(x));
         }
@@ -670,8 +669,8 @@ mod tests {
     use super::*;
     use crate::driver::{Effect, Election};
     use crate::election::{Algorithm, AnyElection};
-    use crate::testkit::Net;
     use crate::testkit::feed;
+    use crate::testkit::Net;
     use crate::time::Time;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
@@ -913,18 +912,14 @@ mod tests {
                     Some(l) => (0..n).any(|j| net.id(j) == l && !net.is_alive(j)),
                     None => true,
                 };
-                let stale: Vec<usize> =
-                    (0..n).filter(|&i| net.is_alive(i) && dead_leader(&net, i)).collect();
+                let stale: Vec<usize> = (0..n).filter(|&i| net.is_alive(i) && dead_leader(&net, i)).collect();
                 let now = net.now;
                 for i in stale {
                     net.start_at(now, i);
                 }
                 net.run();
             }
-            check_agreement(
-                &net,
-                &format!("seed {seed}: n={n} reports={reports} inits={inits:?} crashes={crashes:?}"),
-            );
+            check_agreement(&net, &format!("seed {seed}: n={n} reports={reports} inits={inits:?} crashes={crashes:?}"));
         }
     }
 
@@ -1031,7 +1026,10 @@ mod tests {
         }
         let e = feed(
             &mut p,
-            Input::Message { from: NodeId::from_u64(1), msg: Message::Message2 { epoch: 0, candidate_successor: rank(1) } },
+            Input::Message {
+                from: NodeId::from_u64(1),
+                msg: Message::Message2 { epoch: 0, candidate_successor: rank(1) },
+            },
         );
         assert_eq!(rejected(&e), 1);
         assert_eq!((p.state(), p.epoch(), p.leader()), ("Passive", 0, None));
@@ -1144,7 +1142,12 @@ mod tests {
             let effects = feed(&mut self.procs[i], input);
             if trace {
                 let p = &self.procs[i];
-                println!("   {i} now {} e{} leader {:?}: {effects:?}", p.state(), p.epoch(), p.leader().map(|l| l.high_u64()));
+                println!(
+                    "   {i} now {} e{} leader {:?}: {effects:?}",
+                    p.state(),
+                    p.epoch(),
+                    p.leader().map(|l| l.high_u64())
+                );
             }
             for e in effects {
                 match e {

@@ -151,7 +151,10 @@ impl ModelConfig {
         }
         let cities = self.regions.len() * self.cities_per_region as usize;
         if self.cities_per_region == 0 || cities > MAX_CITIES {
-            return err("cities_per_region", format!("must be >= 1 with at most {MAX_CITIES} cities in all, got {cities}"));
+            return err(
+                "cities_per_region",
+                format!("must be >= 1 with at most {MAX_CITIES} cities in all, got {cities}"),
+            );
         }
         let range = |field: &'static str, v: f64, lo: f64, hi: f64| {
             if v.is_finite() && v >= lo && v <= hi {
@@ -194,11 +197,23 @@ mod tests {
         };
         assert!(matches!(bad(|c| c.regions.clear()), Err(LatencyError::Config { field: "regions", .. })));
         assert!(matches!(bad(|c| c.regions[0].lat = 91.0), Err(LatencyError::Config { field: "regions.lat", .. })));
-        assert!(matches!(bad(|c| c.regions.iter_mut().for_each(|r| r.weight = 0.0)), Err(LatencyError::Config { field: "regions.weight", .. })));
-        assert!(matches!(bad(|c| c.cities_per_region = 0), Err(LatencyError::Config { field: "cities_per_region", .. })));
-        assert!(matches!(bad(|c| c.cities_per_region = 100_000), Err(LatencyError::Config { field: "cities_per_region", .. })));
+        assert!(matches!(
+            bad(|c| c.regions.iter_mut().for_each(|r| r.weight = 0.0)),
+            Err(LatencyError::Config { field: "regions.weight", .. })
+        ));
+        assert!(matches!(
+            bad(|c| c.cities_per_region = 0),
+            Err(LatencyError::Config { field: "cities_per_region", .. })
+        ));
+        assert!(matches!(
+            bad(|c| c.cities_per_region = 100_000),
+            Err(LatencyError::Config { field: "cities_per_region", .. })
+        ));
         assert!(matches!(bad(|c| c.inflation_max = 1.0), Err(LatencyError::Config { field: "inflation_max", .. })));
-        assert!(matches!(bad(|c| c.detour_fraction = f64::NAN), Err(LatencyError::Config { field: "detour_fraction", .. })));
+        assert!(matches!(
+            bad(|c| c.detour_fraction = f64::NAN),
+            Err(LatencyError::Config { field: "detour_fraction", .. })
+        ));
         assert!(matches!(bad(|c| c.fibre_km_per_ms = 0.0), Err(LatencyError::Config { field: "fibre_km_per_ms", .. })));
     }
 

@@ -180,7 +180,9 @@ impl LatencyModel {
         let km = great_circle_km(&self.xyz[a], &self.xyz[b]);
         // Mostly a property of each city's connectivity (mean of the two ends), partly of
         // the city pair's route.
-        let ends = (pair_unit(ca, ca, self.seed, SALT_CITY_INFLATION) + pair_unit(cb, cb, self.seed, SALT_CITY_INFLATION)) / 2.0;
+        let ends = (pair_unit(ca, ca, self.seed, SALT_CITY_INFLATION)
+            + pair_unit(cb, cb, self.seed, SALT_CITY_INFLATION))
+            / 2.0;
         let route = pair_unit(ca, cb, self.seed, SALT_INFLATION);
         let share = cfg.inflation_pair_share;
         let city_inflation =

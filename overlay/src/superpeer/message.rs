@@ -148,22 +148,46 @@ pub enum SpInput {
 /// What a super-peer selection node asks its driver to do.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SpEffect {
-    Send { to: NodeId, msg: SpMessage },
+    Send {
+        to: NodeId,
+        msg: SpMessage,
+    },
     /// Ask the DHT; answer with `SpInput::LookupResult { query, .. }`.
-    Lookup { query: u32, what: Query },
+    Lookup {
+        query: u32,
+        what: Query,
+    },
     /// Publish / withdraw a provider record for `key`.
-    Provide { key: NodeId },
-    Unprovide { key: NodeId },
+    Provide {
+        key: NodeId,
+    },
+    Unprovide {
+        key: NodeId,
+    },
     /// Arm / disarm an election timer (driver semantics as in [`crate::driver`]).
-    SetElectionTimer { timer: Timer, after: std::time::Duration },
-    CancelElectionTimer { timer: Timer },
+    SetElectionTimer {
+        timer: Timer,
+        after: std::time::Duration,
+    },
+    CancelElectionTimer {
+        timer: Timer,
+    },
     BecomeSuperPeer,
     StopSuperPeer,
     /// The node now belongs to the cluster of this super peer / head.
     AttachedTo(NodeId),
     Detached,
-    TokenAcquired { token: TokenId, epoch: u32 },
-    TokenReleased { token: TokenId, epoch: u32 },
+    TokenAcquired {
+        token: TokenId,
+        epoch: u32,
+    },
+    TokenReleased {
+        token: TokenId,
+        epoch: u32,
+    },
     /// Bad input, ignored (logged and counted by the driver).
-    Rejected { from: NodeId, reason: &'static str },
+    Rejected {
+        from: NodeId,
+        reason: &'static str,
+    },
 }

@@ -30,4 +30,3 @@ pub use estimate::SizeEstimator;
 pub use message::{HeadEntry, HeadRole, PeerInfo, Query, SpEffect, SpInput, SpMessage, TokenEntry, TokenId};
 pub use node::{slot_key, token_directory_key, SpContext, SuperPeerNode};
 pub use point::Point;
-

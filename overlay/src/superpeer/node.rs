@@ -629,7 +629,8 @@ impl SuperPeerNode {
             // Vicinity-style: three times in four with one of the nearer half of the
             // neighbours (their super peers are likely near us too), else with any.
             let len = self.neighbours.len();
-            let pick = if ctx.rng.gen_bool(0.75) { ctx.rng.gen_range(0..len.div_ceil(2)) } else { ctx.rng.gen_range(0..len) };
+            let pick =
+                if ctx.rng.gen_bool(0.75) { ctx.rng.gen_range(0..len.div_ceil(2)) } else { ctx.rng.gen_range(0..len) };
             let n = self.neighbours[pick];
             ctx.send(n.id, SpMessage::CacheExchange { entries: self.cache_entries(), reply: true });
         }
@@ -1044,9 +1045,7 @@ impl SuperPeerNode {
                 if !self.attached.is_some_and(|a| a.id == from) {
                     // A member-less holder naming us backup: [holder, us]. Any other view from
                     // it releases us.
-                    let backup = members.len() == 2
-                        && members.contains(&from)
-                        && members.contains(&self.me.id);
+                    let backup = members.len() == 2 && members.contains(&from) && members.contains(&self.me.id);
                     if backup && self.head.is_none() {
                         self.backup_view = Some((from, role, members, self.round));
                     } else if self.backup_view.as_ref().is_some_and(|(h, _, _, _)| *h == from) {
@@ -1077,12 +1076,10 @@ impl SuperPeerNode {
                 self.on_handover(ctx, from, token, epoch, members, view)
             }
             SpMessage::HandoverAck { token, epoch, holder } => {
-                let ok = holder.id == from
-                    && holder.point.is_valid()
-                    && self.head.as_ref().is_some_and(|h| {
-                        matches!(h.role, HeadRole::Token { token: t, epoch: e } if t == token && e.wrapping_add(1) == epoch)
-                            && h.transit.as_ref().is_some_and(|(to, _, _)| *to == from)
-                    });
+                let ok = holder.id == from && holder.point.is_valid() && self.head.as_ref().is_some_and(|h| {
+                    matches!(h.role, HeadRole::Token { token: t, epoch: e } if t == token && e.wrapping_add(1) == epoch)
+                        && h.transit.as_ref().is_some_and(|(to, _, _)| *to == from)
+                });
                 if !ok {
                     ctx.push(SpEffect::Rejected { from, reason: "handover ack for no handover in flight" });
                     return;

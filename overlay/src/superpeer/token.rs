@@ -116,7 +116,14 @@ pub fn repulsion_potential(at: &Point, others: &[Point], radius: f64, cfg: &Supe
 /// `c`. After a move the old holder becomes a member and `c` stops being one, so the
 /// members counted are the cluster `members ∪ {me}` without `c`; predicted RTT is distance
 /// plus both heights ([`Point::rtt`]). With no member left the cost is the potential alone.
-pub fn cost(c: &PeerInfo, me: &PeerInfo, members: &[PeerInfo], others: &[Point], radius: f64, cfg: &SuperPeerConfig) -> f64 {
+pub fn cost(
+    c: &PeerInfo,
+    me: &PeerInfo,
+    members: &[PeerInfo],
+    others: &[Point],
+    radius: f64,
+    cfg: &SuperPeerConfig,
+) -> f64 {
     let mut sum = 0.0;
     let mut n = 0usize;
     for x in members.iter().chain(std::iter::once(me)) {

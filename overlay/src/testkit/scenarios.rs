@@ -11,14 +11,14 @@
 //! and the seeds recorded in `docs/RESULTS.md` still mean the same thing.
 
 use crate::driver::{Effect, Election, Input, Timer};
-use crate::id::{NodeId, Rank};
 use crate::election::{Algorithm, ElectionConfig, Message};
+use crate::id::{NodeId, Rank};
 use crate::membership::Membership;
-use std::sync::Arc;
 use crate::testkit::{feed, Net};
 use crate::time::Time;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use std::sync::Arc;
 
 /// The leader each process names, as a process index (`from_u64(i + 1)` is process i).
 pub fn names(net: &Net) -> Vec<Option<u64>> {

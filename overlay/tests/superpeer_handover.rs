@@ -356,19 +356,7 @@ fn a_crashed_holder_is_replaced_exactly_once() {
     let (dead, _, epoch) = holders[0];
     assert!(net.all_attached_to(dead), "the cluster did not form around the holder");
     let acquired_before = net.acquired.len();
-    net.crash(dead);
-    for _ in 0..20 {
-        net.round();
-    }
-    let holders = net.holders();
-    assert_eq!(holders.len(), 1, "the token was not recreated exactly once: {holders:?}");
-    let (winner, t, e) = holders[0];
-    assert_eq!(t, token);
-    assert!(e > epoch, "recreated at a later epoch ({epoch} -> {e})");
-    // Exactly one recreation (epoch + 1); any later entries are ordinary moves of that copy.
-    let recreated = net.acquired[acquired_before..].iter().filter(|a| a.1 == token && a.2 == epoch + 1).count();
-    assert_eq!(recreated, 1, "{:?}", &net.acquired[acquired_before..]);
-    assert!(net.all_attached_to(winner), "not every live node attached to the new holder");
+    crash_and_expect_one_recreation(&mut net, dead, token, epoch);
     // The election's winner was the highest-ranked live member.
     let best = (0..net.nodes.len()).filter(|&i| net.alive[i]).max_by_key(|&i| net.nodes[i].id()).unwrap();
     assert_eq!(net.acquired[acquired_before].0, best);
@@ -394,6 +382,13 @@ fn a_holder_crashed_right_after_its_members_attached_is_replaced_once() {
         }
     }
     let (dead, epoch) = crashed.expect("the cluster never formed");
+    crash_and_expect_one_recreation(&mut net, dead, token, epoch);
+}
+
+/// Crashes the holder `dead` of `token` (at `epoch`), runs 20 rounds and checks that the
+/// token was recreated exactly once, at a later epoch, with every live node attached to the
+/// new holder; returns the new holder.
+fn crash_and_expect_one_recreation(net: &mut Net, dead: usize, token: TokenId, epoch: u32) -> usize {
     let acquired_before = net.acquired.len();
     net.crash(dead);
     for _ in 0..20 {
@@ -401,10 +396,14 @@ fn a_holder_crashed_right_after_its_members_attached_is_replaced_once() {
     }
     let holders = net.holders();
     assert_eq!(holders.len(), 1, "the token was not recreated exactly once: {holders:?}");
-    assert_eq!(holders[0].1, token);
+    let (winner, t, e) = holders[0];
+    assert_eq!(t, token);
+    assert!(e > epoch, "recreated at a later epoch ({epoch} -> {e})");
+    // Exactly one recreation (epoch + 1); any later entries are ordinary moves of that copy.
     let recreated = net.acquired[acquired_before..].iter().filter(|a| a.1 == token && a.2 == epoch + 1).count();
     assert_eq!(recreated, 1, "{:?}", &net.acquired[acquired_before..]);
-    assert!(net.all_attached_to(holders[0].0), "not every live node attached to the new holder");
+    assert!(net.all_attached_to(winner), "not every live node attached to the new holder");
+    winner
 }
 
 /// Feeds one input to a bare node and returns its effects.

@@ -6,6 +6,9 @@
 //! crashes, the one before). The swarm's random choices (ports, bootstrap peers) come from a
 //! seed that is printed; replay with `PEERAGE_SEED`.
 
+mod common;
+
+use common::seed;
 use overlay::{Algorithm, ElectionConfig};
 use peerage_node::{LocalSwarm, LocalSwarmConfig};
 use std::time::Duration;
@@ -13,17 +16,10 @@ use std::time::Duration;
 const NODES: usize = 12;
 const CONVERGE: Duration = Duration::from_secs(60);
 
-fn seed() -> u64 {
-    let seed = std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
-    println!("seed {seed} (replay with PEERAGE_SEED={seed})");
-    seed
-}
-
 fn config(algorithm: Algorithm, seed: u64) -> LocalSwarmConfig {
     let mut c = LocalSwarmConfig::new(NODES, ElectionConfig::for_algorithm(algorithm), seed);
     c.priorities = Some((0..NODES as u64).collect());
-    c.template.timing.settle_ms = 1_000;
-    c.template.timing.fallback_ms = 2_000;
+    c.template = common::template(2_000);
     c
 }
 

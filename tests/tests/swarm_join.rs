@@ -15,9 +15,11 @@
 //! answered as a lagging process's and the joiner waits for its lap timeout (10 s; measured
 //! 12.6 s from joining, too close to the deadline to test; `docs/RESULTS.md`).
 
+mod common;
+
+use common::seed;
 use libp2p::identity::Keypair;
 use overlay::{Algorithm, ElectionConfig};
-use peerage_node::config::FileConfig;
 use peerage_node::status::StatusSink;
 use peerage_node::{spawn, LocalSwarm, LocalSwarmConfig, NodeOptions, TransportKind};
 use rand::seq::SliceRandom;
@@ -30,31 +32,18 @@ const FALLBACK_MS: u64 = 30_000;
 /// Well under the joiner's earliest possible fallback election (settle + 30 s).
 const JOIN_DEADLINE: Duration = Duration::from_secs(15);
 
-fn seed() -> u64 {
-    let seed = std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
-    println!("seed {seed} (replay with PEERAGE_SEED={seed})");
-    seed
-}
-
-fn template() -> FileConfig {
-    let mut t = FileConfig::default();
-    t.timing.settle_ms = 1_000;
-    t.timing.fallback_ms = FALLBACK_MS;
-    t
-}
-
 async fn joiner_learns_the_leader(algorithm: Algorithm) {
     let seed = seed();
     let mut c = LocalSwarmConfig::new(NODES, ElectionConfig::for_algorithm(algorithm), seed);
     c.priorities = Some((0..NODES as u64).map(|i| 2 * i).collect());
-    c.template = template();
+    c.template = common::template(FALLBACK_MS);
     let swarm = LocalSwarm::start(&c).await.expect("swarm starts");
     let leader = swarm.wait_agreement(CONVERGE, None).await;
     assert_eq!(leader.as_deref(), Some(swarm.node_id(NODES - 1)), "{algorithm}: the first ten did not agree on node 9");
     let leader = leader.unwrap_or_default();
 
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x101);
-    let mut fc = template();
+    let mut fc = common::template(FALLBACK_MS);
     fc.election = ElectionConfig::for_algorithm(algorithm);
     fc.priority = 5;
     fc.listen = vec![format!("/memory/{}", rng.gen_range(1_000_000_000u64..u64::MAX / 2))];

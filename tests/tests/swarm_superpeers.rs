@@ -11,6 +11,9 @@
 //! The swarm's random choices come from a printed seed (replay with `PEERAGE_SEED`); node
 //! keys are fresh each run, so ids (and with them which nodes become super peers) differ.
 
+mod common;
+
+use common::seed;
 use overlay::ElectionConfig;
 use peerage_node::superpeer_report::{run_phase, SpPhaseOptions};
 use peerage_node::{LocalSwarm, LocalSwarmConfig};
@@ -29,12 +32,6 @@ fn init_log() {
             .with_writer(std::io::stderr)
             .try_init();
     }
-}
-
-fn seed() -> u64 {
-    let seed = std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
-    println!("seed {seed} (replay with PEERAGE_SEED={seed})");
-    seed
 }
 
 async fn forms_clusters_and_replaces(method: &str) {

@@ -7,26 +7,15 @@
 //!
 //! The swarm's random choices come from a seed that is printed; replay with `PEERAGE_SEED`.
 
+mod common;
+
+use common::seed;
 use overlay::{Algorithm, ElectionConfig};
-use peerage_node::config::FileConfig;
 use peerage_node::{LocalSwarm, LocalSwarmConfig, TransportKind};
 use std::time::Duration;
 
 const NODES: usize = 6;
 const CONVERGE: Duration = Duration::from_secs(45);
-
-fn seed() -> u64 {
-    let seed = std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
-    println!("seed {seed} (replay with PEERAGE_SEED={seed})");
-    seed
-}
-
-fn template() -> FileConfig {
-    let mut t = FileConfig::default();
-    t.timing.settle_ms = 1_000;
-    t.timing.fallback_ms = 2_000;
-    t
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tcp_swarm_elects_one_leader_and_re_elects_after_a_crash() {
@@ -34,7 +23,7 @@ async fn tcp_swarm_elects_one_leader_and_re_elects_after_a_crash() {
     let mut c = LocalSwarmConfig::new(NODES, ElectionConfig::for_algorithm(Algorithm::Bully), seed);
     c.transport = TransportKind::TcpQuic;
     c.priorities = Some((0..NODES as u64).collect());
-    c.template = template();
+    c.template = common::template(2_000);
     let mut swarm = LocalSwarm::start(&c).await.expect("TCP swarm starts");
     for i in 0..NODES {
         let a = swarm.addr(i).to_string();

@@ -309,6 +309,22 @@ fn lists(w: &World, m: usize, mut progress: impl FnMut(usize)) -> Lists {
     Lists { cols, thr }
 }
 
+/// The members head `j` would take in `L(λ)`: the (at most `cap`) nodes of its column with
+/// the most negative reduced cost `d_ij - λ_i`, into `buf` as `(reduced cost, node)`.
+fn negative_reduced_costs(col: &[(u32, f32)], lambda: &[f64], cap: usize, buf: &mut Vec<(f64, u32)>) {
+    buf.clear();
+    for &(i, dij) in col {
+        let r = dij as f64 - lambda[i as usize];
+        if r < 0.0 {
+            buf.push((r, i));
+        }
+    }
+    if buf.len() > cap {
+        buf.select_nth_unstable_by(cap - 1, |a, b| a.0.total_cmp(&b.0));
+        buf.truncate(cap);
+    }
+}
+
 /// One evaluation of `L(λ)`: the bound, the opened heads and the subgradient.
 fn evaluate(
     l: &Lists,
@@ -321,17 +337,7 @@ fn evaluate(
     let n = lambda.len();
     let mut v = vec![(0f64, 0u32); n];
     for j in 0..n {
-        buf.clear();
-        for &(i, dij) in &l.cols[j] {
-            let r = dij as f64 - lambda[i as usize];
-            if r < 0.0 {
-                buf.push((r, i));
-            }
-        }
-        if buf.len() > cap {
-            buf.select_nth_unstable_by(cap - 1, |a, b| a.0.total_cmp(&b.0));
-            buf.truncate(cap);
-        }
+        negative_reduced_costs(&l.cols[j], lambda, cap, buf);
         v[j] = (-lambda[j] + buf.iter().map(|x| x.0).sum::<f64>(), j as u32);
     }
     let k = k.min(n);
@@ -342,17 +348,7 @@ fn evaluate(
     cover.iter_mut().for_each(|c| *c = 1);
     for &j in &open {
         cover[j as usize] -= 1;
-        buf.clear();
-        for &(i, dij) in &l.cols[j as usize] {
-            let r = dij as f64 - lambda[i as usize];
-            if r < 0.0 {
-                buf.push((r, i));
-            }
-        }
-        if buf.len() > cap {
-            buf.select_nth_unstable_by(cap - 1, |a, b| a.0.total_cmp(&b.0));
-            buf.truncate(cap);
-        }
+        negative_reduced_costs(&l.cols[j as usize], lambda, cap, buf);
         for &(_, i) in buf.iter() {
             cover[i as usize] -= 1;
         }

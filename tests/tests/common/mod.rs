@@ -1,0 +1,21 @@
+//! Helpers shared by the swarm integration tests: the printed, replayable seed and the
+//! fast start-up timing every in-process swarm test uses.
+#![allow(dead_code)] // each test binary uses its own subset
+
+use peerage_node::config::FileConfig;
+
+/// The run's seed: `PEERAGE_SEED` if set, else a random one; printed so a failure replays.
+pub fn seed() -> u64 {
+    let seed = std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
+    println!("seed {seed} (replay with PEERAGE_SEED={seed})");
+    seed
+}
+
+/// Node configuration for small test swarms: settle after 1 s of quiet membership, and a
+/// node that names no leader starts its own election `fallback_ms` later.
+pub fn template(fallback_ms: u64) -> FileConfig {
+    let mut t = FileConfig::default();
+    t.timing.settle_ms = 1_000;
+    t.timing.fallback_ms = fallback_ms;
+    t
+}

@@ -20,6 +20,7 @@
 
 use crate::members::SyncStats;
 use crate::status::Snapshot;
+use overlay::stats::Sample;
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
@@ -109,18 +110,24 @@ pub fn add(a: SyncStats, b: &SyncStats) -> SyncStats {
     }
 }
 
-fn quantiles(mut v: Vec<Option<f64>>) -> Quantiles {
+/// Times are durations since the swarm started, never NaN; a NaN (which would be a bug) is
+/// logged and the quantiles reported empty.
+fn quantiles(v: Vec<Option<f64>>) -> Quantiles {
     let missing = v.iter().filter(|x| x.is_none()).count();
-    let mut have: Vec<f64> = v.drain(..).flatten().collect();
-    if have.is_empty() {
-        return Quantiles { missing, ..Quantiles::default() };
-    }
-    have.sort_by(f64::total_cmp);
-    let q = |p: f64| {
-        let i = ((have.len() as f64 - 1.0) * p).round() as usize;
-        Some(have[i.min(have.len() - 1)])
+    let sample = match Sample::collect(v.into_iter().flatten()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("members report: {e}");
+            return Quantiles { missing, ..Quantiles::default() };
+        }
     };
-    Quantiles { p50: q(0.5), p90: q(0.9), p99: q(0.99), max: have.last().copied(), missing }
+    Quantiles {
+        p50: sample.quantile(0.5),
+        p90: sample.quantile(0.9),
+        p99: sample.quantile(0.99),
+        max: sample.max(),
+        missing,
+    }
 }
 
 impl MembersTracker {

@@ -11,11 +11,16 @@
 //! A sampler task reads the snapshots every `period` while the swarm runs. Choices: a node
 //! counts once it has a coordinate (also before its first sample: a node stuck at the origin
 //! is part of the error); crashed nodes are left out (the runner marks their snapshot).
+//!
+//! Besides the full coordinate's error, the report gives the error of the super-peer
+//! [`Point`] made from it (Euclidean components + height, no adjustment term): that is what
+//! super-peer selection predicts with (`coords_driver.rs`, "No adjustment term").
 
 use crate::latency_transport::{LatencyNet, LatenessReport};
 use crate::status::Probe;
 use overlay::coords::Coordinate;
 use overlay::stats::Sample;
+use overlay::superpeer::Point;
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -37,6 +42,9 @@ pub struct CoordsPoint {
     pub p90_rel_error: f64,
     pub mean_rel_error: f64,
     pub median_abs_error_ms: f64,
+    /// The same pairs predicted by the super-peer [`Point`]s (no adjustment term).
+    pub point_median_rel_error: f64,
+    pub point_p90_rel_error: f64,
     /// Vivaldi samples accepted so far, summed over nodes.
     pub samples: u64,
     /// Ping samples dropped by the lateness gate so far, summed over nodes.
@@ -53,6 +61,8 @@ pub struct CoordsReport {
     pub period_s: f64,
     pub series: Vec<CoordsPoint>,
     pub last: Option<CoordsPoint>,
+    /// Lowest median relative error of the super-peer Points seen.
+    pub best_point_median_rel_error: Option<f64>,
     /// Lowest median relative error seen.
     pub best_median_rel_error: Option<f64>,
     /// First time the median came within 10 % of the last value (converged).
@@ -107,6 +117,32 @@ pub fn pair_errors(net: &LatencyNet, coords: &[(usize, Coordinate)]) -> Option<(
     Some((rel, abs, truth))
 }
 
+/// Relative errors of the super-peer [`Point`]s made from the coordinates, over the same
+/// pairs as [`pair_errors`], sorted.
+pub fn point_rel_errors(net: &LatencyNet, coords: &[(usize, Coordinate)]) -> Vec<f64> {
+    let n = coords.len();
+    let total = n * n.saturating_sub(1) / 2;
+    let stride = total.div_ceil(MAX_PAIRS).max(1);
+    let points: Vec<Point> = coords.iter().map(|(_, c)| Point::from(c)).collect();
+    let mut rel = Vec::new();
+    let mut k = 0usize;
+    for i in 0..n {
+        for j in (i + 1)..n {
+            k += 1;
+            if k % stride != 0 {
+                continue;
+            }
+            let true_ms = net.model().rtt_ms(coords[i].0, coords[j].0);
+            if true_ms <= 0.0 {
+                continue;
+            }
+            rel.push((points[i].rtt(&points[j]) * 1000.0 - true_ms).abs() / true_ms);
+        }
+    }
+    rel.sort_by(|x, y| x.total_cmp(y));
+    rel
+}
+
 /// Reads every node's coordinate periodically until stopped.
 pub struct CoordsSampler {
     stop: watch::Sender<bool>,
@@ -143,9 +179,14 @@ impl CoordsSampler {
                 let nodes = coords.len();
                 // The pair loop is CPU work on the runtime: run it off the async workers.
                 let net2 = task_net.clone();
-                let res = tokio::task::spawn_blocking(move || pair_errors(&net2, &coords)).await.ok().flatten();
-                if let Some((rel, abs, truth)) = res {
-                    let (rel, abs, truth) = (sample(rel), sample(abs), sample(truth));
+                let res = tokio::task::spawn_blocking(move || {
+                    pair_errors(&net2, &coords).map(|e| (e, point_rel_errors(&net2, &coords)))
+                })
+                .await
+                .ok()
+                .flatten();
+                if let Some(((rel, abs, truth), point)) = res {
+                    let (rel, abs, truth, point) = (sample(rel), sample(abs), sample(truth), sample(point));
                     let q = |s: &Sample, q: f64| s.quantile(q).unwrap_or(f64::NAN);
                     if !rel.is_empty() {
                         truth_q = [q(&truth, 0.1), q(&truth, 0.5), q(&truth, 0.9)];
@@ -158,6 +199,8 @@ impl CoordsSampler {
                             p90_rel_error: q(&rel, 0.9),
                             mean_rel_error: rel.mean().unwrap_or(f64::NAN),
                             median_abs_error_ms: q(&abs, 0.5),
+                            point_median_rel_error: q(&point, 0.5),
+                            point_p90_rel_error: q(&point, 0.9),
                             samples,
                             dropped_late,
                         });
@@ -179,6 +222,7 @@ impl CoordsSampler {
         let (series, truth) = self.task.await.ok()?;
         let last = series.last().cloned();
         let best = series.iter().map(|p| p.median_rel_error).min_by(|a, b| a.total_cmp(b));
+        let best_point = series.iter().map(|p| p.point_median_rel_error).min_by(|a, b| a.total_cmp(b));
         let converged = last
             .as_ref()
             .and_then(|l| series.iter().find(|p| p.median_rel_error <= l.median_rel_error * 1.1).map(|p| p.t_s));
@@ -191,6 +235,7 @@ impl CoordsSampler {
             series,
             last,
             best_median_rel_error: best,
+            best_point_median_rel_error: best_point,
             converged_s: converged,
             median_le_0_10_s: le_target,
             emulation_lateness: self.net.lateness(),
@@ -221,5 +266,13 @@ mod tests {
         let (rel, abs, _) = pair_errors(&net, &[(0, a), (1, b)]).unwrap();
         assert!(rel[0] < 1e-9 && abs[0] < 1e-6, "{rel:?}");
         assert!(pair_errors(&net, &[(0, a)]).is_none());
+        // The Point of a coordinate without adjustment predicts the same; an adjustment term
+        // (which the Point drops) shows up as Point error only.
+        let point = point_rel_errors(&net, &[(0, a), (1, b)]);
+        assert!(point.len() == 1 && point[0] < 1e-6, "{point:?}");
+        let b_adj = Coordinate::new(&[rtt_s * 0.5, 0.0], 0.0, 0.5, rtt_s * 0.5).unwrap();
+        let (rel, _, _) = pair_errors(&net, &[(0, a), (1, b_adj)]).unwrap();
+        let point = point_rel_errors(&net, &[(0, a), (1, b_adj)]);
+        assert!(rel[0] < 1e-6 && (point[0] - 0.5).abs() < 1e-3, "coordinate {rel:?}, point {point:?}");
     }
 }

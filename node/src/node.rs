@@ -204,7 +204,7 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
     let unreadable = Arc::new(AtomicU64::new(0));
     let mut swarm = build_swarm_with_latency(opts.key, &opts.cfg, opts.transport, &unreadable, opts.latency.as_ref())?;
     let coords = CoordsDriver::new(
-        overlay::coords::VivaldiConfig::default(),
+        crate::coords_driver::node_vivaldi_config(),
         CoordsConfig::default(),
         opts.seed ^ 0x5eed_c00d_5eed_c00d,
     )

@@ -103,6 +103,26 @@ pub struct SpMeasures {
     pub bad_frames: u64,
 }
 
+/// Why a wait for convergence took as long as it did: the seconds it watched, those that
+/// were busy (see [`wait_stable`]) and why, and the changes it saw. A swarm that never
+/// converges shows here whether nodes were unattached, heads unpromoted, or nodes kept
+/// changing role, head or role key (and which).
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct SpBusy {
+    pub seconds: u64,
+    pub busy_seconds: u64,
+    /// Seconds in which some node was neither a head nor attached to a live head at a poll.
+    pub unattached_seconds: u64,
+    /// Seconds in which some head was a provisional token holder at a poll (tokens only).
+    pub unpromoted_seconds: u64,
+    /// Changes seen, by what changed (a node can change several at once).
+    pub role_changes: u64,
+    pub head_changes: u64,
+    pub key_changes: u64,
+    /// Busy seconds among the last 60 watched.
+    pub busy_seconds_last_60: u64,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct SpKillReport {
     pub after_convergence_s: f64,
@@ -119,14 +139,21 @@ pub struct SpKillReport {
     pub roles_duplicated: usize,
     /// Victims' roles taken over by a live node.
     pub roles_taken_over: usize,
+    /// Times a surviving node's probes found its head dead after the kill (summed over the
+    /// survivors, each node's own counter after minus before; the victims' counters are left
+    /// out). A member can also learn of the death from its cluster's re-election without
+    /// probing, so this is at most, not exactly, the victims' member count.
     pub heads_reported_down: u64,
     pub after: SpMeasures,
+    pub busy: SpBusy,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct SuperPeerReport {
     pub method: String,
     pub converged_s: Option<f64>,
+    /// Until convergence (or the timeout).
+    pub busy: SpBusy,
     pub at_convergence: SpMeasures,
     pub kill: Option<SpKillReport>,
 }
@@ -147,19 +174,22 @@ fn signature(snaps: &[(usize, Snapshot)]) -> Vec<(usize, String, Option<String>,
         .collect()
 }
 
-/// Every live node is a head or attached to a live head (and, for tokens, every head promoted).
-fn settled(swarm: &LocalSwarm, snaps: &[(usize, Snapshot)], tokens: bool) -> bool {
+/// Every live node is a head or attached to a live head (and, for tokens, every head
+/// promoted): `(all attached, all heads promoted)`; no head at all counts as unattached.
+fn settled(swarm: &LocalSwarm, snaps: &[(usize, Snapshot)], tokens: bool) -> (bool, bool) {
     let heads: HashSet<String> = snaps
         .iter()
         .filter(|(_, s)| sp_of(s).is_some_and(is_head))
         .map(|(i, _)| swarm.node_id(*i).to_string())
         .collect();
-    !heads.is_empty()
+    let attached = !heads.is_empty()
         && snaps.iter().all(|(_, s)| match sp_of(s) {
             None => false,
-            Some(p) if is_head(p) => !tokens || p.role == "super-peer",
+            Some(p) if is_head(p) => true,
             Some(p) => p.head.as_ref().is_some_and(|h| heads.contains(h)),
-        })
+        });
+    let promoted = !tokens || snaps.iter().all(|(_, s)| sp_of(s).is_none_or(|p| !is_head(p) || p.role == "super-peer"));
+    (attached, promoted)
 }
 
 /// Wait until settled and quiet for `stable`; returns the end of the last busy second.
@@ -174,37 +204,59 @@ async fn wait_stable(
     stable: Duration,
     timeout: Duration,
     bar: Option<&ProgressBar>,
-) -> Option<Instant> {
+) -> (Option<Instant>, SpBusy) {
     let until = Instant::now() + timeout;
     let mut last_sig: HashMap<usize, (String, Option<String>, Option<String>)> = HashMap::new();
     let mut last_busy = Instant::now();
     let mut second_start = Instant::now();
     let mut changes = 0usize;
-    let mut all_settled = true;
+    let (mut all_attached, mut all_promoted) = (true, true);
     let mut first = true;
+    let mut busy = SpBusy::default();
+    let mut recent: std::collections::VecDeque<bool> = std::collections::VecDeque::new();
     loop {
         let snaps = swarm.snapshots();
         let now = Instant::now();
         for (i, role, head, key) in signature(&snaps) {
             let v = (role, head, key);
-            if last_sig.get(&i) != Some(&v) {
-                if !first {
-                    changes += 1;
-                }
-                last_sig.insert(i, v);
+            if last_sig.get(&i) == Some(&v) {
+                continue;
+            }
+            let old = last_sig.insert(i, v.clone());
+            if first {
+                continue;
+            }
+            changes += 1;
+            if let Some(old) = old {
+                busy.role_changes += u64::from(old.0 != v.0);
+                busy.head_changes += u64::from(old.1 != v.1);
+                busy.key_changes += u64::from(old.2 != v.2);
             }
         }
         first = false;
-        let ok = settled(swarm, &snaps, tokens);
-        all_settled &= ok;
+        let (attached, promoted) = settled(swarm, &snaps, tokens);
+        let ok = attached && promoted;
+        all_attached &= attached;
+        all_promoted &= promoted;
         if now.duration_since(second_start) >= Duration::from_secs(1) {
             let quiet = (snaps.len() / 1000).max(1);
-            if changes > quiet || !all_settled {
+            let was_busy = changes > quiet || !all_attached || !all_promoted;
+            if was_busy {
                 last_busy = now;
             }
+            busy.seconds += 1;
+            busy.busy_seconds += u64::from(was_busy);
+            busy.unattached_seconds += u64::from(!all_attached);
+            busy.unpromoted_seconds += u64::from(!all_promoted);
+            recent.push_back(was_busy);
+            if recent.len() > 60 {
+                recent.pop_front();
+            }
+            busy.busy_seconds_last_60 = recent.iter().filter(|b| **b).count() as u64;
             second_start = now;
             changes = 0;
-            all_settled = true;
+            all_attached = true;
+            all_promoted = true;
         }
         if let Some(b) = bar {
             let attached =
@@ -213,10 +265,10 @@ async fn wait_stable(
             b.set_position(attached as u64);
         }
         if ok && now.duration_since(last_busy) >= stable {
-            return Some(last_busy);
+            return (Some(last_busy), busy);
         }
         if now >= until {
-            return None;
+            return (None, busy);
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
@@ -325,7 +377,7 @@ pub async fn run_phase(
         b.set_message("super peers: attaching");
     }
     let remaining = opts.timeout.saturating_sub(t0.elapsed());
-    let conv = wait_stable(swarm, tokens, opts.stable, remaining, bar).await;
+    let (conv, busy) = wait_stable(swarm, tokens, opts.stable, remaining, bar).await;
     let converged_s = conv.map(|c| c.duration_since(t0).as_secs_f64());
     let at_convergence = measure(swarm, opts.cluster_cap);
     let mut kill = None;
@@ -355,8 +407,8 @@ pub async fn run_phase(
             .filter(|(_, holders)| holders.iter().any(|h| victims.contains(h)))
             .map(|(k, _)| k.clone())
             .collect();
-        let down_before: u64 =
-            swarm.snapshots().iter().filter_map(|(_, s)| sp_of(s).map(|p| p.heads_reported_down)).sum();
+        let down_before: HashMap<usize, u64> =
+            swarm.snapshots().iter().filter_map(|(i, s)| sp_of(s).map(|p| (*i, p.heads_reported_down))).collect();
         let t_kill = Instant::now();
         for &v in &victims {
             swarm.crash(v);
@@ -364,12 +416,18 @@ pub async fn run_phase(
         if let Some(b) = bar {
             b.set_message("super peers: replacing");
         }
-        let done = wait_stable(swarm, tokens, opts.stable, opts.timeout, bar).await;
+        let (done, kill_busy) = wait_stable(swarm, tokens, opts.stable, opts.timeout, bar).await;
         let after_roles = roles(swarm);
         let lost = killed_roles.iter().filter(|k| !after_roles.contains_key(*k)).count();
         let dup = after_roles.values().filter(|h| h.len() > 1).count();
-        let down_after: u64 =
-            swarm.snapshots().iter().filter_map(|(_, s)| sp_of(s).map(|p| p.heads_reported_down)).sum();
+        // Per survivor (a crashed node's snapshot is not among the live ones).
+        let down_after: u64 = swarm
+            .snapshots()
+            .iter()
+            .filter_map(|(i, s)| {
+                sp_of(s).map(|p| p.heads_reported_down.saturating_sub(down_before.get(i).copied().unwrap_or(0)))
+            })
+            .sum();
         kill = Some(SpKillReport {
             after_convergence_s: opts.kill_at.as_secs_f64(),
             killed: victims.len(),
@@ -380,9 +438,10 @@ pub async fn run_phase(
             roles_after: after_roles.len(),
             roles_lost: lost,
             roles_duplicated: dup,
-            heads_reported_down: down_after.saturating_sub(down_before),
+            heads_reported_down: down_after,
             after: measure(swarm, opts.cluster_cap),
+            busy: kill_busy,
         });
     }
-    SuperPeerReport { method: opts.method.clone(), converged_s, at_convergence, kill }
+    SuperPeerReport { method: opts.method.clone(), converged_s, busy, at_convergence, kill }
 }

@@ -111,6 +111,10 @@ pub struct SpStatus {
     pub messages_received: u64,
     /// `Hello` requests (coordinate learning and head probes), not counted in `messages_sent`.
     pub hellos_sent: u64,
+    /// RTT measurements the state machine asked for (`SpEffect::MeasureRtt`), and how many
+    /// of them failed (no peer id known, or the timed `Hello` failed).
+    pub rtt_measurements: u64,
+    pub rtt_failures: u64,
     pub lookups: u64,
     /// Lookups reported failed to the state machine (timed out, or short with failures).
     pub lookups_failed: u64,
@@ -138,8 +142,23 @@ impl SpStatus {
 }
 
 enum Sent {
-    Msg { to: NodeId, msg: SpMessage, retried: bool },
-    Hello { to: NodeId, probe: bool },
+    Msg {
+        to: NodeId,
+        msg: SpMessage,
+        retried: bool,
+    },
+    Hello {
+        to: NodeId,
+        probe: bool,
+    },
+    /// A `Hello` timed for `SpEffect::MeasureRtt`, sent at `at`. `warm` is false when the
+    /// connection had to be dialled first: that round trip includes the handshakes, so it
+    /// is not reported and a second, timed `Hello` follows on the open connection.
+    Measure {
+        to: NodeId,
+        at: Instant,
+        warm: bool,
+    },
 }
 
 struct LookupState {
@@ -535,6 +554,18 @@ impl SuperPeerDriver {
                         self.probe_failures = 0;
                     }
                 }
+                if let Some(Sent::Measure { to, at, warm }) = sent {
+                    if warm {
+                        let rtt = at.elapsed().as_secs_f64();
+                        self.run(sw, dir, SpInput::Rtt { peer: to, rtt: Some(rtt) });
+                    } else {
+                        self.send_measure(sw, dir, to, true);
+                        // A failure to send it was queued as `SpInput::Rtt { rtt: None }`.
+                        if let Some(i) = self.queue.pop_front() {
+                            self.run(sw, dir, i);
+                        }
+                    }
+                }
                 self.check_holds(sw, dir);
             }
             Event::OutboundFailure { peer, request_id, error, .. } => {
@@ -569,6 +600,11 @@ impl SuperPeerDriver {
                             }
                         }
                         self.check_holds(sw, dir);
+                    }
+                    Sent::Measure { to, .. } => {
+                        debug!(%peer, "RTT measurement failed: {error}");
+                        self.status.rtt_failures += 1;
+                        self.run(sw, dir, SpInput::Rtt { peer: to, rtt: None });
                     }
                 }
             }
@@ -695,6 +731,10 @@ impl SuperPeerDriver {
                 debug!(token = token.0, epoch, "token released");
                 self.status.token_moves += 1;
             }
+            SpEffect::MeasureRtt { peer } => {
+                self.status.rtt_measurements += 1;
+                self.send_measure(sw, dir, peer, false);
+            }
             SpEffect::Rejected { from, reason } => {
                 self.status.rejected += 1;
                 warn!(from = %from.short(), reason, "super-peer input rejected");
@@ -762,6 +802,29 @@ impl SuperPeerDriver {
         let rid = b.superpeer.send_request_with_addresses(&peer, bytes, addrs);
         self.last_use.insert(peer, Instant::now());
         self.sent.insert(rid, Sent::Msg { to, msg, retried });
+    }
+
+    /// Measures the RTT to `to` for the state machine (`SpEffect::MeasureRtt`): times a
+    /// `Hello` request/response on an open connection (the emulated latency applies to it as
+    /// to every stream); when no connection is open, the first `Hello` dials and a second
+    /// one is timed. Answers with exactly one `SpInput::Rtt` (`None` when no peer id is
+    /// known, encoding fails or the request fails).
+    fn send_measure(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, to: NodeId, again: bool) {
+        let peer = self.resolve(dir, &to);
+        let bytes = encode_request(self.sm.point(), SpBody::Hello).ok();
+        let (Some(peer), Some(bytes)) = (peer, bytes) else {
+            self.status.rtt_failures += 1;
+            self.queue.push_back(SpInput::Rtt { peer: to, rtt: None });
+            return;
+        };
+        let warm = again || self.connected.contains(&peer);
+        self.status.hellos_sent += 1;
+        let addrs = Self::addrs(&sw.behaviour().gate, dir, &peer);
+        let b = sw.behaviour_mut();
+        b.gate.want(peer);
+        let rid = b.superpeer.send_request_with_addresses(&peer, bytes, addrs);
+        self.last_use.insert(peer, Instant::now());
+        self.sent.insert(rid, Sent::Measure { to, at: Instant::now(), warm });
     }
 
     fn send_hello(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, to: NodeId, probe: bool) {

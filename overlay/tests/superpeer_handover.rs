@@ -156,6 +156,14 @@ impl Net {
             SpEffect::CancelElectionTimer { timer } => self.timers.retain(|(_, j, t)| !(*j == i && *t == timer)),
             SpEffect::TokenAcquired { token, epoch } => self.acquired.push((i, token, epoch)),
             SpEffect::TokenReleased { token, epoch } => self.released.push((i, token, epoch)),
+            SpEffect::MeasureRtt { peer } => {
+                // A ping sees the predicted RTT on this small known geometry.
+                let rtt = self
+                    .index(&peer)
+                    .filter(|&j| self.alive[j])
+                    .map(|j| self.nodes[i].point().rtt(&self.nodes[j].point()));
+                self.queue.push_back((i, SpInput::Rtt { peer, rtt }));
+            }
             SpEffect::Rejected { .. }
             | SpEffect::BecomeSuperPeer
             | SpEffect::StopSuperPeer

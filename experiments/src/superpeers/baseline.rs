@@ -11,6 +11,10 @@
 //! random order each take the super peer with the lowest *predicted* RTT (coordinates, heights
 //! included) that still has room (the cap), among their 16, then 128 nearest, then all.
 //! The measures then use the TRUE RTT, as for the protocols.
+//!
+//! Session 4: members of the protocol attach by measured RTT, so [`assign_measured`] offers
+//! the baselines the same rule (rows `random-m`, `kmeans-m`), so that a comparison with
+//! them does not move the goalposts.
 
 use super::world::World;
 use kiddo::{KdTree, SquaredEuclidean};
@@ -38,6 +42,21 @@ fn tree_of(w: &World, heads: &[u32]) -> KdTree<f32, DIMS> {
 
 /// Capacity-constrained nearest assignment (see the module doc).
 pub fn assign(w: &World, heads: &[u32], cap: u64, rng: &mut dyn RngCore) -> Vec<u32> {
+    assign_by(w, heads, cap, rng, |i, h| w.points[i as usize].rtt(&w.points[h as usize]))
+}
+
+/// The attachment rule of the protocol since session 4, offered to any placement: nodes in
+/// random order each take, among the heads with room that are nearest by the coordinates (16,
+/// then 128, then all), the one with the lowest MEASURED RTT, here the TRUE RTT (a ping's
+/// smallest sample tends to it; the protocol measures a few candidates and keeps one
+/// sample's minimum, so this is at least as good for the baseline).
+pub fn assign_measured(w: &World, heads: &[u32], cap: u64, rng: &mut dyn RngCore) -> Vec<u32> {
+    assign_by(w, heads, cap, rng, |i, h| w.rtt_ms(i, h))
+}
+
+/// Greedy capacity-constrained assignment by `cost(node, head)` over the coordinate-nearest
+/// candidate heads (see [`assign`]).
+fn assign_by(w: &World, heads: &[u32], cap: u64, rng: &mut dyn RngCore, cost: impl Fn(u32, u32) -> f64) -> Vec<u32> {
     let n = w.len();
     let mut head_of = vec![u32::MAX; n];
     let mut load = vec![0u64; heads.len()];
@@ -52,13 +71,12 @@ pub fn assign(w: &World, heads: &[u32], cap: u64, rng: &mut dyn RngCore) -> Vec<
     let mut r = rand_chacha::ChaCha8Rng::seed_from_u64(rng.next_u64());
     order.shuffle(&mut r);
     for i in order {
-        let p = &w.points[i as usize];
         let mut done = false;
         for qty in [16usize, 128] {
             let mut c: Vec<(f64, usize)> = tree
                 .nearest_n::<SquaredEuclidean>(&key(w, i), qty.min(heads.len()))
                 .into_iter()
-                .map(|nb| (p.rtt(&w.points[heads[nb.item as usize] as usize]), nb.item as usize))
+                .map(|nb| (cost(i, heads[nb.item as usize]), nb.item as usize))
                 .collect();
             c.sort_by(|a, b| a.0.total_cmp(&b.0));
             if let Some(&(_, s)) = c.iter().find(|(_, s)| load[*s] < cap) {
@@ -71,7 +89,9 @@ pub fn assign(w: &World, heads: &[u32], cap: u64, rng: &mut dyn RngCore) -> Vec<
         if !done {
             let best = (0..heads.len())
                 .filter(|&s| load[s] < cap)
-                .min_by(|&a, &b| p.rtt(&w.points[heads[a] as usize]).total_cmp(&p.rtt(&w.points[heads[b] as usize])));
+                .map(|s| (cost(i, heads[s]), s))
+                .min_by(|a, b| a.0.total_cmp(&b.0))
+                .map(|(_, s)| s);
             if let Some(s) = best {
                 load[s] += 1;
                 head_of[i as usize] = heads[s];

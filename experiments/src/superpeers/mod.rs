@@ -114,6 +114,16 @@ pub struct SuperpeersArgs {
     /// Super peers a node keeps in its cache.
     #[arg(long, default_value_t = 6)]
     pub cache_size: usize,
+    /// RTT measurements (pings) a normal node starts per round at most; 0 = attach by
+    /// predicted RTT only (before session 4). Default: `SuperPeerConfig::default()`.
+    #[arg(long)]
+    pub probes_per_round: Option<u32>,
+    /// A cached head is measured only if predicted below this factor x the current head's RTT.
+    #[arg(long)]
+    pub probe_margin: Option<f64>,
+    /// Candidates nearest to a token's wanted point whose cost is evaluated for a move.
+    #[arg(long)]
+    pub move_shortlist: Option<u32>,
     /// Lloyd iterations of the k-means yardstick.
     #[arg(long, default_value_t = 15)]
     pub kmeans_iters: usize,
@@ -122,6 +132,10 @@ pub struct SuperpeersArgs {
     /// Adds the rows `random-x` (random heads, exact TRUE assignment) and `kmedian`.
     #[arg(long)]
     pub kmedian: bool,
+    /// Also offer the random and k-means placements the protocol's attachment by measured
+    /// RTT ([`baseline::assign_measured`]): rows `random-m` and `kmeans-m`.
+    #[arg(long)]
+    pub measured_baselines: bool,
     /// Subgradient iterations of the k-median lower bound.
     #[arg(long, default_value_t = 300)]
     pub kmedian_iters: usize,
@@ -244,6 +258,9 @@ pub fn config_of(args: &SuperpeersArgs) -> anyhow::Result<(Vec<Method>, SuperPee
         cache_size: args.cache_size,
         force_threshold: args.force_threshold.unwrap_or(d.force_threshold),
         hold_rounds: args.hold_rounds,
+        probes_per_round: args.probes_per_round.unwrap_or(d.probes_per_round),
+        probe_margin: args.probe_margin.unwrap_or(d.probe_margin),
+        move_shortlist: args.move_shortlist.unwrap_or(d.move_shortlist),
         ..d
     };
     cfg.cluster_cap = args.cap.unwrap_or_else(|| (1.5 / args.share).round().max(1.0) as u32);
@@ -290,6 +307,7 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
             let w = &w;
             let kmeans_iters = args.kmeans_iters;
             let (want_kmedian, kmedian_iters) = (args.kmedian, args.kmedian_iters);
+            let want_measured = args.measured_baselines;
             let bpb = multi.add(bar(kmeans_iters as u64, &format!("N={n} baselines")));
             let handle = scope.spawn(move || {
                 let r = baseline::random(w, k, cap, &mut brng);
@@ -316,7 +334,17 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
                     };
                     Ok((mrx, rx_of, mkm, out, rep))
                 });
-                (r, km, mr, mk, strong)
+                // Same attachment rule as the protocol (own generator: the rows above do not
+                // depend on `--measured-baselines`).
+                let measured = want_measured.then(|| {
+                    let mut arng = ChaCha8Rng::seed_from_u64(seed ^ 0x6d65_6173);
+                    let rm_of = baseline::assign_measured(w, &r.heads, cap, &mut arng);
+                    let km_of = baseline::assign_measured(w, &km.heads, cap, &mut arng);
+                    let mrm = measure(w, &r.heads, &rm_of, cap, &mut arng);
+                    let mkmm = measure(w, &km.heads, &km_of, cap, &mut arng);
+                    (mrm, rm_of, mkmm, km_of)
+                });
+                (r, km, mr, mk, strong, measured)
             });
             // The methods' runs are independent (each seeds its own RNG from `seed`): with
             // `--jobs 2` they run at the same time; they are measured in order afterwards, so
@@ -364,12 +392,18 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
             }
             handle.join().map_err(|_| anyhow::anyhow!("the baseline thread panicked"))
         })?;
-        let (r, km, mr, mk, strong) = baselines;
+        let (r, km, mr, mk, strong, measured) = baselines;
         let strong = strong.transpose()?;
         results.push(("random".into(), mr.clone(), None));
         results.push(("kmeans".into(), mk.clone(), None));
         assignments.push(("random".into(), r.heads.clone(), r.head_of));
-        assignments.push(("kmeans".into(), km.heads, km.head_of));
+        assignments.push(("kmeans".into(), km.heads.clone(), km.head_of));
+        if let Some((mrm, rm_of, mkmm, km_of)) = measured {
+            results.push(("random-m".into(), mrm, None));
+            results.push(("kmeans-m".into(), mkmm, None));
+            assignments.push(("random-m".into(), r.heads.clone(), rm_of));
+            assignments.push(("kmeans-m".into(), km.heads, km_of));
+        }
         let mut kmedian_report = None;
         if let Some((mrx, rx_of, mkm, out, rep)) = strong {
             results.push(("random-x".into(), mrx, None));

@@ -204,6 +204,21 @@ impl<'w> Sim<'w> {
                 self.token_moves += 1;
                 self.round_moves += 1;
             }
+            SpEffect::MeasureRtt { peer } => {
+                // A ping: request and reply, counted as 2 messages; the answer is what a
+                // ping would see (the model's RTT with its jitter), none if the peer is dead.
+                self.messages += 2;
+                self.round_messages += 2;
+                self.count_kind("measure-rtt");
+                self.count_kind("measure-rtt");
+                let rtt = match self.w.index.get(&peer) {
+                    Some(t) if self.alive[t as usize] => {
+                        Some(self.w.model.sample_rtt_ms(node as usize, t as usize, &mut self.rng) / 1000.0)
+                    }
+                    _ => None,
+                };
+                self.work.push_back((node, SpInput::Rtt { peer, rtt }));
+            }
             SpEffect::AttachedTo(_) => self.attach_changes += 1,
             SpEffect::Rejected { .. } => self.rejected += 1,
             SpEffect::BecomeSuperPeer

@@ -5,13 +5,19 @@
 //! must sit still for 10 s before its holder promotes itself (seed 000: "when a token is held
 //! by a node for a given amount of time, the node promotes itself to super peer").
 //! The token force law's weights (`attraction` 1, `repulsion` 0.5 within 0.5 cluster radii,
-//! `force_threshold` 0.15, `min_gain` 3 %, `cooling` 10 moves, steps of at most one cluster
-//! radius) were chosen by measurement at N = 1,000 and 10,000 (docs/RESULTS.md, "Super
+//! `force_threshold` 0.15, `min_gain` 3 % (1 % since session 4, below), `cooling` 10 moves,
+//! steps of at most one cluster radius) were chosen by measurement at N = 1,000 and 10,000 (docs/RESULTS.md, "Super
 //! peers"): stronger repulsion (1 or 2 within one radius) placed tokens about as well but
 //! converged more slowly, none (0) placed them slightly worse; a larger `min_gain` (6 %)
 //! converged sooner but placed worse. `force_threshold` (0.05 to 0.3) and `cooling` (3 to
 //! 1000) hardly changed the outcome there: the gain test decides most moves; cooling is a
 //! guard against long oscillations.
+//! Session 4 (members attach by measured RTT, `probes_per_round` 1 within `probe_margin`
+//! 1.5): `move_shortlist` 32 (was 8 candidates) and `min_gain` 1 % (was 3 %), measured
+//! with `peerage-lab superpeers --methods tokens --crash 0`: mean tokens latency over seeds
+//! 1-16 at N = 1,000 33.7 ms against 35.0 with 8 / 3 % (35.4 attaching by prediction), and
+//! 12.5 against 14.6 ms at N = 10,000 (seed 1); convergence takes longer (49 rounds
+//! against 34 at N = 10,000) and costs more messages (191 against 142 per node).
 
 use crate::election::{ConfigError as ElectionConfigError, ElectionConfig};
 use serde::{Deserialize, Serialize};
@@ -123,6 +129,14 @@ pub struct SuperPeerConfig {
     pub promoted_factor: f64,
     /// Rounds after which an un-refreshed token entry is dropped from a view.
     pub token_ttl: u32,
+    /// RTT measurements (`SpEffect::MeasureRtt`) a normal node starts per round at most
+    /// (0 = attach by predicted RTT only, as before session 4).
+    pub probes_per_round: u32,
+    /// A cached head is measured only if its predicted RTT is below this factor times the
+    /// RTT to the node's current head (measured if known, else predicted).
+    pub probe_margin: f64,
+    /// Candidates nearest to a token's wanted point whose cost is evaluated for a move.
+    pub move_shortlist: u32,
     /// The election run inside a cluster when its super peer dies.
     pub election: ElectionConfig,
 }
@@ -149,10 +163,13 @@ impl Default for SuperPeerConfig {
             repulsion: 0.5,
             repulsion_range: 0.5,
             max_step: 1.0,
-            min_gain: 0.03,
+            min_gain: 0.01,
             cooling: 10.0,
             promoted_factor: 2.0,
             token_ttl: 10,
+            probes_per_round: 1,
+            probe_margin: 1.5,
+            move_shortlist: 32,
             election: ElectionConfig { alive_interval_ms: 0, ..ElectionConfig::default() },
         }
     }
@@ -192,6 +209,9 @@ impl SuperPeerConfig {
         range("cooling", self.cooling, 1e-3, 1e9, "[0.001, 10^9]")?;
         range("promoted_factor", self.promoted_factor, 1.0, 1e6, "[1, 10^6]")?;
         range("token_ttl", self.token_ttl as f64, 1.0, 1e6, "[1, 10^6]")?;
+        range("probes_per_round", self.probes_per_round as f64, 0.0, 1000.0, "[0, 1000]")?;
+        range("probe_margin", self.probe_margin, 1.0, 100.0, "[1, 100]")?;
+        range("move_shortlist", self.move_shortlist as f64, 1.0, 1000.0, "[1, 1000]")?;
         self.election.validate()?;
         Ok(())
     }

@@ -143,6 +143,9 @@ pub enum SpInput {
     Coordinate(Point),
     /// An election timer armed earlier fired.
     ElectionTimer(Timer),
+    /// The answer to [`SpEffect::MeasureRtt`]: the round-trip time to `peer` in seconds as a
+    /// ping would see it, or `None` when the measurement failed (timeout, unreachable).
+    Rtt { peer: NodeId, rtt: Option<f64> },
 }
 
 /// What a super-peer selection node asks its driver to do.
@@ -184,6 +187,12 @@ pub enum SpEffect {
     TokenReleased {
         token: TokenId,
         epoch: u32,
+    },
+    /// Measure the round-trip time to `peer` (a ping, or a timed request/response) and answer
+    /// with exactly one `SpInput::Rtt { peer, .. }` (`rtt: None` on failure). The node reads
+    /// no clock: the driver times it.
+    MeasureRtt {
+        peer: NodeId,
     },
     /// Bad input, ignored (logged and counted by the driver).
     Rejected {

@@ -38,7 +38,7 @@
 //!   alone this is exactly one Weiszfeld step toward the geometric median), and `|t - p|`
 //!   limited to `max_step x R`. The candidates are the holder's members and neighbours (so a
 //!   token only moves among peers of its own neighbourhood), not holders of other tokens;
-//!   the `SHORTLIST` nearest to `t` are scored.
+//!   the `move_shortlist` nearest to `t` are scored.
 //! - **Move only on a real gain**: each shortlisted candidate `c` and the holder itself are
 //!   scored with the cost the forces derive from: the predicted mean RTT (distance plus both
 //!   heights) from the cluster *after* the move (members and old holder, without `c`) to `c`,
@@ -53,9 +53,6 @@
 use super::config::SuperPeerConfig;
 use super::message::PeerInfo;
 use super::point::{Point, DIMS};
-
-/// Candidates (nearest to the wanted point) whose cost is evaluated.
-pub const SHORTLIST: usize = 8;
 
 /// Distances below this (seconds) count as this much, so a member on the holder's own spot
 /// does not dominate the Weiszfeld step.
@@ -176,7 +173,7 @@ pub fn net_force(me: &Point, others: &[Point], members: &[PeerInfo], cfg: &Super
     Some(Force { v, step, radius })
 }
 
-/// Where the token should go: the cheapest of the [`SHORTLIST`] candidates nearest to the
+/// Where the token should go: the cheapest of the `move_shortlist` candidates nearest to the
 /// wanted point `me + step x F` (step bounded by `max_step x R`), if it beats staying by the
 /// fraction `min_gain x cool` (see the module doc). Candidates for which `excluded` is true,
 /// or with an invalid point, are skipped.
@@ -207,7 +204,7 @@ pub fn choose_target(
         .collect();
     near.sort_by(|a, b| a.0.total_cmp(&b.0));
     near.dedup_by(|a, b| a.1.id == b.1.id);
-    near.truncate(SHORTLIST);
+    near.truncate(cfg.move_shortlist as usize);
     let here = cost(me, me, members, others, force.radius, cfg);
     let best = near
         .into_iter()

@@ -1,0 +1,199 @@
+//! Members attach by MEASURED round-trip time (`overlay::superpeer`, issue 4, session 4): a
+//! normal node asks its driver to measure the heads it considers (`SpEffect::MeasureRtt`,
+//! answered with `SpInput::Rtt`), and when a measurement contradicts the coordinates'
+//! prediction it goes by the measurement. Deterministic: one node fed by hand, the DHT an
+//! oracle over a fixed set of random ids (seeded, `PEERAGE_SEED` replays).
+
+use overlay::superpeer::{
+    token_directory_key, HeadRole, Method, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage,
+    SuperPeerConfig, SuperPeerNode, TokenId,
+};
+use overlay::{NodeId, Time};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::sync::Arc;
+
+fn seed() -> u64 {
+    let seed = std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
+    println!("seed {seed} (replay with PEERAGE_SEED={seed})");
+    seed
+}
+
+struct Harness {
+    rng: ChaCha8Rng,
+    now: u64,
+    node: SuperPeerNode,
+    ids: Vec<NodeId>,
+    /// Head A: predicted 10 ms away. Head B: predicted 20 ms away.
+    a: PeerInfo,
+    b: PeerInfo,
+}
+
+impl Harness {
+    fn feed(&mut self, input: SpInput) -> Vec<SpEffect> {
+        let mut fx = Vec::new();
+        let mut ctx = SpContext::new(Time(self.now), &mut self.rng, &mut fx);
+        self.node.handle(&mut ctx, input);
+        fx
+    }
+
+    fn tick(&mut self) -> Vec<SpEffect> {
+        self.now += 1_000_000;
+        self.feed(SpInput::Tick)
+    }
+
+    /// Starts the node, answers its lookups (it claims nothing: every key has a provider)
+    /// and offers the two heads through the token directory; returns all effects of the
+    /// answers.
+    fn start(probes_per_round: u32, seed: u64) -> (Harness, Vec<SpEffect>) {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let ids: Vec<NodeId> = (0..500).map(|_| NodeId(rng.gen())).collect();
+        let cfg =
+            SuperPeerConfig { method: Method::RepulsionTokens, share: 0.01, probes_per_round, ..Default::default() };
+        cfg.validate().unwrap();
+        let me = ids[0];
+        // Predicted RTT = distance + both heights (1 ms each here).
+        let a = PeerInfo { id: ids[1], point: Point::new(&[0.008, 0.0], 0.001) };
+        let b = PeerInfo { id: ids[2], point: Point::new(&[0.0, 0.018], 0.001) };
+        let node = SuperPeerNode::new(me, Point::new(&[0.0, 0.0], 0.001), Arc::new(cfg));
+        let mut h = Harness { rng, now: 0, node, ids, a, b };
+        let mut pending: Vec<(u32, Query)> = lookups(&h.feed(SpInput::Start));
+        let mut all = Vec::new();
+        let mut guard = 0;
+        while let Some((query, what)) = pending.pop() {
+            guard += 1;
+            assert!(guard < 100, "lookup storm");
+            let peers = match what {
+                Query::Closest { key } => {
+                    let mut v: Vec<NodeId> = h.ids.iter().copied().filter(|i| *i != me).collect();
+                    v.sort_by_key(|i| xor(i, &key));
+                    v.into_iter().take(20).map(|id| PeerInfo { id, point: Point::new(&[0.05, 0.05], 0.001) }).collect()
+                }
+                Query::Providers { key } if key == token_directory_key() => vec![h.a, h.b],
+                // A claim's provider lookup: somebody provides it already.
+                Query::Providers { .. } => vec![PeerInfo { id: h.ids[3], point: Point::new(&[0.1, 0.1], 0.001) }],
+            };
+            let fx = h.feed(SpInput::LookupResult { query, peers });
+            pending.extend(lookups(&fx));
+            all.extend(fx);
+        }
+        assert!(!h.node.is_head(), "the test node must not claim a slot");
+        (h, all)
+    }
+
+    fn accept(&mut self, head: PeerInfo) -> Vec<SpEffect> {
+        let role = HeadRole::Token { token: TokenId(head.id.high_u64()), epoch: 0 };
+        self.feed(SpInput::Message { from: head.id, msg: SpMessage::Accept { role, head } })
+    }
+}
+
+fn xor(a: &NodeId, b: &NodeId) -> [u8; 32] {
+    let mut x = [0u8; 32];
+    for (i, v) in x.iter_mut().enumerate() {
+        *v = a.0[i] ^ b.0[i];
+    }
+    x
+}
+
+fn lookups(fx: &[SpEffect]) -> Vec<(u32, Query)> {
+    fx.iter()
+        .filter_map(|e| match e {
+            SpEffect::Lookup { query, what } => Some((*query, *what)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn attaches(fx: &[SpEffect]) -> Vec<NodeId> {
+    fx.iter()
+        .filter_map(|e| match e {
+            SpEffect::Send { to, msg: SpMessage::Attach { .. } } => Some(*to),
+            _ => None,
+        })
+        .collect()
+}
+
+fn measures(fx: &[SpEffect]) -> Vec<NodeId> {
+    fx.iter()
+        .filter_map(|e| match e {
+            SpEffect::MeasureRtt { peer } => Some(*peer),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Runs rounds until the node asks to measure `who`, at most `rounds`.
+fn until_measured(h: &mut Harness, who: NodeId, rounds: u32) -> bool {
+    (0..rounds).any(|_| measures(&h.tick()).contains(&who))
+}
+
+#[test]
+fn a_member_switches_to_the_head_with_the_lower_measured_rtt() {
+    let (mut h, fx) = Harness::start(1, seed());
+    // Before any measurement it goes by the prediction: A (10 ms) rather than B (20 ms).
+    assert_eq!(attaches(&fx), vec![h.a.id], "{fx:?}");
+    h.accept(h.a);
+    assert_eq!(h.node.attached_to(), Some(h.a.id));
+    // It measures its head first: A is really 40 ms away.
+    let (a, b) = (h.a.id, h.b.id);
+    assert!(until_measured(&mut h, a, 2), "the current head was not measured");
+    let fx = h.feed(SpInput::Rtt { peer: a, rtt: Some(0.040) });
+    assert!(attaches(&fx).is_empty(), "switched to an unmeasured head: {fx:?}");
+    // B is predicted within the margin (20 < 1.5 x 40 ms): measured next, really 15 ms.
+    assert!(until_measured(&mut h, b, 2), "the nearer-looking head was not measured");
+    let fx = h.feed(SpInput::Rtt { peer: b, rtt: Some(0.015) });
+    assert_eq!(attaches(&fx), vec![b], "{fx:?}");
+    h.accept(h.b);
+    assert_eq!(h.node.attached_to(), Some(b));
+    // And it stays: A measured 40 ms is not nearer than B measured 15 ms, whatever the
+    // coordinates say.
+    for _ in 0..5 {
+        assert!(attaches(&h.tick()).is_empty());
+    }
+}
+
+#[test]
+fn a_measurement_that_agrees_with_the_head_keeps_it() {
+    let (mut h, fx) = Harness::start(1, seed());
+    assert_eq!(attaches(&fx), vec![h.a.id]);
+    h.accept(h.a);
+    let (a, b) = (h.a.id, h.b.id);
+    assert!(until_measured(&mut h, a, 2));
+    h.feed(SpInput::Rtt { peer: a, rtt: Some(0.040) });
+    assert!(until_measured(&mut h, b, 2));
+    // B measured 37 ms: nearer, but not by the switch factor (0.9 x 40 = 36 ms).
+    let fx = h.feed(SpInput::Rtt { peer: b, rtt: Some(0.037) });
+    assert!(attaches(&fx).is_empty(), "{fx:?}");
+    for _ in 0..5 {
+        assert!(attaches(&h.tick()).is_empty());
+    }
+    assert_eq!(h.node.attached_to(), Some(a));
+}
+
+#[test]
+fn failed_and_bad_measurements_change_nothing_and_are_asked_again_later() {
+    let (mut h, _) = Harness::start(1, seed());
+    h.accept(h.a);
+    let a = h.a.id;
+    assert!(until_measured(&mut h, a, 2));
+    let fx = h.feed(SpInput::Rtt { peer: a, rtt: None });
+    assert!(attaches(&fx).is_empty());
+    for bad in [f64::NAN, -0.01, 0.0, f64::INFINITY] {
+        let fx = h.feed(SpInput::Rtt { peer: a, rtt: Some(bad) });
+        assert!(fx.iter().any(|e| matches!(e, SpEffect::Rejected { .. })), "{bad}: {fx:?}");
+    }
+    assert_eq!(h.node.attached_to(), Some(a));
+    // A measurement that got no answer is asked for again after a while.
+    assert!(until_measured(&mut h, a, 12), "never re-measured after a failure");
+}
+
+#[test]
+fn without_probes_the_node_attaches_by_prediction_only() {
+    let (mut h, fx) = Harness::start(0, seed());
+    assert_eq!(attaches(&fx), vec![h.a.id]);
+    h.accept(h.a);
+    for _ in 0..5 {
+        let fx = h.tick();
+        assert!(measures(&fx).is_empty() && attaches(&fx).is_empty(), "{fx:?}");
+    }
+}

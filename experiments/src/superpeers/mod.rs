@@ -13,15 +13,16 @@
 //! runs the two methods at once; the output is the same for any `--jobs` (each method seeds
 //! its own RNG; everything is measured in order afterwards).
 //!
-//! Memory measured at N = 10^5 (peak RSS of the whole run): 578 MiB with one method at a time,
-//! 840 MiB with `--jobs 2`; at N = 10^6 with `--jobs 2`, 7.8 GB by protocol round 7, when that
-//! run was stopped unfinished (RESULTS.md). Per node: the latency model (~30 B), ids and
-//! index (~70 B), neighbour lists (64 B), Vivaldi clients during the coordinate phase only,
-//! and the protocol nodes.
+//! Memory: per node, the latency model (~30 B), ids and index (~70 B), neighbour lists (64 B),
+//! Vivaldi clients during the coordinate phase only, and each running method's protocol
+//! nodes (~2.3 KB). The run samples the RSS and jemalloc's counters per phase ([`memory`]);
+//! the peak comes in a method's first rounds (live data, not allocator overhead: session 4,
+//! RESULTS.md), which `--stagger-rounds` keeps apart for the two methods.
 
 pub mod baseline;
 pub mod kmedian;
 pub mod measure;
+pub mod memory;
 pub mod plot;
 pub mod protocol;
 pub mod world;
@@ -37,6 +38,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;
 
 /// `peerage-lab superpeers` flags.
@@ -155,6 +157,12 @@ pub struct SuperpeersArgs {
     /// state.
     #[arg(long, default_value_t = 1)]
     pub jobs: usize,
+    /// With `--jobs` >= 2: a method starts only once the one before it in its batch has run
+    /// this many rounds (0 = all at once). The first rounds hold the most memory (nodes
+    /// attach and switch, and every attach carries its own copy of the cluster view), so
+    /// staggering keeps two methods' start-up peaks apart. Results do not depend on it.
+    #[arg(long, default_value_t = 0)]
+    pub stagger_rounds: u32,
 }
 
 /// One row of the results table.
@@ -192,6 +200,8 @@ struct RunReport {
     protocols: Vec<(String, ProtoOutcome)>,
     seconds: f64,
     peak_rss_mib: Option<f64>,
+    /// Memory sampled at phase boundaries and in protocol rounds 1-3 and every 10th ([`memory`]).
+    memory: Vec<memory::MemSample>,
 }
 
 /// What `--kmedian` found ([`kmedian::solve`]).
@@ -205,13 +215,6 @@ pub struct KMedianReport {
     /// (start, mean after exact assignment, mean after the k-medoids refinement), ms.
     pub starts: Vec<(String, f64, f64)>,
     pub seconds: f64,
-}
-
-fn peak_rss_mib() -> Option<f64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb / 1024.0)
 }
 
 fn bar(len: u64, what: &str) -> ProgressBar {
@@ -278,6 +281,7 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
     let mut targets_ok = true;
     for &n in &args.nodes {
         let t0 = Instant::now();
+        let mem = memory::MemLog::new();
         let seed = args.seed ^ (n as u64).rotate_left(17);
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let pb = bar(args.vivaldi_rounds as u64, &format!("N={n} coordinates"));
@@ -288,7 +292,9 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
             jobs: args.jobs,
             in_place: args.vivaldi_in_place,
         };
+        mem.sample("world");
         w.run_vivaldi(&phase, &mut rng, || pb.inc(1))?;
+        mem.sample("coordinates");
         pb.finish_with_message(format!("median rel. error {:.2}", w.coord_error_p50));
         let cap = base_cfg.cluster_cap as u64;
         let k = base_cfg.wanted(n as f64) as usize;
@@ -303,6 +309,7 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
             brng.next_u64();
         }
         let multi = MultiProgress::new();
+        let mut floor = f64::NAN;
         let baselines = std::thread::scope(|scope| -> anyhow::Result<_> {
             let w = &w;
             let kmeans_iters = args.kmeans_iters;
@@ -346,10 +353,28 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
                 });
                 (r, km, mr, mk, strong, measured)
             });
+            // The floor scans all N nodes for each of 2,000 sampled ones (2 x 10^9 model RTTs
+            // at N = 10^6): on its own thread it fills the CPU the protocols leave idle (a
+            // staggered method's wait, the other's tail) instead of running at the end.
+            let floor_handle = scope.spawn(move || baseline::floor_nearest_node(w, 2000, seed ^ 0xf100_12));
             // The methods' runs are independent (each seeds its own RNG from `seed`): with
             // `--jobs 2` they run at the same time; they are measured in order afterwards, so
             // the output does not depend on `--jobs`.
-            let run_method = |method: Method| -> anyhow::Result<ProtoOutcome> {
+            let run_method = |method: Method, wait_for: Option<&AtomicU32>, done: &AtomicU32| {
+                // Marks this method's progress for the next one in the batch (`--stagger-rounds`),
+                // finished (u32::MAX) however the run ends.
+                struct Finished<'a>(&'a AtomicU32);
+                impl Drop for Finished<'_> {
+                    fn drop(&mut self) {
+                        self.0.store(u32::MAX, Ordering::Release);
+                    }
+                }
+                let _finished = Finished(done);
+                if let Some(before) = wait_for {
+                    while before.load(Ordering::Acquire) < args.stagger_rounds {
+                        std::thread::sleep(std::time::Duration::from_millis(50));
+                    }
+                }
                 let cfg = SuperPeerConfig { method, ..base_cfg.clone() };
                 let pb = multi.add(bar(args.max_rounds as u64, &format!("N={n} {method}")));
                 let params = ProtoParams {
@@ -360,7 +385,12 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
                     recovery_rounds: args.recovery_rounds,
                     seed,
                 };
+                let mem = &mem;
                 let out = protocol::run(w, &params, |r, st| {
+                    done.store(r, Ordering::Release);
+                    if r <= 3 || r % 10 == 0 {
+                        mem.sample(&format!("{method} round {r}"));
+                    }
                     pb.set_position(r as u64);
                     pb.set_message(format!(
                         "heads {} attached {:.3} rtt {:.1} ms moves {}",
@@ -368,13 +398,23 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
                     ));
                 })?;
                 pb.finish();
-                Ok(out)
+                mem.sample(&format!("{method} done"));
+                anyhow::Ok(out)
             };
             let mut outs: Vec<anyhow::Result<ProtoOutcome>> = Vec::with_capacity(methods.len());
             for batch in methods.chunks(args.jobs) {
                 let run_method = &run_method;
+                let rounds_done: Vec<AtomicU32> = batch.iter().map(|_| AtomicU32::new(0)).collect();
+                let rounds_done = &rounds_done;
                 std::thread::scope(|batch_scope| -> anyhow::Result<()> {
-                    let handles: Vec<_> = batch.iter().map(|&m| batch_scope.spawn(move || run_method(m))).collect();
+                    let handles: Vec<_> = batch
+                        .iter()
+                        .enumerate()
+                        .map(|(k, &m)| {
+                            let wait_for = (k > 0 && args.stagger_rounds > 0).then(|| &rounds_done[k - 1]);
+                            batch_scope.spawn(move || run_method(m, wait_for, &rounds_done[k]))
+                        })
+                        .collect();
                     for h in handles {
                         outs.push(h.join().map_err(|_| anyhow::anyhow!("a protocol thread panicked"))?);
                     }
@@ -390,7 +430,10 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
                 assignments.push((method.name().to_string(), out.heads.clone(), out.head_of.clone()));
                 results.push((method.name().to_string(), m, Some(out)));
             }
-            handle.join().map_err(|_| anyhow::anyhow!("the baseline thread panicked"))
+            floor = floor_handle.join().map_err(|_| anyhow::anyhow!("the floor thread panicked"))?;
+            let b = handle.join().map_err(|_| anyhow::anyhow!("the baseline thread panicked"));
+            mem.sample("protocols and baselines measured");
+            b
         })?;
         let (r, km, mr, mk, strong, measured) = baselines;
         let strong = strong.transpose()?;
@@ -452,7 +495,7 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
             let baselines = vec![("random".to_string(), mr.rtt_mean_ms), ("k-means".to_string(), mk.rtt_mean_ms)];
             plot::convergence(&args.out, &format!("superpeers_convergence_{n}"), &series, &baselines)?;
         }
-        let floor = baseline::floor_nearest_node(&w, 2000, seed ^ 0xf100_12);
+        mem.sample("plots");
         let report = RunReport {
             floor_nearest_node_ms: floor,
             kmedian: kmedian_report.clone(),
@@ -467,7 +510,11 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
             rows: rows.clone(),
             protocols: results.into_iter().filter_map(|(name, _, o)| o.map(|o| (name, o))).collect(),
             seconds: t0.elapsed().as_secs_f64(),
-            peak_rss_mib: peak_rss_mib(),
+            peak_rss_mib: memory::peak_rss_mib(),
+            memory: {
+                mem.sample("report");
+                mem.samples()
+            },
         };
         let path = args.out.join(format!("superpeers_{n}.json"));
         std::fs::write(&path, serde_json::to_string_pretty(&report)?)
@@ -485,6 +532,18 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
             w.coord_error_p90,
             path.display()
         );
+        for m in &report.memory {
+            println!(
+                "  memory at {:>7.1} s {:<32} RSS {:>7.0} MiB (peak {:>7.0}), jemalloc allocated {:>7.0} MiB, resident {:>7.0} MiB",
+                m.secs, m.phase, m.rss_mib, m.peak_rss_mib, m.allocated_mib, m.resident_mib
+            );
+        }
+        for m in &report.memory {
+            println!(
+                "  memory at {:>7.1} s {:<32} RSS {:>7.0} MiB (peak {:>7.0}), jemalloc allocated {:>7.0} MiB, resident {:>7.0} MiB",
+                m.secs, m.phase, m.rss_mib, m.peak_rss_mib, m.allocated_mib, m.resident_mib
+            );
+        }
         if let Some(km) = &kmedian_report {
             let tokens = rows.iter().find(|r| r.method == "tokens").map(|r| r.m.rtt_mean_ms);
             println!(

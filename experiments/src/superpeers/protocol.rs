@@ -22,6 +22,12 @@
 //!   message kinds are counted in a small vector, and the DHT oracle binary-searches the
 //!   block size of a closest-peers query. None of this changes what is simulated: the same
 //!   seed gives the same run as before.
+//! - **Memory layout** (session 4): the nodes are stored in the order in which they take
+//!   their turn each round (the run's fixed random permutation of the world), so a round
+//!   walks the node states front to back instead of jumping across gigabytes at N = 10^6.
+//!   Inside [`Sim`] a node is its *slot* in that order; `world_of` / `slot_of` translate
+//!   at the edges (world ids, the latency model, the outcome). What is simulated is the same:
+//!   the same seed gives the same run as before this layout (checked at N = 10^3 and 10^4).
 //! - **Failures** are crash-stop; the driver tells a crashed node's members and neighbours
 //!   `PeerDown` (what heartbeats / ping failures tell a real node); other peers learn of it
 //!   when a send fails.
@@ -115,7 +121,11 @@ const TICK_US: u64 = 1_000_000;
 
 struct Sim<'w> {
     w: &'w World,
+    /// Node states by slot (see the module doc, "Memory layout").
     nodes: Vec<SuperPeerNode>,
+    /// World index of each slot, and slot of each world index.
+    world_of: Vec<u32>,
+    slot_of: Vec<u32>,
     alive: Vec<bool>,
     dht: Dht,
     rng: ChaCha8Rng,
@@ -139,6 +149,16 @@ struct Sim<'w> {
 }
 
 impl<'w> Sim<'w> {
+    /// The slot of a node id, if it is a node of the world.
+    fn slot(&self, id: &overlay::NodeId) -> Option<u32> {
+        self.w.index.get(id).map(|i| self.slot_of[i as usize])
+    }
+
+    /// Id and point of the node in slot `s`.
+    fn info(&self, s: u32) -> PeerInfo {
+        self.w.info(self.world_of[s as usize])
+    }
+
     fn deliver(&mut self, node: u32, input: SpInput) {
         if !self.alive[node as usize] {
             return;
@@ -170,9 +190,9 @@ impl<'w> Sim<'w> {
                 self.messages += 1;
                 self.round_messages += 1;
                 self.count_kind(msg.kind());
-                match self.w.index.get(&to) {
+                match self.slot(&to) {
                     Some(t) if self.alive[t as usize] => {
-                        let from = self.w.ids[node as usize];
+                        let from = self.nodes[node as usize].id();
                         self.work.push_back((t, SpInput::Message { from, msg }));
                     }
                     _ => self.work.push_back((node, SpInput::SendFailed { to, msg })),
@@ -182,9 +202,9 @@ impl<'w> Sim<'w> {
                 self.lookups += 1;
                 self.round_messages += self.lookup_cost;
                 let peers: Vec<PeerInfo> = match what {
-                    Query::Closest { key } => self.dht.closest(&key).into_iter().map(|i| self.w.info(i)).collect(),
+                    Query::Closest { key } => self.dht.closest(&key).into_iter().map(|i| self.info(i)).collect(),
                     Query::Providers { key } => {
-                        self.dht.providers(&key, &mut self.rng).into_iter().map(|i| self.w.info(i)).collect()
+                        self.dht.providers(&key, &mut self.rng).into_iter().map(|i| self.info(i)).collect()
                     }
                 };
                 self.work.push_back((node, SpInput::LookupResult { query, peers }));
@@ -211,9 +231,11 @@ impl<'w> Sim<'w> {
                 self.round_messages += 2;
                 self.count_kind("measure-rtt");
                 self.count_kind("measure-rtt");
-                let rtt = match self.w.index.get(&peer) {
+                // Slots for liveness, world indices for the latency model.
+                let rtt = match self.slot(&peer) {
                     Some(t) if self.alive[t as usize] => {
-                        Some(self.w.model.sample_rtt_ms(node as usize, t as usize, &mut self.rng) / 1000.0)
+                        let (a, b) = (self.world_of[node as usize] as usize, self.world_of[t as usize] as usize);
+                        Some(self.w.model.sample_rtt_ms(a, b, &mut self.rng) / 1000.0)
                     }
                     _ => None,
                 };
@@ -266,7 +288,7 @@ impl<'w> Sim<'w> {
         if n.is_head() {
             return i as u32;
         }
-        match n.attached_to().and_then(|id| self.w.index.get(&id)) {
+        match n.attached_to().and_then(|id| self.slot(&id)) {
             Some(h) if self.alive[h as usize] && self.nodes[h as usize].is_head() => h,
             _ => u32::MAX,
         }
@@ -302,7 +324,7 @@ impl<'w> Sim<'w> {
             }
             let h = self.head_index(i as usize);
             if h != u32::MAX {
-                s += self.w.rtt_ms(i, h);
+                s += self.w.rtt_ms(self.world_of[i as usize], self.world_of[h as usize]);
                 c += 1;
             }
         }
@@ -324,10 +346,11 @@ impl<'w> Sim<'w> {
         st
     }
 
-    fn run_round(&mut self, round: u32, order: &[u32]) {
+    /// One round: every live node ticks, in slot order (= the run's turn order).
+    fn run_round(&mut self, round: u32) {
         self.now = round as u64 * TICK_US;
         self.fire_timers(self.now);
-        for &i in order {
+        for i in 0..self.nodes.len() as u32 {
             if self.alive[i as usize] {
                 self.deliver(i, SpInput::Tick);
                 self.drain();
@@ -336,7 +359,7 @@ impl<'w> Sim<'w> {
         self.fire_timers(self.now + TICK_US - 1);
     }
 
-    /// Roles (token ids or slot keys) held by live heads, with their holders.
+    /// Roles (token ids or slot keys) held by live heads, with their holders (world indices).
     fn roles(&self) -> BTreeMap<[u8; 32], Vec<u32>> {
         let mut m: BTreeMap<[u8; 32], Vec<u32>> = BTreeMap::new();
         for (i, n) in self.nodes.iter().enumerate() {
@@ -344,7 +367,7 @@ impl<'w> Sim<'w> {
                 continue;
             }
             if let Some(r) = n.role() {
-                m.entry(role_key(&r)).or_default().push(i as u32);
+                m.entry(role_key(&r)).or_default().push(self.world_of[i]);
             }
         }
         m
@@ -369,14 +392,27 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
     let n = w.len();
     let cfg = Arc::new(p.cfg.clone());
     let mut rng = ChaCha8Rng::seed_from_u64(p.seed ^ 0x5eed_5e1e_c7);
-    let nodes: Vec<SuperPeerNode> = (0..n).map(|i| SuperPeerNode::new(w.ids[i], w.points[i], cfg.clone())).collect();
+    // Draws in the order of the layout before session 4: the protocol RNG's seed, then the
+    // turn order.
+    let sim_rng = ChaCha8Rng::seed_from_u64(rng.gen());
+    let mut world_of: Vec<u32> = (0..n as u32).collect();
+    world_of.shuffle(&mut rng);
+    let mut slot_of = vec![0u32; n];
+    for (s, &i) in world_of.iter().enumerate() {
+        slot_of[i as usize] = s as u32;
+    }
+    let nodes: Vec<SuperPeerNode> =
+        world_of.iter().map(|&i| SuperPeerNode::new(w.ids[i as usize], w.points[i as usize], cfg.clone())).collect();
     let lookup_cost = (usize::BITS - n.max(2).leading_zeros()) as u64;
+    let dht = Dht::from_ids(world_of.iter().map(|&i| w.ids[i as usize]), 20);
     let mut sim = Sim {
         w,
         nodes,
+        world_of,
+        slot_of,
         alive: vec![true; n],
-        dht: Dht::new(&w.ids, 20),
-        rng: ChaCha8Rng::seed_from_u64(rng.gen()),
+        dht,
+        rng: sim_rng,
         work: VecDeque::new(),
         timers: BinaryHeap::new(),
         armed: Default::default(),
@@ -395,26 +431,25 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         max_members: 0,
     };
     let tokens = p.cfg.method == overlay::superpeer::Method::RepulsionTokens;
-    // Neighbours, then Start.
-    for i in 0..n {
-        let nb: Vec<u32> = w.neighbours_of(i).collect();
-        for j in nb {
-            let info = w.info(j);
-            sim.deliver(i as u32, SpInput::PeerUp(info));
+    // Neighbours (a node's own inputs only: the order across nodes does not matter), then
+    // Start in turn order.
+    for s in 0..n {
+        let i = sim.world_of[s] as usize;
+        for j in w.neighbours_of(i) {
+            sim.deliver(s as u32, SpInput::PeerUp(w.info(j)));
         }
     }
-    let mut order: Vec<u32> = (0..n as u32).collect();
-    order.shuffle(&mut rng);
-    for &i in &order {
-        sim.deliver(i, SpInput::Start);
+    for s in 0..n as u32 {
+        sim.deliver(s, SpInput::Start);
         sim.drain();
     }
-    let sample: Vec<u32> = (0..2000.min(n)).map(|_| rng.gen_range(0..n as u32)).collect();
+    // A fixed sample of nodes (drawn as world indices, held as slots) for the RTT curve.
+    let sample: Vec<u32> = (0..2000.min(n)).map(|_| sim.slot_of[rng.gen_range(0..n as u32) as usize]).collect();
     let mut stats: Vec<RoundStat> = Vec::new();
     let mut converged = None;
     let mut last_change = 0u32;
     for round in 1..=p.max_rounds {
-        sim.run_round(round, &order);
+        sim.run_round(round);
         let st = sim.round_stat(round, &sample, "converge");
         let quiet = (n as u64 / 1000).max(1);
         if st.token_moves + st.attach_changes > quiet
@@ -432,8 +467,14 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
     }
     let messages_at_convergence = sim.messages;
     let lookups_at_convergence = sim.lookups;
-    let head_of: Vec<u32> = (0..n).map(|i| sim.head_index(i)).collect();
-    let heads: Vec<u32> = (0..n as u32).filter(|&i| sim.nodes[i as usize].is_head()).collect();
+    // The outcome in world indices.
+    let head_of: Vec<u32> = (0..n)
+        .map(|i| match sim.head_index(sim.slot_of[i] as usize) {
+            u32::MAX => u32::MAX,
+            h => sim.world_of[h as usize],
+        })
+        .collect();
+    let heads: Vec<u32> = (0..n as u32).filter(|&i| sim.nodes[sim.slot_of[i as usize] as usize].is_head()).collect();
 
     // Size-estimate quality.
     let mut errs: Vec<f64> =
@@ -454,18 +495,20 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         victims.truncate(k);
         // Cluster views of the victims, to check who should win.
         let mut expected: BTreeMap<u32, NodeIdRankCheck> = BTreeMap::new();
+        // `victims`, `expected` and its members are world indices; `vs` is a victim's slot.
         for &v in &victims {
-            let mut members: Vec<u32> =
-                sim.nodes[v as usize].members().iter().filter_map(|m| w.index.get(&m.id)).collect();
+            let vs = sim.slot_of[v as usize] as usize;
+            let mut members: Vec<u32> = sim.nodes[vs].members().iter().filter_map(|m| w.index.get(&m.id)).collect();
             if members.is_empty() {
                 // A member-less head's role goes to the backup it named.
-                members.extend(sim.nodes[v as usize].backup().and_then(|b| w.index.get(&b)));
+                members.extend(sim.nodes[vs].backup().and_then(|b| w.index.get(&b)));
             }
-            expected.insert(v, NodeIdRankCheck { role: sim.nodes[v as usize].role(), members });
+            expected.insert(v, NodeIdRankCheck { role: sim.nodes[vs].role(), members });
         }
         for &v in &victims {
-            sim.alive[v as usize] = false;
-            sim.dht.remove(&w.ids[v as usize], v);
+            let vs = sim.slot_of[v as usize];
+            sim.alive[vs as usize] = false;
+            sim.dht.remove(&w.ids[v as usize], vs);
         }
         let dead_ids: Vec<(u32, overlay::NodeId)> = victims.iter().map(|&v| (v, w.ids[v as usize])).collect();
         for (v, id) in &dead_ids {
@@ -473,8 +516,9 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
             tell.extend(w.neighbours_of(*v as usize));
             // Nodes that have the victim as neighbour learn it too (pings fail).
             for j in tell {
-                if sim.alive[j as usize] {
-                    sim.deliver(j, SpInput::PeerDown(*id));
+                let js = sim.slot_of[j as usize];
+                if sim.alive[js as usize] {
+                    sim.deliver(js, SpInput::PeerDown(*id));
                     sim.drain();
                 }
             }
@@ -483,7 +527,7 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         let mut recovered = None;
         let mut last = start;
         for round in start + 1..=start + p.recovery_rounds {
-            sim.run_round(round, &order);
+            sim.run_round(round);
             let st = sim.round_stat(round, &sample, "recover");
             if st.token_moves + st.attach_changes > (n as u64 / 1000).max(1) || st.attached_fraction < 1.0 {
                 last = round;
@@ -506,7 +550,11 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
             let key = role_key(&role);
             let Some(holders) = after.get(&key) else { continue };
             reelected += 1;
-            let best = ck.members.iter().filter(|&&m| sim.alive[m as usize]).max_by_key(|&&m| w.ids[m as usize]);
+            let best = ck
+                .members
+                .iter()
+                .filter(|&&m| sim.alive[sim.slot_of[m as usize] as usize])
+                .max_by_key(|&&m| w.ids[m as usize]);
             if best.is_some_and(|b| holders.contains(b)) {
                 highest += 1;
             }

@@ -205,7 +205,9 @@ impl World {
         drop(prev);
         self.points = clients.iter().map(|c| Point::from(c.coordinate())).collect();
         drop(clients);
-        release_free_memory();
+        // The clients were allocated by the phase's worker threads, whose jemalloc arenas
+        // would otherwise keep the freed pages resident through the protocol runs.
+        super::memory::purge();
         // Accuracy on random pairs.
         let mut errs: Vec<f64> = (0..20_000.min(n * 4))
             .filter_map(|_| {
@@ -224,23 +226,6 @@ impl World {
             self.coord_error_p90 = errs[errs.len() * 9 / 10];
         }
         Ok(())
-    }
-}
-
-/// Hands the heap pages freed by the coordinate phase back to the OS. The clients were
-/// allocated by the phase's worker threads, in glibc arenas that the protocol threads do
-/// not reuse and that glibc trims only from the top; without this their pages stay
-/// resident through the protocol runs (part of the 9.03 GiB peak at N = 10^6, session 2).
-fn release_free_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        extern "C" {
-            fn malloc_trim(pad: usize) -> i32;
-        }
-        // SAFETY: glibc's `malloc_trim` takes no pointer and only releases free memory.
-        unsafe {
-            malloc_trim(0);
-        }
     }
 }
 
@@ -409,7 +394,14 @@ fn top128(id: &NodeId) -> u128 {
 
 impl Dht {
     pub fn new(ids: &[NodeId], k: usize) -> Dht {
-        let mut sorted: Vec<(u128, u32)> = ids.iter().enumerate().map(|(i, id)| (top128(id), i as u32)).collect();
+        Dht::from_ids(ids.iter().copied(), k)
+    }
+
+    /// A DHT whose node `i` is the `i`-th id of `ids` (the protocol simulation numbers nodes
+    /// by their slot, see `protocol`). Ids differ in their first 64 bits (see [`IdIndex`]),
+    /// so the order, and every answer, does not depend on the numbering.
+    pub fn from_ids(ids: impl Iterator<Item = NodeId>, k: usize) -> Dht {
+        let mut sorted: Vec<(u128, u32)> = ids.enumerate().map(|(i, id)| (top128(&id), i as u32)).collect();
         sorted.sort_unstable();
         Dht { sorted, providers: FxHashMap::default(), k }
     }

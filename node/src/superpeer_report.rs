@@ -11,7 +11,8 @@
 //! - **Latency to the super peer** of every attached node: with latency emulation on, the
 //!   latency model's RTT between the two (the *true* latency, `latency: "model"`); without
 //!   it, the node's last ping RTT to its head (`latency: "ping"`), which on loopback is
-//!   scheduling noise, not distance. Mean, p50, p95, max.
+//!   scheduling noise, not distance. Mean, p50, p95, max. A member that names a live node
+//!   which is no longer a head (it gave its role away) counts as unattached.
 //! - **Evenness**: cluster sizes (members naming each head): min, mean, max, coefficient of
 //!   variation; with the model, each head's RTT to its nearest other head (mean, min).
 //! - **Share**: heads and promoted super peers over live nodes; the nodes' own N estimates.
@@ -121,6 +122,9 @@ pub struct SpBusy {
     pub key_changes: u64,
     /// Busy seconds among the last 60 watched.
     pub busy_seconds_last_60: u64,
+    /// At the last poll, up to 8 nodes that kept the swarm from being settled: `node <i>
+    /// <role> -> <head i> (<head's role>)`.
+    pub stray: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -175,21 +179,47 @@ fn signature(snaps: &[(usize, Snapshot)]) -> Vec<(usize, String, Option<String>,
 }
 
 /// Every live node is a head or attached to a live head (and, for tokens, every head
-/// promoted): `(all attached, all heads promoted)`; no head at all counts as unattached.
-fn settled(swarm: &LocalSwarm, snaps: &[(usize, Snapshot)], tokens: bool) -> (bool, bool) {
+/// promoted): `(all attached, all heads promoted, up to 8 nodes that are not)`; no head at
+/// all counts as unattached.
+fn settled(swarm: &LocalSwarm, snaps: &[(usize, Snapshot)], tokens: bool) -> (bool, bool, Vec<String>) {
     let heads: HashSet<String> = snaps
         .iter()
         .filter(|(_, s)| sp_of(s).is_some_and(is_head))
         .map(|(i, _)| swarm.node_id(*i).to_string())
         .collect();
-    let attached = !heads.is_empty()
-        && snaps.iter().all(|(_, s)| match sp_of(s) {
+    let role_of: HashMap<usize, &str> =
+        snaps.iter().filter_map(|(i, s)| sp_of(s).map(|p| (*i, p.role.as_str()))).collect();
+    let mut stray = Vec::new();
+    let mut attached = !heads.is_empty();
+    let mut promoted = true;
+    for (i, s) in snaps {
+        let ok = match sp_of(s) {
             None => false,
-            Some(p) if is_head(p) => true,
+            Some(p) if is_head(p) => {
+                if tokens && p.role != "super-peer" {
+                    promoted = false;
+                    if stray.len() < 8 {
+                        stray.push(format!("node {i} {} (not promoted)", p.role));
+                    }
+                }
+                true
+            }
             Some(p) => p.head.as_ref().is_some_and(|h| heads.contains(h)),
-        });
-    let promoted = !tokens || snaps.iter().all(|(_, s)| sp_of(s).is_none_or(|p| !is_head(p) || p.role == "super-peer"));
-    (attached, promoted)
+        };
+        if !ok {
+            attached = false;
+            if stray.len() < 8 {
+                let (role, head) = sp_of(s).map_or(("no status", None), |p| (p.role.as_str(), p.head.as_deref()));
+                let target = match head.map(|h| (h, swarm.index_of(h))) {
+                    None => "no head".to_string(),
+                    Some((h, None)) => format!("{h} (not a swarm node)"),
+                    Some((_, Some(j))) => format!("{j} ({})", role_of.get(&j).copied().unwrap_or("dead")),
+                };
+                stray.push(format!("node {i} {role} -> {target}"));
+            }
+        }
+    }
+    (attached, promoted || !tokens, stray)
 }
 
 /// Wait until settled and quiet for `stable`; returns the end of the last busy second.
@@ -234,7 +264,8 @@ async fn wait_stable(
             }
         }
         first = false;
-        let (attached, promoted) = settled(swarm, &snaps, tokens);
+        let (attached, promoted, stray) = settled(swarm, &snaps, tokens);
+        busy.stray = stray;
         let ok = attached && promoted;
         all_attached &= attached;
         all_promoted &= promoted;
@@ -285,6 +316,13 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
     let mut ping = Vec::new();
     let (mut est, mut wanted) = (Vec::new(), Vec::new());
     let (mut msgs, mut lookups, mut hellos) = (0u64, 0u64, 0u64);
+    // A member counts as attached only to a node that is a head now (not to a live node that
+    // gave its role away), as in `settled`.
+    let head_ids: HashSet<String> = snaps
+        .iter()
+        .filter(|(_, s)| sp_of(s).is_some_and(is_head))
+        .map(|(i, _)| swarm.node_id(*i).to_string())
+        .collect();
     for (i, s) in &snaps {
         let Some(p) = sp_of(s) else {
             m.unattached += 1;
@@ -311,7 +349,7 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
             members_of.entry(swarm.node_id(*i).to_string()).or_default();
             continue;
         }
-        let Some(h) = p.head.as_ref().filter(|h| swarm.index_of(h).is_some_and(|j| swarm.is_alive(j))) else {
+        let Some(h) = p.head.as_ref().filter(|h| head_ids.contains(*h)) else {
             m.unattached += 1;
             continue;
         };

@@ -495,3 +495,60 @@ fn a_released_or_stale_backup_recreates_nothing() {
     fire_all(&mut b, &mut rng, SpInput::PeerDown(h));
     assert_eq!(b.token(), None);
 }
+
+/// A member that missed its holder's `Moved` (here: every `Moved` is lost) and sits next to
+/// the old holder stays attached to a live node that is no longer a head, unless it notices
+/// its head has gone silent (no view for 3 x `view_every` rounds), asks again and is refused
+/// (module doc, step 5, "A silent head is asked again"). Before that rule the member stayed
+/// with the old holder for good: it is nearer than the new holder, so measuring never made
+/// it switch, and the old holder, alive, answered every probe.
+#[test]
+fn a_member_that_missed_moved_leaves_a_holder_that_gave_its_token_away() {
+    let ids: Vec<NodeId> = (0..6u32).map(|i| NodeId::hash_of(format!("handover-{i}").as_bytes())).collect();
+    let minter = (0..ids.len()).min_by_key(|&i| ids[i]).unwrap();
+    // Nodes start in index order, so the last one attaches at start-up, before any move.
+    let near = (0..ids.len()).rev().find(|&i| i != minter).unwrap();
+    let mut k = 0.0;
+    let points: Vec<Point> = (0..ids.len())
+        .map(|i| {
+            if i == minter {
+                Point::new(&[0.0, 0.0], 0.001)
+            } else if i == near {
+                Point::new(&[-0.01, 0.0], 0.001)
+            } else {
+                k += 1.0;
+                Point::new(&[0.05 + 0.001 * k, 0.001 * (k - 2.0)], 0.001 + 0.0002 * k)
+            }
+        })
+        .collect();
+    let cfg = SuperPeerConfig { share: 0.01, cluster_cap: 10, ..Default::default() };
+    cfg.validate().unwrap();
+    let view_every = cfg.view_every;
+    let mut net = Net::new(points, ids, cfg);
+    net.drop = Some(("moved", 100));
+    let minter_id = net.nodes[minter].id();
+    let mut moved = false;
+    for _ in 0..40 {
+        net.round();
+        if net.holders().iter().all(|(i, _, _)| *i != minter) {
+            moved = true;
+            break;
+        }
+    }
+    assert!(moved, "the members' pull never moved the token away from the minter");
+    assert!(net.dropped > 0, "the old holder's Moved messages were lost");
+    assert_eq!(net.nodes[near].attached_to(), Some(minter_id), "the near member missed Moved and names the old holder");
+    for _ in 0..(3 * view_every + 6) {
+        net.round();
+    }
+    let holders = net.holders();
+    assert_eq!(holders.len(), 1, "{holders:?}");
+    let holder_id = net.nodes[holders[0].0].id();
+    assert_ne!(
+        net.nodes[near].attached_to(),
+        Some(minter_id),
+        "the near member still names the old holder (no longer a head) as its head"
+    );
+    assert_eq!(net.nodes[near].attached_to(), Some(holder_id), "the near member found the token's holder");
+    assert!(net.all_attached_to(holders[0].0), "every node attached to the holder");
+}

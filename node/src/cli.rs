@@ -164,6 +164,11 @@ pub struct SwarmArgs {
     /// Super peers count as converged after this many seconds without a change.
     #[arg(long, default_value_t = 10.0)]
     pub sp_stable_s: f64,
+    /// Seconds after start-up before a node's first super-peer lookups (default: 2 + 0.02 x
+    /// nodes, at most 30): lookups that start while the swarm is still joining time out on a
+    /// busy machine.
+    #[arg(long)]
+    pub sp_start_delay_s: Option<f64>,
     /// Crash this fraction of the super peers (at least one) after convergence.
     #[arg(long)]
     pub kill_superpeers: Option<f64>,

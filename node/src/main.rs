@@ -243,8 +243,14 @@ fn superpeer_phase(
     let mode: SuperPeerMode = args.superpeers.parse()?;
     let method = match mode {
         SuperPeerMode::Off => {
-            if args.kill_superpeers.is_some() || args.sp_share.is_some() || args.sp_cap.is_some() {
-                anyhow::bail!("--kill-superpeers, --sp-share and --sp-cap need --superpeers prefix|tokens");
+            if args.kill_superpeers.is_some()
+                || args.sp_share.is_some()
+                || args.sp_cap.is_some()
+                || args.sp_start_delay_s.is_some()
+            {
+                anyhow::bail!(
+                    "--kill-superpeers, --sp-share, --sp-cap and --sp-start-delay-s need --superpeers prefix|tokens"
+                );
             }
             return Ok(None);
         }
@@ -268,7 +274,10 @@ fn superpeer_phase(
     sp.share = share;
     sp.cluster_cap = cap;
     // Nodes join over a few seconds; give the routing tables time before the estimate.
-    sp.start_delay_ms = (2_000 + 20 * n as u64).min(30_000);
+    sp.start_delay_ms = match args.sp_start_delay_s {
+        Some(d) => secs(d)?.as_millis().min(u64::MAX as u128) as u64,
+        None => (2_000 + 20 * n as u64).min(30_000),
+    };
     sc.template.superpeer.resolve()?;
     Ok(Some(peerage_node::superpeer_report::SpPhaseOptions {
         cluster_cap: cap,

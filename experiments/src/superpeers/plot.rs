@@ -9,6 +9,7 @@
 
 use super::protocol::RoundStat;
 use super::world::World;
+use overlay::stats::Sample;
 use overlay::superpeer::point::DIMS;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -130,13 +131,17 @@ where
     let step = (n / 8000).max(1);
     let sample: Vec<u32> = (0..n as u32).step_by(step).collect();
     let proj: Vec<(f64, f64)> = sample.iter().map(|&i| pca.project(w, i)).collect();
-    let mut xs: Vec<f64> = proj.iter().map(|p| p.0).collect();
-    let mut ys: Vec<f64> = proj.iter().map(|p| p.1).collect();
-    xs.sort_by(|a, b| a.total_cmp(b));
-    ys.sort_by(|a, b| a.total_cmp(b));
-    let q = |v: &[f64], f: f64| v[((v.len() - 1) as f64 * f) as usize];
-    let (x0, x1) = (q(&xs, 0.005), q(&xs, 0.995));
-    let (y0, y1) = (q(&ys, 0.005), q(&ys, 0.995));
+    // The axes span the middle 99 % of the sampled points (a few far outliers would squash
+    // the map), with the project's one percentile convention (`overlay::stats`).
+    let range = |v: Vec<f64>| -> anyhow::Result<(f64, f64)> {
+        let s = Sample::new(v)?;
+        match (s.quantile(0.005), s.quantile(0.995)) {
+            (Some(lo), Some(hi)) => Ok((lo, hi)),
+            _ => Ok((-1.0, 1.0)),
+        }
+    };
+    let (x0, x1) = range(proj.iter().map(|p| p.0).collect())?;
+    let (y0, y1) = range(proj.iter().map(|p| p.1).collect())?;
     let pad = |a: f64, b: f64| ((b - a) * 0.05).max(1e-3);
     let xr = (x0 - pad(x0, x1))..(x1 + pad(x0, x1));
     let yr = (y0 - pad(y0, y1))..(y1 + pad(y0, y1));

@@ -21,7 +21,10 @@ async fn coordinates_from_emulated_pings_predict_the_model() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tcp_swarm_with_emulated_latency_learns_coordinates() {
     let seed = std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(22u64);
-    emulated_swarm_learns_coordinates(TransportKind::TcpQuic, 10, 60, seed).await;
+    // 150 samples, not 60: without Vivaldi's adjustment term (`coords_driver::node_vivaldi_config`,
+    // session 4) this swarm's median error after 60 samples was 0.27-0.35 (0.354 once, over
+    // the bound); after 150 it was 0.13-0.27 in 4 runs.
+    emulated_swarm_learns_coordinates(TransportKind::TcpQuic, 10, 150, seed).await;
 }
 
 async fn emulated_swarm_learns_coordinates(transport: TransportKind, n: usize, want_samples: u64, seed: u64) {

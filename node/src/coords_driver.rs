@@ -506,18 +506,7 @@ mod tests {
         let (pa, pb) = (PeerId::random(), PeerId::random());
         let mut now = Instant::now();
         // An RTT the Euclidean part alone would not explain at first: heights must grow.
-        for i in 0..300u64 {
-            now += Duration::from_secs(2);
-            let rtt = Duration::from_millis(90 + i % 7);
-            if let Some(req) = a.on_rtt(pb, rtt, now) {
-                let resp = b.on_request(pa, &req, now).unwrap();
-                a.on_response(pb, &resp, now).unwrap();
-            }
-            if let Some(req) = b.on_rtt(pa, rtt, now) {
-                let resp = a.on_request(pb, &req, now).unwrap();
-                b.on_response(pa, &resp, now).unwrap();
-            }
-        }
+        exchange(&mut a, &mut b, pa, pb, &mut now);
         assert_eq!(a.coordinate().adjustment, 0.0);
         let (pa_pt, pb_pt) = (Point::from(a.coordinate()), Point::from(b.coordinate()));
         let full = a.coordinate().distance_secs(b.coordinate()).unwrap();
@@ -526,19 +515,25 @@ mod tests {
         assert!((point - 0.093).abs() < 0.012, "point predicts {point} s, true ~0.093 s");
         // With the default (Serf) settings the adjustment term is in use and the Point differs.
         let (mut c, mut d) = (driver(13), driver(14));
+        exchange(&mut c, &mut d, pa, pb, &mut now);
+        assert!(c.coordinate().adjustment != 0.0, "Serf's settings keep an adjustment term");
+    }
+
+    /// 300 rounds, 2 s apart, in which `a` (peer `pa`) and `b` (peer `pb`) measure each
+    /// other at 90-96 ms and swap coordinates.
+    fn exchange(a: &mut CoordsDriver, b: &mut CoordsDriver, pa: PeerId, pb: PeerId, now: &mut Instant) {
         for i in 0..300u64 {
-            now += Duration::from_secs(2);
+            *now += Duration::from_secs(2);
             let rtt = Duration::from_millis(90 + i % 7);
-            if let Some(req) = c.on_rtt(pb, rtt, now) {
-                let resp = d.on_request(pa, &req, now).unwrap();
-                c.on_response(pb, &resp, now).unwrap();
+            if let Some(req) = a.on_rtt(pb, rtt, *now) {
+                let resp = b.on_request(pa, &req, *now).unwrap();
+                a.on_response(pb, &resp, *now).unwrap();
             }
-            if let Some(req) = d.on_rtt(pa, rtt, now) {
-                let resp = c.on_request(pb, &req, now).unwrap();
-                d.on_response(pa, &resp, now).unwrap();
+            if let Some(req) = b.on_rtt(pa, rtt, *now) {
+                let resp = a.on_request(pb, &req, *now).unwrap();
+                b.on_response(pa, &resp, *now).unwrap();
             }
         }
-        assert!(c.coordinate().adjustment != 0.0, "Serf's settings keep an adjustment term");
     }
 
     #[test]

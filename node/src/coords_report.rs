@@ -81,6 +81,18 @@ fn sample(v: Vec<f64>) -> Sample {
     })
 }
 
+/// The pairs `(i, j)` with `i < j < n` in row order, every `stride`-th of them (the
+/// `stride`-th, the `2 stride`-th, ...), so that about [`MAX_PAIRS`] at most are visited.
+fn sampled_pairs(n: usize) -> impl Iterator<Item = (usize, usize)> {
+    let total = n * n.saturating_sub(1) / 2;
+    let stride = total.div_ceil(MAX_PAIRS).max(1);
+    (0..n)
+        .flat_map(move |i| ((i + 1)..n).map(move |j| (i, j)))
+        .enumerate()
+        .filter(move |(k, _)| (k + 1) % stride == 0)
+        .map(|(_, pair)| pair)
+}
+
 /// Pair errors of the given (model index, coordinate) list; `None` with fewer than 2 nodes.
 /// Also returns the sorted true RTTs (ms) of the pairs.
 pub fn pair_errors(net: &LatencyNet, coords: &[(usize, Coordinate)]) -> Option<(Vec<f64>, Vec<f64>, Vec<f64>)> {
@@ -88,28 +100,19 @@ pub fn pair_errors(net: &LatencyNet, coords: &[(usize, Coordinate)]) -> Option<(
     if n < 2 {
         return None;
     }
-    let total = n * (n - 1) / 2;
-    let stride = total.div_ceil(MAX_PAIRS).max(1);
     let (mut rel, mut abs, mut truth) = (Vec::new(), Vec::new(), Vec::new());
-    let mut k = 0usize;
-    for i in 0..n {
-        for j in (i + 1)..n {
-            k += 1;
-            if k % stride != 0 {
-                continue;
-            }
-            let (a, ca) = coords[i];
-            let (b, cb) = coords[j];
-            let true_ms = net.model().rtt_ms(a, b);
-            let Ok(pred) = ca.distance_secs(&cb) else { continue };
-            if true_ms <= 0.0 {
-                continue;
-            }
-            let pred_ms = pred * 1000.0;
-            rel.push((pred_ms - true_ms).abs() / true_ms);
-            abs.push((pred_ms - true_ms).abs());
-            truth.push(true_ms);
+    for (i, j) in sampled_pairs(n) {
+        let (a, ca) = coords[i];
+        let (b, cb) = coords[j];
+        let true_ms = net.model().rtt_ms(a, b);
+        let Ok(pred) = ca.distance_secs(&cb) else { continue };
+        if true_ms <= 0.0 {
+            continue;
         }
+        let pred_ms = pred * 1000.0;
+        rel.push((pred_ms - true_ms).abs() / true_ms);
+        abs.push((pred_ms - true_ms).abs());
+        truth.push(true_ms);
     }
     for v in [&mut rel, &mut abs, &mut truth] {
         v.sort_by(|x, y| x.total_cmp(y));
@@ -121,23 +124,14 @@ pub fn pair_errors(net: &LatencyNet, coords: &[(usize, Coordinate)]) -> Option<(
 /// pairs as [`pair_errors`], sorted.
 pub fn point_rel_errors(net: &LatencyNet, coords: &[(usize, Coordinate)]) -> Vec<f64> {
     let n = coords.len();
-    let total = n * n.saturating_sub(1) / 2;
-    let stride = total.div_ceil(MAX_PAIRS).max(1);
     let points: Vec<Point> = coords.iter().map(|(_, c)| Point::from(c)).collect();
     let mut rel = Vec::new();
-    let mut k = 0usize;
-    for i in 0..n {
-        for j in (i + 1)..n {
-            k += 1;
-            if k % stride != 0 {
-                continue;
-            }
-            let true_ms = net.model().rtt_ms(coords[i].0, coords[j].0);
-            if true_ms <= 0.0 {
-                continue;
-            }
-            rel.push((points[i].rtt(&points[j]) * 1000.0 - true_ms).abs() / true_ms);
+    for (i, j) in sampled_pairs(n) {
+        let true_ms = net.model().rtt_ms(coords[i].0, coords[j].0);
+        if true_ms <= 0.0 {
+            continue;
         }
+        rel.push((points[i].rtt(&points[j]) * 1000.0 - true_ms).abs() / true_ms);
     }
     rel.sort_by(|x, y| x.total_cmp(y));
     rel

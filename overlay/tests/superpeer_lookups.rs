@@ -14,6 +14,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
 
+mod common;
+use common::lookups;
+
 const N: usize = 2_000;
 
 fn seed() -> u64 {
@@ -61,15 +64,6 @@ impl World {
         self.now += 1_000_000;
         self.feed(node, SpInput::Tick)
     }
-}
-
-fn lookups(fx: &[SpEffect]) -> Vec<(u32, Query)> {
-    fx.iter()
-        .filter_map(|e| match e {
-            SpEffect::Lookup { query, what } => Some((*query, *what)),
-            _ => None,
-        })
-        .collect()
 }
 
 fn cfg(method: Method, share: f64) -> Arc<SuperPeerConfig> {

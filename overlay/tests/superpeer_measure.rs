@@ -13,6 +13,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
 
+mod common;
+use common::lookups;
+
 fn seed() -> u64 {
     let seed = std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
     println!("seed {seed} (replay with PEERAGE_SEED={seed})");
@@ -93,15 +96,6 @@ fn xor(a: &NodeId, b: &NodeId) -> [u8; 32] {
         *v = a.0[i] ^ b.0[i];
     }
     x
-}
-
-fn lookups(fx: &[SpEffect]) -> Vec<(u32, Query)> {
-    fx.iter()
-        .filter_map(|e| match e {
-            SpEffect::Lookup { query, what } => Some((*query, *what)),
-            _ => None,
-        })
-        .collect()
 }
 
 fn attaches(fx: &[SpEffect]) -> Vec<NodeId> {

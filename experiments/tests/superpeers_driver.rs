@@ -5,7 +5,8 @@
 
 use clap::Parser;
 use overlay::NodeId;
-use peerage_experiments::superpeers::world::{Dht, IdIndex};
+use peerage_experiments::superpeers::baseline::{floor_nearest_node, floor_nearest_node_full};
+use peerage_experiments::superpeers::world::{Dht, IdIndex, World};
 use peerage_experiments::superpeers::{run, SuperpeersArgs};
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -72,6 +73,21 @@ fn dht_closest_matches_brute_force() {
             let want: Vec<u32> = all.iter().take(k).map(|p| p.1).collect();
             assert_eq!(dht.closest(&key), want, "n {n} k {k} query {q}");
         }
+    }
+}
+
+/// The pruned nearest-node floor (scan in ascending access delay, stop at the access-delay
+/// bound) is the full scan's number, exactly, on the Internet latency model.
+#[test]
+fn floor_pruning_gives_the_full_scan() {
+    let s = seed();
+    for (k, n) in [2usize, 50, 3_000].into_iter().enumerate() {
+        let mut rng = ChaCha8Rng::seed_from_u64(s ^ k as u64);
+        let w = World::generate(n, 8, 8, s ^ k as u64, &mut rng).expect("model");
+        let fast = floor_nearest_node(&w, 300, s);
+        let full = floor_nearest_node_full(&w, 300, s);
+        assert!(fast.is_finite(), "n {n}: floor {fast}");
+        assert_eq!(fast.to_bits(), full.to_bits(), "n {n}: pruned {fast} != full {full}");
     }
 }
 

@@ -538,12 +538,6 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
                 m.secs, m.phase, m.rss_mib, m.peak_rss_mib, m.allocated_mib, m.resident_mib
             );
         }
-        for m in &report.memory {
-            println!(
-                "  memory at {:>7.1} s {:<32} RSS {:>7.0} MiB (peak {:>7.0}), jemalloc allocated {:>7.0} MiB, resident {:>7.0} MiB",
-                m.secs, m.phase, m.rss_mib, m.peak_rss_mib, m.allocated_mib, m.resident_mib
-            );
-        }
         if let Some(km) = &kmedian_report {
             let tokens = rows.iter().find(|r| r.method == "tokens").map(|r| r.m.rtt_mean_ms);
             println!(

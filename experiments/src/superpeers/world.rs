@@ -159,6 +159,8 @@ impl World {
         }
         let seed = rng.next_u64();
         let jobs = phase.jobs.max(1);
+        let base = self.neighbour_base_rtts(jobs);
+        let base = &base[..];
         let mut prev: Vec<Coordinate> = clients.iter().map(|c| *c.coordinate()).collect();
         for round in 0..phase.rounds {
             if phase.in_place {
@@ -167,9 +169,7 @@ impl World {
                     let mut rng = chunk_rng(seed, round, chunk_no);
                     for (k, client) in chunk.iter_mut().enumerate() {
                         let i = chunk_no * VIVALDI_CHUNK + k;
-                        for j in self.vivaldi_peers(i, phase.fresh, &mut rng) {
-                            self.vivaldi_sample(client, i, j, &prev[j], &mut rng);
-                        }
+                        self.vivaldi_node(client, i, phase.fresh, base, &prev, &mut rng);
                         prev[i] = *client.coordinate();
                     }
                 }
@@ -188,9 +188,7 @@ impl World {
                                 let mut rng = chunk_rng(seed, round, chunk_no);
                                 for (k, client) in chunk.iter_mut().enumerate() {
                                     let i = chunk_no * VIVALDI_CHUNK + k;
-                                    for j in world.vivaldi_peers(i, phase.fresh, &mut rng) {
-                                        world.vivaldi_sample(client, i, j, &snapshot[j], &mut rng);
-                                    }
+                                    world.vivaldi_node(client, i, phase.fresh, base, snapshot, &mut rng);
                                 }
                             }
                         });
@@ -280,9 +278,44 @@ fn chunk_rng(seed: u64, round: usize, chunk_no: usize) -> ChaCha8Rng {
 }
 
 impl World {
-    /// The peers node `i` samples in one round: `fresh` random ones first, then its fixed
-    /// neighbours.
-    fn vivaldi_peers(&self, i: usize, fresh: usize, rng: &mut dyn RngCore) -> impl Iterator<Item = usize> + '_ {
+    /// The TRUE RTT from every node to each of its fixed neighbours, laid out like
+    /// `neighbours` (NaN for none), computed once on `jobs` threads: every Vivaldi round
+    /// samples the same pairs, and the model's RTT (a great-circle distance and four hashes)
+    /// was a quarter of the phase's cost. 8 bytes per neighbour, for the phase only.
+    fn neighbour_base_rtts(&self, jobs: usize) -> Vec<f64> {
+        let n = self.len();
+        let mut base = vec![f64::NAN; self.neighbours.len()];
+        let per = self.per.max(1);
+        let per_job = n.div_ceil(jobs.max(1)).max(1) * per;
+        std::thread::scope(|scope| {
+            for (part, slice) in base.chunks_mut(per_job).enumerate() {
+                scope.spawn(move || {
+                    let first = part * per_job;
+                    for (k, b) in slice.iter_mut().enumerate() {
+                        let (i, j) = ((first + k) / per, self.neighbours[first + k] as usize);
+                        if j != i && j < n {
+                            *b = self.model.rtt_ms(i, j);
+                        }
+                    }
+                });
+            }
+        });
+        base
+    }
+
+    /// Node `i`'s samples of one round: `fresh` random peers first (all drawn before any
+    /// sample), then its fixed neighbours (base RTTs from `base`), each a jittered RTT and
+    /// one update of `client` against the peer's coordinate in `coords`.
+    fn vivaldi_node(
+        &self,
+        client: &mut VivaldiClient,
+        i: usize,
+        fresh: usize,
+        base: &[f64],
+        coords: &[Coordinate],
+        rng: &mut dyn RngCore,
+    ) {
+        let n = self.len();
         let fresh_peers: [u32; MAX_FRESH] = std::array::from_fn(|f| {
             if f < fresh {
                 self.model.random_peer(i, rng).map_or(u32::MAX, |j| j as u32)
@@ -290,23 +323,31 @@ impl World {
                 u32::MAX
             }
         });
-        let fixed = self.neighbours[i * self.per..(i + 1) * self.per].iter().copied();
-        let n = self.len();
-        fresh_peers.into_iter().chain(fixed).map(|j| j as usize).filter(move |&j| j != i && j < n)
+        for j in fresh_peers.into_iter().map(|j| j as usize).filter(|&j| j != i && j < n) {
+            let rtt = self.model.sample_rtt_ms(i, j, rng) / 1000.0;
+            self.vivaldi_update(client, j, &coords[j], rtt, rng);
+        }
+        let range = i * self.per..(i + 1) * self.per;
+        for (&j, &b) in self.neighbours[range.clone()].iter().zip(&base[range]) {
+            let j = j as usize;
+            if j != i && j < n {
+                let rtt = self.model.jittered_ms(b, rng) / 1000.0;
+                self.vivaldi_update(client, j, &coords[j], rtt, rng);
+            }
+        }
     }
 
-    /// One jittered RTT sample from node `i` to `j`, whose coordinate is `theirs`.
-    fn vivaldi_sample(
+    /// One RTT sample (seconds) from a node to `j`, whose coordinate is `theirs`.
+    fn vivaldi_update(
         &self,
         client: &mut VivaldiClient,
-        i: usize,
         j: usize,
         theirs: &Coordinate,
+        rtt_secs: f64,
         rng: &mut dyn RngCore,
     ) {
-        let rtt = self.model.sample_rtt_ms(i, j, rng) / 1000.0;
         // A refused sample (zero RTT) is simply skipped, as a real node would.
-        let _ = client.update_secs(&self.ids[j], theirs, rtt, rng);
+        let _ = client.update_secs(&self.ids[j], theirs, rtt_secs, rng);
     }
 }
 

@@ -221,6 +221,13 @@ impl LatencyModel {
         if a == b {
             return 0.0;
         }
+        self.jittered_ms(base, rng)
+    }
+
+    /// [`sample_rtt_ms`](Self::sample_rtt_ms) of two distinct nodes whose base RTT `base`
+    /// (`rtt_ms(a, b)`) the caller already has, e.g. a simulator that samples the same pairs
+    /// round after round: the same number from the same RNG draws.
+    pub fn jittered_ms(&self, base: f64, rng: &mut dyn RngCore) -> f64 {
         let mean = self.config.jitter_fraction * base + self.config.jitter_floor_ms;
         base + mean * exponential(rng)
     }

@@ -514,6 +514,9 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
             }
             expected.insert(v, NodeIdRankCheck { role: sim.nodes[vs].role(), members });
         }
+        // Off by default: what each victim's cluster knew at the crash, printed for the roles
+        // that end up lost (`PEERAGE_SP_DIAG=1`; issue 4, token conservation).
+        let diag = std::env::var_os("PEERAGE_SP_DIAG").map(|_| crash_diagnostics(&sim, &victims));
         for &v in &victims {
             let vs = sim.slot_of[v as usize];
             sim.alive[vs as usize] = false;
@@ -551,6 +554,24 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         let after = sim.roles();
         let lost = before.keys().filter(|k| !after.contains_key(*k)).count() as u64;
         let dup = after.values().filter(|v| v.len() > 1).count() as u64;
+        if let Some(d) = &diag {
+            for (k, text) in d {
+                if !after.contains_key(k) {
+                    eprintln!("LOST {text}");
+                    print_after(&sim, text);
+                }
+            }
+            for (k, holders) in after.iter().filter(|(_, v)| v.len() > 1) {
+                let hs: Vec<String> = holders
+                    .iter()
+                    .map(|&i| {
+                        let n = &sim.nodes[sim.slot_of[i as usize] as usize];
+                        format!("{} {:?} members {}", short(&n.id()), n.role(), n.members().len())
+                    })
+                    .collect();
+                eprintln!("DOUBLED {:02x?} held by {hs:?} (before: {:?})", &k[..8], d.get(k));
+            }
+        }
         // Did the highest-ranked live member of each dead head's cluster take its role?
         let mut reelected = 0;
         let mut highest = 0;
@@ -604,6 +625,94 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         failure,
         rounds: stats,
     })
+}
+
+fn short(id: &overlay::NodeId) -> String {
+    id.0[..4].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// For each victim (by role key): its role, members, backup, and every live node that holds
+/// its cluster view, is attached to it or is its backup (see `PEERAGE_SP_DIAG` in `run`).
+fn crash_diagnostics(sim: &Sim<'_>, victims: &[u32]) -> BTreeMap<[u8; 32], String> {
+    let vset: BTreeMap<overlay::NodeId, u32> =
+        victims.iter().map(|&v| (sim.nodes[sim.slot_of[v as usize] as usize].id(), v)).collect();
+    let mut seen: BTreeMap<overlay::NodeId, Vec<String>> = BTreeMap::new();
+    for (i, n) in sim.nodes.iter().enumerate() {
+        if !sim.alive[i] || vset.contains_key(&n.id()) {
+            continue;
+        }
+        let r = n.round();
+        for (what, h) in [
+            ("view", n.view_head()),
+            ("attached", n.attached_to()),
+            ("backup", n.backup_for().map(|(h, _)| h)),
+        ] {
+            if let Some(h) = h.filter(|h| vset.contains_key(h)) {
+                let extra = match what {
+                    "backup" => format!(" age {}", r.wrapping_sub(n.backup_for().map_or(0, |b| b.1))),
+                    _ => String::new(),
+                };
+                seen.entry(h).or_default().push(format!(
+                    "{what}:{}{} head={} att={:?} view={:?}",
+                    short(&n.id()),
+                    extra,
+                    n.is_head(),
+                    n.attached_to().map(|a| short(&a)),
+                    n.view_head().map(|a| short(&a))
+                ));
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    for (id, &v) in &vset {
+        let n = &sim.nodes[sim.slot_of[v as usize] as usize];
+        let Some(role) = n.role() else { continue };
+        let members: Vec<String> = n.members().iter().map(|m| short(&m.id)).collect();
+        let backup_state = n.backup().and_then(|b| sim.slot(&b)).map(|b| {
+            let x = &sim.nodes[b as usize];
+            format!(
+                "victim={} head={} att={:?} view={:?} backup_for={:?} election={:?}",
+                vset.contains_key(&x.id()),
+                x.is_head(),
+                x.attached_to().map(|a| short(&a)),
+                x.view_head().map(|a| short(&a)),
+                x.backup_for().map(|(a, r)| (short(&a), r)),
+                x.election_for().map(|a| short(&a))
+            )
+        });
+        out.insert(
+            role_key(&role),
+            format!(
+                "victim {} round {} role {role:?} sp={} members {:?} backup {:?} [{backup_state:?}] | {:?}",
+                short(id),
+                n.round(),
+                n.is_super_peer(),
+                members,
+                n.backup().map(|b| short(&b)),
+                seen.get(id)
+            ),
+        );
+    }
+    out
+}
+
+/// The state, after recovery, of the nodes a lost role's diagnostic line names.
+fn print_after(sim: &Sim<'_>, text: &str) {
+    for (i, n) in sim.nodes.iter().enumerate() {
+        let s = short(&n.id());
+        if text.contains(&format!(":{s}")) {
+            eprintln!(
+                "   after: {s} alive={} head={} role={:?} att={:?} view={:?} election={:?} backup_for={:?}",
+                sim.alive[i],
+                n.is_head(),
+                n.role(),
+                n.attached_to().map(|a| short(&a)),
+                n.view_head().map(|a| short(&a)),
+                n.election_for().map(|a| short(&a)),
+                n.backup_for().map(|(a, r)| (short(&a), r))
+            );
+        }
+    }
 }
 
 struct NodeIdRankCheck {

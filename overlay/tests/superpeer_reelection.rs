@@ -263,5 +263,92 @@ fn a_head_refuses_to_be_backup_and_the_next_neighbour_is_named() {
         fx.iter().any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::Refuse { full: false } } if *to == v.id())),
         "{fx:?}"
     );
+    b.feed(SpInput::Tick);
     assert_eq!(b.node.backup_for(), None);
+}
+
+fn handovers(fx: &[SpEffect], token: TokenId) -> Vec<(NodeId, u32)> {
+    fx.iter()
+        .filter_map(|e| match e {
+            SpEffect::Send { to, msg: SpMessage::Handover { token: t, epoch, members, .. } } if *t == token => {
+                assert!(members.is_empty(), "a relayed token carries no member");
+                Some((*to, *epoch))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The only member of holder V is also the backup of the member-less holder W, and V and W
+/// crash together: the node is entitled to both tokens but holds one. Whichever crash it
+/// learns first, it takes that token and hands the other, recreated at the next epoch, to
+/// its nearest neighbour that holds none (the next one if that one refuses). Before the
+/// relay the second token was lost (the one loss left in the sweep at N = 10^4).
+#[test]
+fn a_node_entitled_to_two_tokens_hands_the_second_to_a_neighbour() {
+    let v = peer("holder-v", 0.02);
+    let w = NodeId::hash_of(b"holder-w");
+    let (tv, tw) = (TokenId(21), TokenId(23));
+    let b_id = NodeId::hash_of(b"member-b");
+    let n1 = peer("neighbour-1", 0.01);
+    let n2 = peer("neighbour-2", 0.03);
+    let setup = || {
+        let mut b = member_of("member-b", v, tv, 4, &[v.id, b_id]);
+        b.feed(SpInput::PeerUp(n1));
+        b.feed(SpInput::PeerUp(n2));
+        b.msg(w, token_view(tw, 1, &[w, b_id]));
+        assert_eq!(b.node.backup_for().map(|(x, _)| x), Some(w));
+        b
+    };
+
+    // W's crash first: we take W's token as its backup and leave V (our `Detach` fails: V
+    // is down too); then we win V's re-election alone and hand V's token on.
+    let mut b = setup();
+    let fx = b.feed_and_fire(SpInput::PeerDown(w));
+    assert_eq!(acquired(&fx, tw), vec![2], "{fx:?}");
+    assert!(fx.iter().any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::Detach } if *to == v.id)));
+    let fx = b.feed_and_fire(SpInput::SendFailed { to: v.id, msg: SpMessage::Detach });
+    assert!(acquired(&fx, tv).is_empty(), "we hold one token: {fx:?}");
+    assert_eq!(handovers(&fx, tv), vec![(n1.id, 5)], "V's token goes to the nearest neighbour: {fx:?}");
+    // N1 refuses (it holds a token): N2 is asked; N2 takes it.
+    let fx = b.msg(n1.id, SpMessage::HandoverRefuse { token: tv, epoch: 5 });
+    assert_eq!(handovers(&fx, tv), vec![(n2.id, 5)], "{fx:?}");
+    b.msg(n2.id, SpMessage::HandoverAck { token: tv, epoch: 5, holder: n2 });
+    let mut later = Vec::new();
+    for _ in 0..5 {
+        later.extend(b.feed(SpInput::Tick));
+    }
+    assert!(handovers(&later, tv).is_empty(), "asked again after the acknowledgement: {later:?}");
+    assert_eq!(b.node.token(), Some((tw, 2)));
+
+    // V's crash first: we take V's token (its only member), then hand W's on.
+    let mut b = setup();
+    let fx = b.feed_and_fire(SpInput::PeerDown(v.id));
+    assert_eq!(acquired(&fx, tv), vec![5], "{fx:?}");
+    // A head is no backup: we hand the duty back, and that fails (W is down too).
+    assert!(
+        fx.iter().any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::Refuse { full: false } } if *to == w)),
+        "{fx:?}"
+    );
+    let fx = b.feed_and_fire(SpInput::SendFailed { to: w, msg: SpMessage::Refuse { full: false } });
+    assert!(acquired(&fx, tw).is_empty(), "{fx:?}");
+    assert_eq!(handovers(&fx, tw), vec![(n1.id, 2)], "{fx:?}");
+    // No answer for 3 rounds: asked again (the receiver acknowledges a handover it took).
+    let mut later = Vec::new();
+    for _ in 0..3 {
+        later.extend(b.feed(SpInput::Tick));
+    }
+    assert_eq!(handovers(&later, tw), vec![(n1.id, 2)], "{later:?}");
+
+    // The receiving side: a node that holds no token takes it, acknowledges and, having no
+    // member, names a backup.
+    let mut c = Bare::new("receiver-c", 0.0, vec![v]);
+    c.feed(SpInput::PeerUp(n1));
+    let fx = c.msg(b_id, SpMessage::Handover { token: tw, epoch: 2, promoted: true, members: Vec::new(), view: Vec::new() });
+    assert_eq!(c.node.token(), Some((tw, 2)));
+    assert!(fx.iter().any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::HandoverAck { .. } } if *to == b_id)));
+    assert!(
+        fx.iter().any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::ClusterView { members, .. } } if *to == n1.id && members.len() == 2)),
+        "{fx:?}"
+    );
 }

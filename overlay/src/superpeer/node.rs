@@ -139,11 +139,23 @@
 //!    same way; the holder then names the next neighbour at once (it remembers the last
 //!    8 refusals). A head whose last member leaves or whose backup dies names a backup at
 //!    once instead of at its next round.
+//!    **Relay** (*ours*, session 5: the one loss left in that sweep): a node can be entitled
+//!    to two tokens at once, e.g. the only member of holder V that is also the backup of
+//!    member-less holder W, when V and W crash together; it holds one. It takes the role
+//!    whose crash it learns first (it becomes a head, so it detaches from V, or hands W's
+//!    backup duty back with `Refuse`). If that `Detach` or `Refuse` fails (`SendFailed`:
+//!    the peer was already down and never learned that we left) we still do our part for
+//!    it: we run V's re-election as a head, or count as W's backup; a token won that way is
+//!    recreated at the next epoch and handed, with a `Handover` that carries no member, to
+//!    the nearest neighbour not known to serve a cluster, the next one on
+//!    `HandoverRefuse` or failure, again after 3 rounds without an answer, until one
+//!    acknowledges. A `PeerDown` alone does not count: our message may have arrived before
+//!    the crash, and then another node took the role. The kept view lives only until the
+//!    head's first round.
 //!
-//! Known limits: a node entitled to two roles at once keeps one: e.g. the only member of
-//! one crashed head that is also the backup of another crashed head takes the role whose
-//! crash it learns first, and the other is lost (1 of 9,009 crashed tokens in the sweep
-//! above after the fix). A holder that crashes after taking a token but before its first view
+//! Known limits: only tokens are relayed (a slot cannot be handed over), one at a time per
+//! head, and a relaying head that crashes or gives its own role up before the relay is
+//! acknowledged loses the relayed token. A holder that crashes after taking a token but before its first view
 //! reached the members (one message delay on a real network; never in the simulator, whose
 //! messages of a round are delivered within it) loses the token, as does a member-less one
 //! before its backup view arrived (the experiment counts such losses); messages are assumed
@@ -255,6 +267,20 @@ struct Head {
     /// Neighbours that refused to be backup (they serve a cluster themselves), at most
     /// [`MAX_REFUSED_BACKUPS`], newest last.
     refused_backups: Vec<NodeId>,
+    /// A recreated token this head is entitled to but cannot hold, being handed on (module
+    /// doc, step 6, "relay").
+    relay: Option<Box<Relay>>,
+}
+
+/// A recreated token on its way from a head entitled to it to a neighbour that holds none.
+#[derive(Clone, Debug)]
+struct Relay {
+    role: HeadRole,
+    /// The neighbour asked now, and the round the `Handover` went out.
+    to: NodeId,
+    sent: u32,
+    /// Neighbours asked so far.
+    tried: Vec<NodeId>,
 }
 
 #[derive(Debug)]
@@ -453,7 +479,33 @@ impl SuperPeerNode {
                 self.neighbours.sort_by(|a, b| me.rtt(&a.point).total_cmp(&me.rtt(&b.point)));
             }
             SpInput::PeerDown(id) => self.peer_down(ctx, id),
-            SpInput::SendFailed { to, .. } => self.peer_down(ctx, to),
+            SpInput::SendFailed { to, msg } => {
+                // We just took a role over and left the head we were attached to (`Detach`),
+                // or handed a backup duty back (`Refuse`), and that message failed: the peer
+                // was already down and never learned that we left. Its other members (if any)
+                // elect with a view that names us, or nobody but us may recreate its role. We
+                // still do our part, as a head, and hand a won token on (module doc, step 6,
+                // "relay").
+                let head = self.head.is_some();
+                let left_dead_head = head
+                    && matches!(msg, SpMessage::Detach)
+                    && self.member_view.as_ref().is_some_and(|(h, _, _)| *h == to);
+                let released = match (&self.backup_view, &msg) {
+                    (Some((b, role, _, at)), SpMessage::Refuse { full: false }) if head && *b == to => {
+                        Some((*role, *at))
+                    }
+                    _ => None,
+                };
+                self.peer_down(ctx, to);
+                if left_dead_head {
+                    self.open_election(ctx, to, true);
+                }
+                if let Some((HeadRole::Token { token, epoch }, at)) = released {
+                    if self.round.wrapping_sub(at) <= self.cfg.view_every + 1 {
+                        self.relay_role(ctx, HeadRole::Token { token, epoch: epoch.wrapping_add(1) });
+                    }
+                }
+            }
             SpInput::Coordinate(p) => {
                 if p.is_valid() {
                     self.me.point = p;
@@ -644,16 +696,22 @@ impl SuperPeerNode {
     }
 
     fn become_head(&mut self, ctx: &mut SpContext<'_>, role: HeadRole, members: Vec<PeerInfo>, promote: bool) {
-        if let Some(a) = self.attached.take() {
+        let left = self.attached.take();
+        if let Some(a) = left {
             ctx.send(a.id, SpMessage::Detach);
             ctx.push(SpEffect::Detached);
         }
         self.attaching = None;
-        self.member_view = None;
-        if let Some((b, _, _, _)) = self.backup_view.take() {
+        // The view of the head we just left is kept until our first round as head, in case
+        // the `Detach` fails (see `SendFailed`); any other view goes.
+        if !self.member_view.as_ref().is_some_and(|(h, _, _)| left.is_some_and(|a| a.id == *h)) {
+            self.member_view = None;
+        }
+        if let Some((b, _, _, _)) = &self.backup_view {
             // A head cannot take a second role: the member-less head that named us backup
-            // names another one (module doc, step 6).
-            ctx.send(b, SpMessage::Refuse { full: false });
+            // names another one (module doc, step 6). The view is kept until our first round
+            // as head, in case the `Refuse` fails (see `SendFailed`).
+            ctx.send(*b, SpMessage::Refuse { full: false });
         }
         let super_peer = promote || matches!(role, HeadRole::Slot { .. });
         match role {
@@ -678,6 +736,7 @@ impl SuperPeerNode {
             transit: None,
             backup: None,
             refused_backups: Vec::new(),
+            relay: None,
         }));
     }
 
@@ -797,6 +856,9 @@ impl SuperPeerNode {
     }
 
     fn head_tick(&mut self, ctx: &mut SpContext<'_>) {
+        // What `become_head` kept for a failed `Detach` or `Refuse` is no longer needed.
+        self.member_view = None;
+        self.backup_view = None;
         let round = self.round;
         let cfg = self.cfg.clone();
         let me = self.me;
@@ -814,6 +876,18 @@ impl SuperPeerNode {
             self.send_view(ctx);
         }
         let Some(h) = self.head.as_mut() else { return };
+        if let Some(r) = h.relay.as_mut() {
+            // A relayed token without an answer: ask again after 3 rounds (a receiver that
+            // took it acknowledges again).
+            if let HeadRole::Token { token, epoch } = r.role {
+                if round.wrapping_sub(r.sent) >= 3 {
+                    r.sent = round;
+                    let msg =
+                        SpMessage::Handover { token, epoch, promoted: true, members: Vec::new(), view: h.view.clone() };
+                    ctx.send(r.to, msg);
+                }
+            }
+        }
         let HeadRole::Token { .. } = h.role else { return };
         // Age and expire the view.
         for e in h.view.iter_mut() {
@@ -1163,6 +1237,7 @@ impl SuperPeerNode {
             if h.transit.as_ref().is_some_and(|(t, _, _)| *t == id) {
                 h.transit = None;
             }
+            let relay_down = h.relay.as_ref().is_some_and(|r| r.to == id);
             let backup_down = h.backup == Some(id);
             if backup_down {
                 h.backup = None;
@@ -1171,6 +1246,9 @@ impl SuperPeerNode {
                 // The last member or the backup is gone: name a (new) backup now, not at the
                 // next round (module doc, step 6).
                 self.send_view(ctx);
+            }
+            if relay_down {
+                self.relay_next(ctx);
             }
         }
         if self.attached.is_some_and(|a| a.id == id) {
@@ -1370,6 +1448,16 @@ impl SuperPeerNode {
             SpMessage::Handover { token, epoch, promoted: _, members, view } => {
                 self.on_handover(ctx, from, token, epoch, members, view)
             }
+            SpMessage::HandoverAck { token, epoch, holder: _ }
+                if self.head.as_ref().and_then(|h| h.relay.as_ref()).is_some_and(|r| {
+                    r.to == from && r.role == HeadRole::Token { token, epoch }
+                }) =>
+            {
+                // The relayed token arrived (module doc, step 6, "relay").
+                if let Some(h) = self.head.as_mut() {
+                    h.relay = None;
+                }
+            }
             SpMessage::HandoverAck { token, epoch, holder } => {
                 let ok = holder.id == from && holder.point.is_valid() && self.head.as_ref().is_some_and(|h| {
                     matches!(h.role, HeadRole::Token { token: t, epoch: e } if t == token && e.wrapping_add(1) == epoch)
@@ -1381,6 +1469,13 @@ impl SuperPeerNode {
                 }
                 self.stop_head(ctx, Some(holder));
                 self.try_attach(ctx);
+            }
+            SpMessage::HandoverRefuse { token, .. }
+                if self.head.as_ref().and_then(|h| h.relay.as_ref()).is_some_and(|r| {
+                    r.to == from && matches!(r.role, HeadRole::Token { token: t, .. } if t == token)
+                }) =>
+            {
+                self.relay_next(ctx);
             }
             SpMessage::HandoverRefuse { token, .. } => {
                 if let Some(h) = self.head.as_mut() {
@@ -1603,8 +1698,15 @@ impl SuperPeerNode {
     // ----- re-election inside a cluster -----
 
     fn start_election(&mut self, ctx: &mut SpContext<'_>, dead: NodeId) {
+        self.open_election(ctx, dead, false);
+    }
+
+    /// Starts the re-election of `dead`'s cluster over our view of it; a head takes part only
+    /// with `as_head` (it left that cluster a moment ago and its `Detach` failed), and then
+    /// hands a won token on ([`Self::relay_role`]).
+    fn open_election(&mut self, ctx: &mut SpContext<'_>, dead: NodeId, as_head: bool) {
         let Some((head, role, ids)) = self.member_view.clone() else { return };
-        if head != dead || self.head.is_some() {
+        if head != dead || (self.head.is_some() && !as_head) {
             return;
         }
         let group = Arc::new(Membership::new(ids.iter().filter(|id| **id != dead).map(|id| Rank::new(0, *id))));
@@ -1656,6 +1758,47 @@ impl SuperPeerNode {
         }
     }
 
+    /// We are entitled to the recreated `role` (its epoch already counted up) but serve a
+    /// cluster already, and a node holds one role: hand it to a neighbour that holds none,
+    /// with a `Handover` that carries no member (module doc, step 6, "relay"). Tokens only
+    /// (a slot cannot be handed over). Returns whether the role is on its way.
+    fn relay_role(&mut self, ctx: &mut SpContext<'_>, role: HeadRole) -> bool {
+        let HeadRole::Token { token, .. } = role else { return false };
+        let round = self.round;
+        let Some(h) = self.head.as_mut() else { return false };
+        let same = matches!(h.role, HeadRole::Token { token: t, .. } if t == token);
+        if same || h.relay.is_some() {
+            // Our own token (two winners meet), or a relay already under way (one at a time:
+            // a known limit).
+            return same;
+        }
+        h.relay = Some(Box::new(Relay { role, to: self.me.id, sent: round, tried: Vec::new() }));
+        self.relay_next(ctx)
+    }
+
+    /// Asks the next neighbour (nearest first, not known to serve a cluster, not asked yet)
+    /// to take the relayed token; gives up when none is left.
+    fn relay_next(&mut self, ctx: &mut SpContext<'_>) -> bool {
+        let round = self.round;
+        let me = self.me.id;
+        let Some(h) = self.head.as_mut() else { return false };
+        let Some(r) = h.relay.as_mut() else { return false };
+        let HeadRole::Token { token, epoch } = r.role else { return false };
+        let known_head =
+            |id: &NodeId| self.cache.iter().any(|c| c.info.id == *id) || h.view.iter().any(|e| e.holder.id == *id);
+        let Some(n) = self.neighbours.iter().find(|n| !r.tried.contains(&n.id) && !known_head(&n.id)) else {
+            h.relay = None;
+            ctx.push(SpEffect::Rejected { from: me, reason: "no neighbour left to hand a recreated token to" });
+            return false;
+        };
+        r.tried.push(n.id);
+        r.to = n.id;
+        r.sent = round;
+        let msg = SpMessage::Handover { token, epoch, promoted: true, members: Vec::new(), view: h.view.clone() };
+        ctx.send(n.id, msg);
+        true
+    }
+
     /// The member-less head that named us backup is down and its backup view is fresh: the
     /// re-election over the group `[backup]` has one candidate, so we take the role over at
     /// once (token at epoch + 1, or the slot; module doc, step 6). We do so even while we take
@@ -1674,14 +1817,16 @@ impl SuperPeerNode {
     /// This node won its cluster's re-election: take over the dead head's role and cluster.
     fn take_over(&mut self, ctx: &mut SpContext<'_>) -> bool {
         let Some(e) = self.election.as_ref() else { return false };
-        if self.head.is_some() {
-            return false;
-        }
         let dead = e.dead;
         let role = match e.role {
             HeadRole::Token { token, epoch } => HeadRole::Token { token, epoch: epoch.wrapping_add(1) },
             r @ HeadRole::Slot { .. } => r,
         };
+        if self.head.is_some() {
+            // We hold a role already (e.g. we took a crashed member-less holder's token as its
+            // backup a moment ago): hand this one on.
+            return self.relay_role(ctx, role);
+        }
         let members: Vec<NodeId> = self
             .member_view
             .as_ref()

@@ -187,6 +187,7 @@ pub fn mentioned_ids(msg: &SpMessage) -> Vec<NodeId> {
         | SpMessage::Detach
         | SpMessage::StepDown
         | SpMessage::HandoverRefuse { .. }
+        | SpMessage::Access { .. }
         | SpMessage::Election { .. } => Vec::new(),
     }
 }

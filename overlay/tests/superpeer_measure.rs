@@ -49,10 +49,14 @@ impl Harness {
     /// and offers the two heads through the token directory; returns all effects of the
     /// answers.
     fn start(probes_per_round: u32, seed: u64) -> (Harness, Vec<SpEffect>) {
+        Harness::start_with(SuperPeerConfig { probes_per_round, ..Default::default() }, seed)
+    }
+
+    /// As [`Harness::start`], with the token method and 1 % share set in `cfg`.
+    fn start_with(cfg: SuperPeerConfig, seed: u64) -> (Harness, Vec<SpEffect>) {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let ids: Vec<NodeId> = (0..500).map(|_| NodeId(rng.gen())).collect();
-        let cfg =
-            SuperPeerConfig { method: Method::RepulsionTokens, share: 0.01, probes_per_round, ..Default::default() };
+        let cfg = SuperPeerConfig { method: Method::RepulsionTokens, share: 0.01, ..cfg };
         cfg.validate().unwrap();
         let me = ids[0];
         // Predicted RTT = distance + both heights (1 ms each here).
@@ -189,5 +193,105 @@ fn without_probes_the_node_attaches_by_prediction_only() {
     for _ in 0..5 {
         let fx = h.tick();
         assert!(measures(&fx).is_empty() && attaches(&fx).is_empty(), "{fx:?}");
+    }
+}
+
+fn access_reports(fx: &[SpEffect]) -> Vec<(NodeId, f32)> {
+    fx.iter()
+        .filter_map(|e| match e {
+            SpEffect::Send { to, msg: SpMessage::Access { nearest_rtt } } => Some((*to, *nearest_rtt)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn handovers(fx: &[SpEffect]) -> Vec<NodeId> {
+    fx.iter()
+        .filter_map(|e| match e {
+            SpEffect::Send { to, msg: SpMessage::Handover { .. } } => Some(*to),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_member_reports_its_nearest_rtt_to_its_token_holder() {
+    let (mut h, fx) = Harness::start(1, seed());
+    assert_eq!(attaches(&fx), vec![h.a.id]);
+    // Not attached yet: nothing to report to.
+    assert!(access_reports(&h.feed(SpInput::NearestRtt { rtt: 0.004 })).is_empty());
+    let a = h.a.id;
+    assert_eq!(access_reports(&h.accept(h.a)), vec![(a, 0.004)]);
+    // A new value while attached goes to the head at once.
+    assert_eq!(access_reports(&h.feed(SpInput::NearestRtt { rtt: 0.003 })), vec![(a, 0.003)]);
+    for bad in [f64::NAN, -0.01, 0.0, f64::INFINITY, 1e9] {
+        let fx = h.feed(SpInput::NearestRtt { rtt: bad });
+        assert!(fx.iter().any(|e| matches!(e, SpEffect::Rejected { .. })), "{bad}: {fx:?}");
+        assert!(access_reports(&fx).is_empty());
+    }
+    // With the access term off (the session-4 law) members report nothing.
+    let (mut h, _) = Harness::start_with(SuperPeerConfig { access_weight: 0.0, ..Default::default() }, seed());
+    h.feed(SpInput::NearestRtt { rtt: 0.004 });
+    assert!(access_reports(&h.accept(h.a)).is_empty());
+}
+
+/// The test node takes a token by handover, with members on a ring around (0.02, 0) that
+/// pull it there and two candidates near the ring's centre: `b` slightly nearer to it by the
+/// coordinates, `a` on a fast access link (nearest RTT 1 ms, everyone else 5 ms, reported
+/// with `Access` by the first `reports` of them). Returns (a, b, the next rounds' effects).
+fn holder_with_reports(cfg: SuperPeerConfig, reports: usize, seed: u64) -> (NodeId, NodeId, Vec<SpEffect>) {
+    let (mut h, _) = Harness::start_with(cfg, seed);
+    h.feed(SpInput::NearestRtt { rtt: 0.005 });
+    let at = |x: f64, y: f64| Point::new(&[x, y], 0.001);
+    let mut members: Vec<PeerInfo> = (0..8)
+        .map(|i| {
+            let t = i as f64 * std::f64::consts::TAU / 8.0;
+            PeerInfo { id: h.ids[10 + i], point: at(0.02 + 0.004 * t.cos(), 0.004 * t.sin()) }
+        })
+        .collect();
+    let a = PeerInfo { id: h.ids[30], point: at(0.0204, 0.0006) };
+    let b = PeerInfo { id: h.ids[31], point: at(0.0199, 0.0001) };
+    members.push(a);
+    members.push(b);
+    let from = h.ids[40];
+    let fx = h.feed(SpInput::Message {
+        from,
+        msg: SpMessage::Handover { token: TokenId(7), epoch: 1, promoted: false, members: members.clone(), view: Vec::new() },
+    });
+    assert!(h.node.is_head(), "the handover was not taken: {fx:?}");
+    let mut out = Vec::new();
+    for m in members.iter().rev().take(reports) {
+        let nearest_rtt = if m.id == a.id { 0.001 } else { 0.005 };
+        out.extend(h.feed(SpInput::Message { from: m.id, msg: SpMessage::Access { nearest_rtt } }));
+    }
+    for _ in 0..2 {
+        out.extend(h.tick());
+    }
+    (a.id, b.id, out)
+}
+
+#[test]
+fn a_token_moves_to_the_candidate_on_the_fastest_access_link() {
+    let s = seed();
+    let (a, _, fx) = holder_with_reports(SuperPeerConfig::default(), 10, s);
+    assert_eq!(handovers(&fx), vec![a], "{fx:?}");
+    // Without the access term the coordinates alone pick `b`.
+    let (_, b, fx) = holder_with_reports(SuperPeerConfig { access_weight: 0.0, ..Default::default() }, 10, s);
+    assert_eq!(handovers(&fx), vec![b], "{fx:?}");
+    // Too few reports to compare with (a's among them): `b` too.
+    let (_, b, fx) = holder_with_reports(SuperPeerConfig::default(), 2, s);
+    assert_eq!(handovers(&fx), vec![b], "{fx:?}");
+}
+
+#[test]
+fn bad_and_stray_access_reports_are_survived() {
+    let (mut h, _) = Harness::start(1, seed());
+    let a = h.a.id;
+    // Not a head: a report is ignored.
+    let fx = h.feed(SpInput::Message { from: a, msg: SpMessage::Access { nearest_rtt: 0.01 } });
+    assert!(handovers(&fx).is_empty() && access_reports(&fx).is_empty());
+    for bad in [f32::NAN, -1.0, 0.0, f32::INFINITY, 1e9] {
+        let fx = h.feed(SpInput::Message { from: a, msg: SpMessage::Access { nearest_rtt: bad } });
+        assert!(fx.iter().any(|e| matches!(e, SpEffect::Rejected { .. })), "{bad}: {fx:?}");
     }
 }

@@ -126,6 +126,13 @@ pub struct SuperpeersArgs {
     /// Candidates nearest to a token's wanted point whose cost is evaluated for a move.
     #[arg(long)]
     pub move_shortlist: Option<u32>,
+    /// Weight of the measured access-delay estimate in a token's cost (0 = the session-4
+    /// law, no `HeadRtt` reports). Default: `SuperPeerConfig::default()`.
+    #[arg(long)]
+    pub access_weight: Option<f64>,
+    /// Shrinkage of one member's access estimate, in [0, 1].
+    #[arg(long)]
+    pub access_shrink: Option<f64>,
     /// Lloyd iterations of the k-means yardstick.
     #[arg(long, default_value_t = 15)]
     pub kmeans_iters: usize,
@@ -264,6 +271,8 @@ pub fn config_of(args: &SuperpeersArgs) -> anyhow::Result<(Vec<Method>, SuperPee
         probes_per_round: args.probes_per_round.unwrap_or(d.probes_per_round),
         probe_margin: args.probe_margin.unwrap_or(d.probe_margin),
         move_shortlist: args.move_shortlist.unwrap_or(d.move_shortlist),
+        access_weight: args.access_weight.unwrap_or(d.access_weight),
+        access_shrink: args.access_shrink.unwrap_or(d.access_shrink),
         ..d
     };
     cfg.cluster_cap = args.cap.unwrap_or_else(|| (1.5 / args.share).round().max(1.0) as u32);

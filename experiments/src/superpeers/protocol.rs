@@ -448,7 +448,25 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
             sim.deliver(s as u32, SpInput::PeerUp(w.info(j)));
         }
     }
+    // Each node's nearest RTT (token placement, `overlay::superpeer::token`, "Measured access
+    // delay"): the smallest of 3 jittered pings to each of its coordinate neighbours, as its
+    // Vivaldi pings see them. Its own RNG stream, so the rest of the run draws the same
+    // numbers with or without it.
+    let mut ping_rng = ChaCha8Rng::seed_from_u64(p.seed ^ 0xacce_55de_1a7e);
+    let nearest = tokens && p.cfg.access_weight > 0.0;
     for s in 0..n as u32 {
+        if nearest {
+            let i = sim.world_of[s as usize] as usize;
+            let mut m = f64::INFINITY;
+            for j in w.neighbours_of(i) {
+                for _ in 0..3 {
+                    m = m.min(w.model.sample_rtt_ms(i, j as usize, &mut ping_rng));
+                }
+            }
+            if m.is_finite() && m > 0.0 {
+                sim.deliver(s, SpInput::NearestRtt { rtt: m / 1000.0 });
+            }
+        }
         sim.deliver(s, SpInput::Start);
         sim.drain();
     }

@@ -137,6 +137,12 @@ pub struct SuperPeerConfig {
     pub probe_margin: f64,
     /// Candidates nearest to a token's wanted point whose cost is evaluated for a move.
     pub move_shortlist: u32,
+    /// Weight of the measured access-delay estimate in a token's cost (`token`, "Measured
+    /// access delay"; members report their nearest RTT to their token holder with
+    /// `SpMessage::Access`). 0 = the session-4 law (no reports, no estimate).
+    pub access_weight: f64,
+    /// Factor on the access excesses (nearest RTT minus the cluster's mean), in [0, 1].
+    pub access_shrink: f64,
     /// The election run inside a cluster when its super peer dies.
     pub election: ElectionConfig,
 }
@@ -170,6 +176,8 @@ impl Default for SuperPeerConfig {
             probes_per_round: 1,
             probe_margin: 1.5,
             move_shortlist: 32,
+            access_weight: 1.0,
+            access_shrink: 1.0,
             election: ElectionConfig { alive_interval_ms: 0, ..ElectionConfig::default() },
         }
     }
@@ -212,6 +220,8 @@ impl SuperPeerConfig {
         range("probes_per_round", self.probes_per_round as f64, 0.0, 1000.0, "[0, 1000]")?;
         range("probe_margin", self.probe_margin, 1.0, 100.0, "[1, 100]")?;
         range("move_shortlist", self.move_shortlist as f64, 1.0, 1000.0, "[1, 1000]")?;
+        range("access_weight", self.access_weight, 0.0, 100.0, "[0, 100]")?;
+        range("access_shrink", self.access_shrink, 0.0, 1.0, "[0, 1]")?;
         self.election.validate()?;
         Ok(())
     }

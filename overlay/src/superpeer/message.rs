@@ -83,6 +83,9 @@ pub enum SpMessage {
     Takeover { dead: NodeId, role: HeadRole, head: PeerInfo },
     /// An election message of the re-election in the cluster of the dead head `dead`.
     Election { dead: NodeId, msg: ElectionMessage },
+    /// A member tells its token holder its nearest RTT (`SpInput::NearestRtt`), seconds: the
+    /// holder's access-delay estimate (`token` module doc, "Measured access delay").
+    Access { nearest_rtt: f32 },
 }
 
 impl SpMessage {
@@ -105,6 +108,7 @@ impl SpMessage {
             SpMessage::HandoverRefuse { .. } => "handover-refuse",
             SpMessage::Takeover { .. } => "takeover",
             SpMessage::Election { .. } => "election",
+            SpMessage::Access { .. } => "access",
         }
     }
 }
@@ -146,6 +150,11 @@ pub enum SpInput {
     /// The answer to [`SpEffect::MeasureRtt`]: the round-trip time to `peer` in seconds as a
     /// ping would see it, or `None` when the measurement failed (timeout, unreachable).
     Rtt { peer: NodeId, rtt: Option<f64> },
+    /// The smallest RTT the driver has measured from this node to any peer (its pings to its
+    /// coordinate neighbours), seconds: the node's own access delay plus a small rest, used
+    /// to place tokens on fast access links (`token` module doc). Optional: a node that never
+    /// gets it reports nothing.
+    NearestRtt { rtt: f64 },
 }
 
 /// What a super-peer selection node asks its driver to do.

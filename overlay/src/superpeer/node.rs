@@ -165,7 +165,7 @@ use super::config::{prefix_bits, Method, SuperPeerConfig};
 use super::estimate::SizeEstimator;
 use super::message::{HeadEntry, HeadRole, PeerInfo, Query, SpEffect, SpInput, SpMessage, TokenEntry, TokenId};
 use super::point::Point;
-use super::token::{choose_target, net_force};
+use super::token::{choose_target, net_force, AccessEstimate};
 use crate::driver::{Context, Effect, Election, Input};
 use crate::election::AnyElection;
 use crate::id::{NodeId, Rank};
@@ -270,6 +270,9 @@ struct Head {
     /// A recreated token this head is entitled to but cannot hold, being handed on (module
     /// doc, step 6, "relay").
     relay: Option<Box<Relay>>,
+    /// Members' nearest RTTs (`Access`), seconds, sorted by id; entries of nodes that left
+    /// are ignored and pruned (`token` module doc, "Measured access delay").
+    access: Vec<(NodeId, f32)>,
 }
 
 /// A recreated token on its way from a head entitled to it to a neighbour that holds none.
@@ -326,6 +329,8 @@ pub struct SuperPeerNode {
     attached: Option<PeerInfo>,
     /// Smallest measured RTT to the head we are attached to, seconds; 0 = not measured.
     attached_rtt: f32,
+    /// This node's nearest RTT (`SpInput::NearestRtt`), seconds; 0 = not given.
+    nearest_rtt: f32,
     /// Round (low 16 bits, never 0) we last asked to measure that head; 0 = never.
     attached_probed: u16,
     attaching: Option<(NodeId, u32)>,
@@ -361,6 +366,7 @@ impl SuperPeerNode {
             head: None,
             attached: None,
             attached_rtt: 0.0,
+            nearest_rtt: 0.0,
             attached_probed: 0,
             attaching: None,
             member_view: None,
@@ -453,7 +459,8 @@ impl SuperPeerNode {
         if let Some(h) = &self.head {
             b += std::mem::size_of::<Head>();
             b += h.members.capacity() * std::mem::size_of::<PeerInfo>()
-                + h.view.capacity() * std::mem::size_of::<TokenEntry>();
+                + h.view.capacity() * std::mem::size_of::<TokenEntry>()
+                + h.access.capacity() * std::mem::size_of::<(NodeId, f32)>();
         }
         b
     }
@@ -513,6 +520,14 @@ impl SuperPeerNode {
             }
             SpInput::ElectionTimer(t) => self.drive_election(ctx, Input::Timer(t)),
             SpInput::Rtt { peer, rtt } => self.on_rtt(ctx, peer, rtt),
+            SpInput::NearestRtt { rtt } => {
+                if !(rtt.is_finite() && rtt > 0.0 && rtt < 3600.0) {
+                    ctx.push(SpEffect::Rejected { from: self.me.id, reason: "nearest RTT out of range" });
+                    return;
+                }
+                self.nearest_rtt = rtt as f32;
+                self.report_access(ctx);
+            }
         }
     }
 
@@ -736,6 +751,7 @@ impl SuperPeerNode {
             transit: None,
             backup: None,
             refused_backups: Vec::new(),
+            access: Vec::new(),
             relay: None,
         }));
     }
@@ -923,6 +939,9 @@ impl SuperPeerNode {
         }
         let others: Vec<Point> = h.view.iter().map(|e| e.holder.point).collect();
         let force = net_force(&me.point, &others, &h.members, &cfg);
+        // Measured access delay (`token` module doc): the members' nearest RTTs and ours.
+        let own = (self.nearest_rtt > 0.0).then_some(self.nearest_rtt as f64);
+        let access = AccessEstimate::new(&me, own, &h.members, &h.access, &cfg);
         let promoted = if h.super_peer { cfg.promoted_factor } else { 1.0 };
         if let Some(f) = force.filter(|f| f.magnitude() > cfg.force_threshold * promoted) {
             let holders: Vec<NodeId> = h.view.iter().map(|e| e.holder.id).collect();
@@ -931,7 +950,7 @@ impl SuperPeerNode {
             // Cooling: the epoch counts the token's moves (and recreations).
             let cool = promoted * (1.0 + epoch as f64 / cfg.cooling);
             let excluded = |c: &PeerInfo| holders.contains(&c.id);
-            if let Some(t) = choose_target(&me, &f, &h.members, &others, &cands, excluded, cool, &cfg) {
+            if let Some(t) = choose_target(&me, &f, &h.members, &others, &cands, excluded, &access, cool, &cfg) {
                 // The old holder goes along as a member (last; the receiver drops it if that
                 // would put the cluster over the cap), so that the receiver's first view,
                 // sent at once, already names it (it attaches next, usually to the receiver).
@@ -1184,6 +1203,40 @@ impl SuperPeerNode {
         }
     }
 
+    /// Tells the head we are attached to our nearest RTT (`Access`), for its access-delay
+    /// estimate (`token` module doc); only in the token method with `access_weight > 0`, and
+    /// only if the driver gave us one.
+    fn report_access(&self, ctx: &mut SpContext<'_>) {
+        if self.cfg.method != Method::RepulsionTokens || self.cfg.access_weight <= 0.0 || self.nearest_rtt <= 0.0 {
+            return;
+        }
+        if let Some(a) = self.attached {
+            ctx.send(a.id, SpMessage::Access { nearest_rtt: self.nearest_rtt });
+        }
+    }
+
+    /// A member's `Access`: kept (sorted by id) while the sender is a member of our token's
+    /// cluster; from anyone else it is stale (the member left or the token moved) and dropped.
+    fn on_access(&mut self, ctx: &mut SpContext<'_>, from: NodeId, nearest_rtt: f32) {
+        if !(nearest_rtt.is_finite() && nearest_rtt > 0.0 && nearest_rtt < 3600.0) {
+            ctx.push(SpEffect::Rejected { from, reason: "reported nearest RTT out of range" });
+            return;
+        }
+        let Some(h) = self.head.as_mut() else { return };
+        if !matches!(h.role, HeadRole::Token { .. }) || !h.members.iter().any(|m| m.id == from) {
+            return;
+        }
+        match h.access.binary_search_by(|r| r.0.cmp(&from)) {
+            Ok(i) => h.access[i].1 = nearest_rtt,
+            Err(i) => h.access.insert(i, (from, nearest_rtt)),
+        }
+        if h.access.len() > h.members.len() + 16 {
+            // Prune the reports of nodes that left.
+            let members = &h.members;
+            h.access.retain(|r| members.iter().any(|m| m.id == r.0));
+        }
+    }
+
     /// The measured RTT we hold for head `id` (0 = none), for a head we now attach to.
     fn known_rtt(&self, id: NodeId) -> f32 {
         self.cache.iter().find(|c| c.info.id == id).map_or(0.0, |c| c.rtt)
@@ -1323,6 +1376,7 @@ impl SuperPeerNode {
                 if !same {
                     self.attached_rtt = self.known_rtt(from);
                     self.attached_probed = 0;
+                    self.report_access(ctx);
                 }
                 // Keep the view this head sent with its `Accept` if it overtook it.
                 if !self.member_view.as_ref().is_some_and(|(h, _, _)| *h == from) {
@@ -1379,6 +1433,7 @@ impl SuperPeerNode {
                     self.attached = Some(to);
                     self.attached_rtt = self.known_rtt(to.id);
                     self.attached_probed = 0;
+                    self.report_access(ctx);
                     if !self.member_view.as_ref().is_some_and(|(h, _, _)| *h == to.id) {
                         self.member_view = None;
                     }
@@ -1522,6 +1577,7 @@ impl SuperPeerNode {
                     ctx.send(from, SpMessage::Attach { point: self.me.point });
                 }
             }
+            SpMessage::Access { nearest_rtt } => self.on_access(ctx, from, nearest_rtt),
             SpMessage::Election { dead, msg } => {
                 let have = self.election.as_ref().is_some_and(|e| e.dead == dead);
                 if !have {

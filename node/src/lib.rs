@@ -13,7 +13,8 @@
 //! - [`status`], [`metrics`], [`sysstat`]: JSON status lines, Prometheus, /proc readings;
 //! - [`latency_transport`], [`coords_driver`], [`coords_report`]: emulated link latency for
 //!   in-process swarms, Vivaldi coordinates learned from ping, and their accuracy;
-//! - [`superpeer_config`], [`superpeer_wire`], [`superpeer_driver`], [`superpeer_report`]:
+//! - [`superpeer_config`], [`superpeer_wire`], [`superpeer_driver`], [`superpeer_report`],
+//!   [`superpeer_timeline`]:
 //!   super-peer selection and clusters (issue 4) on the real node, and their swarm measures;
 //! - [`swarm_runner`]: N nodes in one process (`peerage swarm`, integration tests).
 
@@ -37,6 +38,7 @@ pub mod status;
 pub mod superpeer_config;
 pub mod superpeer_driver;
 pub mod superpeer_report;
+pub mod superpeer_timeline;
 pub mod superpeer_wire;
 pub mod swarm_runner;
 pub mod sysstat;

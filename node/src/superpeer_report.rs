@@ -24,9 +24,11 @@
 //!   live node is attached again and stable, the roles (token ids / slot keys) held before and
 //!   after, how many were lost (held by a victim and by no live node afterwards) and how many
 //!   are held twice.
+//! - **Timeline**: load and progress every 5 s (`superpeer_timeline.rs`).
 
 use crate::status::Snapshot;
 use crate::superpeer_driver::SpStatus;
+use crate::superpeer_timeline::{SpSample, Timeline};
 use crate::swarm_runner::LocalSwarm;
 use indicatif::ProgressBar;
 use overlay::stats::{Sample, Summary};
@@ -160,6 +162,9 @@ pub struct SuperPeerReport {
     pub busy: SpBusy,
     pub at_convergence: SpMeasures,
     pub kill: Option<SpKillReport>,
+    /// Load and progress every 5 s through the phase, the kill's wait included
+    /// (`superpeer_timeline.rs`).
+    pub timeline: Vec<SpSample>,
 }
 
 fn sp_of(s: &Snapshot) -> Option<&SpStatus> {
@@ -234,6 +239,7 @@ async fn wait_stable(
     stable: Duration,
     timeout: Duration,
     bar: Option<&ProgressBar>,
+    timeline: &mut Timeline,
 ) -> (Option<Instant>, SpBusy) {
     let until = Instant::now() + timeout;
     let mut last_sig: HashMap<usize, (String, Option<String>, Option<String>)> = HashMap::new();
@@ -246,6 +252,7 @@ async fn wait_stable(
     let mut recent: std::collections::VecDeque<bool> = std::collections::VecDeque::new();
     loop {
         let snaps = swarm.snapshots();
+        timeline.poll(&snaps);
         let now = Instant::now();
         for (i, role, head, key) in signature(&snaps) {
             let v = (role, head, key);
@@ -415,7 +422,8 @@ pub async fn run_phase(
         b.set_message("super peers: attaching");
     }
     let remaining = opts.timeout.saturating_sub(t0.elapsed());
-    let (conv, busy) = wait_stable(swarm, tokens, opts.stable, remaining, bar).await;
+    let mut timeline = Timeline::new(t0, swarm.latency_net().cloned(), &swarm.snapshots());
+    let (conv, busy) = wait_stable(swarm, tokens, opts.stable, remaining, bar, &mut timeline).await;
     let converged_s = conv.map(|c| c.duration_since(t0).as_secs_f64());
     let at_convergence = measure(swarm, opts.cluster_cap);
     let mut kill = None;
@@ -454,7 +462,7 @@ pub async fn run_phase(
         if let Some(b) = bar {
             b.set_message("super peers: replacing");
         }
-        let (done, kill_busy) = wait_stable(swarm, tokens, opts.stable, opts.timeout, bar).await;
+        let (done, kill_busy) = wait_stable(swarm, tokens, opts.stable, opts.timeout, bar, &mut timeline).await;
         let after_roles = roles(swarm);
         let lost = killed_roles.iter().filter(|k| !after_roles.contains_key(*k)).count();
         let dup = after_roles.values().filter(|h| h.len() > 1).count();
@@ -481,5 +489,5 @@ pub async fn run_phase(
             busy: kill_busy,
         });
     }
-    SuperPeerReport { method: opts.method.clone(), converged_s, busy, at_convergence, kill }
+    SuperPeerReport { method: opts.method.clone(), converged_s, busy, at_convergence, kill, timeline: timeline.into_samples() }
 }

@@ -3,7 +3,9 @@
 //! (`experiments/src/superpeers/protocol.rs` is the reference driver), fed by the network.
 //!
 //! What goes in (`SpInput`) and where it comes from:
-//! - `Start`, once `start_delay` has passed and the Kademlia routing table has an entry;
+//! - `Start`, once `start_delay` plus a random delay of up to twice that (so that nodes
+//!   started together spread their first lookups) has passed and the Kademlia routing table
+//!   has an entry;
 //!   `Tick` every `tick` (one protocol round; 1 s by default, as in the simulator).
 //! - `Message` from the `/peerage/superpeer/1.0.0` request-response protocol (wire format in
 //!   `superpeer_wire.rs`; a malformed frame is logged, counted, answered "refused" and
@@ -22,6 +24,10 @@
 //!   Provider results carry peer ids only: the driver learns each provider's coordinate with a
 //!   `Hello` before it passes the result on (providers that do not answer within
 //!   `HELLO_WAIT` are left out: they are most likely dead heads whose records outlive them).
+//!   **Sample lookups** (`Query::Sample`, the size estimate's): no preimage search; the driver
+//!   looks up the hash of a random preimage and names that key (`SpInput::SampleResult`).
+//!   Preimages of other targets (slot keys) are remembered. **At most
+//!   [`MAX_LOOKUPS_IN_FLIGHT`] lookups run at once**; the others wait in a queue.
 //!   While its lookups run the driver opens the connection gate for outbound dials
 //!   (`Gate::open_outbound_until`), so that kad's iterative lookups reach the peers they
 //!   discover instead of being refused before dialling.
@@ -85,6 +91,10 @@ pub const GATE_OPEN_FOR: Duration = Duration::from_secs(15);
 const MAX_BOOK: usize = 20_000;
 /// Inputs handled per call before the rest is dropped (a guard against loops).
 const MAX_CHAINED: usize = 10_000;
+/// DHT lookups one node runs at once; the rest wait in the driver's queue.
+pub const MAX_LOOKUPS_IN_FLIGHT: usize = 1;
+/// Preimages remembered (cleared when exceeded).
+const MAX_PREIMAGES: usize = 64;
 
 /// One node's super-peer state, for status lines, the swarm report and tests.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -163,6 +173,9 @@ enum Sent {
 
 struct LookupState {
     query: u32,
+    /// For a `Query::Sample`: the uniform key actually looked up (the hash of a random
+    /// preimage), named in the `SpInput::SampleResult`.
+    sampled: Option<NodeId>,
     providers: bool,
     found: Vec<PeerId>,
     first_found: Option<Instant>,
@@ -190,6 +203,10 @@ pub struct SuperPeerDriver {
     round: u32,
     timers: HashMap<Timer, Instant>,
     lookups: HashMap<kad::QueryId, LookupState>,
+    /// Lookups asked for and not started yet (at most `MAX_LOOKUPS_IN_FLIGHT` run at once).
+    queued: VecDeque<(u32, Query)>,
+    /// Preimages found for closest-peer targets (slot keys recur; bounded by `MAX_PREIMAGES`).
+    preimages: HashMap<NodeId, Vec<u8>>,
     holds: Vec<Hold>,
     sent: HashMap<request_response::OutboundRequestId, Sent>,
     peers: HashMap<NodeId, PeerId>,
@@ -215,18 +232,23 @@ impl SuperPeerDriver {
         let now = Instant::now();
         let sm = SuperPeerNode::new(me_id, Point::default(), cfg.clone());
         let status = SpStatus { role: "starting".into(), method: cfg.method.name().into(), ..Default::default() };
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x5e5e_5e5e_0004);
+        // Nodes started together do not all start their lookups in the same second.
+        let spread = settings.start_delay.mul_f64(2.0 * rand::Rng::gen::<f64>(&mut rng));
         SuperPeerDriver {
             sm,
             cfg,
             me,
             me_id,
-            rng: StdRng::seed_from_u64(seed ^ 0x5e5e_5e5e_0004),
+            rng,
             t0: now,
             started: false,
-            next_tick: now + settings.start_delay,
+            next_tick: now + settings.start_delay + spread,
             round: 0,
             timers: HashMap::new(),
             lookups: HashMap::new(),
+            queued: VecDeque::new(),
+            preimages: HashMap::new(),
             holds: Vec::new(),
             sent: HashMap::new(),
             peers: HashMap::new(),
@@ -386,8 +408,14 @@ impl SuperPeerDriver {
         self.rtts.insert(peer, rtt);
     }
 
-    /// Kademlia events: the results of the driver's own queries.
+    /// Kademlia events: the results of the driver's own queries. A finished lookup makes room
+    /// for a queued one.
     pub fn on_kad(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, ev: &kad::Event) {
+        self.on_kad_result(sw, dir, ev);
+        self.start_lookups(sw);
+    }
+
+    fn on_kad_result(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, ev: &kad::Event) {
         let kad::Event::OutboundQueryProgressed { id, result, step, stats } = ev else { return };
         let Some(l) = self.lookups.get_mut(id) else { return };
         let mut done = step.last;
@@ -416,7 +444,7 @@ impl SuperPeerDriver {
                     return;
                 }
                 let infos: Vec<(PeerId, Vec<Multiaddr>)> = peers.iter().map(|p| (p.peer_id, p.addrs.clone())).collect();
-                let query = l.query;
+                let (query, sampled) = (l.query, l.sampled);
                 self.lookups.remove(id);
                 for (p, addrs) in &infos {
                     self.remember_peer(node_id_of(p), *p);
@@ -431,7 +459,10 @@ impl SuperPeerDriver {
                         PeerInfo { id, point: self.points.get(&id).copied().unwrap_or_default() }
                     })
                     .collect();
-                self.run(sw, dir, SpInput::LookupResult { query, peers: out });
+                match sampled {
+                    Some(key) => self.run(sw, dir, SpInput::SampleResult { query, key, peers: out }),
+                    None => self.run(sw, dir, SpInput::LookupResult { query, peers: out }),
+                }
                 return;
             }
             kad::QueryResult::GetProviders(r) => match r {
@@ -587,7 +618,11 @@ impl SuperPeerDriver {
                         }
                     }
                     Sent::Hello { to, probe } => {
-                        if probe && Some(to) == self.sm.attached_to() {
+                        // A probe our own gate refused at its hard cap says nothing about the head.
+                        let local = dial && sw.behaviour_mut().gate.refused_locally(&peer);
+                        if probe && Some(to) == self.sm.attached_to() && local {
+                            self.probing = false;
+                        } else if probe && Some(to) == self.sm.attached_to() {
                             self.probing = false;
                             self.probe_failures += 1;
                             if self.probe_failures >= 2 {
@@ -688,19 +723,8 @@ impl SuperPeerDriver {
         match e {
             SpEffect::Send { to, msg } => self.send_msg(sw, dir, to, msg, false),
             SpEffect::Lookup { query, what } => {
-                self.status.lookups += 1;
-                let b = sw.behaviour_mut();
-                b.gate.open_outbound_until(Instant::now() + GATE_OPEN_FOR);
-                let (qid, providers) = match what {
-                    Query::Closest { key } => {
-                        self.salt = self.salt.wrapping_add(0x1_0000_0000);
-                        let pre = lookup_preimage(&key, self.settings.lookup_bits, self.salt);
-                        (b.kad.get_closest_peers(pre), false)
-                    }
-                    Query::Providers { key } => (b.kad.get_providers(kad::RecordKey::new(&key.0)), true),
-                };
-                self.lookups
-                    .insert(qid, LookupState { query, providers, found: Vec::new(), first_found: None, failed: false });
+                self.queued.push_back((query, what));
+                self.start_lookups(sw);
             }
             SpEffect::Provide { key } => {
                 let b = sw.behaviour_mut();
@@ -740,6 +764,55 @@ impl SuperPeerDriver {
                 warn!(from = %from.short(), reason, "super-peer input rejected");
             }
         }
+    }
+
+    /// Starts queued lookups while fewer than [`MAX_LOOKUPS_IN_FLIGHT`] run. *Ours* (issue
+    /// 4's 200-node swarm): every node used to start its 8 estimate lookups at once, and
+    /// kad's iterative lookups dial the peers they discover: 1,600 lookups and thousands of
+    /// handshakes in the same seconds left the latency emulation half a second late, the
+    /// lookups timed out, and their retries kept the swarm overloaded.
+    fn start_lookups(&mut self, sw: &mut Swarm<Behaviour>) {
+        while self.lookups.len() < MAX_LOOKUPS_IN_FLIGHT {
+            let Some((query, what)) = self.queued.pop_front() else { return };
+            self.status.lookups += 1;
+            let mut sampled = None;
+            let target = match what {
+                Query::Closest { key } => Some(self.preimage_of(&key)),
+                Query::Sample { .. } => {
+                    // Any uniform key serves: a random preimage's hash, which kad aims at
+                    // exactly, instead of a 2^lookup_bits search for the drawn key.
+                    let pre: [u8; 8] = rand::Rng::gen(&mut self.rng);
+                    sampled = Some(NodeId::hash_of(&pre));
+                    Some(pre.to_vec())
+                }
+                Query::Providers { .. } => None,
+            };
+            let b = sw.behaviour_mut();
+            b.gate.open_outbound_until(Instant::now() + GATE_OPEN_FOR);
+            let (qid, providers) = match (what, target) {
+                (Query::Providers { key }, _) => (b.kad.get_providers(kad::RecordKey::new(&key.0)), true),
+                (_, Some(pre)) => (b.kad.get_closest_peers(pre), false),
+                (_, None) => continue,
+            };
+            self.lookups.insert(
+                qid,
+                LookupState { query, sampled, providers, found: Vec::new(), first_found: None, failed: false },
+            );
+        }
+    }
+
+    /// A preimage whose hash shares the first `lookup_bits` bits with `key` (remembered).
+    fn preimage_of(&mut self, key: &NodeId) -> Vec<u8> {
+        if let Some(p) = self.preimages.get(key) {
+            return p.clone();
+        }
+        self.salt = self.salt.wrapping_add(0x1_0000_0000);
+        let pre = lookup_preimage(key, self.settings.lookup_bits, self.salt);
+        if self.preimages.len() >= MAX_PREIMAGES {
+            self.preimages.clear();
+        }
+        self.preimages.insert(*key, pre.clone());
+        pre
     }
 
     fn resolve(&self, dir: &Directory, id: &NodeId) -> Option<PeerId> {

@@ -125,7 +125,7 @@ impl Net {
             SpEffect::Lookup { query, what } => {
                 let live: Vec<usize> = (0..self.nodes.len()).filter(|&j| self.alive[j]).collect();
                 let peers: Vec<PeerInfo> = match what {
-                    Query::Closest { key } => {
+                    Query::Closest { key } | Query::Sample { key } => {
                         let mut v = live.clone();
                         v.sort_by_key(|&j| xor(&self.nodes[j].id(), &key));
                         v.into_iter().take(20).map(|j| self.info(j)).collect()

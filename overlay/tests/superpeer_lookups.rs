@@ -100,12 +100,12 @@ fn failed_estimate_lookups_are_retried_and_never_decided_on() {
     }
     assert_eq!(retried.len(), 8, "{retried:?}");
     for (_, q) in &retried {
-        let Query::Closest { key } = q else { panic!("not a closest-peer lookup: {q:?}") };
-        assert!(first.iter().all(|(_, f)| f != &Query::Closest { key: *key }), "the same key again");
+        let Query::Sample { key } = q else { panic!("not a sample lookup: {q:?}") };
+        assert!(first.iter().all(|(_, f)| f != &Query::Sample { key: *key }), "the same key again");
     }
     // Seven usable answers are not enough; the eighth decides.
     for (i, (q, what)) in retried.iter().enumerate() {
-        let Query::Closest { key } = what else { unreachable!() };
+        let Query::Sample { key } = what else { unreachable!() };
         let peers = w.closest(me, key);
         w.feed(&mut node, SpInput::LookupResult { query: *q, peers });
         if i < 7 {
@@ -126,7 +126,7 @@ fn a_claim_waits_for_usable_closest_and_provider_answers() {
     let mut node = SuperPeerNode::new(me, Point::new(&[0.0, 0.0], 0.001), cfg(Method::ReservedPrefix, 0.5));
     let fx = w.feed(&mut node, SpInput::Start);
     for (q, what) in lookups(&fx) {
-        let Query::Closest { key } = what else { panic!("{what:?}") };
+        let Query::Sample { key } = what else { panic!("{what:?}") };
         let peers = w.closest(me, &key);
         let fx = w.feed(&mut node, SpInput::LookupResult { query: q, peers });
         // The decision's claim lookups: the slot key's closest peers and its providers.
@@ -166,4 +166,27 @@ fn a_claim_waits_for_usable_closest_and_provider_answers() {
         return;
     }
     panic!("the node never decided");
+}
+
+/// A driver that cannot aim at the drawn key looks up another uniform key and names it
+/// (`SpInput::SampleResult`): the estimate must be made from the key named, not the one drawn
+/// (measured from the drawn key, the named key's closest peers sit far away and the estimate
+/// would collapse).
+#[test]
+fn a_sample_answered_for_another_key_is_estimated_from_that_key() {
+    let mut w = World::new(seed() ^ 2);
+    let me = w.ids[1];
+    let mut node = SuperPeerNode::new(me, Point::new(&[0.0, 0.0], 0.001), cfg(Method::ReservedPrefix, 0.01));
+    let fx = w.feed(&mut node, SpInput::Start);
+    let asked = lookups(&fx);
+    assert_eq!(asked.len(), 8, "estimate lookups at start");
+    for (q, what) in asked {
+        let Query::Sample { key: drawn } = what else { panic!("not a sample lookup: {what:?}") };
+        let other = NodeId(w.rng.gen());
+        assert_ne!(other, drawn);
+        let peers = w.closest(me, &other);
+        w.feed(&mut node, SpInput::SampleResult { query: q, key: other, peers });
+    }
+    let est = node.estimate().expect("an estimate from the named keys");
+    assert!(est > N as f64 * 0.6 && est < N as f64 * 1.6, "estimate {est} of {N}");
 }

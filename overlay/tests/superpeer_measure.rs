@@ -71,7 +71,7 @@ impl Harness {
             guard += 1;
             assert!(guard < 100, "lookup storm");
             let peers = match what {
-                Query::Closest { key } => {
+                Query::Closest { key } | Query::Sample { key } => {
                     let mut v: Vec<NodeId> = h.ids.iter().copied().filter(|i| *i != me).collect();
                     v.sort_by_key(|i| xor(i, &key));
                     v.into_iter().take(20).map(|id| PeerInfo { id, point: Point::new(&[0.05, 0.05], 0.001) }).collect()

@@ -205,7 +205,7 @@ impl<'w> Sim<'w> {
                 self.lookups += 1;
                 self.round_messages += self.lookup_cost;
                 let peers: Vec<PeerInfo> = match what {
-                    Query::Closest { key } => self.dht.closest(&key).into_iter().map(|i| self.info(i)).collect(),
+                    Query::Closest { key } | Query::Sample { key } => self.dht.closest(&key).into_iter().map(|i| self.info(i)).collect(),
                     Query::Providers { key } => {
                         self.dht.providers(&key, &mut self.rng).into_iter().map(|i| self.info(i)).collect()
                     }

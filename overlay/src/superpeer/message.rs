@@ -120,6 +120,13 @@ pub enum Query {
     Closest { key: NodeId },
     /// Peers currently providing `key` (kad's provider records), a sample if there are many.
     Providers { key: NodeId },
+    /// The K closest live peers to *a* uniformly random key (the size estimate's lookups):
+    /// `key` is the one the node drew, and any key drawn as uniformly serves as well. A
+    /// driver that can aim at `key` answers with [`SpInput::LookupResult`] (the simulator's
+    /// DHT does); one that cannot (kad hashes every target it is given, so aiming at a chosen
+    /// key costs a preimage search) looks up another uniform key and answers with
+    /// [`SpInput::SampleResult`] naming it.
+    Sample { key: NodeId },
 }
 
 /// What a super-peer selection node reacts to.
@@ -133,6 +140,9 @@ pub enum SpInput {
     Message { from: NodeId, msg: SpMessage },
     /// The answer to the lookup the node asked for with `query`.
     LookupResult { query: u32, peers: Vec<PeerInfo> },
+    /// The answer to a [`Query::Sample`] lookup that the driver ran for another uniformly
+    /// random `key` than the one asked for: the K closest live peers to `key`.
+    SampleResult { query: u32, key: NodeId, peers: Vec<PeerInfo> },
     /// The lookup `query` ended without an answer the node may decide on: it timed out, or
     /// came back short while peers failed to answer (a loaded or partitioned network). The
     /// node retries it after a back-off instead of deciding on it.

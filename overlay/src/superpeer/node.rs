@@ -5,7 +5,9 @@
 //!
 //! 1. **Estimate N** from `estimate_lookups` closest-peer lookups of random keys (see
 //!    [`super::estimate`]). Then `W = round(share x N̂)` super peers are wanted and
-//!    `k = ceil(log2 W)` prefix bits reserve them.
+//!    `k = ceil(log2 W)` prefix bits reserve them. The lookups are [`Query::Sample`]: any
+//!    uniform key will do, so a driver that cannot aim at the drawn key cheaply (kad hashes
+//!    its targets) may look up another one and name it (`SpInput::SampleResult`).
 //!    **No decision on a failed lookup** (*ours*, issue 4: in a 200-node swarm on a loaded
 //!    machine lookups came back short, size estimates collapsed to a mean of 5.2 and 197 of
 //!    200 nodes claimed slots): the driver reports a lookup that timed out, or came back
@@ -471,7 +473,8 @@ impl SuperPeerNode {
             SpInput::Start => self.start(ctx),
             SpInput::Tick => self.tick(ctx),
             SpInput::Message { from, msg } => self.on_message(ctx, from, msg),
-            SpInput::LookupResult { query, peers } => self.on_lookup(ctx, query, peers),
+            SpInput::LookupResult { query, peers } => self.on_lookup(ctx, query, None, peers),
+            SpInput::SampleResult { query, key, peers } => self.on_lookup(ctx, query, Some(key), peers),
             SpInput::LookupFailed { query } => self.on_lookup_failed(ctx, query),
             SpInput::PeerUp(info) => {
                 if info.id == self.me.id || !info.point.is_valid() {
@@ -548,11 +551,13 @@ impl SuperPeerNode {
             ctx.rng.fill_bytes(&mut key);
             let key = NodeId(key);
             self.est_pending += 1;
-            self.lookup(ctx, Query::Closest { key }, Pending::Estimate { key });
+            self.lookup(ctx, Query::Sample { key }, Pending::Estimate { key });
         }
     }
 
-    fn on_lookup(&mut self, ctx: &mut SpContext<'_>, query: u32, peers: Vec<PeerInfo>) {
+    /// `sampled`: the uniform key a `Query::Sample` lookup actually ran for, when the driver
+    /// chose another than the one asked for (`SpInput::SampleResult`).
+    fn on_lookup(&mut self, ctx: &mut SpContext<'_>, query: u32, sampled: Option<NodeId>, peers: Vec<PeerInfo>) {
         let Some(pos) = self.queries.iter().position(|(q, _)| *q == query) else {
             ctx.push(SpEffect::Rejected { from: self.me.id, reason: "lookup result for no pending query" });
             return;
@@ -566,7 +571,7 @@ impl SuperPeerNode {
         match pending {
             Pending::Estimate { key } => {
                 let ids: Vec<NodeId> = peers.iter().map(|p| p.id).collect();
-                self.est.add(&key, &ids);
+                self.est.add(&sampled.unwrap_or(key), &ids);
                 self.est_pending = self.est_pending.saturating_sub(1);
                 if self.est_pending == 0 {
                     self.decide(ctx);
@@ -649,7 +654,7 @@ impl SuperPeerNode {
                     let mut key = [0u8; 32];
                     ctx.rng.fill_bytes(&mut key);
                     let key = NodeId(key);
-                    self.lookup(ctx, Query::Closest { key }, Pending::Estimate { key });
+                    self.lookup(ctx, Query::Sample { key }, Pending::Estimate { key });
                 }
                 Pending::ClaimClosest { key } => {
                     if self.claim.as_ref().is_some_and(|c| c.key == key) {

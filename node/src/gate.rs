@@ -18,6 +18,14 @@
 //!
 //! Assumption: the node marks a peer as wanted (`want`) *before* it asks libp2p to dial it or
 //! to send it a request. Wanted marks expire after `WANT_TTL`.
+//!
+//! While the gate is *open* for the super-peer driver's DHT lookups (`open_outbound_until`),
+//! kad's dials pass up to `open_cap`, halfway between `outbound_gate` and the hard cap, not up
+//! to the hard cap itself (*ours*, issue 4's 200-node swarm: lookups filled every node to the
+//! hard cap, after which every wanted dial, election and super-peer messages included, was
+//! refused, and each refusal was taken for a dead peer). A wanted dial refused at the hard
+//! cap is remembered ([`Gate::refused_locally`]) so that the node does not report the peer
+//! down for a refusal that was its own.
 
 use libp2p::core::{transport::PortUse, Endpoint, Multiaddr};
 use libp2p::swarm::{
@@ -62,8 +70,12 @@ pub struct Gate {
     wanted: HashMap<PeerId, Instant>,
     addresses: HashMap<PeerId, Vec<Multiaddr>>,
     counters: GateCounters,
-    /// Every outbound dial counts as wanted until then (see `open_outbound_until`).
+    /// Every outbound dial counts as wanted (up to `open_cap`) until then (see
+    /// `open_outbound_until`).
     open_until: Option<Instant>,
+    open_cap: usize,
+    /// Peers whose wanted dial this gate refused at the hard cap, and when.
+    refused: HashMap<PeerId, Instant>,
 }
 
 impl Gate {
@@ -78,7 +90,15 @@ impl Gate {
             addresses: HashMap::new(),
             counters: GateCounters::default(),
             open_until: None,
+            open_cap: outbound_gate.max((outbound_gate + hard_cap) / 2),
+            refused: HashMap::new(),
         }
+    }
+
+    /// Whether a dial to `peer` was refused by this gate at its hard cap within `WANT_TTL`
+    /// (the mark is consumed): a send that failed for that reason says nothing about the peer.
+    pub fn refused_locally(&mut self, peer: &PeerId) -> bool {
+        self.refused.remove(peer).is_some_and(|t| t.elapsed() < WANT_TTL)
     }
 
     /// Let dials to `peer` through (up to the hard cap) for the next `WANT_TTL`.
@@ -112,6 +132,7 @@ impl Gate {
     /// Drop expired `want` marks (called from the node's periodic tick).
     pub fn expire(&mut self, now: Instant) {
         self.wanted.retain(|_, t| now.duration_since(*t) < WANT_TTL);
+        self.refused.retain(|_, t| now.duration_since(*t) < WANT_TTL);
     }
 
     /// Let every outbound dial through (up to the hard cap) until `until`. The super-peer
@@ -123,11 +144,15 @@ impl Gate {
         }
     }
 
-    fn is_wanted(&self, peer: &PeerId) -> bool {
-        if self.open_until.is_some_and(|t| Instant::now() < t) {
-            return true;
+    /// How many established connections a dial to `peer` may find and still pass.
+    fn cap_for(&self, peer: &PeerId) -> usize {
+        if self.wanted.get(peer).is_some_and(|t| t.elapsed() < WANT_TTL) {
+            self.hard_cap
+        } else if self.open_until.is_some_and(|t| Instant::now() < t) {
+            self.open_cap
+        } else {
+            self.outbound_gate
         }
-        self.wanted.get(peer).is_some_and(|t| t.elapsed() < WANT_TTL)
     }
 }
 
@@ -171,10 +196,12 @@ impl NetworkBehaviour for Gate {
             // A dial by address only: the node's own bootstrap dials.
             return Ok(vec![]);
         };
-        let wanted = self.is_wanted(&peer);
-        let gate = if wanted { self.hard_cap } else { self.outbound_gate };
+        let gate = self.cap_for(&peer);
         if established >= gate {
             self.counters.refused_outbound += 1;
+            if gate == self.hard_cap {
+                self.refused.insert(peer, Instant::now());
+            }
             return Err(ConnectionDenied::new(GateRefusal::Outbound { established, gate }));
         }
         Ok(self.addresses_of(&peer).to_vec())
@@ -217,5 +244,41 @@ impl NetworkBehaviour for Gate {
 
     fn poll(&mut self, _: &mut Context<'_>) -> Poll<ToSwarm<Self::ToSwarm, THandlerInEvent<Self>>> {
         Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fill(g: &mut Gate, to: usize) {
+        while g.established.len() < to {
+            let id = ConnectionId::new_unchecked(g.established.len());
+            g.established.insert(id, PeerId::random());
+        }
+    }
+
+    fn dial(g: &mut Gate, p: PeerId) -> bool {
+        g.handle_pending_outbound_connection(ConnectionId::new_unchecked(1_000_000), Some(p), &[], Endpoint::Dialer)
+            .is_ok()
+    }
+
+    #[test]
+    fn lookup_dials_stop_below_the_hard_cap_and_wanted_refusals_are_remembered() {
+        let mut g = Gate::new(64, 6, 72);
+        let (p, q) = (PeerId::random(), PeerId::random());
+        fill(&mut g, 6);
+        assert!(!dial(&mut g, p), "a closed gate refuses unwanted dials at outbound_gate");
+        g.open_outbound_until(Instant::now() + Duration::from_secs(10));
+        assert!(dial(&mut g, p), "an open gate lets lookup dials through");
+        fill(&mut g, 39);
+        assert!(!dial(&mut g, q), "lookup dials stop at the open cap, halfway to the hard cap");
+        assert!(!g.refused_locally(&q), "a refused lookup dial is not a refused wanted dial");
+        g.want(p);
+        assert!(dial(&mut g, p), "wanted dials pass above the open cap");
+        fill(&mut g, 72);
+        assert!(!dial(&mut g, p), "the hard cap holds for wanted dials too");
+        assert!(g.refused_locally(&p), "a wanted dial refused at the hard cap is remembered");
+        assert!(!g.refused_locally(&p), "the mark is consumed");
     }
 }

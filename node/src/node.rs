@@ -1035,7 +1035,8 @@ impl Node {
                     debug!(%peer, kind = msg.kind(), "election send failed: {error}");
                     let dial = matches!(error, OutboundFailure::DialFailure);
                     self.feed(Input::SendFailed { to, msg });
-                    if dial && !self.swarm.is_connected(&peer) {
+                    // A dial our own gate refused at its hard cap says nothing about the peer.
+                    if dial && !self.swarm.is_connected(&peer) && !self.swarm.behaviour_mut().gate.refused_locally(&peer) {
                         self.report_down(to);
                     }
                 }

@@ -256,7 +256,13 @@ fn holder_with_reports(cfg: SuperPeerConfig, reports: usize, seed: u64) -> (Node
     let from = h.ids[40];
     let fx = h.feed(SpInput::Message {
         from,
-        msg: SpMessage::Handover { token: TokenId(7), epoch: 1, promoted: false, members: members.clone(), view: Vec::new() },
+        msg: SpMessage::Handover {
+            token: TokenId(7),
+            epoch: 1,
+            promoted: false,
+            members: members.clone(),
+            view: Vec::new(),
+        },
     });
     assert!(h.node.is_head(), "the handover was not taken: {fx:?}");
     let mut out = Vec::new();

@@ -169,6 +169,10 @@ pub struct SwarmArgs {
     /// busy machine.
     #[arg(long)]
     pub sp_start_delay_s: Option<f64>,
+    /// Start no swarm-wide leader election (nodes only answer election messages): with
+    /// --superpeers the swarm measures its clusters' elections instead.
+    #[arg(long)]
+    pub no_leader_election: bool,
     /// Crash this fraction of the super peers (at least one) after convergence.
     #[arg(long)]
     pub kill_superpeers: Option<f64>,

@@ -119,6 +119,13 @@ pub struct Timing {
     pub kad_bootstrap_s: u64,
     /// Ping period (RTT samples for later Vivaldi coordinates).
     pub ping_s: u64,
+    /// Whether the node starts swarm-wide leader elections itself (at start-up, after the
+    /// fallback delay, when the leader is reported down). `false`: it only answers others'
+    /// election messages. A super-peer swarm (`peerage swarm --superpeers ...
+    /// --no-leader-election`) measures the elections inside its clusters, which super-peer
+    /// selection runs, and a 200-node election storm on a loaded machine otherwise competes
+    /// with them for the CPU.
+    pub leader_election: bool,
 }
 
 impl Default for Timing {
@@ -132,6 +139,7 @@ impl Default for Timing {
             status_ms: 2_000,
             kad_bootstrap_s: 0,
             ping_s: 15,
+            leader_election: true,
         }
     }
 }

@@ -189,6 +189,9 @@ async fn swarm(args: SwarmArgs) -> anyhow::Result<()> {
     if let Some(f) = args.members_push_fanout {
         sc.template.timing.members_push_fanout = f;
     }
+    if args.no_leader_election {
+        sc.template.timing.leader_election = false;
+    }
     let mut kills: Vec<Kill> =
         args.kill_leader_at.iter().map(|&s| Ok(Kill::Leader { at: secs(s)? })).collect::<anyhow::Result<_>>()?;
     if let Some(f) = args.kill_fraction {
@@ -247,9 +250,11 @@ fn superpeer_phase(
                 || args.sp_share.is_some()
                 || args.sp_cap.is_some()
                 || args.sp_start_delay_s.is_some()
+                || args.no_leader_election
             {
                 anyhow::bail!(
-                    "--kill-superpeers, --sp-share, --sp-cap and --sp-start-delay-s need --superpeers prefix|tokens"
+                    "--kill-superpeers, --sp-share, --sp-cap, --sp-start-delay-s and --no-leader-election need \
+                     --superpeers prefix|tokens"
                 );
             }
             return Ok(None);

@@ -535,7 +535,7 @@ impl Node {
     }
 
     fn maybe_start(&mut self, now: Instant) {
-        if self.driver.in_election() {
+        if self.driver.in_election() || !self.cfg.timing.leader_election {
             return;
         }
         let settle = Duration::from_millis(self.cfg.timing.settle_ms);
@@ -1036,7 +1036,10 @@ impl Node {
                     let dial = matches!(error, OutboundFailure::DialFailure);
                     self.feed(Input::SendFailed { to, msg });
                     // A dial our own gate refused at its hard cap says nothing about the peer.
-                    if dial && !self.swarm.is_connected(&peer) && !self.swarm.behaviour_mut().gate.refused_locally(&peer) {
+                    if dial
+                        && !self.swarm.is_connected(&peer)
+                        && !self.swarm.behaviour_mut().gate.refused_locally(&peer)
+                    {
                         self.report_down(to);
                     }
                 }

@@ -44,6 +44,8 @@
 //!   cluster's re-election inside the state machine. A failed send to any other peer is
 //!   `SendFailed` (as in the simulator).
 //! - `ElectionTimer` from a tokio deadline armed by `SetElectionTimer`.
+//! - `NearestRtt`: the smallest ping RTT the node has seen to any peer (its access delay
+//!   plus a small rest), whenever it drops by 5 % or more.
 //! - `Coordinate` when the node's own coordinate changes ([`SuperPeerDriver::set_point`]:
 //!   the one function through which the node's coordinate source feeds super-peer selection).
 //!
@@ -217,6 +219,9 @@ pub struct SuperPeerDriver {
     probe_failures: u32,
     probing: bool,
     rtts: HashMap<PeerId, Duration>,
+    /// The smallest ping RTT seen to any peer, and the value last told to the state machine.
+    nearest: Option<Duration>,
+    nearest_told: Option<Duration>,
     last_use: HashMap<PeerId, Instant>,
     queue: VecDeque<SpInput>,
     status: SpStatus,
@@ -259,6 +264,8 @@ impl SuperPeerDriver {
             probe_failures: 0,
             probing: false,
             rtts: HashMap::new(),
+            nearest: None,
+            nearest_told: None,
             last_use: HashMap::new(),
             queue: VecDeque::new(),
             status,
@@ -310,6 +317,14 @@ impl SuperPeerDriver {
         let _span = tracing::debug_span!("sp", me = %self.me_id.short()).entered();
         if point.is_valid() && point != self.sm.point() {
             self.run(sw, dir, SpInput::Coordinate(point));
+        }
+        // The nearest RTT (placement by access delay, `overlay::superpeer::token`), when it
+        // dropped by 5 % or more since it was last told.
+        if let Some(n) =
+            self.nearest.filter(|n| self.nearest_told.is_none_or(|t| n.as_secs_f64() < 0.95 * t.as_secs_f64()))
+        {
+            self.nearest_told = Some(n);
+            self.run(sw, dir, SpInput::NearestRtt { rtt: n.as_secs_f64() });
         }
         let due: Vec<Timer> = self.timers.iter().filter(|(_, t)| **t <= now).map(|(k, _)| *k).collect();
         for t in due {
@@ -406,6 +421,9 @@ impl SuperPeerDriver {
 
     pub fn on_ping(&mut self, peer: PeerId, rtt: Duration) {
         self.rtts.insert(peer, rtt);
+        if self.nearest.is_none_or(|n| rtt < n) {
+            self.nearest = Some(rtt);
+        }
     }
 
     /// Kademlia events: the results of the driver's own queries. A finished lookup makes room

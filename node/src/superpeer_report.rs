@@ -489,5 +489,12 @@ pub async fn run_phase(
             busy: kill_busy,
         });
     }
-    SuperPeerReport { method: opts.method.clone(), converged_s, busy, at_convergence, kill, timeline: timeline.into_samples() }
+    SuperPeerReport {
+        method: opts.method.clone(),
+        converged_s,
+        busy,
+        at_convergence,
+        kill,
+        timeline: timeline.into_samples(),
+    }
 }

@@ -104,8 +104,11 @@ impl Timeline {
         let (late_100ms, late_500ms) = match &self.net {
             Some(net) => {
                 let counts = net.lateness().counts;
-                let delta: Vec<u64> =
-                    counts.iter().enumerate().map(|(i, c)| c.saturating_sub(self.last_late.get(i).copied().unwrap_or(0))).collect();
+                let delta: Vec<u64> = counts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| c.saturating_sub(self.last_late.get(i).copied().unwrap_or(0)))
+                    .collect();
                 self.last_late = counts;
                 late_shares(&delta)
             }

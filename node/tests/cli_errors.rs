@@ -33,6 +33,10 @@ fn bad_flags_are_clear_errors() {
     assert_ne!(code, 0);
     assert!(err.contains("--nodes"), "{err}");
 
+    let (code, err) = peerage(&["swarm", "--nodes", "2", "--no-leader-election"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("--no-leader-election need") && err.contains("--superpeers"), "{err}");
+
     let (code, err) = peerage(&["--log", "peerage=[[", "swarm", "--nodes", "2"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("bad log filter"), "{err}");

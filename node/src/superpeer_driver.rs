@@ -793,24 +793,21 @@ impl SuperPeerDriver {
         while self.lookups.len() < MAX_LOOKUPS_IN_FLIGHT {
             let Some((query, what)) = self.queued.pop_front() else { return };
             self.status.lookups += 1;
-            let mut sampled = None;
-            let target = match what {
-                Query::Closest { key } => Some(self.preimage_of(&key)),
+            sw.behaviour_mut().gate.open_outbound_until(Instant::now() + GATE_OPEN_FOR);
+            let (qid, providers, sampled) = match what {
+                Query::Providers { key } => {
+                    (sw.behaviour_mut().kad.get_providers(kad::RecordKey::new(&key.0)), true, None)
+                }
+                Query::Closest { key } => {
+                    let pre = self.preimage_of(&key);
+                    (sw.behaviour_mut().kad.get_closest_peers(pre), false, None)
+                }
                 Query::Sample { .. } => {
                     // Any uniform key serves: a random preimage's hash, which kad aims at
                     // exactly, instead of a 2^lookup_bits search for the drawn key.
                     let pre: [u8; 8] = rand::Rng::gen(&mut self.rng);
-                    sampled = Some(NodeId::hash_of(&pre));
-                    Some(pre.to_vec())
+                    (sw.behaviour_mut().kad.get_closest_peers(pre.to_vec()), false, Some(NodeId::hash_of(&pre)))
                 }
-                Query::Providers { .. } => None,
-            };
-            let b = sw.behaviour_mut();
-            b.gate.open_outbound_until(Instant::now() + GATE_OPEN_FOR);
-            let (qid, providers) = match (what, target) {
-                (Query::Providers { key }, _) => (b.kad.get_providers(kad::RecordKey::new(&key.0)), true),
-                (_, Some(pre)) => (b.kad.get_closest_peers(pre), false),
-                (_, None) => continue,
             };
             self.lookups.insert(
                 qid,

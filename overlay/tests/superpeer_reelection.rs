@@ -13,8 +13,8 @@
 //! and wants one super peer), and a given provider list.
 
 use overlay::superpeer::{
-    HeadRole, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig,
-    SuperPeerNode, TokenEntry, TokenId,
+    HeadRole, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode,
+    TokenEntry, TokenId,
 };
 use overlay::{Message, NodeId, Time};
 use rand::SeedableRng;
@@ -168,7 +168,10 @@ fn a_backup_in_its_own_heads_reelection_still_recreates_the_token() {
     assert!(acquired(&fx, tx).is_empty(), "X's token is not ours to take: {fx:?}");
     assert_eq!(b.node.election_for(), None, "we left X's election");
     // X's election goes on without us: its messages to us are not answered.
-    let fx = b.feed_and_fire(SpInput::Message { from: c_id, msg: SpMessage::Election { dead: x.id, msg: Message::Coordinator } });
+    let fx = b.feed_and_fire(SpInput::Message {
+        from: c_id,
+        msg: SpMessage::Election { dead: x.id, msg: Message::Coordinator },
+    });
     assert!(acquired(&fx, tx).is_empty() && b.node.token() == Some((tv, 6)), "{fx:?}");
     assert!(!fx.iter().any(|e| matches!(e, SpEffect::Send { msg: SpMessage::Election { .. }, .. })), "{fx:?}");
 }
@@ -194,7 +197,8 @@ fn a_late_election_does_not_recreate_a_token_given_up_since() {
     assert!(fx.iter().any(|e| matches!(e, SpEffect::TokenReleased { token, .. } if *token == tx)), "{fx:?}");
     assert_eq!(b.node.token(), None);
     // A late election message for X from the lower member.
-    let fx = b.feed_and_fire(SpInput::Message { from: low, msg: SpMessage::Election { dead: x.id, msg: Message::Election } });
+    let fx = b
+        .feed_and_fire(SpInput::Message { from: low, msg: SpMessage::Election { dead: x.id, msg: Message::Election } });
     assert!(acquired(&fx, tx).is_empty(), "X's token recreated a second time: {fx:?}");
     assert_eq!(b.node.token(), None);
 }
@@ -263,7 +267,13 @@ fn a_head_refuses_to_be_backup_and_the_next_neighbour_is_named() {
         fx.iter().any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::Refuse { full: false } } if *to == v.id())),
         "{fx:?}"
     );
+    // The handed-back view is kept a while in case the `Refuse` fails (10 rounds since
+    // session 6: a real transport may report the failure late), then dropped.
     b.feed(SpInput::Tick);
+    assert!(b.node.backup_for().is_some());
+    for _ in 0..10 {
+        b.feed(SpInput::Tick);
+    }
     assert_eq!(b.node.backup_for(), None);
 }
 
@@ -340,15 +350,65 @@ fn a_node_entitled_to_two_tokens_hands_the_second_to_a_neighbour() {
     }
     assert_eq!(handovers(&later, tw), vec![(n1.id, 2)], "{later:?}");
 
-    // The receiving side: a node that holds no token takes it, acknowledges and, having no
-    // member, names a backup.
+    // The receiving side: a node that holds no token takes it and, having no member, names a
+    // backup; it acknowledges only once the backup confirmed its view (session 6: until then
+    // the relaying node stays responsible for the token).
     let mut c = Bare::new("receiver-c", 0.0, vec![v]);
     c.feed(SpInput::PeerUp(n1));
-    let fx = c.msg(b_id, SpMessage::Handover { token: tw, epoch: 2, promoted: true, members: Vec::new(), view: Vec::new() });
+    let handover = SpMessage::Handover { token: tw, epoch: 2, promoted: true, members: Vec::new(), view: Vec::new() };
+    let fx = c.msg(b_id, handover.clone());
     assert_eq!(c.node.token(), Some((tw, 2)));
-    assert!(fx.iter().any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::HandoverAck { .. } } if *to == b_id)));
+    let acked = |fx: &[SpEffect]| {
+        fx.iter().any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::HandoverAck { .. } } if *to == b_id))
+    };
+    assert!(!acked(&fx), "acknowledged before the backup has the view: {fx:?}");
     assert!(
         fx.iter().any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::ClusterView { members, .. } } if *to == n1.id && members.len() == 2)),
         "{fx:?}"
     );
+    // The relaying node asks again: still no acknowledgement.
+    let fx = c.msg(b_id, handover);
+    assert!(!acked(&fx), "{fx:?}");
+    // The backup answers its view (`Detach`): now the relaying node hears of it.
+    let fx = c.msg(n1.id, SpMessage::Detach);
+    assert!(acked(&fx), "{fx:?}");
+}
+
+/// A relay outlives the relaying node's own role (session 6): the node entitled to two
+/// tokens relays the second, then gives its own token up (here the duplicate safety net:
+/// gossip shows it at a higher epoch elsewhere). It still asks again after 3 rounds without
+/// an answer, and stops once the relay is acknowledged. Before, the relay lived in the
+/// head's state and went with the role: the relayed token was lost.
+#[test]
+fn a_relay_goes_on_after_the_relaying_node_gave_its_own_token_up() {
+    let v = peer("holder-v", 0.02);
+    let w = NodeId::hash_of(b"holder-w");
+    let (tv, tw) = (TokenId(31), TokenId(33));
+    let b_id = NodeId::hash_of(b"member-b");
+    let n1 = peer("neighbour-1", 0.01);
+    let mut b = member_of("member-b", v, tv, 4, &[v.id, b_id]);
+    b.feed(SpInput::PeerUp(n1));
+    b.msg(w, token_view(tw, 1, &[w, b_id]));
+    let fx = b.feed_and_fire(SpInput::PeerDown(w));
+    assert_eq!(acquired(&fx, tw), vec![2], "{fx:?}");
+    let fx = b.feed_and_fire(SpInput::SendFailed { to: v.id, msg: SpMessage::Detach });
+    assert_eq!(handovers(&fx, tv), vec![(n1.id, 5)], "{fx:?}");
+    // Our own token shows up at a higher epoch elsewhere: we give it up.
+    let other = peer("other-holder", 0.03);
+    let entry = TokenEntry { token: tw, epoch: 7, holder: other, age: 0 };
+    let fx = b.msg(other.id, SpMessage::TokenGossip { entries: vec![entry], reply: false });
+    assert!(fx.iter().any(|e| matches!(e, SpEffect::TokenReleased { token, .. } if *token == tw)), "{fx:?}");
+    assert_eq!(b.node.token(), None);
+    // The relay goes on: asked again after 3 rounds.
+    let mut later = Vec::new();
+    for _ in 0..3 {
+        later.extend(b.feed(SpInput::Tick));
+    }
+    assert_eq!(handovers(&later, tv), vec![(n1.id, 5)], "{later:?}");
+    b.msg(n1.id, SpMessage::HandoverAck { token: tv, epoch: 5, holder: n1 });
+    let mut later = Vec::new();
+    for _ in 0..6 {
+        later.extend(b.feed(SpInput::Tick));
+    }
+    assert!(handovers(&later, tv).is_empty(), "asked again after the acknowledgement: {later:?}");
 }

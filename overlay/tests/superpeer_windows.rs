@@ -1,0 +1,683 @@
+//! Token loss windows that only a network with message delays shows (issue 4, session 6;
+//! `overlay::superpeer`, module doc of `node`, steps 4-6): real [`SuperPeerNode`]s on an
+//! event-driven network where every message takes its own seeded delay, ticks of different
+//! nodes fall at different moments, and a chosen node crashes at a chosen moment.
+//!
+//! The simulator (`experiments::sim`) delivers a round's messages within that round, so a
+//! node that crashes there has always sent its messages. On a real network a node can crash
+//! after one message went out and before another did. This harness models that: a crashed
+//! node's messages still in flight are lost, except the kinds a test lets through (e.g. the
+//! `HandoverAck` reached the old holder, the new holder's `ClusterView` did not).
+//!
+//! Network model (*ours*): one protocol round is 1 s; node `i` ticks at `k s + phase_i`
+//! (phases drawn per seed); a message takes a delay drawn uniformly from
+//! [`Net::min_delay`, `Net::max_delay`] = [5, 200] ms (a round trip stays under the bully's
+//! 500 ms answer timeout, the clusters' election assumption) and messages on one link keep their order (one
+//! stream per pair, as a TCP connection); a message to a crashed node is reported back to
+//! its sender (`SendFailed`) one delay later; every live node learns of a crash
+//! (`PeerDown`) after `Net::detect` plus a per-node jitter (longer than two message delays:
+//! the failure detector is slower than the messages). DHT lookups are answered by an oracle
+//! over the live nodes after one delay.
+//!
+//! Randomised: every test prints its seeds; `PEERAGE_SEED=<n>` replays one seed.
+
+use overlay::superpeer::{
+    HeadRole, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode, TokenId,
+};
+use overlay::{NodeId, Time, Timer};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
+
+const ROUND_US: u64 = 1_000_000;
+
+enum Ev {
+    /// A message from node `from` (an index; `usize::MAX` for an outside sender).
+    Deliver {
+        to: usize,
+        from: usize,
+        msg: SpMessage,
+    },
+    Input {
+        to: usize,
+        input: SpInput,
+    },
+    Tick {
+        to: usize,
+    },
+    Timer {
+        to: usize,
+        timer: Timer,
+        generation: u64,
+    },
+}
+
+/// When to crash a node.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Trigger {
+    /// Never.
+    None,
+    /// The first node that takes a token handed to it (a `Handover` with members), right
+    /// after it took it.
+    TakesHandover,
+    /// The first node that takes a relayed token (a `Handover` without members).
+    TakesRelay,
+}
+
+struct Net {
+    nodes: Vec<SuperPeerNode>,
+    alive: Vec<bool>,
+    /// Ids of nodes that do not run here: every message to them fails (crashed peers that
+    /// a test set up by hand).
+    phantoms: Vec<NodeId>,
+    providers: HashMap<NodeId, Vec<usize>>,
+    /// Providers every provider lookup also returns (phantoms: nobody claims a slot).
+    extra_providers: Vec<PeerInfo>,
+    events: BinaryHeap<Reverse<(u64, u64, usize)>>,
+    slab: Vec<Option<Ev>>,
+    seq: u64,
+    now: u64,
+    /// Delays and phases.
+    rng: ChaCha8Rng,
+    /// The nodes' own randomness.
+    node_rng: ChaCha8Rng,
+    min_delay: u64,
+    max_delay: u64,
+    detect: u64,
+    /// Last delivery time per link (FIFO per link).
+    link: HashMap<(usize, usize), u64>,
+    timer_gen: HashMap<(usize, Timer), u64>,
+    next_gen: u64,
+    trigger: Trigger,
+    /// Message kinds of a crashed node that still arrive.
+    let_through: Vec<&'static str>,
+    /// (node, time) of the triggered crash, and the token and epoch the node took.
+    crashed: Option<(usize, u64, TokenId, u32)>,
+    /// Every token acquisition: (time, node, token, epoch).
+    acquired: Vec<(u64, usize, TokenId, u32)>,
+    log: Vec<(u64, usize, usize, &'static str)>,
+    /// Inputs a node rejected: (time, node, from, reason).
+    rejected: Vec<(u64, usize, usize, &'static str)>,
+}
+
+impl Net {
+    fn new(points: Vec<Point>, ids: Vec<NodeId>, cfg: SuperPeerConfig, seed: u64) -> Net {
+        let cfg = Arc::new(cfg);
+        let nodes: Vec<SuperPeerNode> =
+            ids.iter().zip(&points).map(|(id, p)| SuperPeerNode::new(*id, *p, cfg.clone())).collect();
+        let n = nodes.len();
+        Net {
+            nodes,
+            alive: vec![true; n],
+            phantoms: Vec::new(),
+            providers: HashMap::new(),
+            extra_providers: Vec::new(),
+            events: BinaryHeap::new(),
+            slab: Vec::new(),
+            seq: 0,
+            now: 0,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            node_rng: ChaCha8Rng::seed_from_u64(seed ^ 0x5eed),
+            min_delay: 5_000,
+            max_delay: 200_000,
+            detect: 500_000,
+            link: HashMap::new(),
+            timer_gen: HashMap::new(),
+            next_gen: 0,
+            trigger: Trigger::None,
+            let_through: Vec::new(),
+            crashed: None,
+            acquired: Vec::new(),
+            log: Vec::new(),
+            rejected: Vec::new(),
+        }
+    }
+
+    /// Every node learns every other, starts at its phase and ticks once a round.
+    fn start_all(&mut self) {
+        let n = self.nodes.len();
+        for i in 0..n {
+            for j in 0..n {
+                if i != j {
+                    let info = self.info(j);
+                    self.handle(i, SpInput::PeerUp(info), false);
+                }
+            }
+        }
+        for i in 0..n {
+            let phase = self.rng.gen_range(0..ROUND_US);
+            self.schedule(phase, Ev::Input { to: i, input: SpInput::Start });
+            self.schedule(phase + 1, Ev::Tick { to: i });
+        }
+    }
+
+    fn info(&self, i: usize) -> PeerInfo {
+        PeerInfo { id: self.nodes[i].id(), point: self.nodes[i].point() }
+    }
+
+    fn index(&self, id: &NodeId) -> Option<usize> {
+        self.nodes.iter().position(|n| n.id() == *id)
+    }
+
+    fn schedule(&mut self, at: u64, ev: Ev) {
+        self.slab.push(Some(ev));
+        self.seq += 1;
+        self.events.push(Reverse((at, self.seq, self.slab.len() - 1)));
+    }
+
+    fn delay(&mut self) -> u64 {
+        self.rng.gen_range(self.min_delay..=self.max_delay)
+    }
+
+    /// Runs every event up to `until` (microseconds).
+    fn run_until(&mut self, until: u64) {
+        while let Some(Reverse((at, _, slot))) = self.events.peek().copied() {
+            if at > until {
+                break;
+            }
+            self.events.pop();
+            self.now = at;
+            let Some(ev) = self.slab[slot].take() else { continue };
+            match ev {
+                Ev::Deliver { to, from, msg } => {
+                    if from != usize::MAX && !self.alive[from] && !self.let_through.contains(&msg.kind()) {
+                        // The sender crashed before this message left it.
+                        continue;
+                    }
+                    if self.alive[to] {
+                        let from_id = if from == usize::MAX { NodeId::from_u64(0) } else { self.nodes[from].id() };
+                        self.handle(to, SpInput::Message { from: from_id, msg }, true);
+                    } else if from != usize::MAX && self.alive[from] {
+                        let d = self.delay();
+                        let to_id = self.nodes[to].id();
+                        self.schedule(at + d, Ev::Input { to: from, input: SpInput::SendFailed { to: to_id, msg } });
+                    }
+                }
+                Ev::Input { to, input } => self.handle(to, input, false),
+                Ev::Tick { to } => {
+                    self.handle(to, SpInput::Tick, false);
+                    self.schedule(at + ROUND_US, Ev::Tick { to });
+                }
+                Ev::Timer { to, timer, generation } => {
+                    if self.timer_gen.get(&(to, timer)) == Some(&generation) {
+                        self.handle(to, SpInput::ElectionTimer(timer), false);
+                    }
+                }
+            }
+        }
+        self.now = until;
+    }
+
+    fn rounds(&mut self, n: u64) {
+        let until = self.now + n * ROUND_US;
+        self.run_until(until);
+    }
+
+    fn handle(&mut self, i: usize, input: SpInput, _msg: bool) {
+        if !self.alive[i] {
+            return;
+        }
+        let handover = match &input {
+            SpInput::Message { msg: SpMessage::Handover { members, .. }, .. } => Some(members.is_empty()),
+            _ => None,
+        };
+        let mut effects = Vec::new();
+        {
+            let mut ctx = SpContext::new(Time(self.now), &mut self.node_rng, &mut effects);
+            self.nodes[i].handle(&mut ctx, input);
+        }
+        let mut took = None;
+        for e in &effects {
+            if let SpEffect::TokenAcquired { token, epoch } = e {
+                self.acquired.push((self.now, i, *token, *epoch));
+                took = Some((*token, *epoch));
+            }
+        }
+        for e in effects {
+            self.effect(i, e);
+        }
+        if let (Some(relay), Some((token, epoch))) = (handover, took) {
+            let fire = match self.trigger {
+                Trigger::TakesHandover => !relay,
+                Trigger::TakesRelay => relay,
+                Trigger::None => false,
+            };
+            if fire && self.crashed.is_none() {
+                self.crashed = Some((i, self.now, token, epoch));
+                self.crash(i);
+            }
+        }
+    }
+
+    fn crash(&mut self, v: usize) {
+        self.alive[v] = false;
+        let id = self.nodes[v].id();
+        for j in 0..self.nodes.len() {
+            if self.alive[j] {
+                let d = self.detect + self.rng.gen_range(0..self.max_delay);
+                self.schedule(self.now + d, Ev::Input { to: j, input: SpInput::PeerDown(id) });
+            }
+        }
+    }
+
+    fn effect(&mut self, i: usize, e: SpEffect) {
+        match e {
+            SpEffect::Send { to, msg } => {
+                self.log.push((self.now, i, self.index(&to).unwrap_or(usize::MAX), msg.kind()));
+                let d = self.delay();
+                match self.index(&to) {
+                    Some(t) => {
+                        let last = self.link.get(&(i, t)).copied().unwrap_or(0);
+                        let at = (self.now + d).max(last);
+                        self.link.insert((i, t), at);
+                        self.schedule(at, Ev::Deliver { to: t, from: i, msg });
+                    }
+                    None => {
+                        assert!(self.phantoms.contains(&to), "send to an unknown id");
+                        self.schedule(self.now + 2 * d, Ev::Input { to: i, input: SpInput::SendFailed { to, msg } });
+                    }
+                }
+            }
+            SpEffect::Lookup { query, what } => {
+                let live: Vec<usize> = (0..self.nodes.len()).filter(|&j| self.alive[j]).collect();
+                let peers: Vec<PeerInfo> = match what {
+                    Query::Closest { key } | Query::Sample { key } => {
+                        let mut v = live.clone();
+                        v.sort_by_key(|&j| xor(&self.nodes[j].id(), &key));
+                        v.into_iter().take(20).map(|j| self.info(j)).collect()
+                    }
+                    Query::Providers { key } => {
+                        let mut v: Vec<PeerInfo> = self
+                            .providers
+                            .get(&key)
+                            .map(|v| v.iter().filter(|&&j| self.alive[j]).map(|&j| self.info(j)).collect())
+                            .unwrap_or_default();
+                        v.extend(self.extra_providers.iter().copied());
+                        v
+                    }
+                };
+                let d = self.delay();
+                self.schedule(self.now + d, Ev::Input { to: i, input: SpInput::LookupResult { query, peers } });
+            }
+            SpEffect::Provide { key } => {
+                let v = self.providers.entry(key).or_default();
+                if !v.contains(&i) {
+                    v.push(i);
+                }
+            }
+            SpEffect::Unprovide { key } => {
+                if let Some(v) = self.providers.get_mut(&key) {
+                    v.retain(|&j| j != i);
+                }
+            }
+            SpEffect::SetElectionTimer { timer, after } => {
+                self.next_gen += 1;
+                let g = self.next_gen;
+                self.timer_gen.insert((i, timer), g);
+                self.schedule(self.now + after.as_micros() as u64, Ev::Timer { to: i, timer, generation: g });
+            }
+            SpEffect::CancelElectionTimer { timer } => {
+                self.timer_gen.remove(&(i, timer));
+            }
+            SpEffect::MeasureRtt { peer } => {
+                let rtt = self
+                    .index(&peer)
+                    .filter(|&j| self.alive[j])
+                    .map(|j| self.nodes[i].point().rtt(&self.nodes[j].point()));
+                let d = self.delay();
+                self.schedule(self.now + d, Ev::Input { to: i, input: SpInput::Rtt { peer, rtt } });
+            }
+            SpEffect::Rejected { from, reason } => {
+                let f = self.index(&from).unwrap_or(usize::MAX);
+                self.rejected.push((self.now, i, f, reason));
+            }
+            SpEffect::TokenAcquired { .. }
+            | SpEffect::TokenReleased { .. }
+            | SpEffect::BecomeSuperPeer
+            | SpEffect::StopSuperPeer
+            | SpEffect::AttachedTo(_)
+            | SpEffect::Detached => {}
+        }
+    }
+
+    /// With `PEERAGE_SEED` set (a replay), prints the token's story: acquisitions and the
+    /// handover, view and election messages.
+    fn dump(&self) {
+        if std::env::var("PEERAGE_SEED").is_err() {
+            return;
+        }
+        eprintln!("crashed: {:?}", self.crashed);
+        for a in &self.acquired {
+            eprintln!("{:>9} node {} acquired {:?} epoch {}", a.0, a.1, a.2, a.3);
+        }
+        for r in &self.rejected {
+            eprintln!("{:>9} node {} rejected from {}: {}", r.0, r.1, r.2, r.3);
+        }
+        let kinds = [
+            "handover",
+            "handover-ack",
+            "handover-refuse",
+            "moved",
+            "cluster-view",
+            "election",
+            "takeover",
+            "attach",
+            "accept",
+            "detach",
+            "refuse-full",
+            "refuse-not-head",
+        ];
+        for l in &self.log {
+            if kinds.contains(&l.3) {
+                eprintln!("{:>9} {} -> {} {}", l.0, l.1, l.2, l.3);
+            }
+        }
+    }
+
+    /// Live nodes holding `token`, with their epochs.
+    fn holders_of(&self, token: TokenId) -> Vec<(usize, u32)> {
+        (0..self.nodes.len())
+            .filter(|&i| self.alive[i])
+            .filter_map(|i| self.nodes[i].token().filter(|(t, _)| *t == token).map(|(_, e)| (i, e)))
+            .collect()
+    }
+}
+
+fn xor(a: &NodeId, b: &NodeId) -> [u8; 32] {
+    let mut x = [0u8; 32];
+    for (i, v) in x.iter_mut().enumerate() {
+        *v = a.0[i] ^ b.0[i];
+    }
+    x
+}
+
+/// The seeds a randomised test runs: `PEERAGE_SEED` alone if set, else `0..n`.
+fn seeds(n: u64) -> Vec<u64> {
+    match std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()) {
+        Some(s) => vec![s],
+        None => (0..n).collect(),
+    }
+}
+
+/// `n` nodes (2 to 8, from the seed) named by the seed; the one that mints the only token
+/// (XOR-closest to slot key 0) at (0, 0) with no one near, the others around (50 ms, 0), so
+/// that the members' pull moves the token to one of them.
+fn pull_setup(seed: u64) -> Net {
+    let mut r = ChaCha8Rng::seed_from_u64(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let n = r.gen_range(2..=8usize);
+    let ids: Vec<NodeId> = (0..n).map(|i| NodeId::hash_of(format!("window-{seed}-{i}").as_bytes())).collect();
+    let minter = (0..n).min_by_key(|&i| ids[i]).unwrap_or(0);
+    let points: Vec<Point> = (0..n)
+        .map(|i| {
+            if i == minter {
+                Point::new(&[0.0, 0.0], 0.001)
+            } else {
+                let x = 0.05 + r.gen_range(-0.004..0.004);
+                let y = r.gen_range(-0.004..0.004);
+                Point::new(&[x, y], 0.001 + r.gen_range(0.0..0.001))
+            }
+        })
+        .collect();
+    let cfg = SuperPeerConfig { share: 0.01, cluster_cap: 10, ..Default::default() };
+    cfg.validate().unwrap();
+    let mut net = Net::new(points, ids, cfg, seed);
+    net.start_all();
+    net
+}
+
+/// Checks that exactly one live node holds the token the crashed node took (at epoch `e`),
+/// and that it was recreated (at `e + 1`) at most once: exactly once if the old holder let
+/// go of it, not at all if the old holder learned of the crash before the `HandoverAck`
+/// (then it kept the token). Returns an error text.
+fn check_recreated_once(net: &Net) -> Result<(), String> {
+    let Some((dead, at, token, epoch)) = net.crashed else { return Err("no crash".into()) };
+    let holders = net.holders_of(token);
+    let recreated: Vec<_> = net.acquired.iter().filter(|a| a.0 > at && a.3 == epoch + 1 && a.2 == token).collect();
+    if holders.len() != 1 || recreated.len() > 1 {
+        net.dump();
+        return Err(format!(
+            "node {dead} crashed holding {token:?} at epoch {epoch}: live holders {holders:?}, recreations at epoch {} {recreated:?}",
+            epoch + 1
+        ));
+    }
+    Ok(())
+}
+
+/// Runs `body` for every seed, collects the failing seeds with their message, and fails
+/// listing them (replay one with `PEERAGE_SEED`).
+fn for_seeds(n: u64, body: impl Fn(u64) -> Result<bool, String>) {
+    let mut failed = Vec::new();
+    let mut fired = 0;
+    let list = seeds(n);
+    for &seed in &list {
+        match body(seed) {
+            Ok(true) => fired += 1,
+            Ok(false) => {}
+            Err(e) => failed.push(format!("seed {seed}: {e}")),
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of {} seeds failed (replay with PEERAGE_SEED):\n{}",
+        failed.len(),
+        list.len(),
+        failed.join("\n")
+    );
+    // The token moves in nearly every seed (179 of the first 200); a scenario that stopped
+    // reaching the crash would test nothing.
+    assert!(fired * 4 >= list.len() * 3, "the crash fired in only {fired} of {} seeds", list.len());
+}
+
+/// Window 1 (module doc, step 4): the new holder crashes right after it took a handed-over
+/// token. Its `HandoverAck` reached the old holder (which then told its members `Moved`),
+/// its first `ClusterView` reached nobody. The members and the old holder must still
+/// recreate the token, exactly once, at the next epoch.
+#[test]
+fn a_new_holder_crashed_before_its_view_arrived_is_replaced_once() {
+    for_seeds(200, |seed| {
+        let mut net = pull_setup(seed);
+        net.trigger = Trigger::TakesHandover;
+        net.let_through = vec!["handover-ack"];
+        for _ in 0..40 {
+            net.rounds(1);
+            if net.crashed.is_some() {
+                break;
+            }
+        }
+        if net.crashed.is_none() {
+            return Ok(false);
+        }
+        net.rounds(40);
+        check_recreated_once(&net).map(|_| true)
+    });
+}
+
+/// The same crash with the new holder's messages all arriving (the ack and its view): also
+/// recreated exactly once (the view path that worked before session 6 still works).
+#[test]
+fn a_new_holder_crashed_after_its_view_went_out_is_replaced_once() {
+    for_seeds(100, |seed| {
+        let mut net = pull_setup(seed);
+        net.trigger = Trigger::TakesHandover;
+        net.let_through = vec!["handover-ack", "cluster-view", "token-gossip", "announce"];
+        for _ in 0..40 {
+            net.rounds(1);
+            if net.crashed.is_some() {
+                break;
+            }
+        }
+        if net.crashed.is_none() {
+            return Ok(false);
+        }
+        net.rounds(40);
+        check_recreated_once(&net).map(|_| true)
+    });
+}
+
+/// The new holder crashes right after it took the token and nothing it sent arrived (not
+/// even the `HandoverAck`): the old holder, still holding the token in transit, keeps it;
+/// nothing is recreated and nothing is duplicated.
+#[test]
+fn a_new_holder_crashed_before_its_ack_left_leaves_the_token_with_the_old_holder() {
+    for_seeds(100, |seed| {
+        let mut net = pull_setup(seed);
+        net.trigger = Trigger::TakesHandover;
+        for _ in 0..40 {
+            net.rounds(1);
+            if net.crashed.is_some() {
+                break;
+            }
+        }
+        let Some((_, _, token, epoch)) = net.crashed else { return Ok(false) };
+        net.rounds(40);
+        let holders = net.holders_of(token);
+        if holders.len() != 1 {
+            return Err(format!("node crashed holding {token:?} at epoch {epoch}: live holders {holders:?}"));
+        }
+        Ok(true)
+    });
+}
+
+/// Feeds one input to a node outside any network, answering its lookups at once (closest
+/// peers: none; providers: `providers`); returns its other effects.
+fn prefeed(node: &mut SuperPeerNode, rng: &mut ChaCha8Rng, input: SpInput, providers: &[PeerInfo]) -> Vec<SpEffect> {
+    let mut out = Vec::new();
+    let mut queue = std::collections::VecDeque::from([input]);
+    while let Some(input) = queue.pop_front() {
+        let mut effects = Vec::new();
+        {
+            let mut ctx = SpContext::new(Time(0), rng, &mut effects);
+            node.handle(&mut ctx, input);
+        }
+        for e in effects {
+            match e {
+                SpEffect::Lookup { query, what } => {
+                    let peers = match what {
+                        Query::Providers { .. } => providers.to_vec(),
+                        _ => Vec::new(),
+                    };
+                    queue.push_back(SpInput::LookupResult { query, peers });
+                }
+                other => out.push(other),
+            }
+        }
+    }
+    out
+}
+
+fn phantom(name: &str, x: f64) -> PeerInfo {
+    PeerInfo { id: NodeId::hash_of(name.as_bytes()), point: Point::new(&[x, 0.0], 0.001) }
+}
+
+fn token_view(token: TokenId, epoch: u32, members: &[NodeId]) -> SpMessage {
+    SpMessage::ClusterView { role: HeadRole::Token { token, epoch }, members: Arc::from(members.to_vec()) }
+}
+
+/// The relay of session 5 (module doc, step 6): node B is the only member of holder V
+/// (token `TV` at epoch 4) and the backup of the member-less holder W (token `TW` at epoch
+/// 1); V and W crash together (they are phantoms here: every message to them fails). B takes
+/// W's token as its backup, wins V's re-election alone and relays V's token, recreated at
+/// epoch 5, to its nearest neighbour C. Four more live nodes C, D, E, F; a phantom X
+/// provides every key, so that none of them mints a token of its own.
+const TV: TokenId = TokenId(21);
+const TW: TokenId = TokenId(23);
+
+fn relay_setup(seed: u64) -> Net {
+    let v = phantom("relay-holder-v", 0.2);
+    let w = phantom("relay-holder-w", -0.2);
+    let x = phantom("relay-provider-x", 0.5);
+    let names = ["relay-b", "relay-c", "relay-d", "relay-e", "relay-f"];
+    let ids: Vec<NodeId> = names.iter().map(|n| NodeId::hash_of(n.as_bytes())).collect();
+    let points: Vec<Point> = (0..names.len()).map(|i| Point::new(&[0.01 * i as f64, 0.0], 0.001)).collect();
+    let cfg = SuperPeerConfig { share: 0.01, cluster_cap: 10, ..Default::default() };
+    cfg.validate().unwrap();
+    let mut net = Net::new(points, ids.clone(), cfg, seed);
+    net.phantoms = vec![v.id, w.id, x.id];
+    net.extra_providers = vec![x];
+    // B: attached to V with V's view, and W's backup.
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let b = &mut net.nodes[0];
+    let fx = prefeed(b, &mut rng, SpInput::Start, &[v]);
+    assert!(
+        fx.iter().any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::Attach { .. } } if *to == v.id)),
+        "{fx:?}"
+    );
+    let from_v = |msg| SpInput::Message { from: v.id, msg };
+    prefeed(b, &mut rng, from_v(SpMessage::Accept { role: HeadRole::Token { token: TV, epoch: 4 }, head: v }), &[v]);
+    prefeed(b, &mut rng, from_v(token_view(TV, 4, &[v.id, ids[0]])), &[v]);
+    prefeed(b, &mut rng, SpInput::Message { from: w.id, msg: token_view(TW, 1, &[w.id, ids[0]]) }, &[v]);
+    assert_eq!(b.attached_to(), Some(v.id));
+    assert_eq!(b.view_head(), Some(v.id));
+    assert_eq!(b.backup_for().map(|(h, _)| h), Some(w.id));
+    net.start_all();
+    // W's crash reaches B first, then V's, within the first round.
+    let at = net.rng.gen_range(200_000..400_000u64);
+    net.schedule(at, Ev::Input { to: 0, input: SpInput::PeerDown(w.id) });
+    let later = at + net.rng.gen_range(0..300_000u64);
+    net.schedule(later, Ev::Input { to: 0, input: SpInput::PeerDown(v.id) });
+    net
+}
+
+/// Checks that each of the two tokens is held by exactly one live node.
+fn check_both_held_once(net: &Net) -> Result<(), String> {
+    let (hv, hw) = (net.holders_of(TV), net.holders_of(TW));
+    if hv.len() != 1 || hw.len() != 1 {
+        net.dump();
+        return Err(format!("crashed {:?}: holders of V's token {hv:?}, of W's token {hw:?}", net.crashed));
+    }
+    Ok(())
+}
+
+/// Window 2 (module doc, step 6, "relay"): the neighbour that takes the relayed token
+/// crashes right after it took it; its backup view reached nobody (its `HandoverAck`, if it
+/// sent one, did reach the relaying node). The relaying node must hand the token to the
+/// next neighbour: each token ends up held exactly once.
+#[test]
+fn a_relay_receiver_crashed_before_its_backup_view_arrived_loses_nothing() {
+    for_seeds(200, |seed| {
+        let mut net = relay_setup(seed);
+        net.trigger = Trigger::TakesRelay;
+        net.let_through = vec!["handover-ack"];
+        net.rounds(30);
+        if net.crashed.is_none() {
+            return Ok(false);
+        }
+        check_both_held_once(&net).map(|_| true)
+    });
+}
+
+/// The same crash after the receiver's backup view went out (the backup takes the token
+/// over at the next epoch while the relaying node may hand it on again): still each token
+/// held exactly once at the end (a race between the two copies is resolved at the higher
+/// epoch).
+#[test]
+fn a_relay_receiver_crashed_after_its_backup_view_went_out_duplicates_nothing() {
+    for_seeds(200, |seed| {
+        let mut net = relay_setup(seed);
+        net.trigger = Trigger::TakesRelay;
+        net.let_through = vec!["handover-ack", "cluster-view", "announce", "token-gossip"];
+        net.rounds(30);
+        if net.crashed.is_none() {
+            return Ok(false);
+        }
+        check_both_held_once(&net).map(|_| true)
+    });
+}
+
+/// Without a crash the relay settles: each token held once, and the relaying node stops
+/// asking (its relay was acknowledged).
+#[test]
+fn a_relay_without_a_crash_is_acknowledged_once_its_backup_confirmed() {
+    for_seeds(50, |seed| {
+        let mut net = relay_setup(seed);
+        net.rounds(30);
+        check_both_held_once(&net)?;
+        let last = net.log.iter().filter(|l| l.1 == 0 && l.3 == "handover").map(|l| l.0).max();
+        match last {
+            Some(t) if t + 5 * ROUND_US < net.now => Ok(true),
+            other => Err(format!("the relaying node still hands the token on (last at {other:?})")),
+        }
+    });
+}

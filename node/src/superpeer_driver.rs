@@ -118,6 +118,9 @@ pub struct SpStatus {
     pub wanted: u64,
     /// Last ping RTT to the head (ms), if a member.
     pub head_rtt_ms: Option<f64>,
+    /// Super peers in this node's cache, and its neighbours (peers with a known coordinate).
+    pub known_heads: usize,
+    pub neighbours: usize,
     pub point: Vec<f32>,
     pub messages_sent: u64,
     pub messages_received: u64,
@@ -478,7 +481,18 @@ impl SuperPeerDriver {
                     })
                     .collect();
                 match sampled {
-                    Some(key) => self.run(sw, dir, SpInput::SampleResult { query, key, peers: out }),
+                    Some(key) => {
+                        debug!(
+                            me = %self.me_id,
+                            %key,
+                            peers = ?out.iter().map(|p| p.id.to_string()).collect::<Vec<_>>(),
+                            requests = stats.num_requests(),
+                            successes = stats.num_successes(),
+                            failures = stats.num_failures(),
+                            "sample lookup"
+                        );
+                        self.run(sw, dir, SpInput::SampleResult { query, key, peers: out })
+                    }
                     None => self.run(sw, dir, SpInput::LookupResult { query, peers: out }),
                 }
                 return;
@@ -959,6 +973,8 @@ impl SuperPeerDriver {
             s.role_key = role_key;
         }
         s.cluster_size = sm.members().len();
+        s.known_heads = sm.known_head_count();
+        s.neighbours = sm.neighbour_count();
         s.token = token.map(|t| t.0 .0);
         s.token_epoch = token.map(|t| t.1);
         s.estimate = sm.estimate();

@@ -220,7 +220,15 @@ fn settled(swarm: &LocalSwarm, snaps: &[(usize, Snapshot)], tokens: bool) -> (bo
                     Some((h, None)) => format!("{h} (not a swarm node)"),
                     Some((_, Some(j))) => format!("{j} ({})", role_of.get(&j).copied().unwrap_or("dead")),
                 };
-                stray.push(format!("node {i} {role} -> {target}"));
+                // What the node knows: enough to tell an isolated node from one whose
+                // lookups fail or whose heads refuse it.
+                let known = sp_of(s).map_or(String::new(), |p| {
+                    format!(
+                        " [{} connections, {} neighbours, {} heads known, lookups {} of which failed {}, send failures {}]",
+                        s.connections, p.neighbours, p.known_heads, p.lookups, p.lookups_failed, p.send_failures
+                    )
+                });
+                stray.push(format!("node {i} {role} -> {target}{known}"));
             }
         }
     }

@@ -25,7 +25,11 @@
 //!   `Hello` before it passes the result on (providers that do not answer within
 //!   `HELLO_WAIT` are left out: they are most likely dead heads whose records outlive them).
 //!   **Sample lookups** (`Query::Sample`, the size estimate's): no preimage search; the driver
-//!   looks up the hash of a random preimage and names that key (`SpInput::SampleResult`).
+//!   looks up the hash of a random preimage and names that key (`SpInput::SampleResult`),
+//!   with the share of the peers kad asked that answered (`QueryStats`' successes over
+//!   successes plus failures): kad returns the K closest peers *that answered*, so the node
+//!   corrects its estimate by that share (`overlay::superpeer::estimate`, "Thinning"); a
+//!   sample lookup in which fewer than `MIN_ANSWERED` answered is reported failed.
 //!   Preimages of other targets (slot keys) are remembered. **At most
 //!   [`MAX_LOOKUPS_IN_FLIGHT`] lookups run at once**; the others wait in a queue.
 //!   While its lookups run the driver opens the connection gate for outbound dials
@@ -66,6 +70,7 @@ use crate::superpeer_wire::{
 };
 use libp2p::swarm::ConnectionError;
 use libp2p::{kad, request_response, Multiaddr, PeerId, Swarm};
+use overlay::superpeer::estimate::MIN_ANSWERED;
 use overlay::superpeer::{
     HeadRole, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode,
 };
@@ -450,7 +455,13 @@ impl SuperPeerDriver {
                 // answer (a network smaller than K + 1). Anything else the state machine
                 // must not decide on (see `SpInput::LookupFailed`).
                 let short = peers.len() < CLOSEST_K && stats.num_failures() > 0;
-                if timed_out || short {
+                // The share of the asked peers that answered: a sample lookup's estimate is
+                // corrected by it (`overlay::superpeer::estimate`, "Thinning"), and one
+                // with too few answers is not used.
+                let asked = stats.num_successes() + stats.num_failures();
+                let answered = if asked == 0 { 1.0 } else { f64::from(stats.num_successes()) / f64::from(asked) };
+                let thin = l.sampled.is_some() && answered < MIN_ANSWERED;
+                if timed_out || short || thin {
                     let query = l.query;
                     self.lookups.remove(id);
                     self.status.lookups_failed += 1;
@@ -459,6 +470,7 @@ impl SuperPeerDriver {
                         peers = peers.len(),
                         failures = stats.num_failures(),
                         timed_out,
+                        answered,
                         "closest-peers lookup unusable; the state machine retries it"
                     );
                     self.run(sw, dir, SpInput::LookupFailed { query });
@@ -491,7 +503,7 @@ impl SuperPeerDriver {
                             failures = stats.num_failures(),
                             "sample lookup"
                         );
-                        self.run(sw, dir, SpInput::SampleResult { query, key, peers: out })
+                        self.run(sw, dir, SpInput::SampleResult { query, key, peers: out, answered })
                     }
                     None => self.run(sw, dir, SpInput::LookupResult { query, peers: out }),
                 }

@@ -185,7 +185,7 @@ fn a_sample_answered_for_another_key_is_estimated_from_that_key() {
         let other = NodeId(w.rng.gen());
         assert_ne!(other, drawn);
         let peers = w.closest(me, &other);
-        w.feed(&mut node, SpInput::SampleResult { query: q, key: other, peers });
+        w.feed(&mut node, SpInput::SampleResult { query: q, key: other, peers, answered: 1.0 });
     }
     let est = node.estimate().expect("an estimate from the named keys");
     assert!(est > N as f64 * 0.6 && est < N as f64 * 1.6, "estimate {est} of {N}");

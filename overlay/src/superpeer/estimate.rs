@@ -16,6 +16,20 @@
 //! random keys (`estimate_lookups`, default 8), giving about ±8.4% (`1/sqrt(L (K-2))`). The
 //! experiment reports the measured error. Distances are evaluated on the top 128 bits, which
 //! is exact enough for any N below 2^100.
+//!
+//! **Thinning** (*ours*, issue 4, session 6): a real Kademlia lookup returns the K closest
+//! peers *that answered it*; a peer that timed out or refused the connection is left out and
+//! the next one moves up. If each peer answers with probability `p`, independently of its
+//! distance to the (uniform) key, the peers that answer are a uniform sample of `p x N` ids,
+//! and the estimate above estimates `p x N`. The lookup's own statistics give `p̂`, the share
+//! of the peers it asked that answered, so one lookup estimates `N̂ = (K - 1) / (u_K x p̂)`.
+//! Measured in a 100-node swarm with emulated latency on a loaded machine (`peerage swarm
+//! --nodes 100 --latency internet --superpeers tokens`, 797 lookups): the lookups missed 3.5
+//! of the 20 closest peers on average, 18 % of the asked peers failed, and the mean estimate
+//! was 80 without the correction and 98.5 with it (the true closest sets give 101). Peers that
+//! crashed but still sit in routing tables count as non-answering, so after crashes the
+//! corrected estimate is high by up to the share of dead entries. The simulator's DHT answers
+//! every lookup (`p̂ = 1`).
 
 use crate::id::NodeId;
 
@@ -41,6 +55,20 @@ pub fn estimate_from_closest(key: &NodeId, closest: &[NodeId]) -> Option<f64> {
     Some((closest.len() as f64 - 1.0) / far)
 }
 
+/// The smallest answered share a thinned estimate is made from: below it a lookup says too
+/// little (the driver reports it failed and the node asks again).
+pub const MIN_ANSWERED: f64 = 0.4;
+
+/// One estimate of N from the `closest` peers that answered a lookup of `key` in which the
+/// share `answered` of the peers asked answered (see "Thinning"). `None` as for
+/// [`estimate_from_closest`], or when `answered` is not in `[MIN_ANSWERED, 1]`.
+pub fn estimate_from_thinned(key: &NodeId, closest: &[NodeId], answered: f64) -> Option<f64> {
+    if !(MIN_ANSWERED..=1.0).contains(&answered) {
+        return None;
+    }
+    estimate_from_closest(key, closest).map(|n| n / answered)
+}
+
 /// The running mean of the single-lookup estimates a node has made.
 #[derive(Clone, Debug, Default)]
 pub struct SizeEstimator {
@@ -51,7 +79,12 @@ pub struct SizeEstimator {
 impl SizeEstimator {
     /// Adds one lookup's answer; ignores answers that give no estimate.
     pub fn add(&mut self, key: &NodeId, closest: &[NodeId]) {
-        if let Some(n) = estimate_from_closest(key, closest) {
+        self.add_thinned(key, closest, 1.0);
+    }
+    /// Adds one lookup's answer in which the share `answered` of the peers asked answered
+    /// (see "Thinning"); ignores answers that give no estimate.
+    pub fn add_thinned(&mut self, key: &NodeId, closest: &[NodeId], answered: f64) {
+        if let Some(n) = estimate_from_thinned(key, closest, answered) {
             self.sum += n;
             self.count += 1;
         }
@@ -89,6 +122,42 @@ mod tests {
         let e = est.estimate().unwrap();
         // 32 lookups of K=20: one sigma is about 4%; allow 5 sigma.
         assert!((e / n as f64 - 1.0).abs() < 0.2, "estimate {e} for n {n}");
+    }
+
+    /// Lookups that lose a share of the peers (they did not answer) underestimate N by that
+    /// share unless corrected; the corrected estimate is close.
+    #[test]
+    fn thinned_lookups_are_corrected() {
+        let seed: u64 = std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(11);
+        println!("PEERAGE_SEED={seed}");
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let n = 20_000usize;
+        let p = 0.7;
+        let ids: Vec<NodeId> = (0..n).map(|_| NodeId(rng.gen())).collect();
+        let (mut raw, mut fixed) = (SizeEstimator::default(), SizeEstimator::default());
+        for _ in 0..64 {
+            let key = NodeId(rng.gen());
+            // Each peer answers this lookup with probability p.
+            let mut up: Vec<&NodeId> = ids.iter().filter(|_| rng.gen_bool(p)).collect();
+            up.sort_by(|a, b| xor_fraction(&key, a).total_cmp(&xor_fraction(&key, b)));
+            let closest: Vec<NodeId> = up[..20].iter().map(|x| **x).collect();
+            raw.add(&key, &closest);
+            fixed.add_thinned(&key, &closest, p);
+        }
+        let (r, f) = (raw.estimate().unwrap() / n as f64, fixed.estimate().unwrap() / n as f64);
+        // 64 lookups of K=20: one sigma is about 3%.
+        assert!((f - 1.0).abs() < 0.15, "corrected estimate {f} x n");
+        assert!((r - p).abs() < 0.15, "uncorrected estimate {r} x n (expected about {p})");
+    }
+
+    #[test]
+    fn implausible_answered_shares_give_nothing() {
+        let key = NodeId::from_u64(1);
+        let peers = [NodeId::from_u64(2), NodeId::from_u64(3)];
+        assert!(estimate_from_thinned(&key, &peers, 1.0).is_some());
+        for bad in [0.0, MIN_ANSWERED / 2.0, 1.5, f64::NAN, -1.0] {
+            assert_eq!(estimate_from_thinned(&key, &peers, bad), None, "answered {bad}");
+        }
     }
 
     #[test]

@@ -141,8 +141,11 @@ pub enum SpInput {
     /// The answer to the lookup the node asked for with `query`.
     LookupResult { query: u32, peers: Vec<PeerInfo> },
     /// The answer to a [`Query::Sample`] lookup that the driver ran for another uniformly
-    /// random `key` than the one asked for: the K closest live peers to `key`.
-    SampleResult { query: u32, key: NodeId, peers: Vec<PeerInfo> },
+    /// random `key` than the one asked for: the K closest peers to `key` *that answered*.
+    /// `answered` is the share of the peers the lookup asked that answered (1 when all did):
+    /// a lookup returns the K closest of the peers that answered, so with a share `p`
+    /// answering it samples a network of `p x N` (see [`super::estimate`], "Thinning").
+    SampleResult { query: u32, key: NodeId, peers: Vec<PeerInfo>, answered: f64 },
     /// The lookup `query` ended without an answer the node may decide on: it timed out, or
     /// came back short while peers failed to answer (a loaded or partitioned network). The
     /// node retries it after a back-off instead of deciding on it.

@@ -532,7 +532,9 @@ impl SuperPeerNode {
             SpInput::Tick => self.tick(ctx),
             SpInput::Message { from, msg } => self.on_message(ctx, from, msg),
             SpInput::LookupResult { query, peers } => self.on_lookup(ctx, query, None, peers),
-            SpInput::SampleResult { query, key, peers } => self.on_lookup(ctx, query, Some(key), peers),
+            SpInput::SampleResult { query, key, peers, answered } => {
+                self.on_lookup(ctx, query, Some((key, answered)), peers)
+            }
             SpInput::LookupFailed { query } => self.on_lookup_failed(ctx, query),
             SpInput::PeerUp(info) => {
                 if info.id == self.me.id || !info.point.is_valid() {
@@ -614,8 +616,15 @@ impl SuperPeerNode {
     }
 
     /// `sampled`: the uniform key a `Query::Sample` lookup actually ran for, when the driver
-    /// chose another than the one asked for (`SpInput::SampleResult`).
-    fn on_lookup(&mut self, ctx: &mut SpContext<'_>, query: u32, sampled: Option<NodeId>, peers: Vec<PeerInfo>) {
+    /// chose another than the one asked for, and the share of the asked peers that answered
+    /// (`SpInput::SampleResult`).
+    fn on_lookup(
+        &mut self,
+        ctx: &mut SpContext<'_>,
+        query: u32,
+        sampled: Option<(NodeId, f64)>,
+        peers: Vec<PeerInfo>,
+    ) {
         let Some(pos) = self.queries.iter().position(|(q, _)| *q == query) else {
             ctx.push(SpEffect::Rejected { from: self.me.id, reason: "lookup result for no pending query" });
             return;
@@ -629,7 +638,8 @@ impl SuperPeerNode {
         match pending {
             Pending::Estimate { key } => {
                 let ids: Vec<NodeId> = peers.iter().map(|p| p.id).collect();
-                self.est.add(&sampled.unwrap_or(key), &ids);
+                let (key, answered) = sampled.unwrap_or((key, 1.0));
+                self.est.add_thinned(&key, &ids, answered);
                 self.est_pending = self.est_pending.saturating_sub(1);
                 if self.est_pending == 0 {
                     self.decide(ctx);

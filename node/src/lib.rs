@@ -34,6 +34,7 @@ pub mod metrics;
 pub mod node;
 pub mod peer_manager;
 pub mod quiet_kad;
+pub mod send_failure;
 pub mod status;
 pub mod superpeer_config;
 pub mod superpeer_driver;

@@ -70,6 +70,7 @@ use crate::latency_transport::EmulatedLink;
 use crate::members::{node_id_of, Directory, SyncPacer, ACK_EQUAL};
 use crate::metrics::Metrics;
 use crate::peer_manager::{self, PeerInfo, Policy};
+use crate::send_failure::{classify, SendFailure};
 use crate::status::{Probe, Snapshot, StatusSink};
 use crate::superpeer_driver::SuperPeerDriver;
 use futures::StreamExt;
@@ -1033,13 +1034,13 @@ impl Node {
             Event::OutboundFailure { peer, request_id, error, .. } => {
                 if let Some((to, msg)) = self.pending.remove(&request_id) {
                     debug!(%peer, kind = msg.kind(), "election send failed: {error}");
-                    let dial = matches!(error, OutboundFailure::DialFailure);
+                    let local = matches!(error, OutboundFailure::DialFailure)
+                        && self.swarm.behaviour_mut().gate.refused_locally(&peer);
+                    let class = classify(&error, self.swarm.is_connected(&peer), local);
                     self.feed(Input::SendFailed { to, msg });
-                    // A dial our own gate refused at its hard cap says nothing about the peer.
-                    if dial
-                        && !self.swarm.is_connected(&peer)
-                        && !self.swarm.behaviour_mut().gate.refused_locally(&peer)
-                    {
+                    // Only an unreachable peer is reported down (`send_failure.rs`): a dial our
+                    // own gate refused says nothing about it, a timeout may be a slow peer.
+                    if class == SendFailure::Unreachable {
                         self.report_down(to);
                     }
                 }

@@ -44,9 +44,15 @@
 //!   and reply, which carry the sender's coordinate), and again when it moved.
 //! - `PeerDown` (failure detection, ours): the member probes its head with a `Hello` when it
 //!   has not heard from it for `PROBE_AFTER_TICKS` rounds or its connection to the head closed
-//!   with an error; two failed probes in a row report the head down, which starts the
-//!   cluster's re-election inside the state machine. A failed send to any other peer is
-//!   `SendFailed` (as in the simulator).
+//!   with an error; two probes that find it unreachable, or four that time out, in a row
+//!   report the head down, which starts the cluster's re-election inside the state machine.
+//! - `SendFailed` (crash-stop's "not delivered, peer down", as in the simulator) only when a
+//!   failure shows the peer unreachable ([`crate::send_failure`], *ours*, issue 4 session 6:
+//!   timeouts reported as failed sends duplicated tokens on a loaded machine). A message that
+//!   timed out is sent once more (every super-peer message is safe to receive twice); if that
+//!   fails without an answer too, a `Hello` asks whether the peer is there, and only an
+//!   unreachable peer turns it into `SendFailed`. A dial our own gate refused drops the
+//!   message; the state machine's own timers ask again.
 //! - `ElectionTimer` from a tokio deadline armed by `SetElectionTimer`.
 //! - `NearestRtt`: the smallest ping RTT the node has seen to any peer (its access delay
 //!   plus a small rest), whenever it drops by 5 % or more.
@@ -63,6 +69,7 @@
 use crate::behaviour::Behaviour;
 use crate::gate::Gate;
 use crate::members::{node_id_of, Directory};
+use crate::send_failure::{classify, SendFailure};
 use crate::status::StatusSink;
 use crate::superpeer_config::SuperPeerSettings;
 use crate::superpeer_wire::{
@@ -143,6 +150,9 @@ pub struct SpStatus {
     pub rejected: u64,
     pub bad_frames: u64,
     pub send_failures: u64,
+    /// Messages dropped after a failure that did not show the peer down (`send_failure.rs`):
+    /// refused by our own gate, or undelivered-or-not while the peer still answers.
+    pub sends_dropped: u64,
     pub heads_reported_down: u64,
     /// Milliseconds since the driver started when the role or the head last changed.
     pub last_change_ms: u64,
@@ -170,6 +180,13 @@ enum Sent {
     Hello {
         to: NodeId,
         probe: bool,
+    },
+    /// A `Hello` sent after a message to `to` failed twice without telling whether it was
+    /// delivered (`SendFailure::Ambiguous`): if `to` turns out unreachable, the state machine
+    /// gets `SendFailed { to, msg }`; if it answers, nothing (its own timers re-ask).
+    Check {
+        to: NodeId,
+        msg: SpMessage,
     },
     /// A `Hello` timed for `SpEffect::MeasureRtt`, sent at `at`. `warm` is false when the
     /// connection had to be dialled first: that round trip includes the handshakes, so it
@@ -623,6 +640,10 @@ impl SuperPeerDriver {
                         self.status.bad_frames += 1;
                     }
                 }
+                if let Some(Sent::Check { .. }) = sent {
+                    // The peer is there: the message was delivered or lost, not failed.
+                    self.status.sends_dropped += 1;
+                }
                 if let Some(Sent::Hello { to, probe: true }) = sent {
                     if Some(to) == self.sm.attached_to() {
                         self.probing = false;
@@ -646,30 +667,49 @@ impl SuperPeerDriver {
             Event::OutboundFailure { peer, request_id, error, .. } => {
                 let Some(sent) = self.sent.remove(&request_id) else { return };
                 self.status.send_failures += 1;
-                let dial = matches!(error, OutboundFailure::DialFailure);
+                let local =
+                    matches!(error, OutboundFailure::DialFailure) && sw.behaviour_mut().gate.refused_locally(&peer);
+                let class = classify(&error, sw.is_connected(&peer), local);
                 match sent {
                     Sent::Msg { to, msg, retried } => {
-                        debug!(%peer, kind = msg.kind(), "super-peer send failed: {error}");
+                        debug!(%peer, kind = msg.kind(), ?class, "super-peer send failed: {error}");
                         if Some(to) == self.sm.attached_to() {
                             // Never give up the head on one failure: probe it.
                             if !self.probing {
                                 self.send_hello(sw, dir, to, true);
                             }
-                        } else if !retried && !dial {
-                            self.send_msg(sw, dir, to, msg, true);
                         } else {
+                            match class {
+                                // Crash-stop's "not delivered, peer down" (`send_failure.rs`).
+                                SendFailure::Unreachable => self.run(sw, dir, SpInput::SendFailed { to, msg }),
+                                // Never sent, and nothing known about the peer: the message is
+                                // dropped, the state machine's own timers ask again.
+                                SendFailure::RefusedLocally => self.status.sends_dropped += 1,
+                                // Maybe delivered: send it once more (every super-peer message
+                                // is safe to receive twice), then ask whether the peer is there.
+                                SendFailure::Ambiguous if !retried => self.send_msg(sw, dir, to, msg, true),
+                                SendFailure::Ambiguous => self.send_check(sw, dir, to, msg),
+                            }
+                        }
+                    }
+                    Sent::Check { to, msg } => {
+                        if class == SendFailure::Unreachable {
                             self.run(sw, dir, SpInput::SendFailed { to, msg });
+                        } else {
+                            self.status.sends_dropped += 1;
                         }
                     }
                     Sent::Hello { to, probe } => {
-                        // A probe our own gate refused at its hard cap says nothing about the head.
-                        let local = dial && sw.behaviour_mut().gate.refused_locally(&peer);
-                        if probe && Some(to) == self.sm.attached_to() && local {
+                        // A probe our own gate refused at its hard cap says nothing about the
+                        // head; an unreachable head counts twice as much as a timed-out probe
+                        // (a loaded head is slow, not dead): two unreachable probes or four
+                        // ambiguous ones report it down.
+                        if probe && Some(to) == self.sm.attached_to() && class == SendFailure::RefusedLocally {
                             self.probing = false;
                         } else if probe && Some(to) == self.sm.attached_to() {
                             self.probing = false;
-                            self.probe_failures += 1;
-                            if self.probe_failures >= 2 {
+                            self.probe_failures += if class == SendFailure::Unreachable { 2 } else { 1 };
+                            if self.probe_failures >= 4 {
                                 info!(head = %to.short(), "super peer unreachable: reporting it down");
                                 self.probe_failures = 0;
                                 self.status.heads_reported_down += 1;
@@ -939,6 +979,21 @@ impl SuperPeerDriver {
         let rid = b.superpeer.send_request_with_addresses(&peer, bytes, addrs);
         self.last_use.insert(peer, Instant::now());
         self.sent.insert(rid, Sent::Measure { to, at: Instant::now(), warm });
+    }
+
+    /// See [`Sent::Check`].
+    fn send_check(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, to: NodeId, msg: SpMessage) {
+        let Some(peer) = self.resolve(dir, &to) else {
+            self.run(sw, dir, SpInput::SendFailed { to, msg });
+            return;
+        };
+        let Ok(bytes) = encode_request(self.sm.point(), SpBody::Hello) else { return };
+        self.status.hellos_sent += 1;
+        let addrs = Self::addrs(&sw.behaviour().gate, dir, &peer);
+        let b = sw.behaviour_mut();
+        b.gate.want(peer);
+        let rid = b.superpeer.send_request_with_addresses(&peer, bytes, addrs);
+        self.sent.insert(rid, Sent::Check { to, msg });
     }
 
     fn send_hello(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, to: NodeId, probe: bool) {

@@ -182,6 +182,7 @@ pub fn mentioned_ids(msg: &SpMessage) -> Vec<NodeId> {
             members.iter().map(|m| m.id).chain(view.iter().map(|e| e.holder.id)).collect()
         }
         SpMessage::HandoverAck { holder, .. } => vec![holder.id],
+        SpMessage::Split { at, .. } => vec![at.id],
         SpMessage::Attach { .. }
         | SpMessage::Refuse { .. }
         | SpMessage::Detach

@@ -234,6 +234,13 @@ pub fn assign_exact(w: &World, heads: &[u32], cap: u64) -> Result<(Vec<u32>, f64
     Ok((head_of, total))
 }
 
+/// Capacitated k-medoids refinement of `heads` (exact assignment first; module doc), as the
+/// search does it from its starts: for diagnosing another method's placement
+/// ([`super::diagnose`]). Returns the improved heads, assignment and total, ms.
+pub fn refine_from(w: &World, heads: Vec<u32>, cap: u64) -> Result<(Vec<u32>, Vec<u32>, f64), KMedianError> {
+    refine(w, heads, cap)
+}
+
 /// Capacitated k-medoids refinement of an exactly assigned placement (module doc). Returns
 /// the improved heads, assignment and total.
 fn refine(w: &World, mut heads: Vec<u32>, cap: u64) -> Result<(Vec<u32>, Vec<u32>, f64), KMedianError> {

@@ -20,6 +20,7 @@
 //! RESULTS.md), which `--stagger-rounds` keeps apart for the two methods.
 
 pub mod baseline;
+pub mod diagnose;
 pub mod kmedian;
 pub mod measure;
 pub mod memory;
@@ -133,6 +134,16 @@ pub struct SuperpeersArgs {
     /// Shrinkage of one member's access estimate, in [0, 1].
     #[arg(long)]
     pub access_shrink: Option<f64>,
+    /// Split offers: a settled token jumps to an offered point if its removal cost is below
+    /// this fraction of the offered gain; 0 = off (the session-5 law).
+    #[arg(long)]
+    pub split_ratio: Option<f64>,
+    /// A holder offers a split when its gain exceeds this fraction of its cluster's cost.
+    #[arg(long)]
+    pub split_min: Option<f64>,
+    /// Rounds between two split offers of one holder.
+    #[arg(long)]
+    pub split_every: Option<u32>,
     /// Lloyd iterations of the k-means yardstick.
     #[arg(long, default_value_t = 15)]
     pub kmeans_iters: usize,
@@ -273,6 +284,9 @@ pub fn config_of(args: &SuperpeersArgs) -> anyhow::Result<(Vec<Method>, SuperPee
         move_shortlist: args.move_shortlist.unwrap_or(d.move_shortlist),
         access_weight: args.access_weight.unwrap_or(d.access_weight),
         access_shrink: args.access_shrink.unwrap_or(d.access_shrink),
+        split_ratio: args.split_ratio.unwrap_or(d.split_ratio),
+        split_min: args.split_min.unwrap_or(d.split_min),
+        split_every: args.split_every.unwrap_or(d.split_every),
         ..d
     };
     cfg.cluster_cap = args.cap.unwrap_or_else(|| (1.5 / args.share).round().max(1.0) as u32);
@@ -576,6 +590,17 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
                             mean / mr.rtt_mean_ms,
                             mean / km.best_mean_ms
                         );
+                    }
+                }
+            }
+            // Where each protocol's placement loses against the k-median (session 6).
+            if let Some((_, km_heads, km_of)) = assignments.iter().find(|a| a.0 == "kmedian") {
+                for (name, o) in &report.protocols {
+                    if o.failure.is_none() {
+                        match diagnose::diagnose(&w, &o.heads, &o.head_of, km_heads, km_of, cap) {
+                            Ok(d) => diagnose::print(name, &d),
+                            Err(e) => println!("  diag {name}: {e}"),
+                        }
                     }
                 }
             }

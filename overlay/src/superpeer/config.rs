@@ -22,6 +22,9 @@
 //! "Measured access delay"): `access_weight` 1 and `access_shrink` 1, measured with the
 //! same command: 32.6 against 33.4 ms over seeds 1-16 at N = 1,000 (better on 14 of 16),
 //! same convergence and messages; a shrink of 0.5 gave 33.0 ms. 0 turns it off.
+//! Session 6 (split offers, `token` module doc): `split_ratio` 0.5, `split_min` 0.2,
+//! `split_every` 10. `split_ratio` 0.75 / 1 placed slightly better at N = 1,000 (28.8 / 28.5
+//! against 29.2 ms over 16 seeds) but did not converge within 150 rounds at N = 10,000.
 
 use crate::election::{ConfigError as ElectionConfigError, ElectionConfig};
 use serde::{Deserialize, Serialize};
@@ -147,6 +150,15 @@ pub struct SuperPeerConfig {
     pub access_weight: f64,
     /// Factor on the access excesses (nearest RTT minus the cluster's mean), in [0, 1].
     pub access_shrink: f64,
+    /// Split offers (`token`, "Split offers"): a settled token jumps to a point another
+    /// holder offers only if its own removal cost is below this fraction of the offered
+    /// gain. 0 = no offers, no jumps (the session-5 law).
+    pub split_ratio: f64,
+    /// A holder whose split gain exceeds this fraction of its cluster's total predicted RTT
+    /// offers the split to the holders in its view.
+    pub split_min: f64,
+    /// Rounds between two split offers of one holder.
+    pub split_every: u32,
     /// The election run inside a cluster when its super peer dies.
     pub election: ElectionConfig,
 }
@@ -182,6 +194,9 @@ impl Default for SuperPeerConfig {
             move_shortlist: 32,
             access_weight: 1.0,
             access_shrink: 1.0,
+            split_ratio: 0.5,
+            split_min: 0.2,
+            split_every: 10,
             election: ElectionConfig { alive_interval_ms: 0, ..ElectionConfig::default() },
         }
     }
@@ -226,6 +241,9 @@ impl SuperPeerConfig {
         range("move_shortlist", self.move_shortlist as f64, 1.0, 1000.0, "[1, 1000]")?;
         range("access_weight", self.access_weight, 0.0, 100.0, "[0, 100]")?;
         range("access_shrink", self.access_shrink, 0.0, 1.0, "[0, 1]")?;
+        range("split_ratio", self.split_ratio, 0.0, 1.0, "[0, 1]")?;
+        range("split_min", self.split_min, 0.0, 1.0, "[0, 1]")?;
+        range("split_every", self.split_every as f64, 1.0, 1e6, "[1, 10^6]")?;
         self.election.validate()?;
         Ok(())
     }

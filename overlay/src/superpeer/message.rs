@@ -86,6 +86,11 @@ pub enum SpMessage {
     /// A member tells its token holder its nearest RTT (`SpInput::NearestRtt`), seconds: the
     /// holder's access-delay estimate (`token` module doc, "Measured access delay").
     Access { nearest_rtt: f32 },
+    /// A token holder offers a split of its cluster to the holders it knows: a second head
+    /// at `at` (one of its members) would save its members `gain` seconds of predicted RTT in
+    /// total (`token` module doc, "Split offers"). A settled holder whose own removal costs
+    /// less jumps there with its token.
+    Split { at: PeerInfo, gain: f32 },
 }
 
 impl SpMessage {
@@ -109,6 +114,7 @@ impl SpMessage {
             SpMessage::Takeover { .. } => "takeover",
             SpMessage::Election { .. } => "election",
             SpMessage::Access { .. } => "access",
+            SpMessage::Split { .. } => "split",
         }
     }
 }

@@ -73,6 +73,10 @@
 //!    without an answer (the receiver re-acknowledges a handover it already took), and keeps
 //!    it on refusal or failure. On the acknowledgement the old holder tells its members
 //!    `Moved`. A holder whose token has not moved for `hold_rounds` promotes itself.
+//!    **Split offers** (*ours*, session 6, [`super::token`] module doc): a settled holder
+//!    whose cluster would gain much from a second head sends `Split` to the holders it
+//!    knows; a settled holder whose token is cheap to remove jumps there with a member-less
+//!    `Handover` (`on_split`) and, once acknowledged, sends its members `StepDown`.
 //!    **The new holder's view goes out at once** (*ours*, issue 4: at N = 10^6, 3 and 7 of
 //!    502 tokens crashed while tokens still moved were lost, and 4 of 318 in a 16-seed sweep
 //!    at 10^4 with crashes at round 15): the receiver sends its cluster view when it takes
@@ -206,7 +210,7 @@ use super::config::{prefix_bits, Method, SuperPeerConfig};
 use super::estimate::SizeEstimator;
 use super::message::{HeadEntry, HeadRole, PeerInfo, Query, SpEffect, SpInput, SpMessage, TokenEntry, TokenId};
 use super::point::Point;
-use super::token::{choose_target, net_force, AccessEstimate};
+use super::token::{choose_target, net_force, removal_cost, split_gain, AccessEstimate};
 use crate::driver::{Context, Effect, Election, Input};
 use crate::election::AnyElection;
 use crate::id::{NodeId, Rank};
@@ -1051,6 +1055,18 @@ impl SuperPeerNode {
                 return;
             }
         }
+        // Split offers (`token` module doc): a settled holder whose cluster would gain
+        // much from a second head offers that head's spot to the holders it knows.
+        let still = round.wrapping_sub(h.since);
+        if cfg.split_ratio > 0.0 && !h.view.is_empty() && still >= cfg.hold_rounds && still % cfg.split_every == 0 {
+            if let Some((at, gain, cost)) = split_gain(&me, &h.members, cfg.cluster_cap as usize) {
+                if gain > cfg.split_min * cost {
+                    for e in &h.view {
+                        ctx.send(e.holder.id, SpMessage::Split { at, gain: gain as f32 });
+                    }
+                }
+            }
+        }
         if !h.super_peer && round.wrapping_sub(h.since) >= cfg.hold_rounds {
             h.super_peer = true;
             ctx.push(SpEffect::BecomeSuperPeer);
@@ -1296,6 +1312,48 @@ impl SuperPeerNode {
         if let Some(a) = self.attached {
             ctx.send(a.id, SpMessage::Access { nearest_rtt: self.nearest_rtt });
         }
+    }
+
+    /// A split offer (`token` module doc, "Split offers"): a settled holder (still for the
+    /// hold time, no handover in flight, no election) whose token's removal costs less than
+    /// `split_ratio x gain` (x the cooling of a move) jumps: it hands the token, without members, to `at` (the
+    /// member-less handover of a relay: `at` acknowledges once its backup has its view), and
+    /// its members look for another head when the acknowledgement comes.
+    fn on_split(&mut self, ctx: &mut SpContext<'_>, from: NodeId, at: PeerInfo, gain: f32) {
+        if !(gain.is_finite() && gain > 0.0) || !at.point.is_valid() {
+            ctx.push(SpEffect::Rejected { from, reason: "bad split offer" });
+            return;
+        }
+        let (round, me, ratio, hold) = (self.round, self.me, self.cfg.split_ratio, self.cfg.hold_rounds);
+        if ratio <= 0.0 || at.id == me.id || self.in_election() || self.cfg.method != Method::RepulsionTokens {
+            return;
+        }
+        let Some(h) = self.head.as_mut() else { return };
+        let HeadRole::Token { token, epoch } = h.role else { return };
+        if h.transit.is_some() || round.wrapping_sub(h.since) < hold {
+            return;
+        }
+        if h.view.iter().any(|e| e.holder.id == at.id) || h.members.iter().any(|m| m.id == at.id) {
+            return;
+        }
+        let others: Vec<Point> = h.view.iter().map(|e| e.holder.point).collect();
+        // Cooling as for moves: a token that moved often, or is promoted, needs more gain
+        // (without the promoted factor tokens at N = 10^4 still jumped after 150 rounds).
+        let promoted = if h.super_peer { self.cfg.promoted_factor } else { 1.0 };
+        let cool = promoted * (1.0 + epoch as f64 / self.cfg.cooling);
+        match removal_cost(&me, &h.members, &others) {
+            Some(r) if r * cool < ratio * gain as f64 => {}
+            _ => return,
+        }
+        let msg = SpMessage::Handover {
+            token,
+            epoch: epoch.wrapping_add(1),
+            promoted: false,
+            members: Vec::new(),
+            view: h.view.clone(),
+        };
+        h.transit = Some((at.id, round, msg.clone()));
+        ctx.send(at.id, msg);
     }
 
     /// A member's `Access`: kept (sorted by id) while the sender is a member of our token's
@@ -1636,15 +1694,20 @@ impl SuperPeerNode {
                 // We travel in the handed member list, so we belong to the new holder's cluster:
                 // we keep its view as the `Handover` made it (module doc, step 4, session 6) until
                 // its own view arrives, and take part in its re-election if it crashes first.
+                // A move hands the members along (with us last); a split jump hands none
+                // (`on_split`): then our members look for another head (`StepDown`).
+                let jumped = self.head.as_ref().is_some_and(
+                    |h| matches!(&h.transit, Some((_, _, SpMessage::Handover { members, .. })) if members.is_empty()),
+                );
                 let handed = self.head.as_ref().and_then(|h| match &h.transit {
-                    Some((_, _, SpMessage::Handover { members, .. })) => {
+                    Some((_, _, SpMessage::Handover { members, .. })) if !jumped => {
                         let mut ids: Vec<NodeId> = members.iter().map(|m| m.id).filter(|id| *id != holder.id).collect();
                         ids.push(holder.id);
                         Some(ids)
                     }
                     _ => None,
                 });
-                self.stop_head(ctx, Some(holder));
+                self.stop_head(ctx, (!jumped).then_some(holder));
                 if let Some(ids) = handed {
                     self.member_view = Some((holder.id, HeadRole::Token { token, epoch }, ids.into()));
                 }
@@ -1710,6 +1773,7 @@ impl SuperPeerNode {
                 }
             }
             SpMessage::Access { nearest_rtt } => self.on_access(ctx, from, nearest_rtt),
+            SpMessage::Split { at, gain } => self.on_split(ctx, from, at, gain),
             SpMessage::Election { dead, msg } => {
                 let have = self.election.as_ref().is_some_and(|e| e.dead == dead);
                 if !have {

@@ -176,7 +176,9 @@
 //!    the crash, and then another node took the role. The kept views live for
 //!    `KEPT_VIEW_ROUNDS` (10) rounds after the node became head (session 6: until its first
 //!    round before; a real transport may report the failed `Detach` rounds later, and in
-//!    `superpeer_windows.rs` 13 of 50 relays were never started that way).
+//!    `superpeer_windows.rs` 13 of 50 relays were never started that way), and only until
+//!    we send that head a second `Detach` or `Refuse` (an answer to its stale view): the
+//!    failure of a second one would not say that the first was lost.
 //!    Session 6 (*ours*): **the receiver of a relayed token acknowledges it only once its
 //!    backup has its view**. A relayed token comes without members, so its receiver names a
 //!    backup at once; the backup answers a backup view with `Detach` (it is no member), and
@@ -847,6 +849,11 @@ impl SuperPeerNode {
     /// elsewhere.
     fn stop_head(&mut self, ctx: &mut SpContext<'_>, to: Option<PeerInfo>) {
         let Some(h) = self.head.take() else { return };
+        // What `become_head` kept for a failed `Detach` or `Refuse` goes with the role: a plain
+        // node holding it would elect for, or take over, a cluster it left long ago (session 6,
+        // two tokens held twice in the 10^4 crash sweep).
+        self.member_view = None;
+        self.backup_view = None;
         if let Some((r, token, epoch)) = h.ack_to {
             // The relayed token leaves us (handed on, or the duplicate safety net): the node that
             // relayed it to us is answered now, or it would hand it on a second time.
@@ -1110,6 +1117,13 @@ impl SuperPeerNode {
                 .find(|n| !refused(&n.id) && !known_head(&n.id))
                 .or_else(|| self.neighbours.iter().find(|n| !refused(&n.id)));
             if let Some(b) = pick {
+                if let Some(old) = h.backup.filter(|o| *o != b.id) {
+                    // Another neighbour is backup now (a nearer one came): the old one is
+                    // released (a view that does not name it), or both would take the role
+                    // over if we crashed while its view is fresh (session 6: one token held
+                    // twice in the 10^4 crash sweep).
+                    ctx.send(old, SpMessage::ClusterView { role: h.role, members: Arc::from(vec![me.id]) });
+                }
                 h.backup = Some(b.id);
                 ctx.send(b.id, SpMessage::ClusterView { role: h.role, members: Arc::from(vec![me.id, b.id]) });
             }
@@ -1646,14 +1660,24 @@ impl SuperPeerNode {
                         self.backup_view = Some((from, role, members, self.round));
                     } else if backup {
                         // We serve a cluster ourselves and cannot take a second role: the
-                        // member-less head names another backup (module doc, step 6).
+                        // member-less head names another backup (module doc, step 6). A second
+                        // `Refuse` would make a later failure ambiguous (the first may have
+                        // arrived): the duty we handed back on becoming head is kept no longer.
+                        if self.backup_view.as_ref().is_some_and(|(h, _, _, _)| *h == from) {
+                            self.backup_view = None;
+                        }
                         ctx.send(from, SpMessage::Refuse { full: false });
                     } else if self.backup_view.as_ref().is_some_and(|(h, _, _, _)| *h == from) {
                         self.backup_view = None;
                     }
                     // The head counts us as a member but we are not (a stale member list, e.g.
                     // one handed over with a token): tell it, so that its room is right (for a
-                    // backup view this changes nothing).
+                    // backup view this changes nothing). A head that left `from` a moment ago
+                    // keeps its view only for the failure of that first `Detach` (module doc,
+                    // step 6): the failure of this second one would say nothing about the first.
+                    if self.head.is_some() && self.member_view.as_ref().is_some_and(|(h, _, _)| *h == from) {
+                        self.member_view = None;
+                    }
                     ctx.send(from, SpMessage::Detach);
                     return;
                 }

@@ -178,7 +178,12 @@
 //!    round before; a real transport may report the failed `Detach` rounds later, and in
 //!    `superpeer_windows.rs` 13 of 50 relays were never started that way), and only until
 //!    we send that head a second `Detach` or `Refuse` (an answer to its stale view): the
-//!    failure of a second one would not say that the first was lost.
+//!    failure of a second one would not say that the first was lost; and they go with the
+//!    role (`stop_head`): a plain node holding them would re-elect for, or take over, a
+//!    cluster it left long ago (2 tokens held twice in the 10^4 crash sweep before).
+//!    **A replaced backup is released** (session 6): a member-less holder that names another
+//!    neighbour backup (a nearer one came) sends the old one a view without it; before, both
+//!    held a fresh view and both took the token over (the 1 token held twice in that sweep).
 //!    Session 6 (*ours*): **the receiver of a relayed token acknowledges it only once its
 //!    backup has its view**. A relayed token comes without members, so its receiver names a
 //!    backup at once; the backup answers a backup view with `Detach` (it is no member), and

@@ -135,6 +135,8 @@ pub struct SpStatus {
     pub neighbours: usize,
     pub point: Vec<f32>,
     pub messages_sent: u64,
+    /// `messages_sent` by message kind.
+    pub messages_by_kind: BTreeMap<String, u64>,
     pub messages_received: u64,
     /// `Hello` requests (coordinate learning and head probes), not counted in `messages_sent`.
     pub hellos_sent: u64,
@@ -916,6 +918,7 @@ impl SuperPeerDriver {
         if !retried {
             self.status.messages_sent += 1;
             *self.by_kind.entry(msg.kind()).or_default() += 1;
+            *self.status.messages_by_kind.entry(msg.kind().to_string()).or_default() += 1;
         }
         if to == self.me_id {
             self.queue.push_back(SpInput::Message { from: self.me_id, msg });

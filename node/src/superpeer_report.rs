@@ -102,8 +102,14 @@ pub struct SpMeasures {
     pub lookups_per_node: f64,
     pub token_moves: u64,
     pub send_failures: u64,
+    /// Messages dropped after a failure that did not show the peer down (`send_failure.rs`).
+    pub sends_dropped: u64,
+    /// Heads that members' probes reported down.
+    pub heads_reported_down: u64,
     pub rejected: u64,
     pub bad_frames: u64,
+    /// Super-peer messages sent per live node, by kind (what a storm is made of).
+    pub messages_per_node_by_kind: BTreeMap<String, f64>,
 }
 
 /// Why a wait for convergence took as long as it did: the seconds it watched, those that
@@ -348,6 +354,11 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
         lookups += p.lookups;
         m.token_moves += p.token_moves;
         m.send_failures += p.send_failures;
+        m.sends_dropped += p.sends_dropped;
+        m.heads_reported_down += p.heads_reported_down;
+        for (kind, n) in &p.messages_by_kind {
+            *m.messages_per_node_by_kind.entry(kind.clone()).or_default() += *n as f64;
+        }
         m.rejected += p.rejected;
         m.bad_frames += p.bad_frames;
         if let Some(e) = p.estimate {
@@ -402,6 +413,9 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
     m.wanted_min = wanted.iter().copied().min().unwrap_or(0);
     m.wanted_max = wanted.iter().copied().max().unwrap_or(0);
     m.messages_per_node = msgs as f64 / m.live_nodes.max(1) as f64;
+    for v in m.messages_per_node_by_kind.values_mut() {
+        *v /= m.live_nodes.max(1) as f64;
+    }
     m.lookups_per_node = lookups as f64 / m.live_nodes.max(1) as f64;
     m.hellos_per_node = hellos as f64 / m.live_nodes.max(1) as f64;
     m

@@ -91,6 +91,10 @@ pub enum SpMessage {
     /// total (`token` module doc, "Split offers"). A settled holder whose own removal costs
     /// less jumps there with its token.
     Split { at: PeerInfo, gain: f32 },
+    /// A member asked to re-elect `head`'s cluster found `head` alive (it answered the
+    /// member's `Attach`): the receiver drops its undecided re-election and attaches to
+    /// `head` again (`node` module doc, step 5, "A suspected head is checked").
+    HeadAlive { head: PeerInfo },
 }
 
 impl SpMessage {
@@ -115,6 +119,7 @@ impl SpMessage {
             SpMessage::Election { .. } => "election",
             SpMessage::Access { .. } => "access",
             SpMessage::Split { .. } => "split",
+            SpMessage::HeadAlive { .. } => "head-alive",
         }
     }
 }

@@ -129,6 +129,17 @@
 //!    winners; a winner that gets the other's `Takeover` for the same role keeps it if its id
 //!    is higher (and answers with its own `Takeover`), else steps down and attaches to the
 //!    other.
+//!    **A suspected head is checked** (*ours*, session 6, issue 4's 200-node tokens swarm: on
+//!    a loaded machine a slow head looked dead to some members, they re-elected, and every
+//!    member that got their `Election` joined at once, so the token was recreated at
+//!    epoch + 1 next to the live head; 2-10 tokens reached 42-87 holders): a member that
+//!    gets an `Election` for its own head, which it still takes for alive, first asks the
+//!    head (`Attach`). If the head accepts (or refuses as "full": a handover in flight), the
+//!    member tells every member that asked `HeadAlive`; they drop their election while it is
+//!    undecided and attach to the head again. If the `Attach` fails, or no answer comes in 3
+//!    rounds, the head is down for this member too and it joins at once. Crash-stop runs
+//!    (the simulator) change only by that one message delay: a member told late of a crash
+//!    checks, its `Attach` to the dead head fails, and it joins.
 //!    **A silent head is asked again** (*ours*, session 4, real tokens swarms with emulated
 //!    latency): a member that has heard no view, `Accept` or `Moved` from its head for
 //!    3 x `view_every` rounds sends it `Attach`; a live head accepts (with its view), a node
@@ -381,6 +392,9 @@ pub struct SuperPeerNode {
     gone: Vec<(NodeId, u32)>,
     /// Round we last heard from the head we are attached to.
     heard: u32,
+    /// Our head, which members asked us to re-elect while we still took it for alive, and
+    /// who asked: we check it with an `Attach` before we join (module doc, step 5).
+    doubted: Option<Box<(NodeId, Vec<NodeId>)>>,
     last_seed: u32,
     /// Boxed (and `election` too): only about 1 % of nodes serve a cluster, and a million
     /// simulated nodes must not each carry the room for one inline.
@@ -424,6 +438,7 @@ impl SuperPeerNode {
             cache: Vec::new(),
             gone: Vec::new(),
             heard: 0,
+            doubted: None,
             last_seed: 0,
             head: None,
             attached: None,
@@ -629,13 +644,7 @@ impl SuperPeerNode {
     /// `sampled`: the uniform key a `Query::Sample` lookup actually ran for, when the driver
     /// chose another than the one asked for, and the share of the asked peers that answered
     /// (`SpInput::SampleResult`).
-    fn on_lookup(
-        &mut self,
-        ctx: &mut SpContext<'_>,
-        query: u32,
-        sampled: Option<(NodeId, f64)>,
-        peers: Vec<PeerInfo>,
-    ) {
+    fn on_lookup(&mut self, ctx: &mut SpContext<'_>, query: u32, sampled: Option<(NodeId, f64)>, peers: Vec<PeerInfo>) {
         let Some(pos) = self.queries.iter().position(|(q, _)| *q == query) else {
             ctx.push(SpEffect::Rejected { from: self.me.id, reason: "lookup result for no pending query" });
             return;
@@ -935,7 +944,12 @@ impl SuperPeerNode {
         if let Some((id, r)) = self.attaching {
             if self.round.wrapping_sub(r) >= 3 {
                 self.attaching = None;
-                self.backoff(id);
+                if self.doubted.as_ref().is_some_and(|d| d.0 == id) {
+                    // A suspected head that did not answer our check: down for us too.
+                    self.peer_down(ctx, id);
+                } else {
+                    self.backoff(id);
+                }
             }
         }
         // A head sends its members its view at least every `view_every` rounds (its liveness
@@ -1464,6 +1478,9 @@ impl SuperPeerNode {
             // The neighbour asked to take a relayed token is down: the next one.
             self.relay_next(ctx, i);
         }
+        if self.doubted.as_ref().is_some_and(|d| d.0 == id) {
+            self.doubted = None;
+        }
         if self.attached.is_some_and(|a| a.id == id) {
             self.attached = None;
             ctx.push(SpEffect::Detached);
@@ -1553,6 +1570,11 @@ impl SuperPeerNode {
                 }
                 self.heard = self.round;
                 ctx.push(SpEffect::AttachedTo(from));
+                if let Some(d) = self.doubted.take_if(|d| d.0 == from) {
+                    for asker in d.1 {
+                        ctx.send(asker, SpMessage::HeadAlive { head: info });
+                    }
+                }
             }
             SpMessage::Refuse { full: false } if self.head.as_ref().is_some_and(|h| h.backup == Some(from)) => {
                 // Our backup serves a cluster itself (module doc, step 6): name another one now.
@@ -1568,6 +1590,19 @@ impl SuperPeerNode {
             SpMessage::Refuse { full } => {
                 if self.attaching.is_some_and(|(a, _)| a == from) {
                     self.attaching = None;
+                }
+                if let Some(d) = self.doubted.take_if(|d| d.0 == from) {
+                    // Our check of a suspected head: "full" comes from a live head (a
+                    // handover in flight), so those who asked hear that it lives; a node
+                    // that is no head any more answers `Refuse { full: false }`, and their
+                    // re-election goes on.
+                    if let (true, Some(head)) = (full, self.attached.filter(|a| a.id == from)) {
+                        for asker in d.1 {
+                            ctx.send(asker, SpMessage::HeadAlive { head });
+                        }
+                        self.heard = self.round;
+                        return;
+                    }
                 }
                 if full {
                     self.backoff(from);
@@ -1803,6 +1838,19 @@ impl SuperPeerNode {
             }
             SpMessage::Access { nearest_rtt } => self.on_access(ctx, from, nearest_rtt),
             SpMessage::Split { at, gain } => self.on_split(ctx, from, at, gain),
+            SpMessage::HeadAlive { head } => {
+                let undecided = self.election.as_ref().is_some_and(|e| e.dead == head.id && !e.decided);
+                if !undecided || self.head.is_some() || !head.point.is_valid() {
+                    return;
+                }
+                // Our suspicion was wrong (a slow head, not a dead one): drop the election
+                // and attach to the head again.
+                self.election = None;
+                if self.attached.is_none() && self.attaching.is_none() {
+                    self.attaching = Some((head.id, self.round));
+                    ctx.send(head.id, SpMessage::Attach { point: self.me.point });
+                }
+            }
             SpMessage::Election { dead, msg } => {
                 let have = self.election.as_ref().is_some_and(|e| e.dead == dead);
                 if !have {
@@ -1813,8 +1861,22 @@ impl SuperPeerNode {
                         return;
                     }
                     if self.attached.is_some_and(|a| a.id == dead) {
-                        self.attached = None;
-                        ctx.push(SpEffect::Detached);
+                        // A suspected head is checked (module doc, step 5): we still take
+                        // `dead` for alive, so we ask it (`Attach`) before we join. It
+                        // answers: `HeadAlive` to those who asked; it fails or stays silent
+                        // for 3 rounds: it is down for us too and we join.
+                        let d = self.doubted.get_or_insert_with(|| Box::new((dead, Vec::new())));
+                        if d.0 != dead {
+                            **d = (dead, Vec::new());
+                        }
+                        if !d.1.contains(&from) && d.1.len() < 64 {
+                            d.1.push(from);
+                        }
+                        if !self.attaching.is_some_and(|(a, _)| a == dead) {
+                            self.attaching = Some((dead, self.round));
+                            ctx.send(dead, SpMessage::Attach { point: self.me.point });
+                        }
+                        return;
                     }
                     self.start_election(ctx, dead);
                     if !self.election.as_ref().is_some_and(|e| e.dead == dead) {

@@ -518,3 +518,40 @@ fn a_suspected_head_that_is_down_is_reelected_after_the_check() {
     let fx = b.feed_and_fire(SpInput::SendFailed { to: x.id, msg: check });
     assert_eq!(acquired(&fx, tx), vec![3], "X's token recreated once, by the highest member: {fx:?}");
 }
+
+/// A node keeps one backup view: the backup of one member-less holder refuses to be another
+/// one's (that one names the next neighbour); before, the second view replaced the first and
+/// the first holder's token was lost when it crashed. And a receiver that waits for its
+/// backup's confirmation before acknowledging a member-less handover acknowledges at once when
+/// no backup is left to wait for.
+#[test]
+fn a_node_is_backup_of_one_holder_and_a_receiver_without_backup_acknowledges() {
+    let v = NodeId::hash_of(b"holder-v");
+    let w = NodeId::hash_of(b"holder-w");
+    let mut b = Bare::new("backup-b", 0.5, vec![peer("someone", 0.9)]);
+    b.msg(v, token_view(TokenId(1), 0, &[v, b.id()]));
+    assert_eq!(b.node.backup_for().map(|(h, _)| h), Some(v));
+    let fx = b.msg(w, token_view(TokenId(2), 0, &[w, b.id()]));
+    assert!(
+        fx.iter().any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::Refuse { full: false } } if *to == w)),
+        "{fx:?}"
+    );
+    assert_eq!(b.node.backup_for().map(|(h, _)| h), Some(v), "the first duty is kept");
+
+    // The receiving side: its only neighbour refuses to be backup, none is left: it acknowledges.
+    let n1 = peer("neighbour-1", 0.01);
+    let relayer = NodeId::hash_of(b"relayer");
+    let mut c = Bare::new("receiver-c", 0.0, vec![peer("someone", 0.9)]);
+    c.feed(SpInput::PeerUp(n1));
+    let fx = c.msg(
+        relayer,
+        SpMessage::Handover { token: TokenId(3), epoch: 2, promoted: true, members: Vec::new(), view: Vec::new() },
+    );
+    let acked = |fx: &[SpEffect]| {
+        fx.iter().any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::HandoverAck { .. } } if *to == relayer))
+    };
+    assert!(!acked(&fx), "{fx:?}");
+    assert_eq!(c.node.backup(), Some(n1.id));
+    let fx = c.msg(n1.id, SpMessage::Refuse { full: false });
+    assert!(acked(&fx), "no backup left to wait for: {fx:?}");
+}

@@ -195,6 +195,13 @@
 //!    **A replaced backup is released** (session 6): a member-less holder that names another
 //!    neighbour backup (a nearer one came) sends the old one a view without it; before, both
 //!    held a fresh view and both took the token over (the 1 token held twice in that sweep).
+//!    **One backup duty per node** (session 6): a node that holds a fresh backup view of one
+//!    member-less holder answers another's with `Refuse { full: false }` (it keeps one view;
+//!    the first holder's token was lost on its crash, many times once split jumps made
+//!    member-less holders common). A receiver waiting to acknowledge a member-less handover
+//!    (`ack_to`) acknowledges as soon as it has no backup to wait for: a member came (it got
+//!    the view with its `Accept`) or no neighbour is left to name; else the handing node kept
+//!    its copy in transit for good (tokens held twice in the sweep with split jumps).
 //!    Session 6 (*ours*): **the receiver of a relayed token acknowledges it only once its
 //!    backup has its view**. A relayed token comes without members, so its receiver names a
 //!    backup at once; the backup answers a backup view with `Detach` (it is no member), and
@@ -1151,6 +1158,14 @@ impl SuperPeerNode {
                 ctx.send(b, SpMessage::ClusterView { role: h.role, members: ids.clone() });
             }
         }
+        if h.backup.is_none() {
+            // A relayed (or jumped) token waits for its backup's confirmation (`ack_to`); with
+            // no backup to wait for (members came, or no neighbour is left to name) the node
+            // that handed it is answered now, or it would keep its copy in transit for good.
+            if let Some((to, token, epoch)) = h.ack_to.take() {
+                ctx.send(to, SpMessage::HandoverAck { token, epoch, holder: me });
+            }
+        }
     }
 
     fn cache_entries(&self) -> Vec<HeadEntry> {
@@ -1696,7 +1711,17 @@ impl SuperPeerNode {
                     // A member-less holder naming us backup: [holder, us]. Any other view from
                     // it releases us.
                     let backup = members.len() == 2 && members.contains(&from) && members.contains(&self.me.id);
-                    if backup && self.head.is_none() {
+                    let fresh = self.cfg.view_every + 1;
+                    let other = self
+                        .backup_view
+                        .as_ref()
+                        .is_some_and(|(h, _, _, at)| *h != from && self.round.wrapping_sub(*at) <= fresh);
+                    if backup && self.head.is_none() && other {
+                        // We are the backup of another member-less holder already and keep one
+                        // backup view: this holder names another neighbour (session 6; with two,
+                        // the first one's token was lost when it crashed).
+                        ctx.send(from, SpMessage::Refuse { full: false });
+                    } else if backup && self.head.is_none() {
                         self.backup_view = Some((from, role, members, self.round));
                     } else if backup {
                         // We serve a cluster ourselves and cannot take a second role: the
@@ -1927,6 +1952,10 @@ impl SuperPeerNode {
             // so that member and backup never both hold a fresh view.
             if let Some(b) = h.backup.take() {
                 ctx.send(b, SpMessage::ClusterView { role: h.role, members: ids.clone() });
+            }
+            // A member has our view now: the node that relayed our token may let go.
+            if let Some((to, token, epoch)) = h.ack_to.take() {
+                ctx.send(to, SpMessage::HandoverAck { token, epoch, holder: head });
             }
         }
     }

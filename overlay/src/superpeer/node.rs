@@ -374,6 +374,26 @@ struct ClusterElection {
     decided: bool,
 }
 
+/// A check of our head, which members asked us to re-elect while we still took it for alive
+/// (module doc, step 5, "A suspected head is checked").
+#[derive(Debug)]
+struct Doubt {
+    head: NodeId,
+    /// Who asked (they hear `HeadAlive` if the head answers).
+    askers: Vec<NodeId>,
+    /// Their election messages, in order, for our election if the head is down after all.
+    held: Vec<(NodeId, crate::election::Message)>,
+}
+
+impl Doubt {
+    fn new(head: NodeId) -> Doubt {
+        Doubt { head, askers: Vec::new(), held: Vec::new() }
+    }
+}
+
+/// Askers and held messages kept per check.
+const MAX_DOUBT: usize = 64;
+
 /// One node's super-peer selection.
 #[derive(Debug)]
 pub struct SuperPeerNode {
@@ -399,9 +419,9 @@ pub struct SuperPeerNode {
     gone: Vec<(NodeId, u32)>,
     /// Round we last heard from the head we are attached to.
     heard: u32,
-    /// Our head, which members asked us to re-elect while we still took it for alive, and
-    /// who asked: we check it with an `Attach` before we join (module doc, step 5).
-    doubted: Option<Box<(NodeId, Vec<NodeId>)>>,
+    /// Our head, which members asked us to re-elect while we still took it for alive: we
+    /// check it with an `Attach` before we join (module doc, step 5).
+    doubted: Option<Box<Doubt>>,
     last_seed: u32,
     /// Boxed (and `election` too): only about 1 % of nodes serve a cluster, and a million
     /// simulated nodes must not each carry the room for one inline.
@@ -951,7 +971,7 @@ impl SuperPeerNode {
         if let Some((id, r)) = self.attaching {
             if self.round.wrapping_sub(r) >= 3 {
                 self.attaching = None;
-                if self.doubted.as_ref().is_some_and(|d| d.0 == id) {
+                if self.doubted.as_ref().is_some_and(|d| d.head == id) {
                     // A suspected head that did not answer our check: down for us too.
                     self.peer_down(ctx, id);
                 } else {
@@ -1493,13 +1513,19 @@ impl SuperPeerNode {
             // The neighbour asked to take a relayed token is down: the next one.
             self.relay_next(ctx, i);
         }
-        if self.doubted.as_ref().is_some_and(|d| d.0 == id) {
-            self.doubted = None;
-        }
+        let held = self.doubted.take_if(|d| d.head == id).map(|d| d.held);
         if self.attached.is_some_and(|a| a.id == id) {
             self.attached = None;
             ctx.push(SpEffect::Detached);
             self.start_election(ctx, id);
+            // The election messages that came while we checked the head go to our election
+            // now, in order: a leader already announced is then known, and we do not take
+            // the role a second time (a late highest member would otherwise win again).
+            for (from, msg) in held.into_iter().flatten() {
+                if self.election.as_ref().is_some_and(|e| e.dead == id) {
+                    self.drive_election(ctx, Input::Message { from, msg });
+                }
+            }
         } else if self.head.is_none()
             && self.attached.is_none()
             && self.member_view.as_ref().is_some_and(|(h, _, _)| *h == id)
@@ -1585,8 +1611,8 @@ impl SuperPeerNode {
                 }
                 self.heard = self.round;
                 ctx.push(SpEffect::AttachedTo(from));
-                if let Some(d) = self.doubted.take_if(|d| d.0 == from) {
-                    for asker in d.1 {
+                if let Some(d) = self.doubted.take_if(|d| d.head == from) {
+                    for asker in d.askers {
                         ctx.send(asker, SpMessage::HeadAlive { head: info });
                     }
                 }
@@ -1606,13 +1632,13 @@ impl SuperPeerNode {
                 if self.attaching.is_some_and(|(a, _)| a == from) {
                     self.attaching = None;
                 }
-                if let Some(d) = self.doubted.take_if(|d| d.0 == from) {
+                if let Some(d) = self.doubted.take_if(|d| d.head == from) {
                     // Our check of a suspected head: "full" comes from a live head (a
                     // handover in flight), so those who asked hear that it lives; a node
                     // that is no head any more answers `Refuse { full: false }`, and their
                     // re-election goes on.
                     if let (true, Some(head)) = (full, self.attached.filter(|a| a.id == from)) {
-                        for asker in d.1 {
+                        for asker in d.askers {
                             ctx.send(asker, SpMessage::HeadAlive { head });
                         }
                         self.heard = self.round;
@@ -1890,12 +1916,15 @@ impl SuperPeerNode {
                         // `dead` for alive, so we ask it (`Attach`) before we join. It
                         // answers: `HeadAlive` to those who asked; it fails or stays silent
                         // for 3 rounds: it is down for us too and we join.
-                        let d = self.doubted.get_or_insert_with(|| Box::new((dead, Vec::new())));
-                        if d.0 != dead {
-                            **d = (dead, Vec::new());
+                        let d = self.doubted.get_or_insert_with(|| Box::new(Doubt::new(dead)));
+                        if d.head != dead {
+                            **d = Doubt::new(dead);
                         }
-                        if !d.1.contains(&from) && d.1.len() < 64 {
-                            d.1.push(from);
+                        if !d.askers.contains(&from) && d.askers.len() < MAX_DOUBT {
+                            d.askers.push(from);
+                        }
+                        if d.held.len() < MAX_DOUBT {
+                            d.held.push((from, msg));
                         }
                         if !self.attaching.is_some_and(|(a, _)| a == dead) {
                             self.attaching = Some((dead, self.round));

@@ -21,6 +21,7 @@
 
 pub mod baseline;
 pub mod diagnose;
+pub mod churn;
 pub mod kmedian;
 pub mod measure;
 pub mod memory;

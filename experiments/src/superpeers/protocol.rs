@@ -32,6 +32,7 @@
 //!   `PeerDown` (what heartbeats / ping failures tell a real node); other peers learn of it
 //!   when a send fails.
 
+use super::churn::Churn;
 use super::world::{Dht, IdIndex, World};
 use overlay::superpeer::{
     HeadRole, PeerInfo, Query, SpContext, SpEffect, SpInput, SuperPeerConfig, SuperPeerNode, TokenId,
@@ -149,6 +150,8 @@ struct Sim<'w> {
     attach_changes: u64,
     rejected: u64,
     max_members: u64,
+    /// Off by default: changes per round by kind (`PEERAGE_SP_CHURN`, [`super::churn`]).
+    churn: Option<Box<Churn>>,
 }
 
 impl<'w> Sim<'w> {
@@ -169,9 +172,23 @@ impl<'w> Sim<'w> {
         // One effect buffer for the whole run (no allocation per delivery); handling an
         // effect never delivers, so the buffer is free again when this returns.
         let mut effects = std::mem::take(&mut self.effects);
+        if let Some(c) = self.churn.as_mut() {
+            c.before(&self.nodes[node as usize], &input);
+        }
         {
             let mut ctx = SpContext::new(Time(self.now), &mut self.rng, &mut effects);
             self.nodes[node as usize].handle(&mut ctx, input);
+        }
+        if let Some(mut c) = self.churn.take() {
+            let me = self.nodes[node as usize].id();
+            for e in &effects {
+                c.effect(node, me, e, |a, b| {
+                    let (a, b) = (self.slot(&a)?, self.slot(&b)?);
+                    Some(self.w.rtt_ms(self.world_of[a as usize], self.world_of[b as usize]))
+                }, |h| self.slot(&h).map(|h| self.nodes[h as usize].members().len()));
+            }
+            c.after(node, self.nodes[node as usize].is_head());
+            self.churn = Some(c);
         }
         for e in effects.drain(..) {
             self.effect(node, e);
@@ -438,6 +455,7 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         attach_changes: 0,
         rejected: 0,
         max_members: 0,
+        churn: Churn::from_env(n, p.cfg.cluster_cap as usize),
     };
     let tokens = p.cfg.method == overlay::superpeer::Method::RepulsionTokens;
     // Neighbours (a node's own inputs only: the order across nodes does not matter), then
@@ -478,6 +496,9 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
     for round in 1..=p.max_rounds {
         sim.run_round(round);
         let st = sim.round_stat(round, &sample, "converge");
+        if let Some(c) = sim.churn.as_mut() {
+            c.end_round(round);
+        }
         let quiet = (n as u64 / 1000).max(1);
         if st.token_moves + st.attach_changes > quiet
             || st.attached_fraction < 1.0
@@ -559,6 +580,9 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         for round in start + 1..=start + p.recovery_rounds {
             sim.run_round(round);
             let st = sim.round_stat(round, &sample, "recover");
+            if let Some(c) = sim.churn.as_mut() {
+                c.end_round(round);
+            }
             if st.token_moves + st.attach_changes > (n as u64 / 1000).max(1) || st.attached_fraction < 1.0 {
                 last = round;
             }

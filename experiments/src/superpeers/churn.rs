@@ -132,7 +132,15 @@ impl Churn {
                 }
                 self.add(format!("token-move-epoch{}", self.pre_epoch.min(20) / 5 * 5));
                 let m = self.pre_members;
-                let b = if m < 4 { m } else if m < 20 { 4 } else if m < 100 { 20 } else { 100 };
+                let b = if m < 4 {
+                    m
+                } else if m < 20 {
+                    4
+                } else if m < 100 {
+                    20
+                } else {
+                    100
+                };
                 self.add(format!("token-move-members{b}"));
             }
             SpEffect::BecomeSuperPeer => self.add("promote"),

@@ -182,10 +182,16 @@ impl<'w> Sim<'w> {
         if let Some(mut c) = self.churn.take() {
             let me = self.nodes[node as usize].id();
             for e in &effects {
-                c.effect(node, me, e, |a, b| {
-                    let (a, b) = (self.slot(&a)?, self.slot(&b)?);
-                    Some(self.w.rtt_ms(self.world_of[a as usize], self.world_of[b as usize]))
-                }, |h| self.slot(&h).map(|h| self.nodes[h as usize].members().len()));
+                c.effect(
+                    node,
+                    me,
+                    e,
+                    |a, b| {
+                        let (a, b) = (self.slot(&a)?, self.slot(&b)?);
+                        Some(self.w.rtt_ms(self.world_of[a as usize], self.world_of[b as usize]))
+                    },
+                    |h| self.slot(&h).map(|h| self.nodes[h as usize].members().len()),
+                );
             }
             c.after(node, self.nodes[node as usize].is_head());
             self.churn = Some(c);
@@ -222,7 +228,9 @@ impl<'w> Sim<'w> {
                 self.lookups += 1;
                 self.round_messages += self.lookup_cost;
                 let peers: Vec<PeerInfo> = match what {
-                    Query::Closest { key } | Query::Sample { key } => self.dht.closest(&key).into_iter().map(|i| self.info(i)).collect(),
+                    Query::Closest { key } | Query::Sample { key } => {
+                        self.dht.closest(&key).into_iter().map(|i| self.info(i)).collect()
+                    }
                     Query::Providers { key } => {
                         self.dht.providers(&key, &mut self.rng).into_iter().map(|i| self.info(i)).collect()
                     }
@@ -684,11 +692,9 @@ fn crash_diagnostics(sim: &Sim<'_>, victims: &[u32]) -> BTreeMap<[u8; 32], Strin
             continue;
         }
         let r = n.round();
-        for (what, h) in [
-            ("view", n.view_head()),
-            ("attached", n.attached_to()),
-            ("backup", n.backup_for().map(|(h, _)| h)),
-        ] {
+        for (what, h) in
+            [("view", n.view_head()), ("attached", n.attached_to()), ("backup", n.backup_for().map(|(h, _)| h))]
+        {
             if let Some(h) = h.filter(|h| vset.contains_key(h)) {
                 let extra = match what {
                     "backup" => format!(" age {}", r.wrapping_sub(n.backup_for().map_or(0, |b| b.1))),

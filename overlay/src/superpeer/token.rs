@@ -52,8 +52,8 @@
 //!   `2 x cooling` times five times, `3 x cooling` times ten times, so late oscillations
 //!   between near-equal spots die out within the round budget. *Ours*, session 6 (engineer
 //!   tokconv, issue 4: tokens did not converge at N >= 10^5): it was linear, `1 + e`; up to
-//!   `cooling` moves it still is (a plain `1 + e²` made early moves cheaper and broke the
-//!   exactly-once re-election test by moving a token in its settling window). Measured with the
+//!   `cooling` moves it still is (a plain `1 + e²` would make early moves cheaper than
+//!   before; the max keeps every run whose tokens move at most `cooling` times unchanged). Measured with the
 //!   simulator's `PEERAGE_SP_CHURN`, what kept the token method from converging was the
 //!   "every holder promoted" part of the rule: a few tokens a round still moved at round 80
 //!   (each move restarts the hold time), at N = 10^5 mostly tokens of small clusters (4-19

@@ -145,13 +145,15 @@
 //!    a loaded machine a slow head looked dead to some members, they re-elected, and every
 //!    member that got their `Election` joined at once, so the token was recreated at
 //!    epoch + 1 next to the live head; 2-10 tokens reached 42-87 holders): a member that
-//!    gets an `Election` for its own head, which it still takes for alive, first asks the
-//!    head (`Attach`). If the head accepts (or refuses as "full": a handover in flight), the
-//!    member tells every member that asked `HeadAlive`; they drop their election while it is
-//!    undecided and attach to the head again. If the `Attach` fails, or no answer comes in 3
-//!    rounds, the head is down for this member too and it joins at once. Crash-stop runs
-//!    (the simulator) change only by that one message delay: a member told late of a crash
-//!    checks, its `Attach` to the dead head fails, and it joins.
+//!    gets an `Election` for its own head, which it still takes for alive, joins at once (the
+//!    election must not wait for it: a member that answered late won a second time and held
+//!    the token twice, 109 tokens in a 10^4 crash sweep) and asks the head (`Attach`) at the
+//!    same time. If the head accepts (or refuses as "full": a handover in flight), the member
+//!    tells every member that asked `HeadAlive`; they and it drop the election while it is
+//!    undecided and attach to the head again. If the `Attach` fails or stays unanswered, the
+//!    election goes on. Crash-stop runs (the simulator) send one `Attach` more per member
+//!    told late of a crash; a suspicion decided before `HeadAlive` arrives still recreates
+//!    the token next to the live head (the duplicate safety net below resolves it).
 //!    **A silent head is asked again** (*ours*, session 4, real tokens swarms with emulated
 //!    latency): a member that has heard no view, `Accept` or `Moved` from its head for
 //!    3 x `view_every` rounds sends it `Attach`; a live head accepts (with its view), a node
@@ -390,20 +392,12 @@ struct ClusterElection {
 /// (module doc, step 5, "A suspected head is checked").
 #[derive(Debug)]
 struct Doubt {
-    head: NodeId,
+    head: PeerInfo,
     /// Who asked (they hear `HeadAlive` if the head answers).
     askers: Vec<NodeId>,
-    /// Their election messages, in order, for our election if the head is down after all.
-    held: Vec<(NodeId, crate::election::Message)>,
 }
 
-impl Doubt {
-    fn new(head: NodeId) -> Doubt {
-        Doubt { head, askers: Vec::new(), held: Vec::new() }
-    }
-}
-
-/// Askers and held messages kept per check.
+/// Askers kept per check.
 const MAX_DOUBT: usize = 64;
 
 /// One node's super-peer selection.
@@ -983,12 +977,9 @@ impl SuperPeerNode {
         if let Some((id, r)) = self.attaching {
             if self.round.wrapping_sub(r) >= 3 {
                 self.attaching = None;
-                if self.doubted.as_ref().is_some_and(|d| d.head == id) {
-                    // A suspected head that did not answer our check: down for us too.
-                    self.peer_down(ctx, id);
-                } else {
-                    self.backoff(id);
-                }
+                // A suspected head that did not answer our check: the election goes on.
+                self.doubted.take_if(|d| d.head.id == id);
+                self.backoff(id);
             }
         }
         // A head sends its members its view at least every `view_every` rounds (its liveness
@@ -1525,19 +1516,11 @@ impl SuperPeerNode {
             // The neighbour asked to take a relayed token is down: the next one.
             self.relay_next(ctx, i);
         }
-        let held = self.doubted.take_if(|d| d.head == id).map(|d| d.held);
+        self.doubted.take_if(|d| d.head.id == id);
         if self.attached.is_some_and(|a| a.id == id) {
             self.attached = None;
             ctx.push(SpEffect::Detached);
             self.start_election(ctx, id);
-            // The election messages that came while we checked the head go to our election
-            // now, in order: a leader already announced is then known, and we do not take
-            // the role a second time (a late highest member would otherwise win again).
-            for (from, msg) in held.into_iter().flatten() {
-                if self.election.as_ref().is_some_and(|e| e.dead == id) {
-                    self.drive_election(ctx, Input::Message { from, msg });
-                }
-            }
         } else if self.head.is_none()
             && self.attached.is_none()
             && self.member_view.as_ref().is_some_and(|(h, _, _)| *h == id)
@@ -1623,10 +1606,8 @@ impl SuperPeerNode {
                 }
                 self.heard = self.round;
                 ctx.push(SpEffect::AttachedTo(from));
-                if let Some(d) = self.doubted.take_if(|d| d.head == from) {
-                    for asker in d.askers {
-                        ctx.send(asker, SpMessage::HeadAlive { head: info });
-                    }
+                if let Some(d) = self.doubted.take_if(|d| d.head.id == from) {
+                    self.head_alive(ctx, d);
                 }
             }
             SpMessage::Refuse { full: false } if self.head.as_ref().is_some_and(|h| h.backup == Some(from)) => {
@@ -1644,17 +1625,12 @@ impl SuperPeerNode {
                 if self.attaching.is_some_and(|(a, _)| a == from) {
                     self.attaching = None;
                 }
-                if let Some(d) = self.doubted.take_if(|d| d.head == from) {
+                if let Some(d) = self.doubted.take_if(|d| d.head.id == from) {
                     // Our check of a suspected head: "full" comes from a live head (a
-                    // handover in flight), so those who asked hear that it lives; a node
-                    // that is no head any more answers `Refuse { full: false }`, and their
-                    // re-election goes on.
-                    if let (true, Some(head)) = (full, self.attached.filter(|a| a.id == from)) {
-                        for asker in d.askers {
-                            ctx.send(asker, SpMessage::HeadAlive { head });
-                        }
-                        self.heard = self.round;
-                        return;
+                    // handover in flight), so the re-election stops; a node that is no head
+                    // any more answers `Refuse { full: false }`, and the re-election goes on.
+                    if full {
+                        self.head_alive(ctx, d);
                     }
                 }
                 if full {
@@ -1923,26 +1899,21 @@ impl SuperPeerNode {
                         ctx.push(SpEffect::Rejected { from, reason: "election for a cluster I am not in" });
                         return;
                     }
-                    if self.attached.is_some_and(|a| a.id == dead) {
-                        // A suspected head is checked (module doc, step 5): we still take
-                        // `dead` for alive, so we ask it (`Attach`) before we join. It
-                        // answers: `HeadAlive` to those who asked; it fails or stays silent
-                        // for 3 rounds: it is down for us too and we join.
-                        let d = self.doubted.get_or_insert_with(|| Box::new(Doubt::new(dead)));
-                        if d.head != dead {
-                            **d = Doubt::new(dead);
+                    if let Some(head) = self.attached.filter(|a| a.id == dead) {
+                        // A suspected head is checked (module doc, step 5): we still took
+                        // `dead` for alive, so we join at once (the election must not wait
+                        // for us) and ask it (`Attach`) at the same time.
+                        let d = self.doubted.get_or_insert_with(|| Box::new(Doubt { head, askers: Vec::new() }));
+                        if d.head.id != dead {
+                            **d = Doubt { head, askers: Vec::new() };
                         }
                         if !d.askers.contains(&from) && d.askers.len() < MAX_DOUBT {
                             d.askers.push(from);
                         }
-                        if d.held.len() < MAX_DOUBT {
-                            d.held.push((from, msg));
-                        }
-                        if !self.attaching.is_some_and(|(a, _)| a == dead) {
-                            self.attaching = Some((dead, self.round));
-                            ctx.send(dead, SpMessage::Attach { point: self.me.point });
-                        }
-                        return;
+                        self.attaching = Some((dead, self.round));
+                        ctx.send(dead, SpMessage::Attach { point: self.me.point });
+                        self.attached = None;
+                        ctx.push(SpEffect::Detached);
                     }
                     self.start_election(ctx, dead);
                     if !self.election.as_ref().is_some_and(|e| e.dead == dead) {
@@ -1951,6 +1922,17 @@ impl SuperPeerNode {
                 }
                 self.drive_election(ctx, Input::Message { from, msg });
             }
+        }
+    }
+
+    /// Our check found the suspected head alive (module doc, step 5): those who asked hear
+    /// `HeadAlive`, and our own re-election of it stops while it is undecided.
+    fn head_alive(&mut self, ctx: &mut SpContext<'_>, d: Box<Doubt>) {
+        for asker in d.askers {
+            ctx.send(asker, SpMessage::HeadAlive { head: d.head });
+        }
+        if self.election.as_ref().is_some_and(|e| e.dead == d.head.id && !e.decided) {
+            self.election = None;
         }
     }
 

@@ -163,7 +163,7 @@ fn offered(cfg: SuperPeerConfig, rounds: u32, gain: f32, seed: u64) -> (Harness,
 #[test]
 fn a_settled_holder_whose_token_is_cheap_to_remove_jumps_to_an_offered_split() {
     let s = seed();
-    let cfg = SuperPeerConfig::default();
+    let cfg = SuperPeerConfig { split_ratio: 0.5, ..Default::default() };
     let (mut h, far, fx) = offered(cfg.clone(), cfg.hold_rounds + 1, 1.0, s);
     assert_eq!(handovers(&fx), vec![(far.id, 0)], "a jump hands the token without members: {fx:?}");
     // The receiver acknowledges: the members look for another head (`StepDown`), none is
@@ -181,7 +181,7 @@ fn a_settled_holder_whose_token_is_cheap_to_remove_jumps_to_an_offered_split() {
 #[test]
 fn no_jump_when_off_unsettled_or_not_worth_it() {
     let s = seed();
-    let d = SuperPeerConfig::default();
+    let d = SuperPeerConfig { split_ratio: 0.5, ..Default::default() };
     // Off: the session-5 law.
     let (_, _, fx) = offered(SuperPeerConfig { split_ratio: 0.0, ..d.clone() }, d.hold_rounds + 1, 1.0, s);
     assert!(handovers(&fx).is_empty(), "{fx:?}");
@@ -223,7 +223,7 @@ fn a_holder_with_a_remote_group_offers_the_split_to_the_holders_it_knows() {
     };
     // The remote group pulls the token (|F| = 0.4): a force threshold of 1 keeps it in place
     // (a move would wait for an acknowledgement this test does not send).
-    let still = SuperPeerConfig { force_threshold: 1.0, ..Default::default() };
+    let still = SuperPeerConfig { force_threshold: 1.0, split_ratio: 0.5, ..Default::default() };
     let (h, remote, fx) = run(still.clone());
     let sent = splits(&fx);
     assert!(!sent.is_empty(), "no split offered");

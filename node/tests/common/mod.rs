@@ -95,6 +95,10 @@ struct Output {
 pub struct Peerage {
     pub child: Child,
     out: Arc<Mutex<Output>>,
+    /// The stdout and stderr readers: `wait_exit` joins them, so that everything the process
+    /// wrote is in `out` when it returns (under load the readers lagged behind the exit and a
+    /// test saw an empty stderr).
+    readers: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Drop for Peerage {
@@ -112,7 +116,7 @@ pub fn start(args: &[&str]) -> Peerage {
     let out = Arc::new(Mutex::new(Output::default()));
     let stdout = child.stdout.take().expect("stdout");
     let o = out.clone();
-    std::thread::spawn(move || {
+    let out_reader = std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
             let mut g = o.lock().unwrap();
@@ -124,7 +128,7 @@ pub fn start(args: &[&str]) -> Peerage {
     });
     let mut stderr = child.stderr.take().expect("stderr");
     let o = out.clone();
-    std::thread::spawn(move || {
+    let err_reader = std::thread::spawn(move || {
         let mut buf = [0u8; 4096];
         while let Ok(n) = stderr.read(&mut buf) {
             if n == 0 {
@@ -133,7 +137,7 @@ pub fn start(args: &[&str]) -> Peerage {
             o.lock().unwrap().stderr.push_str(&String::from_utf8_lossy(&buf[..n]));
         }
     });
-    Peerage { child, out }
+    Peerage { child, out, readers: vec![out_reader, err_reader] }
 }
 
 /// `peerage --log warn run --listen /ip4/127.0.0.1/tcp/0 <extra>`.
@@ -214,6 +218,10 @@ impl Peerage {
         let until = Instant::now() + timeout;
         loop {
             if let Some(s) = self.child.try_wait().expect("try_wait") {
+                // The pipes reach end-of-file with the exit: read what is left in them.
+                for r in self.readers.drain(..) {
+                    let _ = r.join();
+                }
                 return s;
             }
             assert!(Instant::now() < until, "peerage did not exit within {timeout:?}; stderr:\n{}", self.stderr());

@@ -32,7 +32,11 @@ struct Bare {
 
 impl Bare {
     fn new(name: &str, x: f64, providers: Vec<PeerInfo>) -> Bare {
-        let cfg = Arc::new(SuperPeerConfig::default());
+        Bare::with_config(name, x, providers, SuperPeerConfig::default())
+    }
+
+    fn with_config(name: &str, x: f64, providers: Vec<PeerInfo>, cfg: SuperPeerConfig) -> Bare {
+        let cfg = Arc::new(cfg);
         let node = SuperPeerNode::new(NodeId::hash_of(name.as_bytes()), Point::new(&[x, 0.0], 0.001), cfg);
         Bare { node, rng: ChaCha8Rng::seed_from_u64(5), providers }
     }
@@ -110,7 +114,12 @@ fn acquired(fx: &[SpEffect], token: TokenId) -> Vec<u32> {
 
 /// A fresh member of head `x` (holder of `token` at `epoch`) with the cluster view `view`.
 fn member_of(name: &str, x: PeerInfo, token: TokenId, epoch: u32, view: &[NodeId]) -> Bare {
-    let mut b = Bare::new(name, 0.0, vec![x]);
+    member_with(name, x, token, epoch, view, SuperPeerConfig::default())
+}
+
+/// [`member_of`] with the given settings.
+fn member_with(name: &str, x: PeerInfo, token: TokenId, epoch: u32, view: &[NodeId], cfg: SuperPeerConfig) -> Bare {
+    let mut b = Bare::with_config(name, 0.0, vec![x], cfg);
     let fx = b.feed(SpInput::Start);
     assert!(
         fx.iter().any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::Attach { .. } } if *to == x.id)),
@@ -560,4 +569,48 @@ fn a_node_is_backup_of_one_holder_and_a_receiver_without_backup_acknowledges() {
     assert_eq!(c.node.backup(), Some(n1.id));
     let fx = c.msg(n1.id, SpMessage::Refuse { full: false });
     assert!(acked(&fx), "no backup left to wait for: {fx:?}");
+}
+
+/// The cluster election's timeouts follow the RTT (module doc of `node`, step 5, session 7):
+/// a member 300 ms (predicted) from its head, with a higher member to wait for, waits at
+/// least `election_rtt_factor` x twice that RTT for the `Answer` (4 x 0.6 s), not bully's
+/// LAN-sized 500 ms; with the factor 0 it waits the configured 500 ms. Both when it learns
+/// of the crash itself (`PeerDown`) and when another member's `Election` tells it.
+#[test]
+fn the_cluster_election_waits_longer_in_a_cluster_with_long_round_trips() {
+    let ids = sorted_ids("rtt-timeouts", 3);
+    let (low_name, mid_id, high_id) = (ids[0].0.clone(), ids[1].1, ids[2].1);
+    let x = peer("far-head-x", 0.3);
+    let tx = TokenId(31);
+    let view = [x.id, ids[0].1, mid_id, high_id];
+    let answer_wait = |fx: &[SpEffect]| {
+        fx.iter()
+            .filter_map(|e| match e {
+                SpEffect::SetElectionTimer { after, .. } => Some(*after),
+                _ => None,
+            })
+            .min()
+    };
+    let two_rtt = 2.0 * Point::new(&[0.0, 0.0], 0.001).rtt(&x.point);
+    let cfg = SuperPeerConfig::default();
+    let wanted = cfg.election_rtt_factor * two_rtt;
+    assert!(wanted > 2.0 * cfg.election.answer_timeout_ms as f64 / 1000.0, "the test needs a far head");
+
+    let mut b = member_of(&low_name, x, tx, 1, &view);
+    let fx = b.feed(SpInput::PeerDown(x.id));
+    assert!(fx.iter().any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::Election { .. } } if *to == high_id)));
+    let wait = answer_wait(&fx).unwrap_or_else(|| panic!("an answer timer: {fx:?}"));
+    assert!(wait.as_secs_f64() >= wanted - 1e-3, "waits {wait:?}, wanted >= {wanted} s");
+    assert!(wait.as_secs_f64() <= 20.0 * 0.5 + 1e-3, "at most 20 x the configured timeout: {wait:?}");
+
+    let mut b = member_of(&low_name, x, tx, 1, &view);
+    let fx = b.msg(mid_id, SpMessage::Election { dead: x.id, msg: Message::Election });
+    let wait = answer_wait(&fx).unwrap_or_else(|| panic!("an answer timer: {fx:?}"));
+    assert!(wait.as_secs_f64() >= wanted - 1e-3, "told by a member: waits {wait:?}, wanted >= {wanted} s");
+
+    let fixed = SuperPeerConfig { election_rtt_factor: 0.0, ..SuperPeerConfig::default() };
+    let mut b = member_with(&low_name, x, tx, 1, &view, fixed.clone());
+    let fx = b.feed(SpInput::PeerDown(x.id));
+    let wait = answer_wait(&fx).unwrap_or_else(|| panic!("an answer timer: {fx:?}"));
+    assert_eq!(wait.as_millis() as u64, fixed.election.answer_timeout_ms, "factor 0: the configured timeout");
 }

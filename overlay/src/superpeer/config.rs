@@ -29,6 +29,10 @@
 //! nodes stayed unattached after heavy crashes (share 0.05, half the heads crashed: 93-166
 //! of 10,000 after 30 recovery rounds; 10 of 1,500 in the CI's randomised conservation test,
 //! `PEERAGE_SEED=7984502690397827175`), against none with them off.
+//! Session 7: `election_rtt_factor` 4 (the cluster election's answer timeout is at least 4 x
+//! the RTTs around the member, `node` module doc, step 5): a first message to a member
+//! costs a dial and about two round trips on a real network, and a loaded machine adds
+//! more; 4 leaves a margin of two.
 
 use crate::election::{ConfigError as ElectionConfigError, ElectionConfig};
 use serde::{Deserialize, Serialize};
@@ -165,6 +169,11 @@ pub struct SuperPeerConfig {
     pub split_every: u32,
     /// The election run inside a cluster when its super peer dies.
     pub election: ElectionConfig,
+    /// The cluster election's timeouts grow with the cluster's round trips: its answer
+    /// timeout is at least this many times the largest RTT the member knows around it, and
+    /// the other timeouts keep their ratio to it (`node` module doc, step 5, "Timeouts
+    /// follow the RTT"). 0 = `election`'s fixed timeouts.
+    pub election_rtt_factor: f64,
 }
 
 impl Default for SuperPeerConfig {
@@ -202,6 +211,7 @@ impl Default for SuperPeerConfig {
             split_min: 0.2,
             split_every: 10,
             election: ElectionConfig { alive_interval_ms: 0, ..ElectionConfig::default() },
+            election_rtt_factor: 4.0,
         }
     }
 }
@@ -248,6 +258,7 @@ impl SuperPeerConfig {
         range("split_ratio", self.split_ratio, 0.0, 1.0, "[0, 1]")?;
         range("split_min", self.split_min, 0.0, 1.0, "[0, 1]")?;
         range("split_every", self.split_every as f64, 1.0, 1e6, "[1, 10^6]")?;
+        range("election_rtt_factor", self.election_rtt_factor, 0.0, 100.0, "[0, 100]")?;
         self.election.validate()?;
         Ok(())
     }

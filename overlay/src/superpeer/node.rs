@@ -162,6 +162,22 @@
 //!    `Moved` to B after ignoring B's `Moved` to C, and it stayed with B, a live non-head,
 //!    for good (the driver's probes only check liveness): 2 of 4 16-node swarm runs never
 //!    converged.
+//!    **Timeouts follow the RTT** (*ours*, session 7, issue 4's 200-node tokens swarm: one
+//!    head reported down by 16 members made 24 of them "super peer" within 2 s, and the
+//!    winners' conflicting `Takeover`s and views set off a storm of 2,430 `Election`
+//!    messages per node). The election algorithms' timeouts are LAN-sized (bully waits
+//!    500 ms for an `Answer`), while a member's `Election` to a member it has no
+//!    connection with costs a dial and two or more round trips over Internet latency, more
+//!    on a loaded machine: every member whose `Answer` was late elected itself. A member
+//!    therefore runs the election with its answer timeout raised to at least
+//!    `election_rtt_factor` (4) x the largest RTT it knows around it: twice the RTT to its
+//!    (last) head, a bound on the RTT between two members by the triangle through the head,
+//!    and the RTTs to its cached heads (measured where measured, else predicted). The other
+//!    timeouts keep their ratio to the answer timeout, and none grows beyond 20 x the
+//!    configured one. Members know no coordinates of one another (the view carries ids
+//!    only), hence the bound through the head. Only a failed candidate costs the longer
+//!    wait: the highest live member still announces itself as soon as it learns of the
+//!    crash.
 //!
 //! 6. **Member-less heads** (*ours*): a head with no member would take its role with it
 //!    when it crashes (a token, or in the reserved-prefix method its slot: nobody would
@@ -251,7 +267,7 @@ use super::message::{HeadEntry, HeadRole, PeerInfo, Query, SpEffect, SpInput, Sp
 use super::point::Point;
 use super::token::{choose_target, cooling, net_force, removal_cost, split_gain, AccessEstimate};
 use crate::driver::{Context, Effect, Election, Input};
-use crate::election::AnyElection;
+use crate::election::{AnyElection, ElectionConfig};
 use crate::id::{NodeId, Rank};
 use crate::membership::Membership;
 use crate::time::Time;
@@ -321,6 +337,10 @@ impl CacheEntry {
 
 /// Rounds after which a measurement that got no usable answer is asked for again.
 const PROBE_RETRY: u16 = 10;
+
+/// The largest factor by which a cluster election's timeouts grow with the RTT
+/// ([`SuperPeerNode::election_config`]): 500 ms answers become at most 10 s.
+const MAX_TIMEOUT_SCALE: f64 = 20.0;
 
 /// Rounds a new head keeps the view of the head it left and the backup view it handed back,
 /// in case its `Detach` or `Refuse` fails (module doc, step 6, "relay").
@@ -627,7 +647,7 @@ impl SuperPeerNode {
                 };
                 self.peer_down(ctx, to);
                 if left_dead_head {
-                    self.open_election(ctx, to, true);
+                    self.open_election(ctx, to, true, 0.0);
                 }
                 if let Some((HeadRole::Token { token, epoch }, at)) = released {
                     if self.round.wrapping_sub(at) <= self.cfg.view_every + 1 {
@@ -1517,10 +1537,11 @@ impl SuperPeerNode {
             self.relay_next(ctx, i);
         }
         self.doubted.take_if(|d| d.head.id == id);
-        if self.attached.is_some_and(|a| a.id == id) {
+        if let Some(a) = self.attached.filter(|a| a.id == id) {
+            let rtt = self.head_rtt(&a);
             self.attached = None;
             ctx.push(SpEffect::Detached);
-            self.start_election(ctx, id);
+            self.start_election(ctx, id, rtt);
         } else if self.head.is_none()
             && self.attached.is_none()
             && self.member_view.as_ref().is_some_and(|(h, _, _)| *h == id)
@@ -1529,7 +1550,7 @@ impl SuperPeerNode {
             // We handed our token to `id` a moment ago and hold the view the `Handover` made
             // (module doc, step 4, session 6), but are not attached to it yet: we are a member
             // of its cluster all the same (maybe its only one).
-            self.start_election(ctx, id);
+            self.start_election(ctx, id, 0.0);
         }
         if let Some((_, role, _, at)) = self.backup_view.take_if(|b| b.0 == id) {
             // Only a fresh backup view counts (the holder refreshes it every `view_every`
@@ -1899,6 +1920,7 @@ impl SuperPeerNode {
                         ctx.push(SpEffect::Rejected { from, reason: "election for a cluster I am not in" });
                         return;
                     }
+                    let rtt = self.attached.filter(|a| a.id == dead).map_or(0.0, |a| self.head_rtt(&a));
                     if let Some(head) = self.attached.filter(|a| a.id == dead) {
                         // A suspected head is checked (module doc, step 5): we still took
                         // `dead` for alive, so we join at once (the election must not wait
@@ -1915,7 +1937,7 @@ impl SuperPeerNode {
                         self.attached = None;
                         ctx.push(SpEffect::Detached);
                     }
-                    self.start_election(ctx, dead);
+                    self.start_election(ctx, dead, rtt);
                     if !self.election.as_ref().is_some_and(|e| e.dead == dead) {
                         return;
                     }
@@ -2114,14 +2136,16 @@ impl SuperPeerNode {
 
     // ----- re-election inside a cluster -----
 
-    fn start_election(&mut self, ctx: &mut SpContext<'_>, dead: NodeId) {
-        self.open_election(ctx, dead, false);
+    /// `head_rtt`: the RTT to `dead` while it was our head (0 if unknown), for the
+    /// election's timeouts ([`Self::election_config`]).
+    fn start_election(&mut self, ctx: &mut SpContext<'_>, dead: NodeId, head_rtt: f64) {
+        self.open_election(ctx, dead, false, head_rtt);
     }
 
     /// Starts the re-election of `dead`'s cluster over our view of it; a head takes part only
     /// with `as_head` (it left that cluster a moment ago and its `Detach` failed), and then
     /// hands a won token on ([`Self::relay_role`]).
-    fn open_election(&mut self, ctx: &mut SpContext<'_>, dead: NodeId, as_head: bool) {
+    fn open_election(&mut self, ctx: &mut SpContext<'_>, dead: NodeId, as_head: bool, head_rtt: f64) {
         let Some((head, role, ids)) = self.member_view.clone() else { return };
         if head != dead || (self.head.is_some() && !as_head) {
             return;
@@ -2130,9 +2154,42 @@ impl SuperPeerNode {
         if !group.contains(&self.me.id) {
             return;
         }
-        let election = AnyElection::new(self.rank, group, &self.cfg.election);
+        let election = AnyElection::new(self.rank, group, &self.election_config(head_rtt));
         self.election = Some(Box::new(ClusterElection { dead, role, election, started: self.round, decided: false }));
         self.drive_election(ctx, Input::Start);
+    }
+
+    /// The cluster election's settings with its timeouts scaled to the round trips around
+    /// this node (module doc, step 5, "Timeouts follow the RTT"): the answer timeout is at
+    /// least `election_rtt_factor` x the largest of twice `head_rtt` (the RTT to the dead
+    /// head) and the RTTs to its cached heads (measured where measured, else predicted);
+    /// the other timeouts keep their ratio to it, at most [`MAX_TIMEOUT_SCALE`] times the
+    /// configured ones.
+    fn election_config(&self, head_rtt: f64) -> ElectionConfig {
+        let base = &self.cfg.election;
+        let factor = self.cfg.election_rtt_factor;
+        if factor <= 0.0 || base.answer_timeout_ms == 0 {
+            return base.clone();
+        }
+        let mut span = if head_rtt.is_finite() { 2.0 * head_rtt.max(0.0) } else { 0.0 };
+        for c in &self.cache {
+            span = span.max(self.entry_rtt(c));
+        }
+        let wanted_ms = factor * span * 1_000.0;
+        let scale = wanted_ms / base.answer_timeout_ms as f64;
+        if !scale.is_finite() || scale <= 1.0 {
+            return base.clone();
+        }
+        let scale = scale.min(MAX_TIMEOUT_SCALE);
+        let up = |ms: u64| ((ms as f64) * scale).ceil() as u64;
+        ElectionConfig {
+            answer_timeout_ms: up(base.answer_timeout_ms),
+            coordinator_timeout_ms: up(base.coordinator_timeout_ms),
+            nomination_timeout_ms: up(base.nomination_timeout_ms),
+            lap_timeout_ms: up(base.lap_timeout_ms),
+            echo_ack_timeout_ms: up(base.echo_ack_timeout_ms),
+            ..base.clone()
+        }
     }
 
     fn drive_election(&mut self, ctx: &mut SpContext<'_>, input: Input) {

@@ -73,7 +73,8 @@ use crate::send_failure::{classify, SendFailure};
 use crate::status::StatusSink;
 use crate::superpeer_config::SuperPeerSettings;
 use crate::superpeer_wire::{
-    decode_reply, decode_request, encode_reply, encode_request, mentioned_ids, BookEntry, SpBody, MAX_BOOK_ENTRIES,
+    decode_reply, decode_request, encode_reply, encode_request, mentioned_ids, BookEntry, SpBody, SpWireError,
+    MAX_BOOK_ENTRIES,
 };
 use libp2p::swarm::ConnectionError;
 use libp2p::{kad, request_response, Multiaddr, PeerId, Swarm};
@@ -616,6 +617,13 @@ impl SuperPeerDriver {
                         }
                         true
                     }
+                    Err(SpWireError::Empty) => {
+                        // Not a peer's bad input: a sender whose request timed out closes the
+                        // stream, and the request arrives empty. Counted, logged quietly.
+                        debug!(%peer, "empty super-peer request (the sender gave up on it)");
+                        self.status.bad_frames += 1;
+                        false
+                    }
                     Err(e) => {
                         warn!(%peer, len = request.len(), "malformed super-peer frame: {e}");
                         self.status.bad_frames += 1;
@@ -986,31 +994,32 @@ impl SuperPeerDriver {
 
     /// See [`Sent::Check`].
     fn send_check(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, to: NodeId, msg: SpMessage) {
-        let Some(peer) = self.resolve(dir, &to) else {
+        if self.resolve(dir, &to).is_none() {
             self.run(sw, dir, SpInput::SendFailed { to, msg });
             return;
-        };
-        let Ok(bytes) = encode_request(self.sm.point(), SpBody::Hello) else { return };
-        self.status.hellos_sent += 1;
-        let addrs = Self::addrs(&sw.behaviour().gate, dir, &peer);
-        let b = sw.behaviour_mut();
-        b.gate.want(peer);
-        let rid = b.superpeer.send_request_with_addresses(&peer, bytes, addrs);
-        self.sent.insert(rid, Sent::Check { to, msg });
+        }
+        self.send_bare_hello(sw, dir, to, Sent::Check { to, msg });
     }
 
     fn send_hello(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, to: NodeId, probe: bool) {
-        let Some(peer) = self.resolve(dir, &to) else { return };
-        let Ok(bytes) = encode_request(self.sm.point(), SpBody::Hello) else { return };
-        if probe {
+        if self.send_bare_hello(sw, dir, to, Sent::Hello { to, probe }) && probe {
             self.probing = true;
         }
+    }
+
+    /// Sends `to` a `Hello` and records it as `sent` (a position query, a head probe or the
+    /// check after an ambiguous failure). False when `to` has no known peer id or the frame
+    /// could not be built.
+    fn send_bare_hello(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, to: NodeId, sent: Sent) -> bool {
+        let Some(peer) = self.resolve(dir, &to) else { return false };
+        let Ok(bytes) = encode_request(self.sm.point(), SpBody::Hello) else { return false };
         self.status.hellos_sent += 1;
         let addrs = Self::addrs(&sw.behaviour().gate, dir, &peer);
         let b = sw.behaviour_mut();
         b.gate.want(peer);
         let rid = b.superpeer.send_request_with_addresses(&peer, bytes, addrs);
-        self.sent.insert(rid, Sent::Hello { to, probe });
+        self.sent.insert(rid, sent);
+        true
     }
 
     // ------------------------------------------------------------------ status

@@ -20,8 +20,8 @@
 //! RESULTS.md), which `--stagger-rounds` keeps apart for the two methods.
 
 pub mod baseline;
-pub mod diagnose;
 pub mod churn;
+pub mod diagnose;
 pub mod kmedian;
 pub mod measure;
 pub mod memory;

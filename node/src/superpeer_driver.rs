@@ -720,7 +720,7 @@ impl SuperPeerDriver {
                             self.probing = false;
                             self.probe_failures += if class == SendFailure::Unreachable { 2 } else { 1 };
                             if self.probe_failures >= 4 {
-                                info!(head = %to.short(), "super peer unreachable: reporting it down");
+                                info!(me = %self.me_id.short(), head = %to.short(), "super peer unreachable: reporting it down");
                                 self.probe_failures = 0;
                                 self.status.heads_reported_down += 1;
                                 self.run(sw, dir, SpInput::PeerDown(to));
@@ -800,6 +800,12 @@ impl SuperPeerDriver {
                 self.queue.clear();
                 break;
             }
+            // What a rejection was a reaction to (the log names the input's kind).
+            let what = match &i {
+                SpInput::Message { msg: SpMessage::Election { dead, msg }, .. } => Some((msg.kind(), Some(*dead))),
+                SpInput::Message { msg, .. } => Some((msg.kind(), None)),
+                _ => None,
+            };
             let mut effects = Vec::new();
             {
                 let now = self.now_time();
@@ -807,6 +813,13 @@ impl SuperPeerDriver {
                 self.sm.handle(&mut ctx, i);
             }
             for e in effects {
+                if let SpEffect::Rejected { from, reason } = e {
+                    self.status.rejected += 1;
+                    let (kind, dead) = what.unwrap_or(("timer or local input", None));
+                    let dead = dead.map(|d| d.short());
+                    warn!(me = %self.me_id.short(), from = %from.short(), reason, kind, ?dead, "super-peer input rejected");
+                    continue;
+                }
                 self.effect(sw, dir, e);
             }
         }
@@ -834,8 +847,8 @@ impl SuperPeerDriver {
             SpEffect::CancelElectionTimer { timer } => {
                 self.timers.remove(&timer);
             }
-            SpEffect::BecomeSuperPeer => info!("became a super peer"),
-            SpEffect::StopSuperPeer => info!("no longer a super peer"),
+            SpEffect::BecomeSuperPeer => info!(me = %self.me_id.short(), "became a super peer"),
+            SpEffect::StopSuperPeer => info!(me = %self.me_id.short(), "no longer a super peer"),
             SpEffect::AttachedTo(h) => {
                 debug!(head = %h.short(), "attached to a super peer");
                 self.status.attach_changes += 1;

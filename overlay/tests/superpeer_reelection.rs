@@ -614,3 +614,52 @@ fn the_cluster_election_waits_longer_in_a_cluster_with_long_round_trips() {
     let wait = answer_wait(&fx).unwrap_or_else(|| panic!("an answer timer: {fx:?}"));
     assert_eq!(wait.as_millis() as u64, fixed.election.answer_timeout_ms, "factor 0: the configured timeout");
 }
+
+/// The group is the union of the views (module doc of `node`, step 5, session 7): member R,
+/// whose view of X's cluster lacks the newer member S, gets S's `Election` for X. It answers
+/// S (bully: an `Answer` to a lower process) instead of rejecting it, so S waits for R's
+/// announcement instead of announcing itself after its timeout (which restarted the
+/// election among the members that follow R, again and again, in the 200-node swarm).
+#[test]
+fn a_member_missing_from_our_view_takes_part_in_the_reelection() {
+    let ids = sorted_ids("union-view", 3);
+    let (low_id, s_id, (r_name, r_id)) = (ids[0].1, ids[1].1, ids[2].clone());
+    let x = peer("head-x-union", 0.02);
+    let tx = TokenId(41);
+    let mut r = member_of(&r_name, x, tx, 1, &[x.id, low_id, r_id]);
+    let fx = r.msg(s_id, SpMessage::Election { dead: x.id, msg: Message::Election });
+    assert!(
+        !fx.iter().any(|e| matches!(e, SpEffect::Rejected { from, .. } if *from == s_id)),
+        "S's election is not rejected: {fx:?}"
+    );
+    assert!(
+        fx.iter().any(|e| matches!(
+            e,
+            SpEffect::Send { to, msg: SpMessage::Election { dead, msg: Message::Answer } } if *to == s_id && *dead == x.id
+        )),
+        "R answers S: {fx:?}"
+    );
+    // R is the highest: after its answer timeout it announces itself to S as well, and
+    // recreates X's token once.
+    let mut all = fx;
+    let mut fired = 0;
+    while let Some(t) = all[fired..].iter().find_map(|e| match e {
+        SpEffect::SetElectionTimer { timer, .. } => Some(*timer),
+        _ => None,
+    }) {
+        fired = all.len();
+        let more = r.feed(SpInput::ElectionTimer(t));
+        all.extend(more);
+        if all.len() > 10_000 {
+            break;
+        }
+    }
+    assert!(
+        all.iter().any(|e| matches!(
+            e,
+            SpEffect::Send { to, msg: SpMessage::Election { msg: Message::Coordinator, .. } } if *to == s_id
+        )),
+        "R announces itself to S too: {all:?}"
+    );
+    assert_eq!(acquired(&all, tx), vec![2], "X's token recreated once, at R: {all:?}");
+}

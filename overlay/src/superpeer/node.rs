@@ -178,6 +178,19 @@
 //!    only), hence the bound through the head. Only a failed candidate costs the longer
 //!    wait: the highest live member still announces itself as soon as it learns of the
 //!    crash.
+//!    **The group is the union of the views** (*ours*, session 7, same swarm): members'
+//!    views of a cluster differ for a while (a newcomer knows the old members, they do not
+//!    know it yet; a view lost with a send failure). The core elections reject a message from
+//!    outside their group, and with bully that never ends: a member S that R's view lacks
+//!    gets no `Answer` from R, announces itself after its timeout, the members that follow R
+//!    take a `Coordinator` from below R for a stale claim and hold an election, R re-announces
+//!    (to its view, without S), S is asked again and announces again, and so on (the session-6
+//!    200-node run: 24,000 "sender is not a member of the group" rejections; 2,800 with the
+//!    longer timeouts). A member that gets an election message of `dead`'s cluster from a
+//!    member its view lacks therefore adds it to its election's group first
+//!    (`Input::Membership`, which every core algorithm takes mid-election), up to twice the
+//!    cap. The sender named `dead` as its head, so it was in that cluster; the winner is the
+//!    highest of all who take part.
 //!
 //! 6. **Member-less heads** (*ours*): a head with no member would take its role with it
 //!    when it crashes (a token, or in the reserved-prefix method its slot: nobody would
@@ -338,6 +351,10 @@ impl CacheEntry {
 /// Rounds after which a measurement that got no usable answer is asked for again.
 const PROBE_RETRY: u16 = 10;
 
+/// A cluster election's group grows with members that took part although our view lacked
+/// them up to this many times the cap ([`SuperPeerNode::admit_to_election`]).
+const MAX_GROUP_FACTOR: usize = 2;
+
 /// The largest factor by which a cluster election's timeouts grow with the RTT
 /// ([`SuperPeerNode::election_config`]): 500 ms answers become at most 10 s.
 const MAX_TIMEOUT_SCALE: f64 = 20.0;
@@ -402,6 +419,9 @@ struct ClusterElection {
     dead: NodeId,
     role: HeadRole,
     election: AnyElection,
+    /// The election's group: the live members of our view of the cluster, and every member
+    /// that took part although our view lacked it (module doc, step 5).
+    group: Arc<Membership>,
     started: u32,
     /// A leader came out of this election (this node took the role over, or learned that
     /// another member leads): later `Leader` outputs of it are ignored (module doc, step 5).
@@ -1942,9 +1962,25 @@ impl SuperPeerNode {
                         return;
                     }
                 }
+                self.admit_to_election(ctx, from);
                 self.drive_election(ctx, Input::Message { from, msg });
             }
         }
+    }
+
+    /// A member of the dead head's cluster whose view we lack takes part in our election
+    /// (module doc, step 5, "The group is the union of the views"): we add it to the group
+    /// before its message is read, up to [`MAX_GROUP_FACTOR`] x the cap.
+    fn admit_to_election(&mut self, ctx: &mut SpContext<'_>, from: NodeId) {
+        let limit = (self.cfg.cluster_cap as usize).saturating_mul(MAX_GROUP_FACTOR).saturating_add(2);
+        let Some(e) = self.election.as_mut() else { return };
+        if from == self.me.id || from == e.dead || e.group.contains(&from) || e.group.len() >= limit {
+            return;
+        }
+        let ranks = e.group.ranks().iter().copied().chain(std::iter::once(Rank::new(0, from)));
+        let group = Arc::new(Membership::new(ranks));
+        e.group = group.clone();
+        self.drive_election(ctx, Input::Membership(group));
     }
 
     /// Our check found the suspected head alive (module doc, step 5): those who asked hear
@@ -2154,8 +2190,9 @@ impl SuperPeerNode {
         if !group.contains(&self.me.id) {
             return;
         }
-        let election = AnyElection::new(self.rank, group, &self.election_config(head_rtt));
-        self.election = Some(Box::new(ClusterElection { dead, role, election, started: self.round, decided: false }));
+        let election = AnyElection::new(self.rank, group.clone(), &self.election_config(head_rtt));
+        self.election =
+            Some(Box::new(ClusterElection { dead, role, election, group, started: self.round, decided: false }));
         self.drive_election(ctx, Input::Start);
     }
 

@@ -112,6 +112,11 @@ pub struct SuperpeersArgs {
     /// Rounds a token must stay put before its holder promotes itself.
     #[arg(long, default_value_t = 10)]
     pub hold_rounds: u32,
+    /// A promoted holder's move needs the gain x (1 + rounds since promotion / this);
+    /// 0 = off. Default: `SuperPeerConfig::default()`.
+    #[arg(long)]
+    pub promoted_aging: Option<f64>,
+
     /// A node switches super peer only to one this factor nearer (predicted); 0 = never.
     #[arg(long, default_value_t = 0.9)]
     pub switch_factor: f64,
@@ -280,6 +285,7 @@ pub fn config_of(args: &SuperpeersArgs) -> anyhow::Result<(Vec<Method>, SuperPee
         cache_size: args.cache_size,
         force_threshold: args.force_threshold.unwrap_or(d.force_threshold),
         hold_rounds: args.hold_rounds,
+        promoted_aging: args.promoted_aging.unwrap_or(d.promoted_aging),
         probes_per_round: args.probes_per_round.unwrap_or(d.probes_per_round),
         probe_margin: args.probe_margin.unwrap_or(d.probe_margin),
         move_shortlist: args.move_shortlist.unwrap_or(d.move_shortlist),

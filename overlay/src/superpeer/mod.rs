@@ -15,7 +15,8 @@
 //! stop being super peer, attached to X).
 //!
 //! Files: [`config`] (settings), [`point`] (compact coordinate), [`estimate`] (each node's
-//! estimate of N), [`token`] (force law and move choice), [`message`] (wire messages, inputs,
+//! estimate of N), [`token`] (force law and move choice), [`promotion`] (settled super
+//! peers: their moves age), [`message`] (wire messages, inputs,
 //! effects), [`node`] (the state machine; its doc describes the protocol step by step).
 
 pub mod config;
@@ -23,6 +24,7 @@ pub mod estimate;
 pub mod message;
 pub mod node;
 pub mod point;
+pub mod promotion;
 pub mod token;
 
 pub use config::{prefix_bits, Method, SuperPeerConfig, SuperPeerConfigError};

@@ -85,6 +85,10 @@
 //!    the TRUE RTT, or lost, were 6.5 % of all at 10^5; the late switches (30-80 a round
 //!    from round 60, under the rule's 100) were real gains, heads with room that the gossip
 //!    brought; so no hysteresis was added there (it would have kept nodes farther away).
+//!    **Settled super peers** (*ours*, session 7, issue 4: still not converged at 10^5;
+//!    [`super::promotion`] module doc): a super peer's move needs the gain x
+//!    `1 + age / promoted_aging` on top of the cooling (`age` = rounds since it became super
+//!    peer), so late moves on predicted gains within the coordinates' error stop.
 //!    **Split offers** (*ours*, session 6, [`super::token`] module doc): a settled holder
 //!    whose cluster would gain much from a second head sends `Split` to the holders it
 //!    knows; a settled holder whose token is cheap to remove jumps there with a member-less
@@ -278,6 +282,7 @@ use super::config::{prefix_bits, Method, SuperPeerConfig};
 use super::estimate::SizeEstimator;
 use super::message::{HeadEntry, HeadRole, PeerInfo, Query, SpEffect, SpInput, SpMessage, TokenEntry, TokenId};
 use super::point::Point;
+use super::promotion::aging;
 use super::token::{choose_target, cooling, net_force, removal_cost, split_gain, AccessEstimate};
 use crate::driver::{Context, Effect, Election, Input};
 use crate::election::{AnyElection, ElectionConfig};
@@ -382,6 +387,9 @@ struct Head {
     ids: Option<Arc<[NodeId]>>,
     last_view: u32,
     super_peer: bool,
+    /// Round this node became super peer (promoted after the hold time, or took the role
+    /// over); its age ages its token's moves (module doc, step 4, "Settled super peers").
+    promoted_at: u32,
     /// Round the token arrived (or last stayed put after a refused move).
     since: u32,
     /// Round this node became head (with this role).
@@ -921,6 +929,7 @@ impl SuperPeerNode {
             members,
             last_view: 0,
             super_peer,
+            promoted_at: self.round,
             since: self.round,
             became: self.round,
             view: Vec::new(),
@@ -1130,8 +1139,10 @@ impl SuperPeerNode {
             let holders: Vec<NodeId> = h.view.iter().map(|e| e.holder.id).collect();
             let mut cands: Vec<PeerInfo> = self.neighbours.clone();
             cands.extend(h.members.iter().copied());
-            // Cooling: the epoch counts the token's moves (and recreations).
-            let cool = cooling(epoch, h.super_peer, &cfg);
+            // Cooling: the epoch counts the token's moves (and recreations); a super peer's
+            // moves also age with it (module doc, step 4, "Settled super peers").
+            let cool =
+                cooling(epoch, h.super_peer, &cfg) * aging(h.super_peer, round.wrapping_sub(h.promoted_at), &cfg);
             let excluded = |c: &PeerInfo| holders.contains(&c.id);
             if let Some(t) = choose_target(&me, &f, &h.members, &others, &cands, excluded, &access, cool, &cfg) {
                 // The old holder goes along as a member (last; the receiver drops it if that
@@ -1165,6 +1176,7 @@ impl SuperPeerNode {
         }
         if !h.super_peer && round.wrapping_sub(h.since) >= cfg.hold_rounds {
             h.super_peer = true;
+            h.promoted_at = round;
             ctx.push(SpEffect::BecomeSuperPeer);
         }
     }

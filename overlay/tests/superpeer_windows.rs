@@ -19,7 +19,15 @@
 //! the failure detector is slower than the messages). DHT lookups are answered by an oracle
 //! over the live nodes after one delay.
 //!
-//! Randomised: every test prints its seeds; `PEERAGE_SEED=<n>` replays one seed.
+//! Randomised: every test prints its seeds; `PEERAGE_SEED=<n>` replays one seed (and prints
+//! the token's story and every node's state); `PEERAGE_TRACE0=<i>` also prints node `i`'s
+//! inputs and effects.
+//!
+//! Session 7 adds the windows session 6 left (each test failed on 1b503c5 before the fixes,
+//! except where its doc says otherwise): a minter, a backup that just took a role over, a
+//! re-election winner, and a relaying node, each crashing right after it took or sent the
+//! role; tests may crash a second node (`Net::then`), and may keep crashed nodes' provider
+//! records (`Net::keep_dead_providers`, as a real DHT does until they expire).
 
 use overlay::superpeer::{
     HeadRole, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode, TokenId,
@@ -64,6 +72,18 @@ enum Trigger {
     TakesHandover,
     /// The first node that takes a relayed token (a `Handover` without members).
     TakesRelay,
+    /// The first node that mints a token (takes one at epoch 0, not by a `Handover`), right
+    /// after it took it (session 7).
+    Mints,
+    /// The first member-less holder right after its backup's `Detach` (its confirmation that
+    /// it holds the backup view) arrived (session 7).
+    BackupConfirmed,
+    /// The first node that takes the token of the node crashed before (a recreation), right
+    /// after it took it (session 7; a second crash).
+    Acquires,
+    /// The first node that hands a recreated token on (a relay `Handover`), right after it
+    /// sent it (session 7).
+    Relays,
 }
 
 struct Net {
@@ -75,6 +95,10 @@ struct Net {
     providers: HashMap<NodeId, Vec<usize>>,
     /// Providers every provider lookup also returns (phantoms: nobody claims a slot).
     extra_providers: Vec<PeerInfo>,
+    /// Provider records of crashed nodes are still returned (as a real DHT does until they
+    /// expire), so that a node deciding late does not mint the crashed minter's token again
+    /// (session 7).
+    keep_dead_providers: bool,
     events: BinaryHeap<Reverse<(u64, u64, usize)>>,
     slab: Vec<Option<Ev>>,
     seq: u64,
@@ -91,6 +115,10 @@ struct Net {
     timer_gen: HashMap<(usize, Timer), u64>,
     next_gen: u64,
     trigger: Trigger,
+    /// The trigger armed once `trigger` fired (session 7: a second crash).
+    then: Trigger,
+    /// Every triggered crash: (node, time, token, epoch); for `Relays` the relayed token.
+    crashes: Vec<(usize, u64, TokenId, u32)>,
     /// Message kinds of a crashed node that still arrive.
     let_through: Vec<&'static str>,
     /// (node, time) of the triggered crash, and the token and epoch the node took.
@@ -114,6 +142,7 @@ impl Net {
             phantoms: Vec::new(),
             providers: HashMap::new(),
             extra_providers: Vec::new(),
+            keep_dead_providers: false,
             events: BinaryHeap::new(),
             slab: Vec::new(),
             seq: 0,
@@ -127,6 +156,8 @@ impl Net {
             timer_gen: HashMap::new(),
             next_gen: 0,
             trigger: Trigger::None,
+            then: Trigger::None,
+            crashes: Vec::new(),
             let_through: Vec::new(),
             crashed: None,
             acquired: Vec::new(),
@@ -223,10 +254,24 @@ impl Net {
             SpInput::Message { msg: SpMessage::Handover { members, .. }, .. } => Some(members.is_empty()),
             _ => None,
         };
+        let detach_from = match &input {
+            SpInput::Message { from, msg: SpMessage::Detach } => Some(*from),
+            _ => None,
+        };
         let mut effects = Vec::new();
+        if std::env::var("PEERAGE_TRACE0").is_ok_and(|v| v == i.to_string()) && std::env::var("PEERAGE_TRACE0").is_ok() && !matches!(input, SpInput::Tick | SpInput::Message { msg: SpMessage::ClusterView { .. } | SpMessage::Announce { .. } | SpMessage::TokenGossip { .. } | SpMessage::CacheExchange { .. }, .. }) {
+            eprintln!("TRACE-IN {} {:?}", self.now, input);
+        }
         {
             let mut ctx = SpContext::new(Time(self.now), &mut self.node_rng, &mut effects);
             self.nodes[i].handle(&mut ctx, input);
+        }
+        if std::env::var("PEERAGE_TRACE0").is_ok_and(|v| v == i.to_string()) && std::env::var("PEERAGE_TRACE0").is_ok() {
+            for e in &effects {
+                if !matches!(e, SpEffect::Send { msg: SpMessage::Announce { .. } | SpMessage::TokenGossip { .. } | SpMessage::CacheExchange { .. }, .. }) {
+                    eprintln!("TRACE {} {:?}", self.now, e);
+                }
+            }
         }
         let mut took = None;
         for e in &effects {
@@ -235,19 +280,37 @@ impl Net {
                 took = Some((*token, *epoch));
             }
         }
+        let relayed = effects.iter().find_map(|e| match e {
+            SpEffect::Send { msg: SpMessage::Handover { token, epoch, promoted: true, members, .. }, .. }
+                if members.is_empty() =>
+            {
+                Some((*token, *epoch))
+            }
+            _ => None,
+        });
         for e in effects {
             self.effect(i, e);
         }
-        if let (Some(relay), Some((token, epoch))) = (handover, took) {
-            let fire = match self.trigger {
-                Trigger::TakesHandover => !relay,
-                Trigger::TakesRelay => relay,
-                Trigger::None => false,
-            };
-            if fire && self.crashed.is_none() {
-                self.crashed = Some((i, self.now, token, epoch));
-                self.crash(i);
+        let node = &self.nodes[i];
+        let fire = match self.trigger {
+            Trigger::TakesHandover => handover == Some(false) && took.is_some(),
+            Trigger::TakesRelay => handover == Some(true) && took.is_some(),
+            Trigger::Mints => handover.is_none() && took.is_some_and(|(_, e)| e == 0),
+            Trigger::BackupConfirmed => {
+                node.is_head() && node.members().is_empty() && detach_from.is_some_and(|b| node.backup() == Some(b))
             }
+            Trigger::Acquires => took.is_some_and(|(t, _)| self.crashes.first().is_some_and(|c| c.2 == t)),
+            Trigger::Relays => relayed.is_some(),
+            Trigger::None => false,
+        };
+        if fire {
+            let (token, epoch) = relayed.or(took).or(node.token()).unwrap_or((TokenId(0), 0));
+            if self.crashed.is_none() {
+                self.crashed = Some((i, self.now, token, epoch));
+            }
+            self.crashes.push((i, self.now, token, epoch));
+            self.trigger = std::mem::replace(&mut self.then, Trigger::None);
+            self.crash(i);
         }
     }
 
@@ -292,7 +355,12 @@ impl Net {
                         let mut v: Vec<PeerInfo> = self
                             .providers
                             .get(&key)
-                            .map(|v| v.iter().filter(|&&j| self.alive[j]).map(|&j| self.info(j)).collect())
+                            .map(|v| {
+                                v.iter()
+                                    .filter(|&&j| self.alive[j] || self.keep_dead_providers)
+                                    .map(|&j| self.info(j))
+                                    .collect()
+                            })
                             .unwrap_or_default();
                         v.extend(self.extra_providers.iter().copied());
                         v
@@ -349,6 +417,23 @@ impl Net {
             return;
         }
         eprintln!("crashed: {:?}", self.crashed);
+        for (i, n) in self.nodes.iter().enumerate() {
+            eprintln!(
+                "node {i}: alive {} in_election {} head {:?} attached {:?} view_head {:?} election_for {:?} backup_for {:?}",
+                self.alive[i],
+                n.in_election(),
+                n.role(),
+                n.attached_to().and_then(|a| self.index(&a)),
+                n.view_head().map(|a| self.index(&a)),
+                n.election_for().map(|a| self.index(&a)),
+                n.backup_for().map(|(a, _)| self.index(&a))
+            );
+        }
+        for (t, from, to, k) in &self.log {
+            if !["cluster-view", "announce", "token-gossip", "cache-exchange"].contains(k) && (*from == 0 || *to == 0) {
+                eprintln!("  all {t} {from} -> {to} {k}");
+            }
+        }
         for a in &self.acquired {
             eprintln!("{:>9} node {} acquired {:?} epoch {}", a.0, a.1, a.2, a.3);
         }
@@ -448,6 +533,11 @@ fn check_recreated_once(net: &Net) -> Result<(), String> {
 /// Runs `body` for every seed, collects the failing seeds with their message, and fails
 /// listing them (replay one with `PEERAGE_SEED`).
 fn for_seeds(n: u64, body: impl Fn(u64) -> Result<bool, String>) {
+    for_seeds_firing(n, 0.75, body)
+}
+
+/// [`for_seeds`], with the share of seeds that must reach the crash.
+fn for_seeds_firing(n: u64, min_fired: f64, body: impl Fn(u64) -> Result<bool, String>) {
     let mut failed = Vec::new();
     let mut fired = 0;
     let list = seeds(n);
@@ -467,7 +557,7 @@ fn for_seeds(n: u64, body: impl Fn(u64) -> Result<bool, String>) {
     );
     // The token moves in nearly every seed (179 of the first 200); a scenario that stopped
     // reaching the crash would test nothing.
-    assert!(fired * 4 >= list.len() * 3, "the crash fired in only {fired} of {} seeds", list.len());
+    assert!(fired as f64 >= min_fired * list.len() as f64, "the crash fired in only {fired} of {} seeds", list.len());
 }
 
 /// Window 1 (module doc, step 4): the new holder crashes right after it took a handed-over
@@ -636,7 +726,10 @@ fn check_both_held_once(net: &Net) -> Result<(), String> {
 /// next neighbour: each token ends up held exactly once.
 #[test]
 fn a_relay_receiver_crashed_before_its_backup_view_arrived_loses_nothing() {
-    for_seeds(200, |seed| {
+    // Since the cluster election's timeouts follow the RTT (session 7), B wins V's election
+    // about 1.5 s after the crash; by then it has often handed W's token to a member and
+    // takes V's itself, without a relay: the relay fires in about a third of the seeds.
+    for_seeds_firing(200, 0.3, |seed| {
         let mut net = relay_setup(seed);
         net.trigger = Trigger::TakesRelay;
         net.let_through = vec!["handover-ack"];
@@ -654,7 +747,8 @@ fn a_relay_receiver_crashed_before_its_backup_view_arrived_loses_nothing() {
 /// epoch).
 #[test]
 fn a_relay_receiver_crashed_after_its_backup_view_went_out_duplicates_nothing() {
-    for_seeds(200, |seed| {
+    // The relay fires in about a third of the seeds (see the test above).
+    for_seeds_firing(200, 0.3, |seed| {
         let mut net = relay_setup(seed);
         net.trigger = Trigger::TakesRelay;
         net.let_through = vec!["handover-ack", "cluster-view", "announce", "token-gossip"];
@@ -679,5 +773,191 @@ fn a_relay_without_a_crash_is_acknowledged_once_its_backup_confirmed() {
             Some(t) if t + 5 * ROUND_US < net.now => Ok(true),
             other => Err(format!("the relaying node still hands the token on (last at {other:?})")),
         }
+    });
+}
+
+/// Runs `net` round by round until the armed triggers fired (at most 40 rounds), then 40
+/// rounds more; returns whether every trigger fired.
+fn run_crashes(net: &mut Net, crashes: usize) -> bool {
+    for _ in 0..40 {
+        net.rounds(1);
+        if net.crashes.len() >= crashes {
+            break;
+        }
+    }
+    net.rounds(40);
+    net.crashes.len() >= crashes
+}
+
+/// Checks that the token of the first crash is held by exactly one live node (any epoch),
+/// and that no epoch after the last crash was taken twice.
+fn check_held_once(net: &Net) -> Result<(), String> {
+    let Some(&(_, _, token, _)) = net.crashes.first() else { return Err("no crash".into()) };
+    let holders = net.holders_of(token);
+    let last = net.crashes.last().map_or(0, |c| c.1);
+    let mut epochs: Vec<u32> = net.acquired.iter().filter(|a| a.0 > last && a.2 == token).map(|a| a.3).collect();
+    epochs.sort_unstable();
+    let twice = epochs.windows(2).any(|w| w[0] == w[1]);
+    if holders.len() != 1 || twice {
+        net.dump();
+        return Err(format!(
+            "crashes {:?}: live holders of {token:?} {holders:?}, epochs taken after the last crash {epochs:?}",
+            net.crashes
+        ));
+    }
+    Ok(())
+}
+
+/// Window 3a (module doc, step 6, session 7): the node that mints a token crashes right
+/// after it took it, and nothing it sent after that arrives. Its backup must hold the view
+/// already (the minter takes the token only once its backup confirmed), and take it over.
+#[test]
+fn a_minter_crashed_right_after_minting_loses_nothing() {
+    for_seeds(200, |seed| {
+        let mut net = pull_setup(seed);
+        net.keep_dead_providers = true;
+        net.trigger = Trigger::Mints;
+        if !run_crashes(&mut net, 1) {
+            return Ok(false);
+        }
+        if net.nodes.len() < 2 {
+            return Ok(false);
+        }
+        check_held_once(&net).map(|_| true)
+    });
+}
+
+/// Window 3b (module doc, step 6, session 7): a member-less holder crashes once its backup
+/// has its view; the backup takes the token over and crashes right after it took it (nothing
+/// it sent after that arrives). The backup's own backup must hold the view already and take
+/// the token over once more. With 2 nodes nobody is left, the seed does not count.
+#[test]
+fn a_backup_crashed_right_after_its_takeover_loses_nothing() {
+    for_seeds(200, |seed| {
+        let mut net = pull_setup(seed);
+        if net.nodes.len() < 3 {
+            return Ok(false);
+        }
+        net.keep_dead_providers = true;
+        net.trigger = Trigger::BackupConfirmed;
+        net.then = Trigger::Acquires;
+        if !run_crashes(&mut net, 2) {
+            return Ok(false);
+        }
+        check_held_once(&net).map(|_| true)
+    });
+}
+
+/// Window 4 (module doc, step 5, session 7): the new holder of a moved token crashes before
+/// its view arrived (as in window 1), its cluster re-elects, and the winner crashes right
+/// after it took the token over: its election messages (the `Coordinator`) arrive, its
+/// `Takeover` (or, if it won alone, its backup view) is lost with it. The other members know
+/// the leader but are not attached to it: they hold the leader's group as a stand-in view
+/// and re-elect again (or its backup takes over). With 2 nodes nobody is left, the seed
+/// does not count. (This one passed on 1b503c5 too, not traced why; with the other session-7
+/// changes but without the stand-in views it failed in 170 of 200 seeds.)
+#[test]
+fn a_reelection_winner_crashed_right_after_its_takeover_loses_nothing() {
+    for_seeds(200, |seed| {
+        let mut net = pull_setup(seed);
+        if net.nodes.len() < 3 {
+            return Ok(false);
+        }
+        net.keep_dead_providers = true;
+        net.trigger = Trigger::TakesHandover;
+        net.then = Trigger::Acquires;
+        net.let_through = vec!["handover-ack", "election"];
+        if !run_crashes(&mut net, 2) {
+            return Ok(false);
+        }
+        check_held_once(&net).map(|_| true)
+    });
+}
+
+/// As [`relay_setup`], but V's cluster has a second live member M, and B is the node with
+/// the highest id (M the next), so that B wins V's re-election and relays V's token, holding
+/// W's. Returns the net and B's index.
+fn relay_setup_with_member(seed: u64) -> (Net, usize) {
+    let v = phantom("relay-holder-v", 0.2);
+    let w = phantom("relay-holder-w", -0.2);
+    let x = phantom("relay-provider-x", 0.5);
+    let names = ["relay-b", "relay-c", "relay-d", "relay-e", "relay-f"];
+    let ids: Vec<NodeId> = names.iter().map(|n| NodeId::hash_of(n.as_bytes())).collect();
+    let mut order: Vec<usize> = (0..ids.len()).collect();
+    order.sort_by_key(|&i| Reverse(ids[i]));
+    let (b, m) = (order[0], order[1]);
+    let points: Vec<Point> = (0..names.len()).map(|i| Point::new(&[0.01 * i as f64, 0.0], 0.001)).collect();
+    let cfg = SuperPeerConfig { share: 0.01, cluster_cap: 10, ..Default::default() };
+    cfg.validate().unwrap();
+    let mut net = Net::new(points, ids.clone(), cfg, seed);
+    net.phantoms = vec![v.id, w.id, x.id];
+    net.extra_providers = vec![x];
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let from_v = |msg| SpInput::Message { from: v.id, msg };
+    for i in [b, m] {
+        let n = &mut net.nodes[i];
+        prefeed(n, &mut rng, SpInput::Start, &[v]);
+        prefeed(n, &mut rng, from_v(SpMessage::Accept { role: HeadRole::Token { token: TV, epoch: 4 }, head: v }), &[v]);
+        prefeed(n, &mut rng, from_v(token_view(TV, 4, &[v.id, ids[b], ids[m]])), &[v]);
+        assert_eq!(n.attached_to(), Some(v.id));
+    }
+    prefeed(&mut net.nodes[b], &mut rng, SpInput::Message { from: w.id, msg: token_view(TW, 1, &[w.id, ids[b]]) }, &[v]);
+    assert_eq!(net.nodes[b].backup_for().map(|(h, _)| h), Some(w.id));
+    net.start_all();
+    // W's crash reaches B first, then V's reaches B and M, within the first round.
+    let at = net.rng.gen_range(200_000..400_000u64);
+    net.schedule(at, Ev::Input { to: b, input: SpInput::PeerDown(w.id) });
+    for i in [b, m] {
+        let later = at + net.rng.gen_range(0..300_000u64);
+        net.schedule(later, Ev::Input { to: i, input: SpInput::PeerDown(v.id) });
+    }
+    (net, b)
+}
+
+/// Window 5 (module doc, step 6, "relay", session 7): B, entitled to two tokens, relays V's
+/// and crashes right after the relay `Handover` left it; nothing it sent after that arrives
+/// (the `Handover` too is lost). M, the other member of V's cluster, knows that B led: it
+/// holds B's group as a stand-in view and re-elects, so V's token is held exactly once.
+/// W's token is held at most once (B may die before its own backup had the view: W and
+/// all of its group are then gone).
+#[test]
+fn a_relaying_node_crashed_before_its_relay_arrived_loses_nothing() {
+    for_seeds(200, |seed| {
+        let (mut net, b) = relay_setup_with_member(seed);
+        net.trigger = Trigger::Relays;
+        net.rounds(40);
+        let Some(&(r, _, token, _)) = net.crashes.first() else { return Ok(false) };
+        if r != b {
+            return Ok(false);
+        }
+        let (hv, hw) = (net.holders_of(TV), net.holders_of(TW));
+        if hv.len() != 1 || hw.len() > 1 {
+            net.dump();
+            return Err(format!("node {r} crashed relaying {token:?}: holders of V's token {hv:?}, of W's {hw:?}"));
+        }
+        Ok(true)
+    });
+}
+
+/// The same crash after the relay `Handover` arrived: the relayed token is held, and the
+/// stand-in re-election that recreates it as well is resolved by the duplicate safety net
+/// (the higher epoch stays): each token held at most once, V's exactly once.
+#[test]
+fn a_relaying_node_crashed_after_its_relay_arrived_duplicates_nothing() {
+    for_seeds(200, |seed| {
+        let (mut net, b) = relay_setup_with_member(seed);
+        net.trigger = Trigger::Relays;
+        net.let_through = vec!["handover"];
+        net.rounds(40);
+        let Some(&(r, _, token, _)) = net.crashes.first() else { return Ok(false) };
+        if r != b {
+            return Ok(false);
+        }
+        let (hv, hw) = (net.holders_of(TV), net.holders_of(TW));
+        if hv.len() != 1 || hw.len() > 1 {
+            net.dump();
+            return Err(format!("node {r} crashed relaying {token:?}: holders of V's token {hv:?}, of W's {hw:?}"));
+        }
+        Ok(true)
     });
 }

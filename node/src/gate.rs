@@ -76,6 +76,8 @@ pub struct Gate {
     open_cap: usize,
     /// Peers whose wanted dial this gate refused at the hard cap, and when.
     refused: HashMap<PeerId, Instant>,
+    /// This node serves a super-peer cluster: inbound connections pass up to the hard cap.
+    serving: bool,
 }
 
 impl Gate {
@@ -92,7 +94,18 @@ impl Gate {
             open_until: None,
             open_cap: outbound_gate.max((outbound_gate + hard_cap) / 2),
             refused: HashMap::new(),
+            serving: false,
         }
+    }
+
+    /// While this node serves a super-peer cluster, inbound connections pass up to the hard
+    /// cap, not only up to `inbound_gate` (*ours*, issue 4's 200-node swarm: a head whose
+    /// slots other nodes' lookups had filled refused its own members' probes before the
+    /// handshake, the members took the refused dial for a dead head, and 243 false reports
+    /// set off re-elections). An inbound connection's peer is unknown before the handshake,
+    /// so members cannot be told from others here.
+    pub fn set_serving(&mut self, serving: bool) {
+        self.serving = serving;
     }
 
     /// Whether a dial to `peer` was refused by this gate at its hard cap within `WANT_TTL`
@@ -167,9 +180,10 @@ impl NetworkBehaviour for Gate {
         _: &Multiaddr,
     ) -> Result<(), ConnectionDenied> {
         let established = self.established.len();
-        if established >= self.inbound_gate {
+        let gate = if self.serving { self.hard_cap } else { self.inbound_gate };
+        if established >= gate {
             self.counters.refused_inbound += 1;
-            return Err(ConnectionDenied::new(GateRefusal::Inbound { established, gate: self.inbound_gate }));
+            return Err(ConnectionDenied::new(GateRefusal::Inbound { established, gate }));
         }
         Ok(())
     }
@@ -280,5 +294,24 @@ mod tests {
         assert!(!dial(&mut g, p), "the hard cap holds for wanted dials too");
         assert!(g.refused_locally(&p), "a wanted dial refused at the hard cap is remembered");
         assert!(!g.refused_locally(&p), "the mark is consumed");
+    }
+
+    fn inbound(g: &mut Gate) -> bool {
+        let a: Multiaddr = "/memory/1".parse().expect("address");
+        g.handle_pending_inbound_connection(ConnectionId::new_unchecked(2_000_000), &a, &a).is_ok()
+    }
+
+    #[test]
+    fn a_serving_node_takes_inbound_connections_up_to_the_hard_cap() {
+        let mut g = Gate::new(40, 6, 72);
+        fill(&mut g, 40);
+        assert!(!inbound(&mut g), "inbound stops at the inbound gate");
+        g.set_serving(true);
+        assert!(inbound(&mut g), "a super peer takes its members above the inbound gate");
+        fill(&mut g, 72);
+        assert!(!inbound(&mut g), "up to the hard cap");
+        g.set_serving(false);
+        fill(&mut g, 41);
+        assert!(!inbound(&mut g), "no longer serving: the inbound gate again");
     }
 }

@@ -394,6 +394,7 @@ impl SuperPeerDriver {
         }
         self.round = self.round.wrapping_add(1);
         self.run(sw, dir, SpInput::Tick);
+        sw.behaviour_mut().gate.set_serving(self.sm.is_head());
         self.probe_head(sw, dir);
         self.refresh(now);
     }
@@ -717,6 +718,7 @@ impl SuperPeerDriver {
                         if probe && Some(to) == self.sm.attached_to() && class == SendFailure::RefusedLocally {
                             self.probing = false;
                         } else if probe && Some(to) == self.sm.attached_to() {
+                            info!(me = %self.me_id.short(), head = %to.short(), ?class, "probe of the super peer failed: {error}");
                             self.probing = false;
                             self.probe_failures += if class == SendFailure::Unreachable { 2 } else { 1 };
                             if self.probe_failures >= 4 {

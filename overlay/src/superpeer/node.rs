@@ -90,9 +90,13 @@
 //!    `1 + age / promoted_aging` on top of the cooling (`age` = rounds since it became super
 //!    peer), so late moves on predicted gains within the coordinates' error stop.
 //!    **Split offers** (*ours*, session 6, [`super::token`] module doc): a settled holder
-//!    whose cluster would gain much from a second head sends `Split` to the holders it
-//!    knows; a settled holder whose token is cheap to remove jumps there with a member-less
-//!    `Handover` (`on_split`) and, once acknowledged, sends its members `StepDown`.
+//!    whose cluster would gain much from a second head sends `Split` to a holder it knows
+//!    (session 7: one, [`super::token::split_taker`]); a settled holder whose token is cheap
+//!    to remove, with room for all its members at other known tokens, jumps there. Session
+//!    7: it first sends each member `StepDownTo` the head its removal placed it at (the
+//!    member switches, staying ours until accepted; `drain_tick`), then, with no member
+//!    left, hands the token with a member-less `Handover` (`on_split`); no split while a
+//!    crash nearby is less than `hold_rounds` old.
 //!    **The new holder's view goes out at once** (*ours*, issue 4: at N = 10^6, 3 and 7 of
 //!    502 tokens crashed while tokens still moved were lost, and 4 of 318 in a 16-seed sweep
 //!    at 10^4 with crashes at round 15): the receiver sends its cluster view when it takes
@@ -278,7 +282,8 @@
 //!      role over at the next epoch, or nobody ever held the role (for a mint: the token
 //!      does not exist yet; for a takeover or a lone re-election: the whole group that knew
 //!      of the role is dead). While waiting, the node refuses handovers and backup duties
-//!      and does not attach; a second role it becomes entitled to meanwhile is relayed
+//!      (it may attach to a head meanwhile; taking the role detaches it, as for any new
+//!      head); a second role it becomes entitled to meanwhile is relayed
 //!      (a token) as a head's would be. The simulator delivers a round's messages within
 //!      the round, so there the role is taken in the same round, after 2 more messages.
 //!      **Token holders also provide the token's slot key** ([`token_slot_key`]): a node
@@ -325,7 +330,9 @@ use super::estimate::SizeEstimator;
 use super::message::{HeadEntry, HeadRole, PeerInfo, Query, SpEffect, SpInput, SpMessage, TokenEntry, TokenId};
 use super::point::Point;
 use super::promotion::aging;
-use super::token::{choose_target, cooling, net_force, removal_cost, split_gain, AccessEstimate};
+use super::token::{
+    choose_target, cooling, net_force, removal_plan, split_gain, split_reserve, split_taker, AccessEstimate, Removal,
+};
 use crate::driver::{Context, Effect, Election, Input};
 use crate::election::{AnyElection, ElectionConfig};
 use crate::id::{NodeId, Rank};
@@ -427,6 +434,10 @@ const MAX_TIMEOUT_SCALE: f64 = 20.0;
 /// in case its `Detach` or `Refuse` fails (module doc, step 6, "relay").
 const KEPT_VIEW_ROUNDS: u32 = 10;
 
+/// Rounds a split jump waits for its members to switch away before it is given up (module
+/// doc of `token`, "Split offers", session 7).
+const DRAIN_ROUNDS: u32 = 3;
+
 /// Neighbours a member-less head remembers as having refused to be its backup.
 const MAX_REFUSED_BACKUPS: usize = 8;
 
@@ -456,6 +467,10 @@ struct Head {
     view: Vec<TokenEntry>,
     /// A handover in flight: target, round sent, the message (for re-sending).
     transit: Option<(NodeId, u32, SpMessage)>,
+    /// A split jump waiting for its members to move (`StepDownTo`) before the token goes to
+    /// the offered spot: the spot and the round the drain began (`token` module doc, "Split
+    /// offers", session 7).
+    drain: Option<(PeerInfo, u32)>,
     /// The neighbour named backup while the cluster has no member (see the module doc).
     backup: Option<NodeId>,
     /// Neighbours that refused to be backup (they serve a cluster themselves), at most
@@ -468,6 +483,9 @@ struct Head {
     /// Members' nearest RTTs (`Access`), seconds, sorted by id; entries of nodes that left
     /// are ignored and pruned (`token` module doc, "Measured access delay").
     access: Vec<(NodeId, f32)>,
+    /// Round a member or a known holder was last reported down: split offers and jumps wait
+    /// `hold_rounds` after it (`token` module doc, "Split offers", session 7).
+    disturbed: u32,
 }
 
 /// A role this node is entitled to and takes without a member (a minted token or claimed
@@ -482,6 +500,18 @@ struct PendingRole {
     sent: u32,
     /// Neighbours asked so far (they refused, or are down).
     tried: Vec<NodeId>,
+}
+
+impl Head {
+    /// The member count our token entries carry: the cap while a handover or a split jump's
+    /// drain is under way (we refuse members then, and a jump leaves no room at all).
+    fn advertised(&self, cap: u32) -> u32 {
+        if self.transit.is_some() || self.drain.is_some() {
+            cap
+        } else {
+            self.members.len() as u32
+        }
+    }
 }
 
 /// A recreated token on its way from a head entitled to it to a neighbour that holds none.
@@ -855,7 +885,7 @@ impl SuperPeerNode {
                 // A holder introduces itself to the holders it found; so does a node about to
                 // hold a token (its backup has not confirmed yet; the replies find it a holder).
                 let pending = self.pending.as_ref().and_then(|p| match p.role {
-                    HeadRole::Token { token, epoch } => Some(TokenEntry { token, epoch, holder: self.me, age: 0 }),
+                    HeadRole::Token { token, epoch } => Some(TokenEntry { token, epoch, holder: self.me, age: 0, members: 0 }),
                     HeadRole::Slot { .. } => None,
                 });
                 if let Some(e) = self.my_entry().or(pending) {
@@ -1026,10 +1056,12 @@ impl SuperPeerNode {
             became: self.round,
             view: Vec::new(),
             transit: None,
+            drain: None,
             backup: None,
             refused_backups: Vec::new(),
             access: Vec::new(),
             ack_to: None,
+            disturbed: self.round,
         }));
     }
 
@@ -1077,7 +1109,9 @@ impl SuperPeerNode {
     fn my_entry(&self) -> Option<TokenEntry> {
         let h = self.head.as_ref()?;
         match h.role {
-            HeadRole::Token { token, epoch } => Some(TokenEntry { token, epoch, holder: self.me, age: 0 }),
+            HeadRole::Token { token, epoch } => {
+                Some(TokenEntry { token, epoch, holder: self.me, age: 0, members: h.advertised(self.cfg.cluster_cap) })
+            }
             HeadRole::Slot { .. } => None,
         }
     }
@@ -1214,7 +1248,7 @@ impl SuperPeerNode {
         if !h.view.is_empty() {
             // Gossip with the nearest and one random known holder.
             let mut entries = Vec::with_capacity(h.view.len() + 1);
-            entries.push(TokenEntry { token, epoch, holder: me, age: 0 });
+            entries.push(TokenEntry { token, epoch, holder: me, age: 0, members: h.advertised(cfg.cluster_cap) });
             entries.extend(h.view.iter().copied());
             let nearest = h.view[0].holder.id;
             ctx.send(nearest, SpMessage::TokenGossip { entries: entries.clone(), reply: true });
@@ -1229,6 +1263,10 @@ impl SuperPeerNode {
                 *sent = round;
                 ctx.send(*to, msg.clone());
             }
+            return;
+        }
+        if h.drain.is_some() {
+            self.drain_tick(ctx);
             return;
         }
         let others: Vec<Point> = h.view.iter().map(|e| e.holder.point).collect();
@@ -1265,13 +1303,21 @@ impl SuperPeerNode {
             }
         }
         // Split offers (`token` module doc): a settled holder whose cluster would gain
-        // much from a second head offers that head's spot to the holders it knows.
+        // much from a second head offers that head's spot to the known holder whose token
+        // looks cheapest to remove (session 7: one taker per offer).
         let still = round.wrapping_sub(h.since);
-        if cfg.split_ratio > 0.0 && !h.view.is_empty() && still >= cfg.hold_rounds && still % cfg.split_every == 0 {
+        let calm = round.wrapping_sub(h.disturbed) >= cfg.hold_rounds;
+        if cfg.split_ratio > 0.0
+            && calm
+            && !h.view.is_empty()
+            && still >= cfg.hold_rounds
+            && still % cfg.split_every == 0
+        {
             if let Some((at, gain, cost)) = split_gain(&me, &h.members, cfg.cluster_cap as usize) {
                 if gain > cfg.split_min * cost {
-                    for e in &h.view {
-                        ctx.send(e.holder.id, SpMessage::Split { at, gain: gain as f32 });
+                    let holders: Vec<(Point, u32)> = h.view.iter().map(|e| (e.holder.point, e.members)).collect();
+                    if let Some(i) = split_taker(&me.point, &holders, cfg.cluster_cap) {
+                        ctx.send(h.view[i].holder.id, SpMessage::Split { at, gain: gain as f32 });
                     }
                 }
             }
@@ -1540,10 +1586,13 @@ impl SuperPeerNode {
     }
 
     /// A split offer (`token` module doc, "Split offers"): a settled holder (still for the
-    /// hold time, no handover in flight, no election) whose token's removal costs less than
-    /// `split_ratio x gain` (x the cooling of a move) jumps: it hands the token, without members, to `at` (the
-    /// member-less handover of a relay: `at` acknowledges once its backup has its view), and
-    /// its members look for another head when the acknowledgement comes.
+    /// hold time, no handover in flight, no election, no crash nearby for the hold time)
+    /// whose token's removal (every member placed at a known token with room) costs less than
+    /// `split_ratio x gain` (x the cooling of a move) jumps: it hands the token, without
+    /// members, to `at` (the member-less handover of a relay: `at` acknowledges once its
+    /// backup has its view). Members first (session 7): a holder with members drains them
+    /// (`StepDownTo` the heads the removal placed them at, `drain_tick`) and hands the token
+    /// only once none is left.
     fn on_split(&mut self, ctx: &mut SpContext<'_>, from: NodeId, at: PeerInfo, gain: f32) {
         if !(gain.is_finite() && gain > 0.0) || !at.point.is_valid() {
             ctx.push(SpEffect::Rejected { from, reason: "bad split offer" });
@@ -1553,22 +1602,35 @@ impl SuperPeerNode {
         if ratio <= 0.0 || at.id == me.id || self.in_election() || self.cfg.method != Method::RepulsionTokens {
             return;
         }
-        let Some(h) = self.head.as_mut() else { return };
+        let Some(h) = self.head.as_ref() else { return };
         let HeadRole::Token { token, epoch } = h.role else { return };
-        if h.transit.is_some() || round.wrapping_sub(h.since) < hold {
+        // Not while the neighbourhood recovers from a crash (session 7: jumps then left members
+        // without a head with room).
+        if h.transit.is_some()
+            || h.drain.is_some()
+            || round.wrapping_sub(h.since) < hold
+            || round.wrapping_sub(h.disturbed) < hold
+        {
             return;
         }
         if h.view.iter().any(|e| e.holder.id == at.id) || h.members.iter().any(|m| m.id == at.id) {
             return;
         }
-        let others: Vec<Point> = h.view.iter().map(|e| e.holder.point).collect();
         // Cooling as for moves: a token that moved often, or is promoted, needs more gain
         // (without the promoted factor tokens at N = 10^4 still jumped after 150 rounds).
         let promoted = if h.super_peer { self.cfg.promoted_factor } else { 1.0 };
         let cool = promoted * (1.0 + epoch as f64 / self.cfg.cooling);
-        match removal_cost(&me, &h.members, &others) {
-            Some(r) if r * cool < ratio * gain as f64 => {}
+        match self.removal() {
+            Some(r) if r.cost * cool < ratio * gain as f64 => {}
             _ => return,
+        }
+        let Some(h) = self.head.as_mut() else { return };
+        if !h.members.is_empty() {
+            // Members first (session 7): they switch to the heads the removal placed them at
+            // while we still serve them; the token goes once they all left.
+            h.drain = Some((at, round));
+            self.rehome(ctx);
+            return;
         }
         let msg = SpMessage::Handover {
             token,
@@ -1579,6 +1641,66 @@ impl SuperPeerNode {
         };
         h.transit = Some((at.id, round, msg.clone()));
         ctx.send(at.id, msg);
+    }
+
+    /// A round of a split jump's drain (`token` module doc, "Split offers", session 7): the
+    /// token goes to the offered spot once every member switched away; members still here
+    /// are told again where to go; after [`DRAIN_ROUNDS`] with members left (no head took
+    /// them) the jump is given up and the token stays.
+    fn drain_tick(&mut self, ctx: &mut SpContext<'_>) {
+        let round = self.round;
+        let Some(h) = self.head.as_mut() else { return };
+        let Some((at, started)) = h.drain else { return };
+        let HeadRole::Token { token, epoch } = h.role else {
+            h.drain = None;
+            return;
+        };
+        if h.members.is_empty() {
+            h.drain = None;
+            let msg = SpMessage::Handover {
+                token,
+                epoch: epoch.wrapping_add(1),
+                promoted: false,
+                members: Vec::new(),
+                view: h.view.clone(),
+            };
+            h.transit = Some((at.id, round, msg.clone()));
+            ctx.send(at.id, msg);
+            return;
+        }
+        if round.wrapping_sub(started) >= DRAIN_ROUNDS {
+            h.drain = None;
+            return;
+        }
+        self.rehome(ctx);
+    }
+
+    /// Tells each member where our token's removal places it (`StepDownTo`): a known token
+    /// with room; it switches there and stays our member until that head accepts it.
+    fn rehome(&mut self, ctx: &mut SpContext<'_>) {
+        let Some(r) = self.removal() else { return };
+        let Some(h) = self.head.as_ref() else { return };
+        for (m, &j) in h.members.iter().zip(&r.to) {
+            ctx.send(m.id, SpMessage::StepDownTo { head: h.view[j].holder });
+        }
+    }
+
+    /// Where our members and we would go if our token left ([`removal_plan`]): the other
+    /// known tokens with the room their holders last gossiped (`token` module doc, "Split
+    /// offers", session 7). The returned indices are into our token view.
+    fn removal(&self) -> Option<Removal> {
+        let h = self.head.as_ref()?;
+        let cap = self.cfg.cluster_cap as usize;
+        let fresh = self.cfg.view_every;
+        let others: Vec<(Point, usize)> = h
+            .view
+            .iter()
+            .map(|e| {
+                let room = cap.saturating_sub(e.members as usize).saturating_sub(split_reserve(cap));
+                (e.holder.point, if e.age <= fresh { room } else { 0 })
+            })
+            .collect();
+        removal_plan(&self.me, &h.members, &others)
     }
 
     /// A member's `Access`: kept (sorted by id) while the sender is a member of our token's
@@ -1606,6 +1728,17 @@ impl SuperPeerNode {
     /// The measured RTT we hold for head `id` (0 = none), for a head we now attach to.
     fn known_rtt(&self, id: NodeId) -> f32 {
         self.cache.iter().find(|c| c.info.id == id).map_or(0.0, |c| c.rtt)
+    }
+
+    /// An unattached node asks `head` first (where a jumping holder's removal placed it,
+    /// `token` module doc, "Split offers"); on a refusal it goes on with its cache.
+    fn attach_to(&mut self, ctx: &mut SpContext<'_>, head: PeerInfo) {
+        if self.head.is_some() || self.attached.is_some() || self.attaching.is_some() || head.id == self.me.id {
+            return;
+        }
+        self.cache_insert(head, 0);
+        self.attaching = Some((head.id, self.round));
+        ctx.send(head.id, SpMessage::Attach { point: self.me.point });
     }
 
     fn try_attach(&mut self, ctx: &mut SpContext<'_>) {
@@ -1652,7 +1785,12 @@ impl SuperPeerNode {
             if h.members.len() != before {
                 h.dirty = true;
             }
+            let known = h.view.len();
             h.view.retain(|e| e.holder.id != id);
+            if h.members.len() != before || h.view.len() != known {
+                // A crash nearby: the cluster and its neighbours recover (no split for a while).
+                h.disturbed = self.round;
+            }
             if h.transit.as_ref().is_some_and(|(t, _, _)| *t == id) {
                 h.transit = None;
             }
@@ -1878,6 +2016,23 @@ impl SuperPeerNode {
                     self.try_attach(ctx);
                 }
             }
+            SpMessage::StepDownTo { head } => {
+                if !head.point.is_valid() || head.id == from {
+                    ctx.push(SpEffect::Rejected { from, reason: "step-down to a bad head" });
+                    return;
+                }
+                // Our head's token is about to jump (`token` module doc, "Split offers",
+                // session 7): we switch to the head its removal placed us at (it had room),
+                // even when it is farther than heads we know (they may be full), and stay
+                // our head's member until that head accepts us (then we `Detach`). A refusal
+                // leaves us where we are; our head tells us again or gives the jump up.
+                let ours = self.attached.is_some_and(|a| a.id == from);
+                if ours && self.head.is_none() && self.attaching.is_none() && head.id != self.me.id {
+                    self.cache_insert(head, 0);
+                    self.attaching = Some((head.id, self.round));
+                    ctx.send(head.id, SpMessage::Attach { point: self.me.point });
+                }
+            }
             SpMessage::ClusterView { role, members } => {
                 if self.attaching.is_some_and(|(a, _)| a == from) && members.contains(&self.me.id) {
                     // The view that comes with an `Accept` (it may overtake the `Accept`):
@@ -1975,7 +2130,8 @@ impl SuperPeerNode {
                 // we keep its view as the `Handover` made it (module doc, step 4, session 6) until
                 // its own view arrives, and take part in its re-election if it crashes first.
                 // A move hands the members along (with us last); a split jump hands none
-                // (`on_split`): then our members look for another head (`StepDown`).
+                // (`on_split`: its members switched to the heads with room that the removal
+                // placed them at, `StepDownTo`, before the token went; session 7).
                 let jumped = self.head.as_ref().is_some_and(
                     |h| matches!(&h.transit, Some((_, _, SpMessage::Handover { members, .. })) if members.is_empty()),
                 );
@@ -1987,9 +2143,19 @@ impl SuperPeerNode {
                     }
                     _ => None,
                 });
+                // Our own place: where the removal puts us (members have left by now, see
+                // `drain_tick`; any left get `StepDown` from `stop_head`).
+                let own = if jumped {
+                    self.removal().and_then(|r| self.head.as_ref().map(|h| h.view[r.me].holder))
+                } else {
+                    None
+                };
                 self.stop_head(ctx, (!jumped).then_some(holder));
                 if let Some(ids) = handed {
                     self.member_view = Some((holder.id, HeadRole::Token { token, epoch }, ids.into()));
+                }
+                if let Some(t) = own {
+                    self.attach_to(ctx, t);
                 }
                 self.try_attach(ctx);
             }
@@ -2162,7 +2328,7 @@ impl SuperPeerNode {
             ctx.send(from, SpMessage::Refuse { full: false });
             return;
         };
-        if h.transit.is_some() {
+        if h.transit.is_some() || h.drain.is_some() {
             ctx.send(from, SpMessage::Refuse { full: true });
             return;
         }

@@ -183,7 +183,7 @@ pub fn mentioned_ids(msg: &SpMessage) -> Vec<NodeId> {
         }
         SpMessage::HandoverAck { holder, .. } => vec![holder.id],
         SpMessage::Split { at, .. } => vec![at.id],
-        SpMessage::HeadAlive { head } => vec![head.id],
+        SpMessage::HeadAlive { head } | SpMessage::StepDownTo { head } => vec![head.id],
         SpMessage::Attach { .. }
         | SpMessage::Refuse { .. }
         | SpMessage::Detach

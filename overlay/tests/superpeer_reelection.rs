@@ -225,7 +225,7 @@ fn a_late_election_does_not_recreate_a_token_given_up_since() {
     assert_eq!(acquired(&fx, tx), vec![3], "the highest member recreates X's token: {fx:?}");
     // Another holder shows the token at a higher epoch: we give ours up.
     let other = peer("other-holder", 0.03);
-    let entry = TokenEntry { token: tx, epoch: 5, holder: other, age: 0 };
+    let entry = TokenEntry { token: tx, epoch: 5, holder: other, age: 0, members: 0 };
     let fx = b.msg(other.id, SpMessage::TokenGossip { entries: vec![entry], reply: false });
     assert!(fx.iter().any(|e| matches!(e, SpEffect::TokenReleased { token, .. } if *token == tx)), "{fx:?}");
     assert_eq!(b.node.token(), None);
@@ -447,7 +447,7 @@ fn a_relay_goes_on_after_the_relaying_node_gave_its_own_token_up() {
     assert_eq!(handovers(&fx, tv), vec![(n1.id, 5)], "{fx:?}");
     // Our own token shows up at a higher epoch elsewhere: we give it up.
     let other = peer("other-holder", 0.03);
-    let entry = TokenEntry { token: tw, epoch: 7, holder: other, age: 0 };
+    let entry = TokenEntry { token: tw, epoch: 7, holder: other, age: 0, members: 0 };
     let fx = b.msg(other.id, SpMessage::TokenGossip { entries: vec![entry], reply: false });
     assert!(fx.iter().any(|e| matches!(e, SpEffect::TokenReleased { token, .. } if *token == tw)), "{fx:?}");
     assert_eq!(b.node.token(), None);

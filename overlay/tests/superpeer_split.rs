@@ -5,7 +5,7 @@
 //! node fed by hand (seeded ids, `PEERAGE_SEED` replays).
 
 use overlay::superpeer::{
-    token_directory_key, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig,
+    token_directory_key, HeadRole, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig,
     SuperPeerNode, TokenEntry, TokenId,
 };
 use overlay::{NodeId, Time};
@@ -74,6 +74,7 @@ impl Harness {
                 epoch: 0,
                 holder: PeerInfo { id: ids[400 + i], point: *p },
                 age: 0,
+                members: 0,
             })
             .collect();
         let mut h = Harness { rng, now: 0, node, ids, others };
@@ -124,6 +125,13 @@ fn handovers(fx: &[SpEffect]) -> Vec<(NodeId, usize)> {
         .collect()
 }
 
+/// Whether the node began a split jump: its members told where to go (`StepDownTo`), or a
+/// member-less handover.
+fn jumps(fx: &[SpEffect]) -> bool {
+    fx.iter().any(|e| matches!(e, SpEffect::Send { msg: SpMessage::StepDownTo { .. }, .. }))
+        || handovers(fx).iter().any(|h| h.1 == 0)
+}
+
 fn splits(fx: &[SpEffect]) -> Vec<(NodeId, NodeId, f32)> {
     fx.iter()
         .filter_map(|e| match e {
@@ -147,9 +155,22 @@ fn ring(ids: &[NodeId]) -> Vec<PeerInfo> {
 /// removal is cheap); after `rounds` rounds it gets a split offer of `gain` seconds for a
 /// far node. Returns the harness, the far node and the offer's effects.
 fn offered(cfg: SuperPeerConfig, rounds: u32, gain: f32, seed: u64) -> (Harness, PeerInfo, Vec<SpEffect>) {
+    offered_next_to(cfg, rounds, gain, seed, 0)
+}
+
+/// As [`offered`], the other holder gossiping `members` members (its room is the cap less
+/// those and the reserve).
+fn offered_next_to(
+    cfg: SuperPeerConfig,
+    rounds: u32,
+    gain: f32,
+    seed: u64,
+    members: u32,
+) -> (Harness, PeerInfo, Vec<SpEffect>) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let ids: Vec<NodeId> = (0..500).map(|_| NodeId(rng.gen())).collect();
     let mut h = Harness::holder(cfg, ring(&ids), &[at(0.001, 0.0)], seed);
+    h.others[0].members = members;
     for _ in 0..rounds {
         let fx = h.tick();
         assert!(handovers(&fx).is_empty(), "the token moved by itself: {fx:?}");
@@ -165,17 +186,62 @@ fn a_settled_holder_whose_token_is_cheap_to_remove_jumps_to_an_offered_split() {
     let s = seed();
     let cfg = SuperPeerConfig { split_ratio: 0.5, ..Default::default() };
     let (mut h, far, fx) = offered(cfg.clone(), cfg.hold_rounds + 1, 1.0, s);
+    // Members first (session 7): each is told to switch to the head with room the removal
+    // placed it at (the other holder); the token waits while they are members.
+    let other = h.others[0].holder;
+    let to_other: Vec<NodeId> = fx
+        .iter()
+        .filter_map(|e| match e {
+            SpEffect::Send { to, msg: SpMessage::StepDownTo { head } } if *head == other => Some(*to),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(to_other.len(), 12, "{fx:?}");
+    assert!(handovers(&fx).is_empty(), "the token went before the members: {fx:?}");
+    // New members are refused while it drains; one member still here next round is told again.
+    let fx = h.feed(SpInput::Message { from: h.ids[299], msg: SpMessage::Attach { point: at(0.0, 0.0) } });
+    assert!(fx.iter().any(|e| matches!(e, SpEffect::Send { msg: SpMessage::Refuse { full: true }, .. })), "{fx:?}");
+    for m in &to_other[1..] {
+        h.feed(SpInput::Message { from: *m, msg: SpMessage::Detach });
+    }
+    let fx = h.tick();
+    assert!(handovers(&fx).is_empty(), "{fx:?}");
+    assert!(fx
+        .iter()
+        .any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::StepDownTo { .. } } if *to == to_other[0])));
+    // The last one left: the token goes, without members.
+    h.feed(SpInput::Message { from: to_other[0], msg: SpMessage::Detach });
+    let fx = h.tick();
     assert_eq!(handovers(&fx), vec![(far.id, 0)], "a jump hands the token without members: {fx:?}");
-    // The receiver acknowledges: the members look for another head (`StepDown`), none is
-    // sent after the token (`Moved`), and the node serves no cluster any more.
+    // The receiver acknowledges: nobody is told anything (`StepDown`, `Moved`), the old holder
+    // attaches where the removal placed it, and serves no cluster any more.
     let fx = h.feed(SpInput::Message {
         from: far.id,
         msg: SpMessage::HandoverAck { token: TokenId(7), epoch: 2, holder: far },
     });
     let step_downs = fx.iter().filter(|e| matches!(e, SpEffect::Send { msg: SpMessage::StepDown, .. })).count();
     let moved = fx.iter().filter(|e| matches!(e, SpEffect::Send { msg: SpMessage::Moved { .. }, .. })).count();
-    assert_eq!((step_downs, moved), (12, 0), "{fx:?}");
+    assert_eq!((step_downs, moved), (0, 0), "{fx:?}");
+    assert!(fx.iter().any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::Attach { .. } } if *to == other.id)));
     assert!(!h.node.is_head());
+}
+
+/// Members that find no room elsewhere keep the token where it is (session 7).
+#[test]
+fn a_drain_that_does_not_empty_the_cluster_gives_the_jump_up() {
+    let s = seed();
+    let cfg = SuperPeerConfig { split_ratio: 0.5, ..Default::default() };
+    let (mut h, _, fx) = offered(cfg.clone(), cfg.hold_rounds + 1, 1.0, s);
+    assert!(jumps(&fx), "{fx:?}");
+    for _ in 0..6 {
+        let fx = h.tick();
+        assert!(handovers(&fx).is_empty(), "the token left members behind: {fx:?}");
+    }
+    assert!(h.node.is_head());
+    assert_eq!(h.node.members().len(), 12);
+    // It takes members again.
+    let fx = h.feed(SpInput::Message { from: h.ids[299], msg: SpMessage::Attach { point: at(0.0, 0.0) } });
+    assert!(fx.iter().any(|e| matches!(e, SpEffect::Send { msg: SpMessage::Accept { .. }, .. })), "{fx:?}");
 }
 
 #[test]
@@ -184,20 +250,110 @@ fn no_jump_when_off_unsettled_or_not_worth_it() {
     let d = SuperPeerConfig { split_ratio: 0.5, ..Default::default() };
     // Off: the session-5 law.
     let (_, _, fx) = offered(SuperPeerConfig { split_ratio: 0.0, ..d.clone() }, d.hold_rounds + 1, 1.0, s);
-    assert!(handovers(&fx).is_empty(), "{fx:?}");
+    assert!(!jumps(&fx), "{fx:?}");
     // Not settled yet (still less than the hold time).
     let (_, _, fx) = offered(d.clone(), d.hold_rounds / 2, 1.0, s);
-    assert!(handovers(&fx).is_empty(), "{fx:?}");
+    assert!(!jumps(&fx), "{fx:?}");
     // The offered gain does not pay for the removal (each of the 13 nodes pays about 1 ms
     // more without this token).
     let (_, _, fx) = offered(d.clone(), d.hold_rounds + 1, 0.001, s);
-    assert!(handovers(&fx).is_empty(), "{fx:?}");
+    assert!(!jumps(&fx), "{fx:?}");
     // Bad offers are rejected and change nothing.
     for bad in [f32::NAN, -1.0, 0.0, f32::INFINITY] {
         let (_, _, fx) = offered(d.clone(), d.hold_rounds + 1, bad, s);
-        assert!(handovers(&fx).is_empty(), "{bad}: {fx:?}");
+        assert!(!jumps(&fx), "{bad}: {fx:?}");
         assert!(fx.iter().any(|e| matches!(e, SpEffect::Rejected { .. })), "{bad}: {fx:?}");
     }
+}
+
+/// Session 7 (the 10^4 crash sweep with splits on left 75-166 nodes unattached): a jump needs
+/// room for every member at the other tokens (less the reserve), and waits the hold time
+/// after a crash nearby.
+#[test]
+fn no_jump_without_room_for_the_members_or_right_after_a_crash_nearby() {
+    let s = seed();
+    let d = SuperPeerConfig { split_ratio: 0.5, ..Default::default() };
+    let cap = d.cluster_cap;
+    // 12 members and the holder need 13 places: the other holder has 13 beyond the reserve.
+    let room = 13 + cap / 10;
+    let (_, _, fx) = offered_next_to(d.clone(), d.hold_rounds + 1, 1.0, s, cap - room);
+    assert!(jumps(&fx), "room for all: {fx:?}");
+    let (_, _, fx) = offered_next_to(d.clone(), d.hold_rounds + 1, 1.0, s, cap - room + 1);
+    assert!(!jumps(&fx), "room for 12 of 13: {fx:?}");
+    // A holder we know (a second one, far away) crashed: no jump (and no offer) for the hold
+    // time, then it jumps again.
+    let mut rng = ChaCha8Rng::seed_from_u64(s);
+    let ids: Vec<NodeId> = (0..500).map(|_| NodeId(rng.gen())).collect();
+    let mut h2 = Harness::holder(d.clone(), ring(&ids), &[at(0.001, 0.0), at(0.0, 0.05)], s);
+    for _ in 0..d.hold_rounds + 1 {
+        h2.tick();
+    }
+    let dead = h2.others.remove(1).holder.id;
+    h2.feed(SpInput::PeerDown(dead));
+    let far = PeerInfo { id: h2.ids[300], point: at(0.2, 0.0) };
+    let offerer = h2.others[0].holder.id;
+    let offer = SpMessage::Split { at: far, gain: 1.0 };
+    let fx = h2.feed(SpInput::Message { from: offerer, msg: offer.clone() });
+    assert!(!jumps(&fx), "jumped right after a crash: {fx:?}");
+    for _ in 0..d.hold_rounds - 1 {
+        let fx = h2.tick();
+        assert!(splits(&fx).is_empty() && handovers(&fx).is_empty(), "offered or moved after a crash: {fx:?}");
+    }
+    let fx = h2.feed(SpInput::Message { from: offerer, msg: offer.clone() });
+    assert!(!jumps(&fx), "jumped within the hold time after a crash: {fx:?}");
+    h2.tick();
+    let fx = h2.feed(SpInput::Message { from: offerer, msg: offer });
+    assert!(jumps(&fx), "no jump after the hold time: {fx:?}");
+}
+
+/// A member told `StepDownTo` asks that head first, even when it knows a nearer one, and
+/// stays with its head until that one accepts it.
+#[test]
+fn a_member_stepped_down_to_a_head_attaches_there_first() {
+    let s = seed();
+    let mut rng = ChaCha8Rng::seed_from_u64(s);
+    let ids: Vec<NodeId> = (0..8).map(|_| NodeId(rng.gen())).collect();
+    let cfg = SuperPeerConfig { split_ratio: 0.5, ..Default::default() };
+    let node = SuperPeerNode::new(ids[1], at(0.0, 0.0), Arc::new(cfg));
+    let mut m = Harness { rng, now: 0, node, ids: ids.clone(), others: Vec::new() };
+    let head = PeerInfo { id: ids[2], point: at(0.001, 0.0) };
+    let near = PeerInfo { id: ids[3], point: at(0.0005, 0.0) };
+    let named = PeerInfo { id: ids[4], point: at(0.03, 0.0) };
+    // Attached to `head` (the only head it knows; a refusal from anyone makes it look).
+    m.feed(SpInput::Message { from: head.id, msg: SpMessage::Announce { head, room: true } });
+    m.feed(SpInput::Message { from: ids[6], msg: SpMessage::Refuse { full: true } });
+    let role = HeadRole::Token { token: TokenId(9), epoch: 0 };
+    let fx = m.feed(SpInput::Message { from: head.id, msg: SpMessage::Accept { role, head } });
+    assert_eq!(m.node.attached_to(), Some(head.id), "{fx:?}");
+    // It learns of a nearer head, then its head's token jumps and names a farther one.
+    m.feed(SpInput::Message { from: near.id, msg: SpMessage::Announce { head: near, room: true } });
+    assert_eq!(m.node.attached_to(), Some(head.id));
+    let fx = m.feed(SpInput::Message { from: head.id, msg: SpMessage::StepDownTo { head: named } });
+    let attaches: Vec<NodeId> = fx
+        .iter()
+        .filter_map(|e| match e {
+            SpEffect::Send { to, msg: SpMessage::Attach { .. } } => Some(*to),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(attaches, vec![named.id], "{fx:?}");
+    assert_eq!(m.node.attached_to(), Some(head.id));
+    // Refused as full there: it stays where it is.
+    m.feed(SpInput::Message { from: named.id, msg: SpMessage::Refuse { full: true } });
+    assert_eq!(m.node.attached_to(), Some(head.id));
+    // Told again (a later head), accepted: it leaves its old head.
+    let later = PeerInfo { id: ids[7], point: at(0.02, 0.0) };
+    m.feed(SpInput::Message { from: head.id, msg: SpMessage::StepDownTo { head: later } });
+    let fx = m.feed(SpInput::Message { from: later.id, msg: SpMessage::Accept { role, head: later } });
+    assert_eq!(m.node.attached_to(), Some(later.id), "{fx:?}");
+    assert!(fx.iter().any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::Detach } if *to == head.id)), "{fx:?}");
+    // From a head we are not attached to it changes nothing.
+    let fx = m.feed(SpInput::Message { from: head.id, msg: SpMessage::StepDownTo { head: named } });
+    assert!(!fx.iter().any(|e| matches!(e, SpEffect::Send { msg: SpMessage::Attach { .. }, .. })), "{fx:?}");
+    // A bad head is rejected and changes nothing.
+    let bad = PeerInfo { id: ids[5], point: Point::new(&[f64::NAN, 0.0], 0.0) };
+    let fx = m.feed(SpInput::Message { from: near.id, msg: SpMessage::StepDownTo { head: bad } });
+    assert!(fx.iter().any(|e| matches!(e, SpEffect::Rejected { .. })), "{fx:?}");
 }
 
 #[test]

@@ -107,6 +107,14 @@ impl Churn {
         if self.pre.1 && !head_now {
             self.unattached_by[slot as usize] = "former-head";
         }
+        if self.pre.2 == "refuse-full" && self.pre.0.is_none() && self.unattached_by[slot as usize] == "step-down-to" {
+            // A node sent to a head with room by a jumping holder was refused there (or later).
+            self.add("step-down-to-refused");
+        }
+        if self.pre.2 == "refuse-full" && self.pre.0.is_some() && self.attach_trigger[slot as usize] == "step-down-to" {
+            // A member draining from a jumping holder was refused by the head it was sent to.
+            self.add("drain-refused");
+        }
     }
 
     /// One effect of the input. `true_rtt(a, b)` is the model's TRUE RTT in ms between two
@@ -190,6 +198,15 @@ impl Churn {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Counts, as `unattached-now:<why>`, the nodes (slots) unattached at the end of a round
+    /// by what left them unattached (session 7: what split jumps leave behind).
+    pub fn unattached_now(&mut self, slots: impl Iterator<Item = u32>) {
+        for s in slots {
+            let why = self.unattached_by[s as usize];
+            self.add(format!("unattached-now:{why}"));
         }
     }
 

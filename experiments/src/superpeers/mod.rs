@@ -141,7 +141,8 @@ pub struct SuperpeersArgs {
     #[arg(long)]
     pub access_shrink: Option<f64>,
     /// Split offers: a settled token jumps to an offered point if its removal cost is below
-    /// this fraction of the offered gain; 0 = off (the session-5 law).
+    /// this fraction of the offered gain; 0 = off (the session-5 law). Default:
+    /// `SuperPeerConfig::default()` (0.5).
     #[arg(long)]
     pub split_ratio: Option<f64>,
     /// A holder offers a split when its gain exceeds this fraction of its cluster's cost.

@@ -588,8 +588,13 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         for round in start + 1..=start + p.recovery_rounds {
             sim.run_round(round);
             let st = sim.round_stat(round, &sample, "recover");
-            if let Some(c) = sim.churn.as_mut() {
+            if let Some(mut c) = sim.churn.take() {
+                // Who is unattached now, and why (session 7, split jumps after crashes).
+                c.unattached_now(
+                    (0..n as u32).filter(|&i| sim.head_index(i as usize) == u32::MAX && sim.alive[i as usize]),
+                );
                 c.end_round(round);
+                sim.churn = Some(c);
             }
             if st.token_moves + st.attach_changes > (n as u64 / 1000).max(1) || st.attached_fraction < 1.0 {
                 last = round;

@@ -25,10 +25,13 @@
 //! Session 6 (split offers, `token` module doc): `split_ratio` 0.5, `split_min` 0.2,
 //! `split_every` 10. `split_ratio` 0.75 / 1 placed slightly better at N = 1,000 (28.8 / 28.5
 //! against 29.2 ms over 16 seeds) but did not converge within 150 rounds at N = 10,000.
-//! **Off by default** (`split_ratio` 0; lab `--split-ratio 0.5` turns them on): with them on,
-//! nodes stayed unattached after heavy crashes (share 0.05, half the heads crashed: 93-166
-//! of 10,000 after 30 recovery rounds; 10 of 1,500 in the CI's randomised conservation test,
-//! `PEERAGE_SEED=7984502690397827175`), against none with them off.
+//! They were off by default from the end of session 6 to session 7: nodes stayed unattached
+//! after heavy crashes (share 0.05, half the heads crashed: 93-166 of 10,000 after 30
+//! recovery rounds; 10 of 1,500 in the CI's randomised conservation test,
+//! `PEERAGE_SEED=7984502690397827175`), against none with them off. **On again** (session 7,
+//! `split_ratio` 0.5; 0 turns them off): jumps need room for every member, drain their members
+//! first and wait after crashes (`token` module doc, "Session 7"); the same sweep (seeds 1-4)
+//! and that seed leave no node unattached.
 //! Session 7 (`promotion`, settled super peers): `promoted_aging` 10 rounds, measured with
 //! `peerage-lab superpeers --methods tokens --crash 0` on dcdc6d0: N = 10^5 seed 1 converged
 //! in 52 rounds (not within 80 without aging; 20 rounds: 49, 40 rounds: 74), mean latency
@@ -169,7 +172,7 @@ pub struct SuperPeerConfig {
     pub access_shrink: f64,
     /// Split offers (`token`, "Split offers"): a settled token jumps to a point another
     /// holder offers only if its own removal cost is below this fraction of the offered
-    /// gain. 0 = no offers, no jumps (the session-5 law; the default, see the module doc).
+    /// gain. 0 = no offers, no jumps (the session-5 law). Default 0.5 (see the module doc).
     pub split_ratio: f64,
     /// A holder whose split gain exceeds this fraction of its cluster's total predicted RTT
     /// offers the split to the holders in its view.
@@ -217,7 +220,7 @@ impl Default for SuperPeerConfig {
             move_shortlist: 32,
             access_weight: 1.0,
             access_shrink: 1.0,
-            split_ratio: 0.0,
+            split_ratio: 0.5,
             split_min: 0.2,
             split_every: 10,
             election: ElectionConfig { alive_interval_ms: 0, ..ElectionConfig::default() },

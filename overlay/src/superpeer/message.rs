@@ -48,6 +48,9 @@ pub struct TokenEntry {
     pub holder: PeerInfo,
     /// Rounds since the holder itself sent this entry (grows as it is passed on).
     pub age: u32,
+    /// The holder's member count when it sent this entry: what a jumping holder counts as the
+    /// token's room for its members (`token` module doc, "Split offers", session 7).
+    pub members: u32,
 }
 
 /// Messages between super-peer selection nodes.
@@ -95,6 +98,10 @@ pub enum SpMessage {
     /// member's `Attach`): the receiver drops its undecided re-election and attaches to
     /// `head` again (`node` module doc, step 5, "A suspected head is checked").
     HeadAlive { head: PeerInfo },
+    /// The head stopped serving because its token jumped (`token` module doc, "Split
+    /// offers", session 7): as `StepDown`, and `head` is where the member should attach (a
+    /// known head that had room for it).
+    StepDownTo { head: PeerInfo },
 }
 
 impl SpMessage {
@@ -120,6 +127,7 @@ impl SpMessage {
             SpMessage::Access { .. } => "access",
             SpMessage::Split { .. } => "split",
             SpMessage::HeadAlive { .. } => "head-alive",
+            SpMessage::StepDownTo { .. } => "step-down-to",
         }
     }
 }

@@ -885,7 +885,9 @@ impl SuperPeerNode {
                 // A holder introduces itself to the holders it found; so does a node about to
                 // hold a token (its backup has not confirmed yet; the replies find it a holder).
                 let pending = self.pending.as_ref().and_then(|p| match p.role {
-                    HeadRole::Token { token, epoch } => Some(TokenEntry { token, epoch, holder: self.me, age: 0, members: 0 }),
+                    HeadRole::Token { token, epoch } => {
+                        Some(TokenEntry { token, epoch, holder: self.me, age: 0, members: 0 })
+                    }
                     HeadRole::Slot { .. } => None,
                 });
                 if let Some(e) = self.my_entry().or(pending) {

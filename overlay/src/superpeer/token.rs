@@ -100,11 +100,12 @@
 //!     [`SPLIT_CANDIDATES`] farthest that, as a second head, would save the most predicted
 //!     RTT (what `c` and up to `cap - 1` members nearer to `c` than to the holder save). If
 //!     that gain is above `split_min` x the cluster's total predicted RTT, it sends
-//!     `Split { at: c, gain }` to the holders in its view (at most `token_view`);
+//!     `Split { at: c, gain }` to the holders in its view (session 6; session 7: to one of
+//!     them, [`split_taker`], below);
 //!   - a holder that gets an offer, has been still for the hold time, has no handover in
-//!     flight and is in no election computes its token's **removal cost**
-//!     ([`removal_cost`]: every member and itself go to the nearest other token it knows,
-//!     rooms ignored). If that cost x the cooling of a move (`promoted_factor` once
+//!     flight and is in no election computes its token's **removal cost** (session 6: every
+//!     member and itself go to the nearest other token it knows, rooms ignored; session 7:
+//!     with rooms, [`removal_plan`], below). If that cost x the cooling of a move (`promoted_factor` once
 //!     promoted, x `1 + epoch / cooling`) is below `split_ratio` x the gain, the token
 //!     **jumps** to `c`: the member-less `Handover` of a relay (conservation as for every
 //!     move: the sender keeps the token until `c` acknowledges, and `c` acknowledges once its
@@ -117,6 +118,34 @@
 //!   "placement"): N = 1,000 seeds 1-16 32.58 -> 29.16 ms, N = 10,000 seeds 1-3
 //!   11.45 / 10.9 / 12.0 -> 10.2 / 9.6 / 10.4 ms, at the price of slower convergence and
 //!   more messages.
+//!
+//!   **Session 7: split jumps that leave nobody without a head.** With the session-6 rule,
+//!   heavy crashes (N = 10,000, share 0.05, cap 30, half the heads crashed at round 12) left
+//!   75-166 nodes unattached after 30 recovery rounds (0 without splits): removal costs
+//!   ignored rooms, so jumping holders' members stepped down into full neighbourhoods, and
+//!   recovering clusters kept jumping. Now (all *ours*):
+//!   - **Rooms.** Token entries carry their holder's member count (`TokenEntry::members`;
+//!     the cap while it moves or drains). The removal ([`removal_plan`]) places every member
+//!     and the holder at a known token *with room* (its room less [`split_reserve`], only
+//!     entries at most `view_every` rounds old), cheapest pairs first; with no room for all
+//!     there is no jump. Its cost replaces the rooms-ignored one.
+//!   - **Members first (drain).** A jumping holder with members does not hand the token at
+//!     once: it tells each member the head its removal placed it at (`StepDownTo`); the
+//!     member switches there (`Attach`, and `Detach` from us once accepted), staying our
+//!     member until then. We refuse new members meanwhile. The token goes (member-less
+//!     `Handover`, as above) once every member left; members still here are told again each
+//!     round, and after `DRAIN_ROUNDS` (3, in `node`) with members left the jump is given up
+//!     and the token stays. A node is never without a head because of a jump (with the
+//!     session-6 order members stepped down when the acknowledgement came and were without
+//!     a head for a message round trip at least, and for rounds when the heads near them
+//!     were full).
+//!   - **One taker per offer** ([`split_taker`]): an offer goes to one known holder, the one
+//!     whose token looks cheapest to remove (members + 1, times its distance to the nearest
+//!     other holder).
+//!     Sent to every known holder, several drained their clusters for one spot that only the
+//!     first got (at N = 10,000 seed 1: 27,691 `StepDownTo` and no convergence in 150 rounds).
+//!   - **Not while recovering.** A holder that learned of a crash of one of its members or a
+//!     known holder neither offers nor jumps for `hold_rounds`.
 
 use super::config::SuperPeerConfig;
 use super::message::PeerInfo;
@@ -401,18 +430,95 @@ pub fn split_gain(me: &PeerInfo, members: &[PeerInfo], cap: usize) -> Option<(Pe
     best.map(|(c, g)| (c, g, cost))
 }
 
-/// What the removal of the token at `me` would cost (module doc, "Split offers"): every
-/// member, and `me` itself, goes to the nearest of the other known tokens `others` (predicted
-/// RTT, rooms not known, so ignored): the sum of the increases, seconds. `None` when no other
-/// token is known.
-pub fn removal_cost(me: &PeerInfo, members: &[PeerInfo], others: &[Point]) -> Option<f64> {
-    let nearest = |p: &Point| others.iter().map(|o| p.rtt(o)).fold(f64::INFINITY, f64::min);
-    let own = nearest(&me.point);
-    if !own.is_finite() {
+/// The holder a split offer goes to (module doc, "Split offers", session 7): of the known
+/// holders `holders` (point and gossiped member count; those at the cap are draining,
+/// moving or full and are left out), the one whose token looks cheapest to remove from
+/// where the offering holder `me` stands: its members and itself, `members + 1`, times its
+/// distance to the nearest other holder it could hand them to (the others and `me`). One
+/// taker per offer: with the offer sent to every known holder, several began to move their
+/// members away for one spot that only the first of them got.
+pub fn split_taker(me: &Point, holders: &[(Point, u32)], cap: u32) -> Option<usize> {
+    let mut best: Option<(f64, usize)> = None;
+    for (i, (p, m)) in holders.iter().enumerate() {
+        if *m >= cap {
+            continue;
+        }
+        let nearest =
+            holders.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, o)| p.rtt(&o.0)).fold(p.rtt(me), f64::min);
+        let est = (*m as f64 + 1.0) * nearest;
+        if est.is_finite() && best.is_none_or(|b| est < b.0) {
+            best = Some((est, i));
+        }
+    }
+    best.map(|b| b.1)
+}
+
+/// Places a jumping holder keeps free in every other cluster when it counts their room
+/// ([`removal_plan`]; *ours*, session 7): the member counts it knows are up to a few rounds
+/// old and other nodes attach meanwhile, so a plan that fills clusters to the cap sends
+/// members to heads that refuse them. A tenth of the cap (3 at cap 30, 15 at cap 150).
+pub fn split_reserve(cap: usize) -> usize {
+    cap / 10
+}
+
+/// Where the members of a token go if the token leaves (module doc, "Split offers"): the
+/// removal cost and each member's new head.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Removal {
+    /// The sum of the increases of predicted RTT, seconds (members nearer to another token
+    /// than to `me` count 0; `me` itself counts its full RTT to its new head).
+    pub cost: f64,
+    /// For `members[i]`, the index in `others` of its new head.
+    pub to: Vec<usize>,
+    /// The index in `others` of the holder's own new head.
+    pub me: usize,
+}
+
+/// What the removal of the token at `me` would cost (module doc, "Split offers", session 7):
+/// every member, and `me` itself, goes to one of the other known tokens `others` (its point
+/// and its room, `cap` minus the member count its holder gossiped) **with room**: the pairs
+/// (member, token) are taken cheapest first (the increase of predicted RTT over the RTT to
+/// `me`), each while the member has no head and the token has room. `None` when the others'
+/// rooms cannot take every member and `me` (then the jump would leave members without a
+/// head: session 6's crash sweep left 75-166 nodes unattached that way) or no other token is
+/// known.
+pub fn removal_plan(me: &PeerInfo, members: &[PeerInfo], others: &[(Point, usize)]) -> Option<Removal> {
+    let need = members.len() + 1;
+    if others.iter().map(|o| o.1).sum::<usize>() < need {
         return None;
     }
-    let rest: f64 = members.iter().map(|m| (nearest(&m.point) - m.point.rtt(&me.point)).max(0.0)).sum();
-    Some(own + rest).filter(|r| r.is_finite())
+    let mut pairs: Vec<(f64, u32, u32)> = Vec::with_capacity(need * others.len());
+    for (i, m) in members.iter().chain(std::iter::once(me)).enumerate() {
+        let here = if i < members.len() { m.point.rtt(&me.point) } else { 0.0 };
+        for (j, o) in others.iter().enumerate() {
+            if o.1 > 0 {
+                pairs.push((m.point.rtt(&o.0) - here, i as u32, j as u32));
+            }
+        }
+    }
+    pairs.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+    let mut room: Vec<usize> = others.iter().map(|o| o.1).collect();
+    let mut to = vec![usize::MAX; need];
+    let mut cost = 0.0;
+    let mut left = need;
+    for (extra, i, j) in pairs {
+        let (i, j) = (i as usize, j as usize);
+        if to[i] != usize::MAX || room[j] == 0 {
+            continue;
+        }
+        to[i] = j;
+        room[j] -= 1;
+        cost += extra.max(0.0);
+        left -= 1;
+        if left == 0 {
+            break;
+        }
+    }
+    if left > 0 || !cost.is_finite() {
+        return None;
+    }
+    let me_to = to.pop()?;
+    Some(Removal { cost, to, me: me_to })
 }
 
 #[cfg(test)]
@@ -536,11 +642,43 @@ mod tests {
         let (_, small, _) = split_gain(&me, &members, 2).unwrap();
         assert!(small > 0.07 && small < 0.09, "{small}");
         assert!(split_gain(&me, &[], 150).is_none());
-        // Removal: every member and the holder go to the nearest other token.
-        assert!(removal_cost(&me, &members, &[]).is_none());
-        let near = removal_cost(&me, &members[..6], &[p(0.001, 0.0)]).unwrap();
-        let far = removal_cost(&me, &members[..6], &[p(0.05, 0.0)]).unwrap();
+        // Removal: every member and the holder go to the nearest other token with room.
+        assert!(removal_plan(&me, &members, &[]).is_none());
+        let near = removal_plan(&me, &members[..6], &[(p(0.001, 0.0), 150)]).unwrap().cost;
+        let far = removal_plan(&me, &members[..6], &[(p(0.05, 0.0), 150)]).unwrap().cost;
         assert!(near < 0.02 && far > 0.25, "{near} {far}");
+    }
+
+    #[test]
+    fn the_offer_goes_to_the_holder_cheapest_to_remove() {
+        let me = p(0.0, 0.0);
+        // Two holders side by side (each cheap to hand to the other) with 40 and 5 members, and
+        // a lone one far away with 1.
+        let holders = [(p(0.05, 0.0), 40), (p(0.051, 0.0), 5), (p(0.5, 0.0), 1)];
+        assert_eq!(split_taker(&me, &holders, 150), Some(1));
+        // At the cap (draining, moving or full): not asked.
+        let holders = [(p(0.05, 0.0), 40), (p(0.051, 0.0), 150), (p(0.5, 0.0), 1)];
+        assert_eq!(split_taker(&me, &holders, 150), Some(0));
+        assert_eq!(split_taker(&me, &[], 150), None);
+    }
+
+    #[test]
+    fn removal_counts_rooms_and_fails_when_they_cannot_take_everyone() {
+        let me = peer(100, 0.0, 0.0);
+        let members: Vec<PeerInfo> = (0..6).map(|i| peer(i + 1, 0.001 * i as f64, 0.0)).collect();
+        // A near token with room for 3 and a far one with room for 10: the 3 nearest to the near
+        // token go there, the other 3 and the holder go far.
+        let others = [(p(0.006, 0.0), 3), (p(0.05, 0.0), 10)];
+        let r = removal_plan(&me, &members, &others).unwrap();
+        assert_eq!(r.to.iter().filter(|&&j| j == 0).count(), 3, "{r:?}");
+        assert_eq!(r.to[5], 0, "the member nearest to the near token goes there: {r:?}");
+        assert_eq!(r.me, 1, "{r:?}");
+        let unlimited = removal_plan(&me, &members, &[(p(0.006, 0.0), 150), (p(0.05, 0.0), 10)]).unwrap();
+        assert!(r.cost > unlimited.cost + 0.1, "rooms make it dearer: {} {}", r.cost, unlimited.cost);
+        // Rooms for 6 of the 7 (members and holder): no plan.
+        assert!(removal_plan(&me, &members, &[(p(0.006, 0.0), 3), (p(0.05, 0.0), 3)]).is_none());
+        assert!(removal_plan(&me, &members, &[(p(0.006, 0.0), 0), (p(0.05, 0.0), 7)]).is_some());
+        assert!(removal_plan(&me, &members, &[(p(0.006, 0.0), 0), (p(0.05, 0.0), 6)]).is_none());
     }
 
     #[test]

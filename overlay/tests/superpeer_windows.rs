@@ -259,16 +259,38 @@ impl Net {
             _ => None,
         };
         let mut effects = Vec::new();
-        if std::env::var("PEERAGE_TRACE0").is_ok_and(|v| v == i.to_string()) && std::env::var("PEERAGE_TRACE0").is_ok() && !matches!(input, SpInput::Tick | SpInput::Message { msg: SpMessage::ClusterView { .. } | SpMessage::Announce { .. } | SpMessage::TokenGossip { .. } | SpMessage::CacheExchange { .. }, .. }) {
+        if std::env::var("PEERAGE_TRACE0").is_ok_and(|v| v == i.to_string())
+            && std::env::var("PEERAGE_TRACE0").is_ok()
+            && !matches!(
+                input,
+                SpInput::Tick
+                    | SpInput::Message {
+                        msg: SpMessage::ClusterView { .. }
+                            | SpMessage::Announce { .. }
+                            | SpMessage::TokenGossip { .. }
+                            | SpMessage::CacheExchange { .. },
+                        ..
+                    }
+            )
+        {
             eprintln!("TRACE-IN {} {:?}", self.now, input);
         }
         {
             let mut ctx = SpContext::new(Time(self.now), &mut self.node_rng, &mut effects);
             self.nodes[i].handle(&mut ctx, input);
         }
-        if std::env::var("PEERAGE_TRACE0").is_ok_and(|v| v == i.to_string()) && std::env::var("PEERAGE_TRACE0").is_ok() {
+        if std::env::var("PEERAGE_TRACE0").is_ok_and(|v| v == i.to_string()) && std::env::var("PEERAGE_TRACE0").is_ok()
+        {
             for e in &effects {
-                if !matches!(e, SpEffect::Send { msg: SpMessage::Announce { .. } | SpMessage::TokenGossip { .. } | SpMessage::CacheExchange { .. }, .. }) {
+                if !matches!(
+                    e,
+                    SpEffect::Send {
+                        msg: SpMessage::Announce { .. }
+                            | SpMessage::TokenGossip { .. }
+                            | SpMessage::CacheExchange { .. },
+                        ..
+                    }
+                ) {
                     eprintln!("TRACE {} {:?}", self.now, e);
                 }
             }
@@ -897,11 +919,21 @@ fn relay_setup_with_member(seed: u64) -> (Net, usize) {
     for i in [b, m] {
         let n = &mut net.nodes[i];
         prefeed(n, &mut rng, SpInput::Start, &[v]);
-        prefeed(n, &mut rng, from_v(SpMessage::Accept { role: HeadRole::Token { token: TV, epoch: 4 }, head: v }), &[v]);
+        prefeed(
+            n,
+            &mut rng,
+            from_v(SpMessage::Accept { role: HeadRole::Token { token: TV, epoch: 4 }, head: v }),
+            &[v],
+        );
         prefeed(n, &mut rng, from_v(token_view(TV, 4, &[v.id, ids[b], ids[m]])), &[v]);
         assert_eq!(n.attached_to(), Some(v.id));
     }
-    prefeed(&mut net.nodes[b], &mut rng, SpInput::Message { from: w.id, msg: token_view(TW, 1, &[w.id, ids[b]]) }, &[v]);
+    prefeed(
+        &mut net.nodes[b],
+        &mut rng,
+        SpInput::Message { from: w.id, msg: token_view(TW, 1, &[w.id, ids[b]]) },
+        &[v],
+    );
     assert_eq!(net.nodes[b].backup_for().map(|(h, _)| h), Some(w.id));
     net.start_all();
     // W's crash reaches B first, then V's reaches B and M, within the first round.

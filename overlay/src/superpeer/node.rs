@@ -419,6 +419,20 @@ impl CacheEntry {
     }
 }
 
+/// A split jump's token goes to `to` (`token` module doc, "Split offers"): the member-less
+/// `Handover` of the next epoch, kept in transit until acknowledged.
+fn send_jump(ctx: &mut SpContext<'_>, h: &mut Head, to: NodeId, round: u32, token: TokenId, epoch: u32) {
+    let msg = SpMessage::Handover {
+        token,
+        epoch: epoch.wrapping_add(1),
+        promoted: false,
+        members: Vec::new(),
+        view: h.view.clone(),
+    };
+    h.transit = Some((to, round, msg.clone()));
+    ctx.send(to, msg);
+}
+
 /// Rounds after which a measurement that got no usable answer is asked for again.
 const PROBE_RETRY: u16 = 10;
 
@@ -1634,15 +1648,7 @@ impl SuperPeerNode {
             self.rehome(ctx);
             return;
         }
-        let msg = SpMessage::Handover {
-            token,
-            epoch: epoch.wrapping_add(1),
-            promoted: false,
-            members: Vec::new(),
-            view: h.view.clone(),
-        };
-        h.transit = Some((at.id, round, msg.clone()));
-        ctx.send(at.id, msg);
+        send_jump(ctx, h, at.id, round, token, epoch);
     }
 
     /// A round of a split jump's drain (`token` module doc, "Split offers", session 7): the
@@ -1659,15 +1665,7 @@ impl SuperPeerNode {
         };
         if h.members.is_empty() {
             h.drain = None;
-            let msg = SpMessage::Handover {
-                token,
-                epoch: epoch.wrapping_add(1),
-                promoted: false,
-                members: Vec::new(),
-                view: h.view.clone(),
-            };
-            h.transit = Some((at.id, round, msg.clone()));
-            ctx.send(at.id, msg);
+            send_jump(ctx, h, at.id, round, token, epoch);
             return;
         }
         if round.wrapping_sub(started) >= DRAIN_ROUNDS {
@@ -2727,7 +2725,8 @@ impl SuperPeerNode {
             }
             return;
         }
-        self.pending = Some(Box::new(PendingRole { role, promote, backup: self.me.id, sent: self.round, tried: Vec::new() }));
+        self.pending =
+            Some(Box::new(PendingRole { role, promote, backup: self.me.id, sent: self.round, tried: Vec::new() }));
         self.pending_next(ctx);
     }
 

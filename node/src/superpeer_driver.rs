@@ -815,20 +815,21 @@ impl SuperPeerDriver {
                 self.sm.handle(&mut ctx, i);
             }
             for e in effects {
-                if let SpEffect::Rejected { from, reason } = e {
-                    self.status.rejected += 1;
-                    let (kind, dead) = what.unwrap_or(("timer or local input", None));
-                    let dead = dead.map(|d| d.short());
-                    warn!(me = %self.me_id.short(), from = %from.short(), reason, kind, ?dead, "super-peer input rejected");
-                    continue;
-                }
-                self.effect(sw, dir, e);
+                self.effect(sw, dir, e, what);
             }
         }
         self.refresh(Instant::now());
     }
 
-    fn effect(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, e: SpEffect) {
+    /// Carries out one effect; `what` names the input it came from (its kind, and the dead
+    /// head for an election message), for the log of a rejection.
+    fn effect(
+        &mut self,
+        sw: &mut Swarm<Behaviour>,
+        dir: &Directory,
+        e: SpEffect,
+        what: Option<(&str, Option<NodeId>)>,
+    ) {
         match e {
             SpEffect::Send { to, msg } => self.send_msg(sw, dir, to, msg, false),
             SpEffect::Lookup { query, what } => {
@@ -870,7 +871,9 @@ impl SuperPeerDriver {
             }
             SpEffect::Rejected { from, reason } => {
                 self.status.rejected += 1;
-                warn!(from = %from.short(), reason, "super-peer input rejected");
+                let (kind, dead) = what.unwrap_or(("timer or local input", None));
+                let dead = dead.map(|d| d.short());
+                warn!(me = %self.me_id.short(), from = %from.short(), reason, kind, ?dead, "super-peer input rejected");
             }
         }
     }

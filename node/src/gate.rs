@@ -25,12 +25,15 @@
 //! hard cap, after which every wanted dial, election and super-peer messages included, was
 //! refused, and each refusal was taken for a dead peer). A wanted dial refused at the hard
 //! cap is remembered ([`Gate::refused_locally`]) so that the node does not report the peer
-//! down for a refusal that was its own.
+//! down for a refusal that was its own. So is a dial that another of the node's behaviours
+//! denied (`DialError::Denied`: `connection_limits`' pending-dial or established caps; *ours*,
+//! session 8: in session 7's 200-node run d200, 78 head probes "failed to dial" while their
+//! nodes ran lookups, and such a refusal was counted as an unreachable head).
 
 use libp2p::core::{transport::PortUse, Endpoint, Multiaddr};
 use libp2p::swarm::{
-    behaviour::ConnectionEstablished, dummy, ConnectionClosed, ConnectionDenied, ConnectionId, FromSwarm,
-    NetworkBehaviour, THandler, THandlerInEvent, THandlerOutEvent, ToSwarm,
+    behaviour::ConnectionEstablished, dummy, ConnectionClosed, ConnectionDenied, ConnectionId, DialError, DialFailure,
+    FromSwarm, NetworkBehaviour, THandler, THandlerInEvent, THandlerOutEvent, ToSwarm,
 };
 use libp2p::PeerId;
 use std::collections::HashMap;
@@ -239,6 +242,10 @@ impl NetworkBehaviour for Gate {
                 *self.per_peer.entry(peer_id).or_default() += 1;
                 self.counters.established_total += 1;
             }
+            FromSwarm::DialFailure(DialFailure { peer_id: Some(peer), error: DialError::Denied { .. }, .. }) => {
+                // Denied by one of this node's own behaviours, never by the remote.
+                self.refused.insert(peer, Instant::now());
+            }
             FromSwarm::ConnectionClosed(ConnectionClosed { peer_id, connection_id, .. }) => {
                 self.established.remove(&connection_id);
                 if let Some(n) = self.per_peer.get_mut(&peer_id) {
@@ -294,6 +301,28 @@ mod tests {
         assert!(!dial(&mut g, p), "the hard cap holds for wanted dials too");
         assert!(g.refused_locally(&p), "a wanted dial refused at the hard cap is remembered");
         assert!(!g.refused_locally(&p), "the mark is consumed");
+    }
+
+    #[test]
+    fn a_dial_another_behaviour_denied_counts_as_refused_locally() {
+        let mut g = Gate::new(40, 6, 72);
+        let p = PeerId::random();
+        let cause = ConnectionDenied::new(std::io::Error::other("pending outgoing connections limit"));
+        let error = DialError::Denied { cause };
+        g.on_swarm_event(FromSwarm::DialFailure(DialFailure {
+            peer_id: Some(p),
+            error: &error,
+            connection_id: ConnectionId::new_unchecked(7),
+        }));
+        assert!(g.refused_locally(&p), "a denial by connection_limits is our own refusal");
+        let q = PeerId::random();
+        let error = DialError::Aborted;
+        g.on_swarm_event(FromSwarm::DialFailure(DialFailure {
+            peer_id: Some(q),
+            error: &error,
+            connection_id: ConnectionId::new_unchecked(8),
+        }));
+        assert!(!g.refused_locally(&q), "other dial failures are not");
     }
 
     fn inbound(g: &mut Gate) -> bool {

@@ -26,6 +26,7 @@ pub mod coords_driver;
 pub mod coords_report;
 pub mod election_driver;
 pub mod gate;
+pub mod head_watch;
 pub mod identity;
 pub mod latency_transport;
 pub mod members;

@@ -8,7 +8,9 @@
 //! holder promotes itself), `cluster_algorithm` (the election a cluster runs when its super
 //! peer dies; default bully), `lookup_bits` (see `superpeer_driver.rs`: how many leading bits
 //! of a closest-peer lookup's target match the wanted key), `start_delay_ms` (how long after
-//! start-up the node waits before its first lookups, so that its routing table has entries).
+//! start-up the node waits before its first lookups, so that its routing table has entries),
+//! `suspect_after_ms` (how long a member must have heard nothing from its super peer before
+//! failed probes report it down; `head_watch.rs`).
 //! Everything else keeps `SuperPeerConfig`'s defaults (the ones the simulator measured).
 //!
 //! With super peers on, `config.rs` raises `limits.inbound_gate` to at least `cluster_cap +
@@ -53,6 +55,7 @@ pub struct SuperPeerFileConfig {
     pub cluster_algorithm: String,
     pub lookup_bits: u32,
     pub start_delay_ms: u64,
+    pub suspect_after_ms: u64,
 }
 
 impl Default for SuperPeerFileConfig {
@@ -67,6 +70,7 @@ impl Default for SuperPeerFileConfig {
             cluster_algorithm: "bully".into(),
             lookup_bits: 16,
             start_delay_ms: 3000,
+            suspect_after_ms: 10_000,
         }
     }
 }
@@ -93,6 +97,8 @@ pub struct SuperPeerSettings {
     pub tick: Duration,
     pub lookup_bits: u32,
     pub start_delay: Duration,
+    /// Silence before failed probes may report the head down (`head_watch.rs`).
+    pub suspect_after: Duration,
 }
 
 impl SuperPeerFileConfig {
@@ -112,6 +118,7 @@ impl SuperPeerFileConfig {
         range("tick_ms", self.tick_ms, 50, 60_000, "[50, 60000]")?;
         range("lookup_bits", self.lookup_bits as u64, 0, 24, "[0, 24]")?;
         range("start_delay_ms", self.start_delay_ms, 0, 600_000, "[0, 600000]")?;
+        range("suspect_after_ms", self.suspect_after_ms, 0, 600_000, "[0, 600000]")?;
         let algorithm = self.cluster_algorithm.parse::<Algorithm>()?;
         if algorithm == Algorithm::Echo {
             return Err(SuperPeerSettingsError::Echo);
@@ -130,6 +137,7 @@ impl SuperPeerFileConfig {
             tick: Duration::from_millis(self.tick_ms),
             lookup_bits: self.lookup_bits,
             start_delay: Duration::from_millis(self.start_delay_ms),
+            suspect_after: Duration::from_millis(self.suspect_after_ms),
         }))
     }
 }
@@ -155,6 +163,10 @@ mod tests {
         assert!(bad.resolve().unwrap_err().to_string().contains("cluster_cap"));
         let bad = SuperPeerFileConfig { mode: "prefix".into(), tick_ms: 1, ..Default::default() };
         assert!(bad.resolve().unwrap_err().to_string().contains("tick_ms"));
+        let bad = SuperPeerFileConfig { mode: "tokens".into(), suspect_after_ms: 700_000, ..Default::default() };
+        assert!(bad.resolve().unwrap_err().to_string().contains("suspect_after_ms"));
+        let t: SuperPeerFileConfig = toml::from_str("mode = \"tokens\"\nsuspect_after_ms = 4000\n").unwrap();
+        assert_eq!(t.resolve().unwrap().unwrap().suspect_after, Duration::from_secs(4));
         let bad = SuperPeerFileConfig { mode: "prefix".into(), cluster_algorithm: "echo".into(), ..Default::default() };
         assert!(bad.resolve().is_err());
         let t: SuperPeerFileConfig = toml::from_str("mode = \"tokens\"\nshare = 0.05\ncluster_cap = 40\n").unwrap();

@@ -44,8 +44,10 @@
 //!   and reply, which carry the sender's coordinate), and again when it moved.
 //! - `PeerDown` (failure detection, ours): the member probes its head with a `Hello` when it
 //!   has not heard from it for `PROBE_AFTER_TICKS` rounds or its connection to the head closed
-//!   with an error; two probes that find it unreachable, or four that time out, in a row
-//!   report the head down, which starts the cluster's re-election inside the state machine.
+//!   with an error; probes are spaced a round apart and scored (unreachable 2, timed out or
+//!   closed 1, refused by our own node 0), and a score of 4 reports the head down only once
+//!   nothing was heard from it for `suspect_after` ([`crate::head_watch`], session 8). The
+//!   report starts the cluster's re-election inside the state machine.
 //! - `SendFailed` (crash-stop's "not delivered, peer down", as in the simulator) only when a
 //!   failure shows the peer unreachable ([`crate::send_failure`], *ours*, issue 4 session 6:
 //!   timeouts reported as failed sends duplicated tokens on a loaded machine). A message that
@@ -68,6 +70,7 @@
 
 use crate::behaviour::Behaviour;
 use crate::gate::Gate;
+use crate::head_watch::{HeadWatch, Verdict, WatchConfig};
 use crate::members::{node_id_of, Directory};
 use crate::send_failure::{classify, SendFailure};
 use crate::status::StatusSink;
@@ -243,9 +246,8 @@ pub struct SuperPeerDriver {
     points: HashMap<NodeId, Point>,
     told: HashMap<NodeId, Point>,
     connected: HashSet<PeerId>,
-    heard: HashMap<NodeId, u32>,
-    probe_failures: u32,
-    probing: bool,
+    /// The member's failure detector for its head (`head_watch.rs`).
+    watch: HeadWatch,
     rtts: HashMap<PeerId, Duration>,
     /// The smallest ping RTT seen to any peer, and the value last told to the state machine.
     nearest: Option<Duration>,
@@ -288,9 +290,12 @@ impl SuperPeerDriver {
             points: HashMap::new(),
             told: HashMap::new(),
             connected: HashSet::new(),
-            heard: HashMap::new(),
-            probe_failures: 0,
-            probing: false,
+            watch: HeadWatch::new(WatchConfig {
+                probe_after: settings.tick * PROBE_AFTER_TICKS,
+                spacing: settings.tick,
+                min_silence: settings.suspect_after,
+                down_score: 4,
+            }),
             rtts: HashMap::new(),
             nearest: None,
             nearest_told: None,
@@ -400,13 +405,9 @@ impl SuperPeerDriver {
     }
 
     fn probe_head(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory) {
-        let Some(head) = self.sm.attached_to() else {
-            self.probe_failures = 0;
-            return;
-        };
-        let last = self.heard.get(&head).copied().unwrap_or(0);
-        if !self.probing && self.round.wrapping_sub(last) >= PROBE_AFTER_TICKS {
-            self.send_hello(sw, dir, head, true);
+        let head = self.sm.attached_to();
+        if let Some(h) = head.filter(|_| self.watch.due(head, Instant::now())) {
+            self.send_hello(sw, dir, h, true);
         }
     }
 
@@ -442,9 +443,10 @@ impl SuperPeerDriver {
         self.connected.remove(&peer);
         let id = node_id_of(&peer);
         let broke = !matches!(cause, None | Some(ConnectionError::KeepAliveTimeout));
-        if broke && self.sm.attached_to() == Some(id) && !self.probing {
+        if broke && self.sm.attached_to() == Some(id) {
             debug!(%peer, "connection to the super peer broke; probing it");
-            self.send_hello(sw, dir, id, true);
+            self.watch.broke(Some(id), id, Instant::now());
+            self.probe_head(sw, dir);
         }
     }
 
@@ -609,7 +611,7 @@ impl SuperPeerDriver {
                 let accepted = match decode_request(&request) {
                     Ok(req) => {
                         self.learn_point(sw, dir, from, req.point);
-                        self.heard.insert(from, self.round);
+                        self.watch.heard(from, Instant::now());
                         if let SpBody::Message { msg, book } = req.body {
                             tracing::trace!(from = %from.short(), kind = msg.kind(), "super-peer message");
                             self.learn_book(sw, &book);
@@ -640,7 +642,7 @@ impl SuperPeerDriver {
                 let sent = self.sent.remove(&request_id);
                 match decode_reply(&response) {
                     Ok(r) => {
-                        self.heard.insert(from, self.round);
+                        self.watch.heard(from, Instant::now());
                         self.learn_point(sw, dir, from, r.point);
                         if !r.accepted {
                             debug!(%peer, "peer refused our super-peer frame");
@@ -656,10 +658,7 @@ impl SuperPeerDriver {
                     self.status.sends_dropped += 1;
                 }
                 if let Some(Sent::Hello { to, probe: true }) = sent {
-                    if Some(to) == self.sm.attached_to() {
-                        self.probing = false;
-                        self.probe_failures = 0;
-                    }
+                    self.watch.answered(to, Instant::now());
                 }
                 if let Some(Sent::Measure { to, at, warm }) = sent {
                     if warm {
@@ -686,9 +685,8 @@ impl SuperPeerDriver {
                         debug!(%peer, kind = msg.kind(), ?class, "super-peer send failed: {error}");
                         if Some(to) == self.sm.attached_to() {
                             // Never give up the head on one failure: probe it.
-                            if !self.probing {
-                                self.send_hello(sw, dir, to, true);
-                            }
+                            self.watch.broke(Some(to), to, Instant::now());
+                            self.probe_head(sw, dir);
                         } else {
                             match class {
                                 // Crash-stop's "not delivered, peer down" (`send_failure.rs`).
@@ -711,23 +709,19 @@ impl SuperPeerDriver {
                         }
                     }
                     Sent::Hello { to, probe } => {
-                        // A probe our own gate refused at its hard cap says nothing about the
-                        // head; an unreachable head counts twice as much as a timed-out probe
-                        // (a loaded head is slow, not dead): two unreachable probes or four
-                        // ambiguous ones report it down.
-                        if probe && Some(to) == self.sm.attached_to() && class == SendFailure::RefusedLocally {
-                            self.probing = false;
-                        } else if probe && Some(to) == self.sm.attached_to() {
-                            info!(me = %self.me_id.short(), head = %to.short(), ?class, "probe of the super peer failed: {error}");
-                            self.probing = false;
-                            self.probe_failures += if class == SendFailure::Unreachable { 2 } else { 1 };
-                            if self.probe_failures >= 4 {
-                                info!(me = %self.me_id.short(), head = %to.short(), "super peer unreachable: reporting it down");
-                                self.probe_failures = 0;
-                                self.status.heads_reported_down += 1;
-                                self.run(sw, dir, SpInput::PeerDown(to));
-                            } else {
-                                self.send_hello(sw, dir, to, true);
+                        // Scored, spaced, and down only after a silence (`head_watch.rs`); the
+                        // next probe goes out from `probe_head` once a round has passed.
+                        if probe && Some(to) == self.sm.attached_to() {
+                            match self.watch.failed(to, class, Instant::now()) {
+                                Verdict::Uncounted => {}
+                                Verdict::Again => {
+                                    info!(me = %self.me_id.short(), head = %to.short(), ?class, "probe of the super peer failed: {error}");
+                                }
+                                Verdict::Down => {
+                                    info!(me = %self.me_id.short(), head = %to.short(), ?class, "super peer unreachable: reporting it down ({error})");
+                                    self.status.heads_reported_down += 1;
+                                    self.run(sw, dir, SpInput::PeerDown(to));
+                                }
                             }
                         }
                         self.check_holds(sw, dir);
@@ -855,9 +849,9 @@ impl SuperPeerDriver {
             SpEffect::AttachedTo(h) => {
                 debug!(head = %h.short(), "attached to a super peer");
                 self.status.attach_changes += 1;
-                self.heard.insert(h, self.round);
-                self.probe_failures = 0;
-                self.probing = false;
+                let now = Instant::now();
+                self.watch.follow(Some(h), now);
+                self.watch.heard(h, now);
             }
             SpEffect::Detached => debug!("detached from the super peer"),
             SpEffect::TokenAcquired { token, epoch } => debug!(token = token.0, epoch, "token acquired"),
@@ -1021,7 +1015,7 @@ impl SuperPeerDriver {
 
     fn send_hello(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, to: NodeId, probe: bool) {
         if self.send_bare_hello(sw, dir, to, Sent::Hello { to, probe }) && probe {
-            self.probing = true;
+            self.watch.probe_sent();
         }
     }
 

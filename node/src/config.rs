@@ -292,10 +292,13 @@ impl FileConfig {
         let mut limits = self.limits.clone();
         if let Some(sp) = &superpeer {
             // A super peer keeps one connection per member: make room for a full cluster on
-            // top of the node's usual peers (documented in `superpeer_config.rs`).
+            // top of the node's usual peers (documented in `superpeer_config.rs`). Only a
+            // node that serves a cluster takes inbound connections up to that hard cap
+            // (`Gate::set_serving`); the others keep the inbound gate, below the cap to
+            // which their own lookups dial (`gate.rs`).
             let cap = sp.protocol.cluster_cap;
-            limits.inbound_gate = limits.inbound_gate.max(cap.saturating_add(limits.target_high));
-            limits.max_established = limits.max_established.max(limits.inbound_gate.saturating_add(8));
+            let room = cap.saturating_add(limits.target_high).saturating_add(8);
+            limits.max_established = limits.max_established.max(room).max(limits.inbound_gate.saturating_add(16));
         }
         Ok(NodeConfig {
             listen,

@@ -20,10 +20,16 @@
 //! to send it a request. Wanted marks expire after `WANT_TTL`.
 //!
 //! While the gate is *open* for the super-peer driver's DHT lookups (`open_outbound_until`),
-//! kad's dials pass up to `open_cap`, halfway between `outbound_gate` and the hard cap, not up
-//! to the hard cap itself (*ours*, issue 4's 200-node swarm: lookups filled every node to the
-//! hard cap, after which every wanted dial, election and super-peer messages included, was
-//! refused, and each refusal was taken for a dead peer). A wanted dial refused at the hard
+//! kad's dials pass up to `open_cap`, [`WANTED_HEADROOM`] below the hard cap, not up to the
+//! hard cap itself (*ours*, issue 4's 200-node swarm: lookups filled every node to the hard
+//! cap, after which every wanted dial, election and super-peer messages included, was
+//! refused, and each refusal was taken for a dead peer). *Ours*, session 8: the open cap used
+//! to sit halfway between `outbound_gate` and the hard cap (39 of 72 with super peers on),
+//! below the inbound gate (then 64), so other nodes' lookups filled a node's inbound slots
+//! and its own lookups were then refused before dialling: in session 7's 200-node runs the
+//! mean node held 40-50 connections and 50-77 % of the lookups failed, were retried, and
+//! kept both cores busy with handshakes. Now the open cap sits above the inbound gate, so a
+//! node keeps room for its own lookups whatever its peers' lookups do. A wanted dial refused at the hard
 //! cap is remembered ([`Gate::refused_locally`]) so that the node does not report the peer
 //! down for a refusal that was its own. So is a dial that another of the node's behaviours
 //! denied (`DialError::Denied`: `connection_limits`' pending-dial or established caps; *ours*,
@@ -43,6 +49,8 @@ use std::time::{Duration, Instant};
 
 /// How long a `want` mark lets dials to that peer through.
 pub const WANT_TTL: Duration = Duration::from_secs(30);
+/// Slots between the open cap for lookup dials and the hard cap, kept for wanted dials.
+pub const WANTED_HEADROOM: usize = 8;
 /// Addresses kept per peer in the address book.
 pub const MAX_ADDRS_PER_PEER: usize = 4;
 
@@ -95,7 +103,7 @@ impl Gate {
             addresses: HashMap::new(),
             counters: GateCounters::default(),
             open_until: None,
-            open_cap: outbound_gate.max((outbound_gate + hard_cap) / 2),
+            open_cap: outbound_gate.max(hard_cap.saturating_sub(WANTED_HEADROOM)),
             refused: HashMap::new(),
             serving: false,
         }
@@ -292,8 +300,10 @@ mod tests {
         assert!(!dial(&mut g, p), "a closed gate refuses unwanted dials at outbound_gate");
         g.open_outbound_until(Instant::now() + Duration::from_secs(10));
         assert!(dial(&mut g, p), "an open gate lets lookup dials through");
-        fill(&mut g, 39);
-        assert!(!dial(&mut g, q), "lookup dials stop at the open cap, halfway to the hard cap");
+        fill(&mut g, 40);
+        assert!(dial(&mut g, q), "lookup dials pass above the inbound gate");
+        fill(&mut g, 72 - WANTED_HEADROOM);
+        assert!(!dial(&mut g, q), "lookup dials stop at the open cap, below the hard cap");
         assert!(!g.refused_locally(&q), "a refused lookup dial is not a refused wanted dial");
         g.want(p);
         assert!(dial(&mut g, p), "wanted dials pass above the open cap");

@@ -13,10 +13,12 @@
 //! failed probes report it down; `head_watch.rs`).
 //! Everything else keeps `SuperPeerConfig`'s defaults (the ones the simulator measured).
 //!
-//! With super peers on, `config.rs` raises `limits.inbound_gate` to at least `cluster_cap +
-//! target_high` and `limits.max_established` to at least that + 8: a super peer keeps one
-//! connection per member, and an inbound refusal would look like a dead super peer to the
-//! member that dials it.
+//! With super peers on, `config.rs` raises `limits.max_established` to at least `cluster_cap +
+//! target_high + 8` (and 16 above `inbound_gate`): a super peer keeps one connection per
+//! member, and an inbound refusal would look like a dead super peer to the member that dials
+//! it, so a node that serves a cluster takes inbound connections up to that cap
+//! (`Gate::set_serving`). Other nodes keep `inbound_gate`, below the cap their own DHT lookups
+//! dial to (`gate.rs`, session 8).
 
 use overlay::superpeer::{Method, SuperPeerConfig};
 use overlay::{Algorithm, ElectionConfig};

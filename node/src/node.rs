@@ -914,6 +914,9 @@ impl Node {
                 }
                 let Some(p) = peer_id else { return };
                 debug!(peer = %p, "dial failed: {error}");
+                if let Some(sp) = self.superpeer.as_mut() {
+                    sp.on_dial_error(p, &error);
+                }
                 if self.leader_redial.is_some_and(|(lp, _)| lp == p) && !self.swarm.is_connected(&p) {
                     self.leader_redial = None;
                     self.report_down(node_id_of(&p));

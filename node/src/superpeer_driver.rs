@@ -111,6 +111,8 @@ const MAX_BOOK: usize = 20_000;
 const MAX_CHAINED: usize = 10_000;
 /// DHT lookups one node runs at once; the rest wait in the driver's queue.
 pub const MAX_LOOKUPS_IN_FLIGHT: usize = 1;
+/// Dial errors remembered for probe logs (cleared when exceeded).
+const MAX_DIAL_ERRORS: usize = 1_024;
 /// Preimages remembered (cleared when exceeded).
 const MAX_PREIMAGES: usize = 64;
 
@@ -248,6 +250,8 @@ pub struct SuperPeerDriver {
     connected: HashSet<PeerId>,
     /// The member's failure detector for its head (`head_watch.rs`).
     watch: HeadWatch,
+    /// The last dial error per peer, for the log of a failed probe (bounded).
+    dial_errors: HashMap<PeerId, String>,
     rtts: HashMap<PeerId, Duration>,
     /// The smallest ping RTT seen to any peer, and the value last told to the state machine.
     nearest: Option<Duration>,
@@ -296,6 +300,7 @@ impl SuperPeerDriver {
                 min_silence: settings.suspect_after,
                 down_score: 4,
             }),
+            dial_errors: HashMap::new(),
             rtts: HashMap::new(),
             nearest: None,
             nearest_told: None,
@@ -448,6 +453,17 @@ impl SuperPeerDriver {
             self.watch.broke(Some(id), id, Instant::now());
             self.probe_head(sw, dir);
         }
+    }
+
+    /// A dial to `peer` failed: its cause goes into the log line of a failed head probe
+    /// (`request_response` reports only "failed to dial").
+    pub fn on_dial_error(&mut self, peer: PeerId, error: &libp2p::swarm::DialError) {
+        if self.dial_errors.len() >= MAX_DIAL_ERRORS {
+            self.dial_errors.clear();
+        }
+        let mut text = error.to_string();
+        text.truncate(200);
+        self.dial_errors.insert(peer, text);
     }
 
     pub fn on_ping(&mut self, peer: PeerId, rtt: Duration) {
@@ -712,13 +728,14 @@ impl SuperPeerDriver {
                         // Scored, spaced, and down only after a silence (`head_watch.rs`); the
                         // next probe goes out from `probe_head` once a round has passed.
                         if probe && Some(to) == self.sm.attached_to() {
+                            let dial = self.dial_errors.remove(&peer).unwrap_or_default();
                             match self.watch.failed(to, class, Instant::now()) {
                                 Verdict::Uncounted => {}
                                 Verdict::Again => {
-                                    info!(me = %self.me_id.short(), head = %to.short(), ?class, "probe of the super peer failed: {error}");
+                                    info!(me = %self.me_id.short(), head = %to.short(), ?class, dial, "probe of the super peer failed: {error}");
                                 }
                                 Verdict::Down => {
-                                    info!(me = %self.me_id.short(), head = %to.short(), ?class, "super peer unreachable: reporting it down ({error})");
+                                    info!(me = %self.me_id.short(), head = %to.short(), ?class, dial, "super peer unreachable: reporting it down ({error})");
                                     self.status.heads_reported_down += 1;
                                     self.run(sw, dir, SpInput::PeerDown(to));
                                 }

@@ -184,12 +184,14 @@ pub fn mentioned_ids(msg: &SpMessage) -> Vec<NodeId> {
         SpMessage::HandoverAck { holder, .. } => vec![holder.id],
         SpMessage::Split { at, .. } => vec![at.id],
         SpMessage::HeadAlive { head } | SpMessage::StepDownTo { head } => vec![head.id],
+        SpMessage::MedoidProbe { sample } => sample.clone(),
         SpMessage::Attach { .. }
         | SpMessage::Refuse { .. }
         | SpMessage::Detach
         | SpMessage::StepDown
         | SpMessage::HandoverRefuse { .. }
         | SpMessage::Access { .. }
+        | SpMessage::MedoidCost { .. }
         | SpMessage::Election { .. } => Vec::new(),
     }
 }

@@ -227,3 +227,67 @@ pub fn print(name: &str, d: &Diagnosis) {
         );
     }
 }
+
+/// Session 8 (engineer "placement"): the gap split without the k-median search, cheap
+/// enough for every run (`peerage-lab superpeers --diagnose`). Times in ms, means over the
+/// members (heads not counted).
+///
+/// - `mean_ms`: the protocol's own placement and assignment;
+/// - `exact_ms`: its heads, assigned exactly on the TRUE RTT (`mean - exact` = what the
+///   assignment loses);
+/// - `medoids_true_ms`: from there, capacitated k-medoids with each medoid chosen on the
+///   TRUE RTT (what a local medoid step could still gain if nodes knew the true RTTs, e.g.
+///   by measuring them);
+/// - `medoids_pred_ms`: the same with each medoid chosen on the *predicted* RTT (the
+///   coordinates, heights included; the assignment stays exact on the TRUE RTT): what the
+///   same step gains when judged by the coordinates. `medoids_pred - medoids_true` is what
+///   the coordinates' error costs the placement;
+/// - `pred_ms` / `abs_err_ms`: the members' mean predicted RTT to their own head and the
+///   mean |predicted - TRUE| over those pairs (the heads chosen, as the protocol saw them).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Gap {
+    pub mean_ms: f64,
+    pub exact_ms: f64,
+    pub medoids_true_ms: f64,
+    pub medoids_pred_ms: f64,
+    pub pred_ms: f64,
+    pub abs_err_ms: f64,
+}
+
+/// Computes [`Gap`] for `heads`/`head_of` (every node alive). Errors only if the exact
+/// assignment is infeasible.
+pub fn gap(w: &World, heads: &[u32], head_of: &[u32], cap: u64) -> Result<Gap, kmedian::KMedianError> {
+    let rest = (w.len() - heads.len()).max(1) as f64;
+    let (_, exact) = kmedian::assign_exact(w, heads, cap)?;
+    let (_, _, medoids_true) = kmedian::refine_from(w, heads.to_vec(), cap)?;
+    let pred = |x: u32, c: u32| if x == c { 0.0 } else { 1000.0 * w.points[x as usize].rtt(&w.points[c as usize]) };
+    let (_, _, medoids_pred) = kmedian::refine_by(w, heads.to_vec(), cap, pred)?;
+    let (mut n, mut sum, mut psum, mut err) = (0usize, 0.0, 0.0, 0.0);
+    for (i, &h) in head_of.iter().enumerate() {
+        if h == u32::MAX || h as usize == i {
+            continue;
+        }
+        let (t, p) = (w.rtt_ms(i as u32, h), pred(i as u32, h));
+        n += 1;
+        sum += t;
+        psum += p;
+        err += (p - t).abs();
+    }
+    let d = n.max(1) as f64;
+    Ok(Gap {
+        mean_ms: sum / d,
+        exact_ms: exact / rest,
+        medoids_true_ms: medoids_true / rest,
+        medoids_pred_ms: medoids_pred / rest,
+        pred_ms: psum / d,
+        abs_err_ms: err / d,
+    })
+}
+
+/// Prints a [`Gap`] (one indented line).
+pub fn print_gap(name: &str, g: &Gap) {
+    println!(
+        "  gap {name}: mean {:.2} ms; own heads exact TRUE assignment {:.2} ms; then k-medoids by TRUE RTT {:.2} ms, by predicted RTT {:.2} ms; members' predicted RTT to their head {:.2} ms, mean |error| {:.2} ms",
+        g.mean_ms, g.exact_ms, g.medoids_true_ms, g.medoids_pred_ms, g.pred_ms, g.abs_err_ms
+    );
+}

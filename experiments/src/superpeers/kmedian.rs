@@ -243,7 +243,20 @@ pub fn refine_from(w: &World, heads: Vec<u32>, cap: u64) -> Result<(Vec<u32>, Ve
 
 /// Capacitated k-medoids refinement of an exactly assigned placement (module doc). Returns
 /// the improved heads, assignment and total.
-fn refine(w: &World, mut heads: Vec<u32>, cap: u64) -> Result<(Vec<u32>, Vec<u32>, f64), KMedianError> {
+fn refine(w: &World, heads: Vec<u32>, cap: u64) -> Result<(Vec<u32>, Vec<u32>, f64), KMedianError> {
+    refine_by(w, heads, cap, |x, c| w.rtt_ms(x, c))
+}
+
+/// [`refine_from`] with each cluster's medoid chosen by `medoid_cost(member, candidate)`
+/// instead of the TRUE RTT (session 8, [`super::diagnose`]: the medoid judged by the
+/// predicted RTT shows what the coordinates' error costs a placement). The assignment is
+/// still exact on the TRUE RTT, and a step is kept only if it lowers the TRUE total.
+pub fn refine_by(
+    w: &World,
+    mut heads: Vec<u32>,
+    cap: u64,
+    medoid_cost: impl Fn(u32, u32) -> f64,
+) -> Result<(Vec<u32>, Vec<u32>, f64), KMedianError> {
     let (mut head_of, mut total) = assign_exact(w, &heads, cap)?;
     for _ in 0..30 {
         let n = w.len();
@@ -262,7 +275,7 @@ fn refine(w: &World, mut heads: Vec<u32>, cap: u64) -> Result<(Vec<u32>, Vec<u32
         for (s, m) in members.iter().enumerate() {
             let mut best = (f64::INFINITY, heads[s]);
             for &c in m {
-                let cost: f64 = m.iter().map(|&x| w.rtt_ms(x, c)).sum();
+                let cost: f64 = m.iter().map(|&x| medoid_cost(x, c)).sum();
                 if cost < best.0 {
                     best = (cost, c);
                 }

@@ -151,6 +151,14 @@ pub struct SuperpeersArgs {
     /// Rounds between two split offers of one holder.
     #[arg(long)]
     pub split_every: Option<u32>,
+    /// The measured medoid step (`overlay::superpeer::medoid`): members a settled holder asks
+    /// to measure its cluster as candidate heads; 0 = off (the session-7 law). Default:
+    /// `SuperPeerConfig::default()`.
+    #[arg(long)]
+    pub medoid_candidates: Option<u32>,
+    /// Members each candidate (and the holder) pings for the measured medoid step.
+    #[arg(long)]
+    pub medoid_sample: Option<u32>,
     /// Lloyd iterations of the k-means yardstick.
     #[arg(long, default_value_t = 15)]
     pub kmeans_iters: usize,
@@ -166,6 +174,11 @@ pub struct SuperpeersArgs {
     /// Subgradient iterations of the k-median lower bound.
     #[arg(long, default_value_t = 300)]
     pub kmedian_iters: usize,
+    /// Print, for every protocol run without a failure phase, where its placement loses
+    /// without the k-median search ([`diagnose::gap`]: own heads assigned exactly on the
+    /// TRUE RTT, then k-medoids by TRUE and by predicted RTT; global knowledge, a diagnostic).
+    #[arg(long)]
+    pub diagnose: bool,
     /// Neighbours per node from its own city, and random ones.
     #[arg(long, default_value_t = 8)]
     pub near: usize,
@@ -295,6 +308,8 @@ pub fn config_of(args: &SuperpeersArgs) -> anyhow::Result<(Vec<Method>, SuperPee
         split_ratio: args.split_ratio.unwrap_or(d.split_ratio),
         split_min: args.split_min.unwrap_or(d.split_min),
         split_every: args.split_every.unwrap_or(d.split_every),
+        medoid_candidates: args.medoid_candidates.unwrap_or(d.medoid_candidates),
+        medoid_sample: args.medoid_sample.unwrap_or(d.medoid_sample),
         ..d
     };
     cfg.cluster_cap = args.cap.unwrap_or_else(|| (1.5 / args.share).round().max(1.0) as u32);
@@ -621,6 +636,16 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
                 line.push_str(&format!(", {name} {:.2}", access(heads)));
             }
             println!("{line}");
+        }
+        if args.diagnose {
+            for (name, o) in &report.protocols {
+                if o.failure.is_none() {
+                    match diagnose::gap(&w, &o.heads, &o.head_of, cap) {
+                        Ok(g) => diagnose::print_gap(name, &g),
+                        Err(e) => println!("  gap {name}: {e}"),
+                    }
+                }
+            }
         }
         for (name, o) in &report.protocols {
             println!(

@@ -179,6 +179,11 @@ pub struct SuperPeerConfig {
     pub split_min: f64,
     /// Rounds between two split offers of one holder.
     pub split_every: u32,
+    /// The measured medoid step (`medoid`, session 8): members a settled holder asks to
+    /// measure its cluster at once, as candidate heads. 0 = off (the session-7 law).
+    pub medoid_candidates: u32,
+    /// Members each candidate (and the holder) pings for the measured medoid step.
+    pub medoid_sample: u32,
     /// The election run inside a cluster when its super peer dies.
     pub election: ElectionConfig,
     /// The cluster election's timeouts grow with the cluster's round trips: its answer
@@ -223,6 +228,8 @@ impl Default for SuperPeerConfig {
             split_ratio: 0.5,
             split_min: 0.2,
             split_every: 10,
+            medoid_candidates: 6,
+            medoid_sample: 32,
             election: ElectionConfig { alive_interval_ms: 0, ..ElectionConfig::default() },
             election_rtt_factor: 4.0,
         }
@@ -272,6 +279,8 @@ impl SuperPeerConfig {
         range("split_ratio", self.split_ratio, 0.0, 1.0, "[0, 1]")?;
         range("split_min", self.split_min, 0.0, 1.0, "[0, 1]")?;
         range("split_every", self.split_every as f64, 1.0, 1e6, "[1, 10^6]")?;
+        range("medoid_candidates", self.medoid_candidates as f64, 0.0, 64.0, "[0, 64]")?;
+        range("medoid_sample", self.medoid_sample as f64, 1.0, 256.0, "[1, 256]")?;
         range("election_rtt_factor", self.election_rtt_factor, 0.0, 100.0, "[0, 100]")?;
         self.election.validate()?;
         Ok(())

@@ -102,6 +102,12 @@ pub enum SpMessage {
     /// offers", session 7): as `StepDown`, and `head` is where the member should attach (a
     /// known head that had room for it).
     StepDownTo { head: PeerInfo },
+    /// A token holder asks a member, a candidate head, to ping the sampled members and
+    /// answer with the RTTs (`medoid` module doc, the measured medoid step, session 8).
+    MedoidProbe { sample: Vec<NodeId> },
+    /// The answer to `MedoidProbe`: the measured RTT to each sampled member, seconds, in
+    /// the sample's order (0 = no answer).
+    MedoidCost { rtts: Vec<f32> },
 }
 
 impl SpMessage {
@@ -128,6 +134,8 @@ impl SpMessage {
             SpMessage::Split { .. } => "split",
             SpMessage::HeadAlive { .. } => "head-alive",
             SpMessage::StepDownTo { .. } => "step-down-to",
+            SpMessage::MedoidProbe { .. } => "medoid-probe",
+            SpMessage::MedoidCost { .. } => "medoid-cost",
         }
     }
 }

@@ -21,6 +21,7 @@
 
 pub mod config;
 pub mod estimate;
+pub mod medoid;
 pub mod message;
 pub mod node;
 pub mod point;

@@ -327,6 +327,7 @@
 
 use super::config::{prefix_bits, Method, SuperPeerConfig};
 use super::estimate::SizeEstimator;
+use super::medoid;
 use super::message::{HeadEntry, HeadRole, PeerInfo, Query, SpEffect, SpInput, SpMessage, TokenEntry, TokenId};
 use super::point::Point;
 use super::promotion::aging;
@@ -500,7 +501,45 @@ struct Head {
     /// Round a member or a known holder was last reported down: split offers and jumps wait
     /// `hold_rounds` after it (`token` module doc, "Split offers", session 7).
     disturbed: u32,
+    /// The measured medoid step under way (`medoid` module doc, session 8).
+    medoid: Option<Box<MedoidRound>>,
+    /// The epoch and member count of our last medoid step: the next one waits for a new
+    /// epoch or a quarter of the members changed (`medoid` module doc).
+    medoid_done: Option<(u32, usize)>,
+    /// The token came by a measured medoid step: the predicted law no longer moves it
+    /// (`medoid` module doc, "Measured, then not predicted").
+    measured: bool,
 }
+
+/// A measured medoid step of a holder (`medoid` module doc, session 8): the sampled
+/// members, our own RTTs to them (seconds, 0 = none yet) and each candidate's answer.
+#[derive(Clone, Debug)]
+struct MedoidRound {
+    sample: Vec<NodeId>,
+    own: Vec<f32>,
+    own_left: usize,
+    cands: Vec<(PeerInfo, Option<Vec<f32>>)>,
+    sent: u32,
+}
+
+/// A member measuring the sample its head sent with `MedoidProbe` (`medoid` module doc).
+#[derive(Clone, Debug)]
+struct Measuring {
+    head: NodeId,
+    sample: Vec<NodeId>,
+    rtts: Vec<f32>,
+    left: usize,
+    started: u32,
+    /// The answer went out; kept to recognise the head's `Handover` (then this node holds
+    /// the token by a measured step) until [`MEDOID_KEEP_ROUNDS`].
+    answered: bool,
+}
+
+/// Rounds a candidate remembers that it answered its head's `MedoidProbe`.
+const MEDOID_KEEP_ROUNDS: u32 = 12;
+
+/// Rounds a holder waits for its candidates' `MedoidCost`, and a candidate for its pings.
+const MEDOID_ROUNDS: u32 = 3;
 
 /// A role this node is entitled to and takes without a member (a minted token or claimed
 /// slot, a backup's takeover, a re-election won alone): it takes it only once a neighbour
@@ -619,6 +658,8 @@ pub struct SuperPeerNode {
     /// message, round), at most [`MAX_EARLY_ELECTIONS`]; replayed if we join that election
     /// within [`EARLY_ELECTION_ROUNDS`] (module doc, step 5, session 7).
     early: Option<Box<Vec<(NodeId, NodeId, crate::election::Message, u32)>>>,
+    /// Our head's `MedoidProbe` being measured (`medoid` module doc, session 8).
+    measuring: Option<Box<Measuring>>,
 }
 
 /// `Election` messages kept for a cluster we may learn we belong to (module doc, step 5).
@@ -662,6 +703,7 @@ impl SuperPeerNode {
             relays: Vec::new(),
             pending: None,
             early: None,
+            measuring: None,
         }
     }
 
@@ -759,6 +801,14 @@ impl SuperPeerNode {
             b += h.members.capacity() * std::mem::size_of::<PeerInfo>()
                 + h.view.capacity() * std::mem::size_of::<TokenEntry>()
                 + h.access.capacity() * std::mem::size_of::<(NodeId, f32)>();
+            if let Some(m) = &h.medoid {
+                b += std::mem::size_of::<MedoidRound>()
+                    + m.sample.capacity() * (std::mem::size_of::<NodeId>() + 4)
+                    + m.cands.len() * (std::mem::size_of::<(PeerInfo, Option<Vec<f32>>)>() + 4 * m.sample.len());
+            }
+        }
+        if let Some(m) = &self.measuring {
+            b += std::mem::size_of::<Measuring>() + m.sample.capacity() * (std::mem::size_of::<NodeId>() + 4);
         }
         b
     }
@@ -1078,6 +1128,9 @@ impl SuperPeerNode {
             access: Vec::new(),
             ack_to: None,
             disturbed: self.round,
+            medoid: None,
+            medoid_done: None,
+            measured: false,
         }));
     }
 
@@ -1154,6 +1207,15 @@ impl SuperPeerNode {
             // The pending role's backup view got no answer for 3 rounds (the neighbour may take
             // us for its head and the view for a member's): the next neighbour.
             self.pending_next(ctx);
+        }
+        if let Some(m) = self.measuring.as_ref() {
+            let age = round.wrapping_sub(m.started);
+            if age >= MEDOID_KEEP_ROUNDS {
+                self.measuring = None;
+            } else if !m.answered && age >= MEDOID_ROUNDS {
+                // Pings that never came back: answer with what we have.
+                self.answer_medoid(ctx);
+            }
         }
         if self.head.is_some() {
             self.head_tick(ctx);
@@ -1291,6 +1353,9 @@ impl SuperPeerNode {
         let own = (self.nearest_rtt > 0.0).then_some(self.nearest_rtt as f64);
         let access = AccessEstimate::new(&me, own, &h.members, &h.access, &cfg);
         let promoted = if h.super_peer { cfg.promoted_factor } else { 1.0 };
+        // A token placed by a measured medoid step is moved only by measured steps (`medoid`
+        // module doc): the predicted law ranks nodes worse than the measurement did.
+        let force = if h.measured { None } else { force };
         if let Some(f) = force.filter(|f| f.magnitude() > cfg.force_threshold * promoted) {
             let holders: Vec<NodeId> = h.view.iter().map(|e| e.holder.id).collect();
             let mut cands: Vec<PeerInfo> = self.neighbours.clone();
@@ -1318,6 +1383,11 @@ impl SuperPeerNode {
                 return;
             }
         }
+        // The measured medoid step (`medoid` module doc, session 8).
+        if self.medoid_tick(ctx) {
+            return;
+        }
+        let Some(h) = self.head.as_mut() else { return };
         // Split offers (`token` module doc): a settled holder whose cluster would gain
         // much from a second head offers that head's spot to the known holder whose token
         // looks cheapest to remove (session 7: one taker per offer).
@@ -1571,6 +1641,7 @@ impl SuperPeerNode {
     /// A measurement came back (see [`SpInput::Rtt`]): keep the smallest sample, then look
     /// whether a head is now measurably nearer.
     fn on_rtt(&mut self, ctx: &mut SpContext<'_>, peer: NodeId, rtt: Option<f64>) {
+        self.medoid_rtt(ctx, peer, rtt);
         let Some(rtt) = rtt else { return };
         if !(rtt.is_finite() && rtt > 0.0 && rtt < 3600.0) {
             ctx.push(SpEffect::Rejected { from: peer, reason: "measured RTT out of range" });
@@ -1599,6 +1670,162 @@ impl SuperPeerNode {
         if let Some(a) = self.attached {
             ctx.send(a.id, SpMessage::Access { nearest_rtt: self.nearest_rtt });
         }
+    }
+
+    /// The holder's side of the measured medoid step (`medoid` module doc, session 8):
+    /// decides a step whose answers are in (or are late), or starts one. True if the token
+    /// is now on its way to a candidate (a `Handover` went out).
+    fn medoid_tick(&mut self, ctx: &mut SpContext<'_>) -> bool {
+        let cfg = self.cfg.clone();
+        if cfg.medoid_candidates == 0 || cfg.method != Method::RepulsionTokens {
+            return false;
+        }
+        let (round, me, busy) = (self.round, self.me, self.in_election());
+        let Some(h) = self.head.as_mut() else { return false };
+        let HeadRole::Token { token, epoch } = h.role else { return false };
+        if h.transit.is_some() || h.drain.is_some() || busy {
+            h.medoid = None;
+            return false;
+        }
+        if let Some(m) = h.medoid.as_ref() {
+            let answered = m.own_left == 0 && m.cands.iter().all(|c| c.1.is_some());
+            if !answered && round.wrapping_sub(m.sent) < MEDOID_ROUNDS {
+                return false;
+            }
+            let Some(m) = h.medoid.take() else { return false };
+            let cands: Vec<(PeerInfo, Vec<f32>)> = m
+                .cands
+                .into_iter()
+                .filter(|(c, _)| h.members.iter().any(|x| x.id == c.id))
+                .filter_map(|(c, r)| r.map(|r| (c, r)))
+                .collect();
+            // As every move: the gain `min_gain` x the token's cooling (promoted factor
+            // included) and a settled super peer's aging (`promotion`), at least MIN_GAIN.
+            let age = aging(h.super_peer, round.wrapping_sub(h.promoted_at), &cfg);
+            let needed = (cfg.min_gain * cooling(epoch, h.super_peer, &cfg) * age).max(medoid::MIN_GAIN);
+            let Some((t, _)) = medoid::decide(&m.sample, &m.own, &cands, needed) else { return false };
+            let mut members = h.members.clone();
+            members.push(me);
+            let msg = SpMessage::Handover {
+                token,
+                epoch: epoch.wrapping_add(1),
+                promoted: h.super_peer,
+                members,
+                view: h.view.clone(),
+            };
+            h.transit = Some((t.id, round, msg.clone()));
+            ctx.send(t.id, msg);
+            return true;
+        }
+        let settled =
+            round.wrapping_sub(h.since) >= cfg.hold_rounds && round.wrapping_sub(h.disturbed) >= cfg.hold_rounds;
+        let n = h.members.len();
+        let again = match h.medoid_done {
+            None => true,
+            Some((e, was)) => e != epoch || 4 * n.abs_diff(was) >= was.max(1),
+        };
+        if !settled || !again || n < medoid::MIN_MEMBERS {
+            return false;
+        }
+        h.medoid_done = Some((epoch, n));
+        let own = (self.nearest_rtt > 0.0).then_some(self.nearest_rtt as f64);
+        let access = AccessEstimate::new(&me, own, &h.members, &h.access, &cfg);
+        let cands = medoid::candidates(&h.members, &access, cfg.access_weight, cfg.medoid_candidates as usize);
+        let sample = medoid::sample(&h.members, me.id, cfg.medoid_sample as usize, &mut *ctx.rng);
+        if cands.is_empty() || sample.is_empty() {
+            return false;
+        }
+        for c in &cands {
+            ctx.send(c.id, SpMessage::MedoidProbe { sample: sample.clone() });
+        }
+        for id in &sample {
+            ctx.push(SpEffect::MeasureRtt { peer: *id });
+        }
+        h.medoid = Some(Box::new(MedoidRound {
+            own: vec![0.0; sample.len()],
+            own_left: sample.len(),
+            sample,
+            cands: cands.into_iter().map(|c| (c, None)).collect(),
+            sent: round,
+        }));
+        false
+    }
+
+    /// A measurement for the medoid step (`medoid` module doc): ours as a holder, or one of
+    /// the pings our head asked of us as a candidate. A failed ping counts as answered (0).
+    fn medoid_rtt(&mut self, ctx: &mut SpContext<'_>, peer: NodeId, rtt: Option<f64>) {
+        let v = rtt.filter(|r| r.is_finite() && *r > 0.0 && *r < 3600.0).map_or(0.0, |r| r as f32);
+        if let Some(m) = self.head.as_mut().and_then(|h| h.medoid.as_mut()) {
+            if let Some(i) = m.sample.iter().position(|x| *x == peer) {
+                if m.own[i] == 0.0 && m.own_left > 0 {
+                    m.own_left -= 1;
+                }
+                m.own[i] = if m.own[i] > 0.0 && v > 0.0 { m.own[i].min(v) } else { m.own[i].max(v) };
+            }
+        }
+        if let Some(m) = self.measuring.as_mut().filter(|m| !m.answered) {
+            if let Some(i) = m.sample.iter().position(|x| *x == peer) {
+                if m.rtts[i] == 0.0 && m.left > 0 {
+                    m.left -= 1;
+                }
+                m.rtts[i] = if m.rtts[i] > 0.0 && v > 0.0 { m.rtts[i].min(v) } else { m.rtts[i].max(v) };
+                if m.left == 0 {
+                    self.answer_medoid(ctx);
+                }
+            }
+        }
+    }
+
+    /// Our head asks us, as a candidate head, to ping `sample` (`medoid` module doc). Only
+    /// our own head is answered (no one else gets pings out of us), at most
+    /// `medoid_sample` peers.
+    fn on_medoid_probe(&mut self, ctx: &mut SpContext<'_>, from: NodeId, sample: Vec<NodeId>) {
+        if sample.is_empty() || sample.len() > self.cfg.medoid_sample.max(1) as usize {
+            ctx.push(SpEffect::Rejected { from, reason: "medoid probe with a bad sample size" });
+            return;
+        }
+        if self.head.is_some() || self.attached.is_none_or(|a| a.id != from) {
+            return;
+        }
+        for id in &sample {
+            if *id != self.me.id {
+                ctx.push(SpEffect::MeasureRtt { peer: *id });
+            }
+        }
+        let n = sample.len();
+        let left = sample.iter().filter(|id| **id != self.me.id).count();
+        self.measuring = Some(Box::new(Measuring {
+            head: from,
+            sample,
+            rtts: vec![0.0; n],
+            left,
+            started: self.round,
+            answered: false,
+        }));
+        if left == 0 {
+            self.answer_medoid(ctx);
+        }
+    }
+
+    /// Sends our head the RTTs measured for its `MedoidProbe`; the job is kept, answered,
+    /// to recognise a `Handover` that follows from it.
+    fn answer_medoid(&mut self, ctx: &mut SpContext<'_>) {
+        if let Some(m) = self.measuring.as_mut().filter(|m| !m.answered) {
+            m.answered = true;
+            m.sample = Vec::new();
+            ctx.send(m.head, SpMessage::MedoidCost { rtts: std::mem::take(&mut m.rtts) });
+        }
+    }
+
+    /// A candidate's answer (`medoid` module doc); late or unasked answers are dropped.
+    fn on_medoid_cost(&mut self, ctx: &mut SpContext<'_>, from: NodeId, rtts: Vec<f32>) {
+        let Some(m) = self.head.as_mut().and_then(|h| h.medoid.as_mut()) else { return };
+        let Some(c) = m.cands.iter_mut().find(|c| c.0.id == from) else { return };
+        if rtts.len() != m.sample.len() || rtts.iter().any(|r| !(r.is_finite() && *r >= 0.0 && *r < 3600.0)) {
+            ctx.push(SpEffect::Rejected { from, reason: "medoid cost with bad RTTs" });
+            return;
+        }
+        c.1 = Some(rtts);
     }
 
     /// A split offer (`token` module doc, "Split offers"): a settled holder (still for the
@@ -2233,6 +2460,8 @@ impl SuperPeerNode {
             }
             SpMessage::Access { nearest_rtt } => self.on_access(ctx, from, nearest_rtt),
             SpMessage::Split { at, gain } => self.on_split(ctx, from, at, gain),
+            SpMessage::MedoidProbe { sample } => self.on_medoid_probe(ctx, from, sample),
+            SpMessage::MedoidCost { rtts } => self.on_medoid_cost(ctx, from, rtts),
             SpMessage::HeadAlive { head } => {
                 let undecided = self.election.as_ref().is_some_and(|e| e.dead == head.id && !e.decided);
                 if !undecided || self.head.is_some() || !head.point.is_valid() {
@@ -2456,8 +2685,11 @@ impl SuperPeerNode {
             members.truncate(self.cfg.cluster_cap as usize);
         }
         self.become_head(ctx, HeadRole::Token { token, epoch }, members, false);
+        // A token our head moved here after we measured its cluster (`medoid` module doc).
+        let measured = self.measuring.take().is_some_and(|m| m.answered && m.head == from);
         if let Some(h) = self.head.as_mut() {
             h.view = view.into_iter().filter(|e| e.holder.id != me && e.holder.point.is_valid()).collect();
+            h.measured = measured;
         }
         let relayed = self.head.as_ref().is_some_and(|h| h.members.is_empty());
         if !relayed {

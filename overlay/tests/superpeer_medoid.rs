@@ -1,0 +1,282 @@
+//! The measured medoid step (`overlay::superpeer::medoid`; issue 4, session 8): a settled
+//! token holder asks some members to ping a sample of its cluster, pings it itself, and
+//! hands its token (with the members) to a candidate only on a measured gain; a member
+//! answers only its own head's probe. Deterministic: one node fed by hand (seeded ids,
+//! `PEERAGE_SEED` replays).
+
+use overlay::superpeer::{
+    token_directory_key, HeadRole, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig,
+    SuperPeerNode, TokenEntry, TokenId,
+};
+use overlay::{NodeId, Time};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::sync::Arc;
+
+mod common;
+use common::lookups;
+
+fn seed() -> u64 {
+    let seed = std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(13);
+    println!("seed {seed} (replay with PEERAGE_SEED={seed})");
+    seed
+}
+
+fn at(x: f64, y: f64) -> Point {
+    Point::new(&[x, y], 0.001)
+}
+
+struct Harness {
+    rng: ChaCha8Rng,
+    now: u64,
+    node: SuperPeerNode,
+    ids: Vec<NodeId>,
+}
+
+impl Harness {
+    fn feed(&mut self, input: SpInput) -> Vec<SpEffect> {
+        let mut fx = Vec::new();
+        let mut ctx = SpContext::new(Time(self.now), &mut self.rng, &mut fx);
+        self.node.handle(&mut ctx, input);
+        fx
+    }
+
+    fn tick(&mut self) -> Vec<SpEffect> {
+        self.now += 1_000_000;
+        self.feed(SpInput::Tick)
+    }
+
+    /// A node at the origin that claims nothing, then takes token 7 by handover from
+    /// `ids[40]` with `members` (and one far holder in its view).
+    fn holder(cfg: SuperPeerConfig, members: impl Fn(&[NodeId]) -> Vec<PeerInfo>, seed: u64) -> Harness {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let ids: Vec<NodeId> = (0..500).map(|_| NodeId(rng.gen())).collect();
+        let cfg = SuperPeerConfig { share: 0.01, split_ratio: 0.0, ..cfg };
+        cfg.validate().unwrap();
+        let me = ids[0];
+        let node = SuperPeerNode::new(me, at(0.0, 0.0), Arc::new(cfg));
+        let mut h = Harness { rng, now: 0, node, ids };
+        let mut pending: Vec<(u32, Query)> = lookups(&h.feed(SpInput::Start));
+        let mut guard = 0;
+        while let Some((query, what)) = pending.pop() {
+            guard += 1;
+            assert!(guard < 100, "lookup storm");
+            let peers = match what {
+                Query::Closest { key } | Query::Sample { key } => {
+                    let mut v: Vec<NodeId> = h.ids.iter().copied().filter(|i| *i != me).collect();
+                    v.sort_by_key(|i| xor(i, &key));
+                    v.into_iter().take(20).map(|id| PeerInfo { id, point: at(0.3, 0.3) }).collect()
+                }
+                Query::Providers { key } if key == token_directory_key() => Vec::new(),
+                Query::Providers { .. } => vec![PeerInfo { id: h.ids[3], point: at(0.3, 0.3) }],
+            };
+            let fx = h.feed(SpInput::LookupResult { query, peers });
+            pending.extend(lookups(&fx));
+        }
+        assert!(!h.node.is_head(), "the test node must not claim a slot");
+        let view = vec![TokenEntry {
+            token: TokenId(100),
+            epoch: 0,
+            holder: PeerInfo { id: h.ids[400], point: at(0.5, 0.5) },
+            age: 0,
+            members: 0,
+        }];
+        let members = members(&h.ids);
+        let from = h.ids[40];
+        let fx = h.feed(SpInput::Message {
+            from,
+            msg: SpMessage::Handover { token: TokenId(7), epoch: 1, promoted: false, members, view },
+        });
+        assert!(h.node.is_head(), "the handover was not taken: {fx:?}");
+        h
+    }
+}
+
+fn xor(a: &NodeId, b: &NodeId) -> [u8; 32] {
+    let mut x = [0u8; 32];
+    for (i, v) in x.iter_mut().enumerate() {
+        *v = a.0[i] ^ b.0[i];
+    }
+    x
+}
+
+/// Twelve members on a ring of 2 ms around the holder (no net pull: the predicted law keeps
+/// the token where it is).
+fn ring(ids: &[NodeId]) -> Vec<PeerInfo> {
+    (0..12)
+        .map(|i| {
+            let t = i as f64 * std::f64::consts::TAU / 12.0;
+            PeerInfo { id: ids[10 + i], point: at(0.002 * t.cos(), 0.002 * t.sin()) }
+        })
+        .collect()
+}
+
+fn probes(fx: &[SpEffect]) -> Vec<(NodeId, Vec<NodeId>)> {
+    fx.iter()
+        .filter_map(|e| match e {
+            SpEffect::Send { to, msg: SpMessage::MedoidProbe { sample } } => Some((*to, sample.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn pings(fx: &[SpEffect]) -> Vec<NodeId> {
+    fx.iter()
+        .filter_map(|e| match e {
+            SpEffect::MeasureRtt { peer } => Some(*peer),
+            _ => None,
+        })
+        .collect()
+}
+
+fn handovers(fx: &[SpEffect]) -> Vec<(NodeId, usize)> {
+    fx.iter()
+        .filter_map(|e| match e {
+            SpEffect::Send { to, msg: SpMessage::Handover { members, .. } } => Some((*to, members.len())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Ticks the holder until it starts its medoid step; returns the probes (candidate, sample)
+/// and the holder's own pings.
+fn until_probed(h: &mut Harness, rounds: u32) -> (Vec<(NodeId, Vec<NodeId>)>, Vec<NodeId>) {
+    for _ in 0..rounds {
+        let fx = h.tick();
+        assert!(handovers(&fx).is_empty(), "the predicted law moved the token: {fx:?}");
+        let p = probes(&fx);
+        if !p.is_empty() {
+            return (p, pings(&fx));
+        }
+    }
+    panic!("no medoid step within {rounds} rounds");
+}
+
+/// A settled holder probes `medoid_candidates` members with one sample of at most
+/// `medoid_sample` members, pings that sample itself, and moves its token with every member
+/// to the candidate whose measured RTTs are lowest, only on a gain above the threshold.
+#[test]
+fn a_settled_holder_moves_its_token_to_a_measurably_better_member() {
+    let s = seed();
+    let cfg = SuperPeerConfig { medoid_candidates: 3, medoid_sample: 8, ..Default::default() };
+    let hold = cfg.hold_rounds;
+    let mut h = Harness::holder(cfg, ring, s);
+    let members = ring(&h.ids);
+    // Not before the hold time.
+    for _ in 0..hold - 1 {
+        let fx = h.tick();
+        assert!(probes(&fx).is_empty(), "probed before the hold time: {fx:?}");
+    }
+    let (probed, own) = until_probed(&mut h, 3);
+    assert_eq!(probed.len(), 3, "{probed:?}");
+    let sample = probed[0].1.clone();
+    assert_eq!(sample.len(), 8);
+    assert!(probed.iter().all(|p| p.1 == sample), "one sample for every candidate");
+    assert!(sample.iter().all(|id| members.iter().any(|m| m.id == *id)), "members only");
+    let mut own_sorted = own.clone();
+    own_sorted.sort();
+    let mut sample_sorted = sample.clone();
+    sample_sorted.sort();
+    assert_eq!(own_sorted, sample_sorted, "the holder pings the same sample");
+    // Our RTTs: 10 ms each. Candidate 0: 9.9 ms (1 %, below the threshold), candidate 1:
+    // 6 ms, candidate 2: 7 ms.
+    for id in &sample {
+        h.feed(SpInput::Rtt { peer: *id, rtt: Some(0.010) });
+    }
+    let answer = |ms: f32| SpMessage::MedoidCost { rtts: vec![ms / 1000.0; sample.len()] };
+    h.feed(SpInput::Message { from: probed[0].0, msg: answer(9.9) });
+    h.feed(SpInput::Message { from: probed[1].0, msg: answer(6.0) });
+    let fx = h.feed(SpInput::Message { from: probed[2].0, msg: answer(7.0) });
+    assert!(handovers(&fx).is_empty(), "decides at its round, not on a message");
+    let fx = h.tick();
+    assert_eq!(handovers(&fx), vec![(probed[1].0, members.len() + 1)], "{fx:?}");
+}
+
+/// No move when no candidate is measurably better, and no second step at the same epoch with
+/// the same members; bad answers are rejected.
+#[test]
+fn no_move_without_a_measured_gain_and_one_step_per_epoch() {
+    let s = seed();
+    let cfg = SuperPeerConfig { medoid_candidates: 2, medoid_sample: 6, ..Default::default() };
+    let hold = cfg.hold_rounds;
+    let mut h = Harness::holder(cfg, ring, s);
+    let (probed, own) = until_probed(&mut h, hold + 2);
+    for id in &own {
+        h.feed(SpInput::Rtt { peer: *id, rtt: Some(0.010) });
+    }
+    let fx = h.feed(SpInput::Message { from: probed[0].0, msg: SpMessage::MedoidCost { rtts: vec![0.001; 2] } });
+    assert!(fx.iter().any(|e| matches!(e, SpEffect::Rejected { .. })), "wrong length: {fx:?}");
+    let bad = SpMessage::MedoidCost { rtts: vec![f32::NAN; probed[0].1.len()] };
+    let fx = h.feed(SpInput::Message { from: probed[0].0, msg: bad });
+    assert!(fx.iter().any(|e| matches!(e, SpEffect::Rejected { .. })), "NaN: {fx:?}");
+    let same = SpMessage::MedoidCost { rtts: vec![0.0099; probed[0].1.len()] };
+    h.feed(SpInput::Message { from: probed[0].0, msg: same.clone() });
+    h.feed(SpInput::Message { from: probed[1].0, msg: same });
+    // A stranger's answer is ignored.
+    let fx = h.feed(SpInput::Message { from: h.ids[300], msg: SpMessage::MedoidCost { rtts: vec![0.001; 6] } });
+    assert!(fx.is_empty(), "{fx:?}");
+    for _ in 0..20 {
+        let fx = h.tick();
+        assert!(handovers(&fx).is_empty(), "moved without a gain: {fx:?}");
+        assert!(probes(&fx).is_empty(), "a second step at the same epoch: {fx:?}");
+    }
+}
+
+/// Candidates that never answer: the holder decides after a few rounds with what it has and
+/// stays.
+#[test]
+fn silent_candidates_leave_the_token_where_it_is() {
+    let s = seed();
+    let cfg = SuperPeerConfig { medoid_candidates: 2, medoid_sample: 6, ..Default::default() };
+    let hold = cfg.hold_rounds;
+    let mut h = Harness::holder(cfg, ring, s);
+    let (_, own) = until_probed(&mut h, hold + 2);
+    for id in &own {
+        h.feed(SpInput::Rtt { peer: *id, rtt: None });
+    }
+    for _ in 0..10 {
+        let fx = h.tick();
+        assert!(handovers(&fx).is_empty(), "{fx:?}");
+    }
+    assert!(h.node.is_head());
+}
+
+/// A member pings the sample only for its own head, answers once every ping came back (in
+/// the sample's order, 0 for a failed one), and rejects oversized samples.
+#[test]
+fn a_member_measures_for_its_own_head_only() {
+    let s = seed();
+    let mut rng = ChaCha8Rng::seed_from_u64(s);
+    let ids: Vec<NodeId> = (0..12).map(|_| NodeId(rng.gen())).collect();
+    let cfg = SuperPeerConfig { medoid_sample: 4, ..Default::default() };
+    let node = SuperPeerNode::new(ids[1], at(0.0, 0.0), Arc::new(cfg));
+    let mut m = Harness { rng, now: 0, node, ids: ids.clone() };
+    let head = PeerInfo { id: ids[2], point: at(0.001, 0.0) };
+    m.feed(SpInput::Message { from: head.id, msg: SpMessage::Announce { head, room: true } });
+    m.feed(SpInput::Message { from: ids[6], msg: SpMessage::Refuse { full: true } });
+    let role = HeadRole::Token { token: TokenId(9), epoch: 0 };
+    m.feed(SpInput::Message { from: head.id, msg: SpMessage::Accept { role, head } });
+    assert_eq!(m.node.attached_to(), Some(head.id));
+    let sample = vec![ids[7], ids[8], ids[9]];
+    // Not our head: nothing measured.
+    let fx = m.feed(SpInput::Message { from: ids[3], msg: SpMessage::MedoidProbe { sample: sample.clone() } });
+    assert!(pings(&fx).is_empty(), "{fx:?}");
+    // Too many peers: rejected.
+    let fx = m.feed(SpInput::Message { from: head.id, msg: SpMessage::MedoidProbe { sample: ids[3..9].to_vec() } });
+    assert!(fx.iter().any(|e| matches!(e, SpEffect::Rejected { .. })) && pings(&fx).is_empty(), "{fx:?}");
+    // Our head: every sampled peer pinged; the answer goes when the last ping is back.
+    let fx = m.feed(SpInput::Message { from: head.id, msg: SpMessage::MedoidProbe { sample: sample.clone() } });
+    assert_eq!(pings(&fx), sample);
+    let fx = m.feed(SpInput::Rtt { peer: ids[9], rtt: Some(0.003) });
+    assert!(fx.iter().all(|e| !matches!(e, SpEffect::Send { msg: SpMessage::MedoidCost { .. }, .. })));
+    m.feed(SpInput::Rtt { peer: ids[7], rtt: Some(0.005) });
+    let fx = m.feed(SpInput::Rtt { peer: ids[8], rtt: None });
+    let answers: Vec<(NodeId, Vec<f32>)> = fx
+        .iter()
+        .filter_map(|e| match e {
+            SpEffect::Send { to, msg: SpMessage::MedoidCost { rtts } } => Some((*to, rtts.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answers, vec![(head.id, vec![0.005, 0.0, 0.003])], "{fx:?}");
+}

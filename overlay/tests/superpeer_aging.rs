@@ -142,3 +142,53 @@ fn bad_aging_settings_are_refused() {
         assert!(cfg.validate().is_err(), "{bad}");
     }
 }
+
+/// Session 8 (issue 4: at N = 10^5 a holder stayed unpromoted for 62 rounds without moving):
+/// a holder whose move is refused (`HandoverRefuse`: the target holds a token, or is in an
+/// election) does not ask that target again for a while, and a refused move does not
+/// keep it from its promotion: the token stayed, so it becomes super peer after the hold time.
+/// Here every move it tries is refused. Before, it chose the same target every round, and the
+/// round's promotion check was never reached.
+#[test]
+fn a_refused_move_is_not_asked_again_and_the_holder_promotes() {
+    let s = seed();
+    let mut rng = ChaCha8Rng::seed_from_u64(s);
+    let ids: Vec<NodeId> = (0..200).map(|_| NodeId(rng.gen())).collect();
+    let cfg = SuperPeerConfig { method: Method::RepulsionTokens, ..Default::default() };
+    let hold = cfg.hold_rounds;
+    let node = SuperPeerNode::new(ids[100], Point::new(&[0.0, 0.0], 0.001), Arc::new(cfg));
+    let mut h = Holder { rng, now: 0, node, members: line(&ids) };
+    h.feed(SpInput::Start);
+    let members = h.members.clone();
+    let msg = SpMessage::Handover { token: TokenId(7), epoch: 1, promoted: false, members, view: Vec::new() };
+    let fx = h.feed(SpInput::Message { from: ids[150], msg });
+    assert!(h.node.is_head(), "the handover was not taken: {fx:?}");
+    // The members pull the token 12 ms away: it wants to move.
+    h.shift(0.012);
+    let mut asked: Vec<(NodeId, u32)> = Vec::new();
+    let mut promoted_at = None;
+    for r in 1..=hold + 2 {
+        let mut fx = h.tick();
+        let mut i = 0;
+        while i < fx.len() {
+            if let SpEffect::Send { to, msg: SpMessage::Handover { token, epoch, .. } } = &fx[i] {
+                let (to, token, epoch) = (*to, *token, *epoch);
+                // A holder remembers its last 8 refusals (for the hold time).
+                assert!(
+                    !asked.iter().any(|(a, at)| *a == to && r - at < 8),
+                    "round {r}: {to:?} asked again after refusing: {asked:?}"
+                );
+                asked.push((to, r));
+                let more = h.feed(SpInput::Message { from: to, msg: SpMessage::HandoverRefuse { token, epoch } });
+                fx.extend(more);
+            }
+            if matches!(fx[i], SpEffect::BecomeSuperPeer) && promoted_at.is_none() {
+                promoted_at = Some(r);
+            }
+            i += 1;
+        }
+    }
+    assert!(!asked.is_empty(), "the shifted members made no move");
+    assert!(h.node.is_super_peer() && h.node.is_head(), "never promoted; moves asked: {asked:?}");
+    assert!(promoted_at.is_some_and(|r| r <= hold + 1), "promoted at {promoted_at:?}, hold {hold}");
+}

@@ -707,3 +707,48 @@ fn a_member_missing_from_our_view_takes_part_in_the_reelection() {
     );
     assert_eq!(acquired(&all, tx), vec![2], "X's token recreated once, at R: {all:?}");
 }
+
+/// Session 8 (issue 4: at N = 10^5, 4-7 members of crashed clusters sat unattached for 9
+/// rounds after their cluster's re-election was decided, with heads with room in their
+/// caches): a member waits for its cluster's re-election before it looks elsewhere, but
+/// only while the election is undecided. Here C leads X's re-election and refuses us (full);
+/// the next head we ask, Y, stays silent: after its 3 rounds we ask Z at once, not when
+/// 10 rounds have passed since X crashed.
+#[test]
+fn a_member_refused_by_its_new_leader_looks_elsewhere_at_once() {
+    let ids = sorted_ids("refused", 2);
+    let (b_name, c) = (ids[0].0.clone(), peer(&ids[1].0, 0.01));
+    assert_eq!(c.id, ids[1].1);
+    let x = peer("head-x", 0.02);
+    let (y, z) = (peer("head-y", 0.05), peer("head-z", 0.08));
+    let tx = TokenId(21);
+    let mut b = member_of(&b_name, x, tx, 2, &[x.id, ids[0].1, c.id]);
+    for h in [y, z] {
+        b.msg(h.id, SpMessage::Announce { head: h, room: true });
+    }
+    b.feed(SpInput::PeerDown(x.id));
+    assert_eq!(b.node.election_for(), Some(x.id));
+    let fx = b.feed_and_fire(SpInput::Message {
+        from: c.id,
+        msg: SpMessage::Election { dead: x.id, msg: Message::Coordinator },
+    });
+    assert!(acquired(&fx, tx).is_empty(), "{fx:?}");
+    let fx = b.msg(c.id, SpMessage::Takeover { dead: x.id, role: HeadRole::Token { token: tx, epoch: 3 }, head: c });
+    assert!(
+        fx.iter().any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::Attach { .. } } if *to == c.id)),
+        "{fx:?}"
+    );
+    // C is full: we ask Y, the nearest head we know.
+    let fx = b.msg(c.id, SpMessage::Refuse { full: true });
+    assert!(
+        fx.iter().any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::Attach { .. } } if *to == y.id)),
+        "{fx:?}"
+    );
+    // Y never answers; Z is asked once Y's 3 rounds are over.
+    let asked_z = (1..=6).find(|_| {
+        let fx = b.feed(SpInput::Tick);
+        fx.iter().any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::Attach { .. } } if *to == z.id))
+    });
+    assert_eq!(asked_z, Some(3), "Z asked at round {asked_z:?} after the refusal (the election was decided)");
+    assert_eq!(b.node.election_for(), Some(x.id), "the decided election is kept (late members are answered)");
+}

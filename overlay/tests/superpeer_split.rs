@@ -393,3 +393,29 @@ fn a_holder_with_a_remote_group_offers_the_split_to_the_holders_it_knows() {
     let (_, _, fx) = run(SuperPeerConfig { split_ratio: 0.0, ..still });
     assert!(splits(&fx).is_empty(), "offered while off");
 }
+
+/// Session 8 (engineer scale; issue 4: tokens did not converge at N = 10^5 with split offers
+/// on: after round 60 the last token moves were jumps of super peers promoted long before,
+/// each leaving a young holder that needed the hold time again): a jump ages like a move
+/// (`overlay::superpeer::promotion`, "Jumps age too": after 3 hold times). An offer that a
+/// young super peer takes is refused by one that has served 60 rounds; without aging
+/// (`promoted_aging` 0) the old one takes it too; a large enough offer still moves an old one.
+#[test]
+fn an_old_super_peer_jumps_only_for_a_larger_offer_than_a_young_one() {
+    let s = seed();
+    let d = SuperPeerConfig { split_ratio: 0.5, ..Default::default() };
+    assert!(d.promoted_aging > 0.0, "aging is on by default");
+    let young = d.hold_rounds + 1;
+    let old = young + 60;
+    // The smallest offer (on a x1.25 grid) a young super peer jumps for.
+    let least = (0..80)
+        .map(|k| 0.001 * 1.25f32.powi(k))
+        .find(|g| jumps(&offered(d.clone(), young, *g, s).2))
+        .expect("a young super peer jumps for some offer");
+    let offer = 2.0 * least;
+    assert!(jumps(&offered(d.clone(), young, offer, s).2), "young, offer {offer}");
+    assert!(!jumps(&offered(d.clone(), old, offer, s).2), "an old super peer jumped for offer {offer}");
+    let off = SuperPeerConfig { promoted_aging: 0.0, ..d.clone() };
+    assert!(jumps(&offered(off, old, offer, s).2), "without aging, offer {offer}");
+    assert!(jumps(&offered(d, old, 8.0 * offer, s).2), "an old super peer ignored offer {}", 8.0 * offer);
+}

@@ -25,6 +25,13 @@
 //!   `token-move-members<M>` by the cluster's size: 0-3, 4 = 4-19, 20 = 20-99, 100 = 100+),
 //!   `promote`, and
 //!   `refuse-full` (`Refuse { full: true }` messages sent).
+//! - Split offers (session 8, engineer scale: what keeps changing at 10^5 with split offers
+//!   on): `split-offer` (`Split` sent), `drain-start` (a holder that got an offer began to
+//!   drain: its first `StepDownTo`s), `step-down-to` (`StepDownTo` messages sent),
+//!   `jump-sent` (a member-less `Handover` of a split jump sent, re-sends included) and
+//!   `token-move-jump` (a token that left by a split jump; also counted in `token-move`),
+//!   `token-move-jump-promoted` (the jumping holder was a super peer); `handover-refuse`
+//!   (`HandoverRefuse` sent: a move or jump refused by its target).
 //!
 //! It costs a few bytes per node and nothing when off; the simulated run is the same either
 //! way (it only reads node state).
@@ -47,6 +54,10 @@ pub struct Churn {
     pre_super: bool,
     pre_epoch: u32,
     pre_members: usize,
+    /// Per slot: the node's last `Handover` was a split jump's (member-less, not promoted).
+    jumping: Vec<bool>,
+    /// The input being handled already counted a `drain-start`.
+    drain_counted: bool,
     round: u32,
     /// The cluster cap.
     cap: usize,
@@ -79,6 +90,8 @@ impl Churn {
                 unattached_by: vec!["start"; n],
                 attach_trigger: vec!["-"; n],
                 last_change: vec![0; n],
+                jumping: vec![false; n],
+                drain_counted: false,
                 pre: (None, false, ""),
                 pre_super: false,
                 pre_epoch: 0,
@@ -100,6 +113,7 @@ impl Churn {
         self.pre_super = n.is_super_peer();
         self.pre_epoch = n.token().map_or(0, |t| t.1);
         self.pre_members = n.members().len();
+        self.drain_counted = false;
     }
 
     /// After the input: `head_now` tells whether the node is still a head.
@@ -132,11 +146,34 @@ impl Churn {
         match e {
             SpEffect::Send { msg: SpMessage::Attach { .. }, .. } => self.attach_trigger[s] = input,
             SpEffect::Send { msg: SpMessage::Refuse { full: true }, .. } => self.add("refuse-full"),
+            SpEffect::Send { msg: SpMessage::Split { .. }, .. } => self.add("split-offer"),
+            SpEffect::Send { msg: SpMessage::HandoverRefuse { .. }, .. } => self.add("handover-refuse"),
+            SpEffect::Send { msg: SpMessage::StepDownTo { .. }, .. } => {
+                self.add("step-down-to");
+                if input == "split" && !self.drain_counted {
+                    self.drain_counted = true;
+                    self.add("drain-start");
+                }
+            }
+            SpEffect::Send { msg: SpMessage::Handover { members, promoted, .. }, .. } => {
+                // Relays are promoted and member-less; moves carry at least the old holder.
+                let jump = members.is_empty() && !*promoted;
+                self.jumping[s] = jump;
+                if jump {
+                    self.add("jump-sent");
+                }
+            }
             SpEffect::Detached => self.unattached_by[s] = input,
             SpEffect::TokenReleased { .. } => {
                 self.add("token-move");
                 if self.pre_super {
                     self.add("token-move-promoted");
+                }
+                if std::mem::take(&mut self.jumping[s]) {
+                    self.add("token-move-jump");
+                    if self.pre_super {
+                        self.add("token-move-jump-promoted");
+                    }
                 }
                 self.add(format!("token-move-epoch{}", self.pre_epoch.min(20) / 5 * 5));
                 let m = self.pre_members;

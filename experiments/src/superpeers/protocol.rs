@@ -521,6 +521,12 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
             break;
         }
     }
+    if sim.churn.is_some() {
+        // The churn diagnostic: the holders still not promoted, and why (session 8).
+        for n in sim.nodes.iter().filter(|n| n.is_head() && !n.is_super_peer()) {
+            eprintln!("CHURN unpromoted {}: {}", n.id().short(), n.head_summary().unwrap_or_default());
+        }
+    }
     let messages_at_convergence = sim.messages;
     let lookups_at_convergence = sim.lookups;
     // The outcome in world indices.
@@ -594,6 +600,11 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
                     (0..n as u32).filter(|&i| sim.head_index(i as usize) == u32::MAX && sim.alive[i as usize]),
                 );
                 c.end_round(round);
+                // Their state, for at most 10 of them (session 8).
+                for i in (0..n).filter(|&i| sim.head_index(i) == u32::MAX && sim.alive[i]).take(10) {
+                    let x = &sim.nodes[i];
+                    eprintln!("CHURN unattached {}: {}", x.id().short(), x.attach_summary());
+                }
                 sim.churn = Some(c);
             }
             if st.token_moves + st.attach_changes > (n as u64 / 1000).max(1) || st.attached_fraction < 1.0 {

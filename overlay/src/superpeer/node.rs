@@ -89,6 +89,15 @@
 //!    [`super::promotion`] module doc): a super peer's move needs the gain x
 //!    `1 + age / promoted_aging` on top of the cooling (`age` = rounds since it became super
 //!    peer), so late moves on predicted gains within the coordinates' error stop.
+//!    **A refused move** (*ours*, session 8, issue 4: tokens at N = 10^5 seed 1, split offers
+//!    on, did not converge in 80 rounds): a holder whose `Handover` is refused (the target
+//!    holds a token our view does not list, is in an election or about to take a role)
+//!    keeps its token and asks no other move of that target for `hold_rounds`. Before, it
+//!    chose the same target the next round; the simulator delivers the refusal within the
+//!    round, so the holder never reached the promotion check (a holder stayed unpromoted
+//!    for 62 rounds without moving, and "every holder promoted" was never met). A refused
+//!    move is no move: the hold time goes on, and a holder still for the hold time when the
+//!    refusal comes is promoted then (its round skipped the check for the attempt).
 //!    **Split offers** (*ours*, session 6, [`super::token`] module doc): a settled holder
 //!    whose cluster would gain much from a second head sends `Split` to a holder it knows
 //!    (session 7: one, [`super::token::split_taker`]); a settled holder whose token is cheap
@@ -96,7 +105,10 @@
 //!    7: it first sends each member `StepDownTo` the head its removal placed it at (the
 //!    member switches, staying ours until accepted; `drain_tick`), then, with no member
 //!    left, hands the token with a member-less `Handover` (`on_split`); no split while a
-//!    crash nearby is less than `hold_rounds` old.
+//!    crash nearby is less than `hold_rounds` old. Session 8: a super peer's jump ages like
+//!    its moves once it has served `3 x hold_rounds` ([`super::promotion::jump_aging`]): at
+//!    N = 10^5 the last token changes were jumps of super peers promoted some 50 rounds
+//!    before, each leaving a young holder that had to wait the hold time again.
 //!    **The new holder's view goes out at once** (*ours*, issue 4: at N = 10^6, 3 and 7 of
 //!    502 tokens crashed while tokens still moved were lost, and 4 of 318 in a 16-seed sweep
 //!    at 10^4 with crashes at round 15): the receiver sends its cluster view when it takes
@@ -330,7 +342,7 @@ use super::estimate::SizeEstimator;
 use super::medoid;
 use super::message::{HeadEntry, HeadRole, PeerInfo, Query, SpEffect, SpInput, SpMessage, TokenEntry, TokenId};
 use super::point::Point;
-use super::promotion::aging;
+use super::promotion::{aging, jump_aging};
 use super::token::{
     choose_target, cooling, net_force, removal_plan, split_gain, split_reserve, split_taker, AccessEstimate, Removal,
 };
@@ -456,6 +468,9 @@ const DRAIN_ROUNDS: u32 = 3;
 /// Neighbours a member-less head remembers as having refused to be its backup.
 const MAX_REFUSED_BACKUPS: usize = 8;
 
+/// Nodes a holder remembers as having refused its token's move (`Head::refused_targets`).
+const MAX_REFUSED_TARGETS: usize = 8;
+
 #[derive(Clone, Debug)]
 struct Claim {
     key: NodeId,
@@ -491,6 +506,10 @@ struct Head {
     /// Neighbours that refused to be backup (they serve a cluster themselves), at most
     /// [`MAX_REFUSED_BACKUPS`], newest last.
     refused_backups: Vec<NodeId>,
+    /// Nodes that refused our token's move (`HandoverRefuse`) and the round they did, at most
+    /// [`MAX_REFUSED_TARGETS`]: no move goes to them for `hold_rounds` (session 8; module doc,
+    /// step 4, "A refused move").
+    refused_targets: Vec<(NodeId, u32)>,
     /// A relayed token we took without a member (module doc, step 6, "relay", session 6):
     /// the relaying node and what it handed, acknowledged only once our backup confirmed our
     /// view (its answer `Detach`), so that the relaying node stays responsible until then.
@@ -786,6 +805,52 @@ impl SuperPeerNode {
     /// This node's protocol round counter.
     pub fn round(&self) -> u32 {
         self.round
+    }
+    /// A non-head's attachment state in one line (diagnostics: the simulator's
+    /// `PEERAGE_SP_CHURN` prints it for nodes still unattached during recovery): the head it
+    /// is attaching to, its cluster election (rounds since it started, decided), a pending
+    /// role, relays, and its cache (entries, backed off).
+    pub fn attach_summary(&self) -> String {
+        let r = self.round;
+        format!(
+            "attached={} attaching={:?} election={:?} pending={} relays={} cache={} backed_off={} backup_for={}",
+            self.attached.is_some(),
+            self.attaching.map(|(a, at)| (a.short(), r.wrapping_sub(at))),
+            self.election.as_ref().map(|e| (e.dead.short(), r.wrapping_sub(e.started), e.decided)),
+            self.pending.is_some(),
+            self.relays.len(),
+            self.cache.len(),
+            self.cache.iter().filter(|c| c.backoff_until > r).count(),
+            self.backup_view.is_some(),
+        )
+    }
+    /// A head's state in one line (diagnostics: the simulator's `PEERAGE_SP_CHURN` prints it for
+    /// holders still not promoted at the end of the run): rounds since the token arrived, the
+    /// handover in flight (target, rounds since sent, members handed), the drain, members.
+    pub fn head_summary(&self) -> Option<String> {
+        let h = self.head.as_ref()?;
+        let r = self.round;
+        let transit = h.transit.as_ref().map(|(to, sent, msg)| {
+            let handed = match msg {
+                SpMessage::Handover { members, .. } => members.len(),
+                _ => 0,
+            };
+            format!("{}:{}r:{}m", to.short(), r.wrapping_sub(*sent), handed)
+        });
+        Some(format!(
+            "role={:?} super={} still={} became={} members={} view={} transit={:?} drain={:?} backup={} ack_to={} disturbed={}",
+            h.role,
+            h.super_peer,
+            r.wrapping_sub(h.since),
+            r.wrapping_sub(h.became),
+            h.members.len(),
+            h.view.len(),
+            transit,
+            h.drain.map(|(at, d)| (at.id.short(), r.wrapping_sub(d))),
+            h.backup.is_some(),
+            h.ack_to.is_some(),
+            r.wrapping_sub(h.disturbed),
+        ))
     }
     /// Approximate heap bytes held (for the simulator's memory report).
     pub fn heap_bytes(&self) -> usize {
@@ -1125,6 +1190,7 @@ impl SuperPeerNode {
             drain: None,
             backup: None,
             refused_backups: Vec::new(),
+            refused_targets: Vec::new(),
             access: Vec::new(),
             ack_to: None,
             disturbed: self.round,
@@ -1260,8 +1326,12 @@ impl SuperPeerNode {
             }
         }
         if let Some(e) = &self.election {
-            // Give the cluster's re-election time before looking elsewhere.
-            if self.round.wrapping_sub(e.started) < 10 && self.attached.is_none() {
+            // Give the cluster's re-election time before looking elsewhere; once it is decided
+            // (another member leads) there is nothing to wait for (session 8, issue 4: at
+            // N = 10^5, 4-7 members of crashed clusters that the new leader, full, had
+            // refused sat unattached for the rest of the 10 rounds, with heads with room in
+            // their caches).
+            if !e.decided && self.round.wrapping_sub(e.started) < 10 && self.attached.is_none() {
                 return;
             }
         }
@@ -1364,7 +1434,10 @@ impl SuperPeerNode {
             // moves also age with it (module doc, step 4, "Settled super peers").
             let cool =
                 cooling(epoch, h.super_peer, &cfg) * aging(h.super_peer, round.wrapping_sub(h.promoted_at), &cfg);
-            let excluded = |c: &PeerInfo| holders.contains(&c.id);
+            let refused = |id: NodeId| {
+                h.refused_targets.iter().any(|(r, at)| *r == id && round.wrapping_sub(*at) < cfg.hold_rounds)
+            };
+            let excluded = |c: &PeerInfo| holders.contains(&c.id) || refused(c.id);
             if let Some(t) = choose_target(&me, &f, &h.members, &others, &cands, excluded, &access, cool, &cfg) {
                 // The old holder goes along as a member (last; the receiver drops it if that
                 // would put the cluster over the cap), so that the receiver's first view,
@@ -1861,8 +1934,13 @@ impl SuperPeerNode {
         }
         // Cooling as for moves: a token that moved often, or is promoted, needs more gain
         // (without the promoted factor tokens at N = 10^4 still jumped after 150 rounds).
+        // Session 8: a super peer's jumps also age with it, once it has served a while
+        // ([`jump_aging`]): at N = 10^5 the last token changes were jumps of super peers
+        // promoted some 50 rounds before, each leaving a young holder that had to wait the
+        // hold time again.
         let promoted = if h.super_peer { self.cfg.promoted_factor } else { 1.0 };
-        let cool = promoted * (1.0 + epoch as f64 / self.cfg.cooling);
+        let age = jump_aging(h.super_peer, round.wrapping_sub(h.promoted_at), &self.cfg);
+        let cool = promoted * (1.0 + epoch as f64 / self.cfg.cooling) * age;
         match self.removal() {
             Some(r) if r.cost * cool < ratio * gain as f64 => {}
             _ => return,
@@ -2406,6 +2484,20 @@ impl SuperPeerNode {
                         && h.transit.as_ref().is_some_and(|(to, _, _)| *to == from)
                     {
                         h.transit = None;
+                        // Not asked again for `hold_rounds` (module doc, step 4, "A refused move").
+                        h.refused_targets.retain(|(r, _)| *r != from);
+                        if h.refused_targets.len() >= MAX_REFUSED_TARGETS {
+                            h.refused_targets.remove(0);
+                        }
+                        h.refused_targets.push((from, self.round));
+                        // A refused move is no move: a holder still for the hold time is promoted
+                        // now, as its round would have done without the attempt (module doc,
+                        // step 4, "A refused move").
+                        if !h.super_peer && self.round.wrapping_sub(h.since) >= self.cfg.hold_rounds {
+                            h.super_peer = true;
+                            h.promoted_at = self.round;
+                            ctx.push(SpEffect::BecomeSuperPeer);
+                        }
                     }
                 }
             }

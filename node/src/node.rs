@@ -758,7 +758,10 @@ impl Node {
                 peer: *p,
                 connected_since: c.since,
                 last_election_use: c.last_election_use.max(self.superpeer.as_ref().and_then(|sp| sp.last_use(p))),
-                in_mesh: mesh.contains(p) || Some(*p) == ring_to || Some(*p) == ring_from,
+                in_mesh: mesh.contains(p)
+                    || Some(*p) == ring_to
+                    || Some(*p) == ring_from
+                    || self.superpeer.as_ref().is_some_and(|sp| sp.keeps(p)),
             })
             .collect();
         let l = &self.cfg.limits;

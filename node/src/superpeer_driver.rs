@@ -331,6 +331,15 @@ impl SuperPeerDriver {
 
     /// When the connection to `peer` last carried super-peer traffic (the peer manager keeps
     /// such connections like ones in election use).
+    /// Whether the connection to `peer` carries this node's cluster: our head, or a member of
+    /// the cluster we serve. The peer manager never prunes it (*ours*, session 8: a head with
+    /// more members than `target_high` had its members' idle connections pruned, and their
+    /// next probe had to dial again into a full head).
+    pub fn keeps(&self, peer: &PeerId) -> bool {
+        let id = node_id_of(peer);
+        self.sm.attached_to() == Some(id) || self.sm.members().iter().any(|m| m.id == id)
+    }
+
     pub fn last_use(&self, peer: &PeerId) -> Option<Instant> {
         self.last_use.get(peer).copied()
     }
@@ -404,7 +413,8 @@ impl SuperPeerDriver {
         }
         self.round = self.round.wrapping_add(1);
         self.run(sw, dir, SpInput::Tick);
-        sw.behaviour_mut().gate.set_serving(self.sm.is_head());
+        let members: Vec<PeerId> = self.sm.members().iter().filter_map(|m| self.peers.get(&m.id).copied()).collect();
+        sw.behaviour_mut().gate.set_serving(self.sm.is_head(), members);
         self.probe_head(sw, dir);
         self.refresh(now);
     }

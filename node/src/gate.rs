@@ -143,9 +143,7 @@ impl Gate {
 
     /// Whether a connection to `peer` (not yet counted) would take a slot kept for members.
     fn takes_member_room(&self, peer: &PeerId) -> bool {
-        self.serving
-            && !self.members.contains(peer)
-            && self.established.len() + self.member_room() >= self.hard_cap
+        self.serving && !self.members.contains(peer) && self.established.len() + self.member_room() >= self.hard_cap
     }
 
     /// Whether a dial to `peer` was refused by this gate at its hard cap within `WANT_TTL`

@@ -435,13 +435,33 @@ impl CacheEntry {
 /// A split jump's token goes to `to` (`token` module doc, "Split offers"): the member-less
 /// `Handover` of the next epoch, kept in transit until acknowledged.
 fn send_jump(ctx: &mut SpContext<'_>, h: &mut Head, to: NodeId, round: u32, token: TokenId, epoch: u32) {
-    let msg = SpMessage::Handover {
-        token,
-        epoch: epoch.wrapping_add(1),
-        promoted: false,
-        members: Vec::new(),
-        view: h.view.clone(),
-    };
+    send_handover(ctx, h, to, round, token, epoch, false, Vec::new());
+}
+
+/// A move's token goes to `to` with the cluster (step 4; the predicted move and the measured
+/// medoid step): the old holder `me` goes along as a member (last; the receiver drops it if
+/// that would put the cluster over the cap), so that the receiver's first view, sent at once,
+/// already names it (it attaches next, usually to the receiver).
+fn send_move(ctx: &mut SpContext<'_>, h: &mut Head, me: PeerInfo, to: NodeId, round: u32, token: TokenId, epoch: u32) {
+    let mut members = h.members.clone();
+    members.push(me);
+    let promoted = h.super_peer;
+    send_handover(ctx, h, to, round, token, epoch, promoted, members);
+}
+
+/// The `Handover` of the next epoch, kept in transit until acknowledged.
+#[allow(clippy::too_many_arguments)]
+fn send_handover(
+    ctx: &mut SpContext<'_>,
+    h: &mut Head,
+    to: NodeId,
+    round: u32,
+    token: TokenId,
+    epoch: u32,
+    promoted: bool,
+    members: Vec<PeerInfo>,
+) {
+    let msg = SpMessage::Handover { token, epoch: epoch.wrapping_add(1), promoted, members, view: h.view.clone() };
     h.transit = Some((to, round, msg.clone()));
     ctx.send(to, msg);
 }
@@ -1439,20 +1459,7 @@ impl SuperPeerNode {
             };
             let excluded = |c: &PeerInfo| holders.contains(&c.id) || refused(c.id);
             if let Some(t) = choose_target(&me, &f, &h.members, &others, &cands, excluded, &access, cool, &cfg) {
-                // The old holder goes along as a member (last; the receiver drops it if that
-                // would put the cluster over the cap), so that the receiver's first view,
-                // sent at once, already names it (it attaches next, usually to the receiver).
-                let mut members = h.members.clone();
-                members.push(me);
-                let msg = SpMessage::Handover {
-                    token,
-                    epoch: epoch.wrapping_add(1),
-                    promoted: h.super_peer,
-                    members,
-                    view: h.view.clone(),
-                };
-                h.transit = Some((t.id, round, msg.clone()));
-                ctx.send(t.id, msg);
+                send_move(ctx, h, me, t.id, round, token, epoch);
                 return;
             }
         }
@@ -1777,17 +1784,7 @@ impl SuperPeerNode {
             let age = aging(h.super_peer, round.wrapping_sub(h.promoted_at), &cfg);
             let needed = (cfg.min_gain * cooling(epoch, h.super_peer, &cfg) * age).max(medoid::MIN_GAIN);
             let Some((t, _)) = medoid::decide(&m.sample, &m.own, &cands, needed) else { return false };
-            let mut members = h.members.clone();
-            members.push(me);
-            let msg = SpMessage::Handover {
-                token,
-                epoch: epoch.wrapping_add(1),
-                promoted: h.super_peer,
-                members,
-                view: h.view.clone(),
-            };
-            h.transit = Some((t.id, round, msg.clone()));
-            ctx.send(t.id, msg);
+            send_move(ctx, h, me, t.id, round, token, epoch);
             return true;
         }
         let settled =

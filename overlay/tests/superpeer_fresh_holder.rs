@@ -23,17 +23,17 @@
 //! Deterministic; the ids come from a seeded RNG (`PEERAGE_SEED` replays).
 
 use overlay::superpeer::{
-    Method, PeerInfo, Point, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode, TokenId,
+    Method, PeerInfo, Point, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode, TokenId,
 };
-use overlay::{NodeId, Time};
+use overlay::NodeId;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
 
+mod common;
+
 fn seed() -> u64 {
-    let seed = std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
-    println!("seed {seed} (replay with PEERAGE_SEED={seed})");
-    seed
+    common::seed(5)
 }
 
 struct Node {
@@ -44,10 +44,7 @@ struct Node {
 
 impl Node {
     fn feed(&mut self, input: SpInput) -> Vec<SpEffect> {
-        let mut fx = Vec::new();
-        let mut ctx = SpContext::new(Time(self.now), &mut self.rng, &mut fx);
-        self.node.handle(&mut ctx, input);
-        fx
+        common::step(&mut self.node, &mut self.rng, self.now, input)
     }
 
     fn tick(&mut self) -> Vec<SpEffect> {

@@ -5,10 +5,10 @@
 //! oracle over a fixed set of random ids (seeded, `PEERAGE_SEED` replays).
 
 use overlay::superpeer::{
-    token_directory_key, HeadRole, Method, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage,
-    SuperPeerConfig, SuperPeerNode, TokenId,
+    token_directory_key, HeadRole, Method, PeerInfo, Point, Query, SpEffect, SpInput, SpMessage, SuperPeerConfig,
+    SuperPeerNode, TokenId,
 };
-use overlay::{NodeId, Time};
+use overlay::NodeId;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
@@ -17,9 +17,7 @@ mod common;
 use common::lookups;
 
 fn seed() -> u64 {
-    let seed = std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(5);
-    println!("seed {seed} (replay with PEERAGE_SEED={seed})");
-    seed
+    common::seed(5)
 }
 
 struct Harness {
@@ -34,10 +32,7 @@ struct Harness {
 
 impl Harness {
     fn feed(&mut self, input: SpInput) -> Vec<SpEffect> {
-        let mut fx = Vec::new();
-        let mut ctx = SpContext::new(Time(self.now), &mut self.rng, &mut fx);
-        self.node.handle(&mut ctx, input);
-        fx
+        common::step(&mut self.node, &mut self.rng, self.now, input)
     }
 
     fn tick(&mut self) -> Vec<SpEffect> {

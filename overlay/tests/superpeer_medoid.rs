@@ -5,25 +5,19 @@
 //! `PEERAGE_SEED` replays).
 
 use overlay::superpeer::{
-    token_directory_key, HeadRole, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig,
-    SuperPeerNode, TokenEntry, TokenId,
+    token_directory_key, HeadRole, PeerInfo, Query, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode,
+    TokenEntry, TokenId,
 };
-use overlay::{NodeId, Time};
+use overlay::NodeId;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
 
 mod common;
-use common::lookups;
+use common::{at, lookups};
 
 fn seed() -> u64 {
-    let seed = std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(13);
-    println!("seed {seed} (replay with PEERAGE_SEED={seed})");
-    seed
-}
-
-fn at(x: f64, y: f64) -> Point {
-    Point::new(&[x, y], 0.001)
+    common::seed(13)
 }
 
 struct Harness {
@@ -35,10 +29,7 @@ struct Harness {
 
 impl Harness {
     fn feed(&mut self, input: SpInput) -> Vec<SpEffect> {
-        let mut fx = Vec::new();
-        let mut ctx = SpContext::new(Time(self.now), &mut self.rng, &mut fx);
-        self.node.handle(&mut ctx, input);
-        fx
+        common::step(&mut self.node, &mut self.rng, self.now, input)
     }
 
     fn tick(&mut self) -> Vec<SpEffect> {

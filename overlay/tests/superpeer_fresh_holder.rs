@@ -1,11 +1,9 @@
-//! **An open issue, pinned (session 8, engineer swarm16; both tests are `#[ignore]`d and
-//! fail on the current code).** What they ask: a token that just arrived is not moved on
-//! before its members' access reports are in (issue 4, the 16-node tokens swarm test).
-//! The protocol does not do that yet: the fix (a fresh holder waits a few rounds for its
-//! members' `Access`, or the `Handover` carries the old holder's reports) was not made in
-//! session 8, as it could not be measured in the simulator and the swarm before the
-//! session's end. Un-ignore them with the fix. docs/RESULTS.md, "The 16-node tokens swarm
-//! test back in CI".
+//! A fresh token holder does not move the token on before its members' access reports are
+//! in (issue 4, the 16-node tokens swarm test; `overlay::superpeer::token` module doc, "A
+//! fresh holder waits for its members' reports"). Pinned in session 8 (engineer swarm16) as
+//! two tests that failed and were left out of CI; the wait was made in session 9 (engineer
+//! pingpong) and both run now. docs/RESULTS.md, "The 16-node tokens swarm test back in CI"
+//! and "Session 9: the fresh holder's ping-pong".
 //!
 //! On a real network the new holder of a moved token learns its members' access delays
 //! (`Access`) only after they got `Moved` (or its `Accept`), a few message delays after the
@@ -91,7 +89,6 @@ fn setup(seed: u64) -> (Node, Vec<PeerInfo>) {
 }
 
 #[test]
-#[ignore = "open issue (session 8): a fresh holder moves the token before its members' access reports come"]
 fn a_fresh_holder_waits_for_its_members_access_before_moving_the_token_back() {
     let (mut b, cluster) = setup(seed());
     // The first round comes before any report: no move on the coordinates alone.
@@ -109,11 +106,30 @@ fn a_fresh_holder_waits_for_its_members_access_before_moving_the_token_back() {
 }
 
 #[test]
-#[ignore = "open issue (session 8): goes with the fresh-holder wait, not made yet"]
 fn a_holder_whose_members_never_report_still_moves_after_the_wait() {
     let (mut b, cluster) = setup(seed());
     let moved = (1..=4).find_map(|r| handover_to(&b.tick()).map(|to| (r, to)));
     let Some((r, to)) = moved else { panic!("the token never moved toward its members without reports") };
     assert!(r >= 2, "moved in round {r}, before the wait");
     assert!(cluster.iter().any(|m| m.id == to), "moved to {to:?}, not a member");
+}
+
+#[test]
+fn a_fresh_holder_with_every_report_prices_at_once_and_one_missing_report_holds_it() {
+    // Every member and the old holder on links as fast as B's (1 ms): the access term ranks
+    // nobody apart and the coordinates send the token back to the cluster at once.
+    let (mut b, cluster) = setup(seed());
+    for m in &cluster {
+        b.feed(SpInput::Message { from: m.id, msg: SpMessage::Access { nearest_rtt: 0.001 } });
+    }
+    let to = handover_to(&b.tick());
+    assert!(to.is_some_and(|to| cluster.iter().any(|m| m.id == to)), "no move in round 1 with every report in: {to:?}");
+    // The same with one report missing (more than `MIN_REPORTS` in): it waits its round.
+    let (mut b, cluster) = setup(seed());
+    for m in &cluster[1..] {
+        b.feed(SpInput::Message { from: m.id, msg: SpMessage::Access { nearest_rtt: 0.001 } });
+    }
+    assert_eq!(handover_to(&b.tick()), None, "moved in round 1 with a member's report missing");
+    let to = handover_to(&b.tick());
+    assert!(to.is_some_and(|to| cluster.iter().any(|m| m.id == to)), "no move after the wait: {to:?}");
 }

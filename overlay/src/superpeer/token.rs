@@ -80,6 +80,34 @@
 //!   threshold and taken only on the gain `min_gain x cool`. `access_weight = 0` is the
 //!   session-4 law.
 //!
+//!   **A fresh holder waits for its members' reports** (*ours*, issue 4 session 9, engineer
+//!   pingpong; the seed says nothing about it). The reports are the head's, not the token's:
+//!   a holder that just took a token (by a move, a re-election or a claim) starts with none,
+//!   and on a real network its members send `Access` only after the old holder's `Moved`
+//!   (the old holder itself after its `Attach` is accepted), three or four message delays
+//!   after the `Handover`. A holder whose round came first priced the next move by the
+//!   coordinates alone, while the old holder had priced the same cluster with the access
+//!   term: the two ends used different costs, and in the 16-node swarm a token went back and
+//!   forth between two nodes once a second, 25-42 times, until the cooling stopped it (the
+//!   end that handed it back 0.1 s after taking it had no reports, the other end, 0.9 s
+//!   after, had them). So ([`awaiting_reports`]): while some member of its cluster has not
+//!   reported and it has been head for at most [`ACCESS_WAIT_ROUNDS`] rounds, a holder does
+//!   not price a move. It waits for every member, not for [`MIN_REPORTS`]: the old holder
+//!   priced with all of its members' reports, and with a subset (say the cheap-looking
+//!   ones' only) the two ends would again price differently. The wait is bounded because a
+//!   member whose driver has no nearest RTT yet never reports (then the token moves by the
+//!   coordinates, as before, one round later). Its length, 1 round: the first round of a
+//!   fresh holder comes between 0 and 1 round after the `Handover`, so it prices at least a
+//!   whole round (1 s in the node) after it, where the reports need a few message delays.
+//!   It lets a token that is priced on every report move at once (so a chain of moves in the
+//!   simulator, which delivers every report within the round, is not slowed), and a holder
+//!   with too few reports to act on still moves by the coordinates in its second round
+//!   (`overlay/tests/superpeer_measure.rs`). Not chosen: carrying the old holder's reports in
+//!   the `Handover` (a wire change to every `Handover`, and the new holder would still not
+//!   hear from members that joined since); a longer wait (3 rounds, tried in session 8) also
+//!   holds back the moves of every holder with one silent member. With `access_weight = 0`
+//!   there is nothing to wait for. `overlay/tests/superpeer_fresh_holder.rs`.
+//!
 //!   Tried first and dropped (docs/RESULTS.md, session 5 "placement"): each member's
 //!   measured RTT to its holder minus the predicted one (one sample per member: too noisy,
 //!   the tokens hopped and placed worse, 35.6 against 33.4 ms over 16 seeds at N = 1,000),
@@ -154,6 +182,20 @@ use crate::id::NodeId;
 
 /// Members' reports a holder needs before it estimates access excesses (see the module doc).
 pub const MIN_REPORTS: usize = 3;
+
+/// Rounds a fresh holder waits for its members' `Access` before it prices a move (module
+/// doc, "A fresh holder waits for its members' reports").
+pub const ACCESS_WAIT_ROUNDS: u32 = 1;
+
+/// True while a holder that has been head for `age` rounds must not yet price a move: the
+/// access term is on, `age <= ACCESS_WAIT_ROUNDS`, and some of its `members` has no report
+/// among `reports` (sorted by id; module doc, "A fresh holder waits for its members'
+/// reports").
+pub fn awaiting_reports(age: u32, members: &[PeerInfo], reports: &[(NodeId, f32)], cfg: &SuperPeerConfig) -> bool {
+    cfg.access_weight > 0.0
+        && age <= ACCESS_WAIT_ROUNDS
+        && members.iter().any(|m| reports.binary_search_by(|r| r.0.cmp(&m.id)).is_err())
+}
 
 /// Distances below this (seconds) count as this much, so a member on the holder's own spot
 /// does not dominate the Weiszfeld step.
@@ -597,6 +639,25 @@ mod tests {
         assert!(!AccessEstimate::new(&me, None, &members, &reports[..2], &cfg).is_known());
         let off = SuperPeerConfig { access_weight: 0.0, ..cfg };
         assert!(!AccessEstimate::new(&me, None, &members, &reports, &off).is_known());
+    }
+
+    #[test]
+    fn a_fresh_holder_awaits_every_members_report_for_a_bounded_time() {
+        let cfg = SuperPeerConfig::default();
+        let members: Vec<PeerInfo> = (1..=4).map(|i| peer(i, 0.01 * i as f64, 0.0)).collect();
+        let all: Vec<(NodeId, f32)> = members.iter().map(|m| (m.id, 0.003)).collect();
+        assert!(awaiting_reports(1, &members, &all[1..], &cfg), "a report missing");
+        assert!(awaiting_reports(0, &members, &[], &cfg));
+        assert!(!awaiting_reports(1, &members, &all, &cfg), "every member reported");
+        assert!(!awaiting_reports(ACCESS_WAIT_ROUNDS + 1, &members, &[], &cfg), "the wait is over");
+        assert!(!awaiting_reports(1, &[], &[], &cfg), "no member, nothing to wait for");
+        // A report of a node that is no member does not stand in for a member's.
+        let mut stray = all[1..].to_vec();
+        stray.push((NodeId::from_u64(99), 0.003));
+        stray.sort_by(|a, b| a.0.cmp(&b.0));
+        assert!(awaiting_reports(1, &members, &stray, &cfg));
+        let off = SuperPeerConfig { access_weight: 0.0, ..cfg };
+        assert!(!awaiting_reports(1, &members, &[], &off), "the access term off");
     }
 
     #[test]

@@ -142,15 +142,17 @@ def main():
     rng = random.Random(seed)
     print(f"failover: {a.nodes} x {a.algorithm}, mode {a.mode}, seed {seed}", file=sys.stderr)
 
-    tmp = tempfile.mkdtemp(prefix="peerage-failover-")
-    cfg = os.path.join(tmp, "node.toml")
-    with open(cfg, "w") as f:
-        f.write(f'algorithm = "{a.algorithm}"\n[election]\n'
-                f"alive_interval_ms = {a.alive_interval_ms}\nalive_error_factor = {a.alive_error_factor}\n"
-                f"answer_timeout_ms = {a.answer_timeout_ms}\n[timing]\nping_s = 1\n")
-    metrics = f"127.0.0.1:{free_port()}"
+    # The nodes' config file lives in a temporary directory that is removed on the way out,
+    # also when a wait times out or the run is interrupted.
+    tmp = tempfile.TemporaryDirectory(prefix="peerage-failover-")
+    cfg = os.path.join(tmp.name, "node.toml")
     nodes = []
     try:
+        with open(cfg, "w") as f:
+            f.write(f'algorithm = "{a.algorithm}"\n[election]\n'
+                    f"alive_interval_ms = {a.alive_interval_ms}\nalive_error_factor = {a.alive_error_factor}\n"
+                    f"answer_timeout_ms = {a.answer_timeout_ms}\n[timing]\nping_s = 1\n")
+        metrics = f"127.0.0.1:{free_port()}"
         t_start = time.time()
         for i in range(a.nodes):
             earlier = [n.addr for n in nodes]
@@ -201,6 +203,7 @@ def main():
     finally:
         for n in nodes:
             n.stop()
+        tmp.cleanup()
     t1 = a.alive_interval_ms * a.alive_error_factor
     t2 = a.answer_timeout_ms
     report = {

@@ -36,9 +36,9 @@ fn bad_configs_exit_non_zero() {
     let (code, _, err) = lab(&["elections", "--nodes", "4", "--crash-before", "4"]);
     assert_eq!(code, 1);
     assert!(err.contains("at least one"), "{err}");
-    let dir = std::env::temp_dir().join(format!("peerage-lab-cfg-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let bad = dir.join("bad.toml");
+    // Removed when dropped, also when an assertion below fails.
+    let dir = tempfile::Builder::new().prefix("peerage-lab-cfg-").tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
     std::fs::write(&bad, "nodes = 8\nwhatever = 1\n").unwrap();
     let (code, _, err) = lab(&["elections", "--config", bad.to_str().unwrap()]);
     assert_eq!(code, 1);
@@ -47,11 +47,10 @@ fn bad_configs_exit_non_zero() {
 
 #[test]
 fn elections_writes_table_csv_and_json() {
-    let dir = std::env::temp_dir().join(format!("peerage-lab-out-{}", std::process::id()));
-    let cfg = dir.join("exp.json");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = tempfile::Builder::new().prefix("peerage-lab-out-").tempdir().unwrap();
+    let cfg = dir.path().join("exp.json");
     std::fs::write(&cfg, r#"{"algorithm": "villadangos", "nodes": 12, "crash_before": "0.25"}"#).unwrap();
-    let out = dir.join("out");
+    let out = dir.path().join("out");
     let (code, stdout, err) =
         lab(&["elections", "--config", cfg.to_str().unwrap(), "--seeds", "0..3", "--out", out.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
@@ -63,5 +62,4 @@ fn elections_writes_table_csv_and_json() {
     let leaders = json["runs"][0]["leaders"].as_array().unwrap();
     assert_eq!(leaders.len(), 9, "12 processes, 3 down from the start");
     assert!(json["runs"][0]["verdict"]["safety"].as_bool().unwrap());
-    std::fs::remove_dir_all(&dir).ok();
 }

@@ -127,10 +127,10 @@ fn run_to(dir: &std::path::Path, jobs: &str, seed: u64) -> String {
 #[test]
 fn jobs_do_not_change_the_results() {
     let s = seed();
-    let base = std::env::temp_dir().join(format!("peerage-superpeers-jobs-{}-{s}", std::process::id()));
-    let one = run_to(&base.join("one"), "1", s);
-    let two = run_to(&base.join("two"), "2", s);
-    let _ = std::fs::remove_dir_all(&base);
+    // Removed when dropped, also when a run or an assertion fails.
+    let base = tempfile::Builder::new().prefix("peerage-superpeers-jobs-").tempdir().expect("temp dir");
+    let one = run_to(&base.path().join("one"), "1", s);
+    let two = run_to(&base.path().join("two"), "2", s);
     assert!(one.lines().count() == 5, "a header and four rows:\n{one}");
     assert_eq!(one, two, "--jobs 1 and --jobs 2 differ");
 }

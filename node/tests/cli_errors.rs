@@ -44,10 +44,11 @@ fn bad_flags_are_clear_errors() {
 
 #[test]
 fn corrupt_key_file_is_a_clear_error() {
-    let path = std::env::temp_dir().join(format!("peerage-corrupt-{}.key", std::process::id()));
-    std::fs::write(&path, "this is not a key\n").unwrap();
-    let (code, err) = peerage(&["run", "--listen", "/ip4/127.0.0.1/tcp/0", "--identity", path.to_str().unwrap()]);
-    let _ = std::fs::remove_file(&path);
+    // Removed when dropped, also when an assertion below fails.
+    let file = tempfile::Builder::new().prefix("peerage-corrupt-").suffix(".key").tempfile().unwrap();
+    std::fs::write(file.path(), "this is not a key\n").unwrap();
+    let (code, err) =
+        peerage(&["run", "--listen", "/ip4/127.0.0.1/tcp/0", "--identity", file.path().to_str().unwrap()]);
     assert_ne!(code, 0);
     assert!(err.contains("corrupt"), "{err}");
 }
@@ -66,10 +67,9 @@ fn unreachable_bootstrap_is_a_clear_error() {
 
 #[test]
 fn config_file_with_unknown_key_is_a_clear_error() {
-    let path = std::env::temp_dir().join(format!("peerage-cfg-{}.toml", std::process::id()));
-    std::fs::write(&path, "lisen = [\"/ip4/127.0.0.1/tcp/0\"]\n").unwrap();
-    let (code, err) = peerage(&["run", "--config", path.to_str().unwrap()]);
-    let _ = std::fs::remove_file(&path);
+    let file = tempfile::Builder::new().prefix("peerage-cfg-").suffix(".toml").tempfile().unwrap();
+    std::fs::write(file.path(), "lisen = [\"/ip4/127.0.0.1/tcp/0\"]\n").unwrap();
+    let (code, err) = peerage(&["run", "--config", file.path().to_str().unwrap()]);
     assert_ne!(code, 0);
     assert!(err.contains("unknown field") && err.contains("lisen"), "{err}");
 }

@@ -76,17 +76,19 @@ fn agreed(procs: &HashMap<usize, Proc>) -> Option<String> {
 
 #[test]
 fn processes_agree_and_re_elect_after_the_leader_is_killed() {
-    let dir = std::env::temp_dir().join(format!("peerage-mp-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    // The key files' directory, removed when dropped (after the processes, which are declared
+    // later and so dropped first), also when an assertion below fails.
+    let scratch = tempfile::Builder::new().prefix("peerage-mp-").tempdir().unwrap();
+    let dir = scratch.path();
     let n = 4;
     let mut procs = HashMap::new();
-    let first = spawn(&dir, 0, "bully", None);
+    let first = spawn(dir, 0, "bully", None);
     let boot = wait_for("the first node's address", Duration::from_secs(20), || {
         first.seen.lock().unwrap().listen.iter().find(|a| a.contains("/tcp/")).cloned()
     });
     procs.insert(0, first);
     for i in 1..n {
-        procs.insert(i, spawn(&dir, i, "bully", Some(&boot)));
+        procs.insert(i, spawn(dir, i, "bully", Some(&boot)));
     }
     let leader = wait_for("agreement on a leader", Duration::from_secs(60), || agreed(&procs));
     let expected = procs[&(n - 1)].seen.lock().unwrap().node_id.clone();
@@ -102,5 +104,4 @@ fn processes_agree_and_re_elect_after_the_leader_is_killed() {
     let expected = procs[&(n - 2)].seen.lock().unwrap().node_id.clone();
     assert_eq!(Some(new), expected, "the next highest process must lead");
     drop(procs);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -252,17 +252,16 @@ pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-/// A fresh scratch directory for one test (removed by [`Scratch`]'s drop).
-pub struct Scratch(pub PathBuf);
+/// A fresh scratch directory for one test: a `tempfile::TempDir`, removed when dropped, also
+/// when the test fails (the drop runs while the panic unwinds).
+pub struct Scratch(tempfile::TempDir);
 
 impl Scratch {
     pub fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("peerage-{name}-{}-{}", std::process::id(), rand_suffix()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
+        Scratch(tempfile::Builder::new().prefix(&format!("peerage-{name}-")).tempdir().unwrap())
     }
     pub fn path(&self, file: &str) -> PathBuf {
-        self.0.join(file)
+        self.0.path().join(file)
     }
     /// Write `text` to `file` in the directory and return its path as a string.
     pub fn write(&self, file: &str, text: &str) -> String {
@@ -270,16 +269,6 @@ impl Scratch {
         std::fs::write(&p, text).unwrap();
         p.to_str().unwrap().to_string()
     }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn rand_suffix() -> u128 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
 }
 
 /// `GET path` from `addr` over plain HTTP/1.1; returns (status code, body).

@@ -6,15 +6,13 @@
 //! moves too. Deterministic; the ids come from a seeded RNG (`PEERAGE_SEED` replays).
 
 use overlay::superpeer::token::{cooling, cost, net_force};
-use overlay::superpeer::{
-    Method, PeerInfo, Point, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode, TokenId,
-};
+use overlay::superpeer::{Method, PeerInfo, Point, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode};
 use overlay::NodeId;
-use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
 
 mod common;
+use common::{hand_token, seeded_ids};
 
 fn seed() -> u64 {
     common::seed(11)
@@ -28,6 +26,16 @@ struct Holder {
 }
 
 impl Holder {
+    /// `ids[100]` at the origin (its start's lookups go unanswered), then token 7 at epoch 1
+    /// handed to it by `ids[150]` with the line as members.
+    fn new(cfg: SuperPeerConfig, mut rng: ChaCha8Rng, ids: &[NodeId]) -> Holder {
+        let mut node = SuperPeerNode::new(ids[100], Point::new(&[0.0, 0.0], 0.001), Arc::new(cfg));
+        common::step(&mut node, &mut rng, 0, SpInput::Start);
+        let members = line(ids);
+        hand_token(&mut node, &mut rng, 0, ids[150], members.clone(), Vec::new());
+        Holder { rng, now: 0, node, members }
+    }
+
     fn feed(&mut self, input: SpInput) -> Vec<SpEffect> {
         common::step(&mut self.node, &mut self.rng, self.now, input)
     }
@@ -85,18 +93,11 @@ fn moderate_shift(cfg: &SuperPeerConfig, ids: &[NodeId]) -> f64 {
 /// hold time, serves `age` more rounds, then its members shift by `dx`: the handovers it
 /// sends in the next two rounds.
 fn moves_after(cfg: SuperPeerConfig, age: u32, dx: f64, seed: u64) -> usize {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let ids: Vec<NodeId> = (0..200).map(|_| NodeId(rng.gen())).collect();
+    let (rng, ids) = seeded_ids(seed, 200);
     let cfg = SuperPeerConfig { method: Method::RepulsionTokens, ..cfg };
     cfg.validate().unwrap();
     let hold = cfg.hold_rounds;
-    let node = SuperPeerNode::new(ids[100], Point::new(&[0.0, 0.0], 0.001), Arc::new(cfg));
-    let mut h = Holder { rng, now: 0, node, members: line(&ids) };
-    h.feed(SpInput::Start);
-    let members = h.members.clone();
-    let msg = SpMessage::Handover { token: TokenId(7), epoch: 1, promoted: false, members, view: Vec::new() };
-    let fx = h.feed(SpInput::Message { from: ids[150], msg });
-    assert!(h.node.is_head(), "the handover was not taken: {fx:?}");
+    let mut h = Holder::new(cfg, rng, &ids);
     let mut promoted_at = None;
     for r in 1..=hold + 1 {
         let fx = h.tick();
@@ -118,8 +119,7 @@ fn an_old_super_peer_stays_for_a_gain_a_young_one_moves_for() {
     let s = seed();
     let cfg = SuperPeerConfig::default();
     assert!(cfg.promoted_aging > 0.0, "aging is on by default");
-    let mut rng = ChaCha8Rng::seed_from_u64(s);
-    let ids: Vec<NodeId> = (0..200).map(|_| NodeId(rng.gen())).collect();
+    let (_, ids) = seeded_ids(s, 200);
     let dx = moderate_shift(&cfg, &ids);
     // The gain asked of a super peer at epoch 1 before aging: about 2 %.
     assert!(cooling(1, true, &cfg) * cfg.min_gain < 0.03);
@@ -149,17 +149,10 @@ fn bad_aging_settings_are_refused() {
 #[test]
 fn a_refused_move_is_not_asked_again_and_the_holder_promotes() {
     let s = seed();
-    let mut rng = ChaCha8Rng::seed_from_u64(s);
-    let ids: Vec<NodeId> = (0..200).map(|_| NodeId(rng.gen())).collect();
+    let (rng, ids) = seeded_ids(s, 200);
     let cfg = SuperPeerConfig { method: Method::RepulsionTokens, ..Default::default() };
     let hold = cfg.hold_rounds;
-    let node = SuperPeerNode::new(ids[100], Point::new(&[0.0, 0.0], 0.001), Arc::new(cfg));
-    let mut h = Holder { rng, now: 0, node, members: line(&ids) };
-    h.feed(SpInput::Start);
-    let members = h.members.clone();
-    let msg = SpMessage::Handover { token: TokenId(7), epoch: 1, promoted: false, members, view: Vec::new() };
-    let fx = h.feed(SpInput::Message { from: ids[150], msg });
-    assert!(h.node.is_head(), "the handover was not taken: {fx:?}");
+    let mut h = Holder::new(cfg, rng, &ids);
     // The members pull the token 12 ms away: it wants to move.
     h.shift(0.012);
     let mut asked: Vec<(NodeId, u32)> = Vec::new();

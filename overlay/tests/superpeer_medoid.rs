@@ -4,17 +4,13 @@
 //! answers only its own head's probe. Deterministic: one node fed by hand (seeded ids,
 //! `PEERAGE_SEED` replays).
 
-use overlay::superpeer::{
-    token_directory_key, HeadRole, PeerInfo, Query, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode,
-    TokenEntry, TokenId,
-};
+use overlay::superpeer::{HeadRole, PeerInfo, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode, TokenId};
 use overlay::NodeId;
-use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
 
 mod common;
-use common::{at, lookups};
+use common::{at, hand_token, handovers, holders_at, ring, seeded_ids, start_claiming_nothing, Oracle};
 
 fn seed() -> u64 {
     common::seed(13)
@@ -40,66 +36,15 @@ impl Harness {
     /// A node at the origin that claims nothing, then takes token 7 by handover from
     /// `ids[40]` with `members` (and one far holder in its view).
     fn holder(cfg: SuperPeerConfig, members: impl Fn(&[NodeId]) -> Vec<PeerInfo>, seed: u64) -> Harness {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let ids: Vec<NodeId> = (0..500).map(|_| NodeId(rng.gen())).collect();
+        let (mut rng, ids) = seeded_ids(seed, 500);
         let cfg = SuperPeerConfig { share: 0.01, split_ratio: 0.0, ..cfg };
         cfg.validate().unwrap();
-        let me = ids[0];
-        let node = SuperPeerNode::new(me, at(0.0, 0.0), Arc::new(cfg));
-        let mut h = Harness { rng, now: 0, node, ids };
-        let mut pending: Vec<(u32, Query)> = lookups(&h.feed(SpInput::Start));
-        let mut guard = 0;
-        while let Some((query, what)) = pending.pop() {
-            guard += 1;
-            assert!(guard < 100, "lookup storm");
-            let peers = match what {
-                Query::Closest { key } | Query::Sample { key } => {
-                    let mut v: Vec<NodeId> = h.ids.iter().copied().filter(|i| *i != me).collect();
-                    v.sort_by_key(|i| xor(i, &key));
-                    v.into_iter().take(20).map(|id| PeerInfo { id, point: at(0.3, 0.3) }).collect()
-                }
-                Query::Providers { key } if key == token_directory_key() => Vec::new(),
-                Query::Providers { .. } => vec![PeerInfo { id: h.ids[3], point: at(0.3, 0.3) }],
-            };
-            let fx = h.feed(SpInput::LookupResult { query, peers });
-            pending.extend(lookups(&fx));
-        }
-        assert!(!h.node.is_head(), "the test node must not claim a slot");
-        let view = vec![TokenEntry {
-            token: TokenId(100),
-            epoch: 0,
-            holder: PeerInfo { id: h.ids[400], point: at(0.5, 0.5) },
-            age: 0,
-            members: 0,
-        }];
-        let members = members(&h.ids);
-        let from = h.ids[40];
-        let fx = h.feed(SpInput::Message {
-            from,
-            msg: SpMessage::Handover { token: TokenId(7), epoch: 1, promoted: false, members, view },
-        });
-        assert!(h.node.is_head(), "the handover was not taken: {fx:?}");
-        h
+        let mut node = SuperPeerNode::new(ids[0], at(0.0, 0.0), Arc::new(cfg));
+        start_claiming_nothing(&mut node, &mut rng, 0, &ids, &Oracle::default());
+        let view = holders_at(&ids, &[at(0.5, 0.5)]);
+        hand_token(&mut node, &mut rng, 0, ids[40], members(&ids), view);
+        Harness { rng, now: 0, node, ids }
     }
-}
-
-fn xor(a: &NodeId, b: &NodeId) -> [u8; 32] {
-    let mut x = [0u8; 32];
-    for (i, v) in x.iter_mut().enumerate() {
-        *v = a.0[i] ^ b.0[i];
-    }
-    x
-}
-
-/// Twelve members on a ring of 2 ms around the holder (no net pull: the predicted law keeps
-/// the token where it is).
-fn ring(ids: &[NodeId]) -> Vec<PeerInfo> {
-    (0..12)
-        .map(|i| {
-            let t = i as f64 * std::f64::consts::TAU / 12.0;
-            PeerInfo { id: ids[10 + i], point: at(0.002 * t.cos(), 0.002 * t.sin()) }
-        })
-        .collect()
 }
 
 fn probes(fx: &[SpEffect]) -> Vec<(NodeId, Vec<NodeId>)> {
@@ -115,15 +60,6 @@ fn pings(fx: &[SpEffect]) -> Vec<NodeId> {
     fx.iter()
         .filter_map(|e| match e {
             SpEffect::MeasureRtt { peer } => Some(*peer),
-            _ => None,
-        })
-        .collect()
-}
-
-fn handovers(fx: &[SpEffect]) -> Vec<(NodeId, usize)> {
-    fx.iter()
-        .filter_map(|e| match e {
-            SpEffect::Send { to, msg: SpMessage::Handover { members, .. } } => Some((*to, members.len())),
             _ => None,
         })
         .collect()
@@ -237,8 +173,7 @@ fn silent_candidates_leave_the_token_where_it_is() {
 #[test]
 fn a_member_measures_for_its_own_head_only() {
     let s = seed();
-    let mut rng = ChaCha8Rng::seed_from_u64(s);
-    let ids: Vec<NodeId> = (0..12).map(|_| NodeId(rng.gen())).collect();
+    let (rng, ids) = seeded_ids(s, 12);
     let cfg = SuperPeerConfig { medoid_sample: 4, ..Default::default() };
     let node = SuperPeerNode::new(ids[1], at(0.0, 0.0), Arc::new(cfg));
     let mut m = Harness { rng, now: 0, node, ids: ids.clone() };

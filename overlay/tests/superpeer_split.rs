@@ -5,16 +5,14 @@
 //! node fed by hand (seeded ids, `PEERAGE_SEED` replays).
 
 use overlay::superpeer::{
-    token_directory_key, HeadRole, PeerInfo, Point, Query, SpEffect, SpInput, SpMessage, SuperPeerConfig,
-    SuperPeerNode, TokenEntry, TokenId,
+    HeadRole, PeerInfo, Point, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode, TokenEntry, TokenId,
 };
 use overlay::NodeId;
-use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
 
 mod common;
-use common::{at, lookups};
+use common::{at, hand_token, handovers, holders_at, ring, seeded_ids, start_claiming_nothing, Oracle};
 
 fn seed() -> u64 {
     common::seed(11)
@@ -51,69 +49,15 @@ impl Harness {
     /// A node at the origin that claims nothing, then takes token 7 by handover with
     /// `members` and knows the holders at `others`.
     fn holder(cfg: SuperPeerConfig, members: Vec<PeerInfo>, others: &[Point], seed: u64) -> Harness {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let ids: Vec<NodeId> = (0..500).map(|_| NodeId(rng.gen())).collect();
+        let (mut rng, ids) = seeded_ids(seed, 500);
         let cfg = SuperPeerConfig { share: 0.01, ..cfg };
         cfg.validate().unwrap();
-        let me = ids[0];
-        let node = SuperPeerNode::new(me, at(0.0, 0.0), Arc::new(cfg));
-        let others: Vec<TokenEntry> = others
-            .iter()
-            .enumerate()
-            .map(|(i, p)| TokenEntry {
-                token: TokenId(100 + i as u64),
-                epoch: 0,
-                holder: PeerInfo { id: ids[400 + i], point: *p },
-                age: 0,
-                members: 0,
-            })
-            .collect();
-        let mut h = Harness { rng, now: 0, node, ids, others };
-        let mut pending: Vec<(u32, Query)> = lookups(&h.feed(SpInput::Start));
-        let mut guard = 0;
-        while let Some((query, what)) = pending.pop() {
-            guard += 1;
-            assert!(guard < 100, "lookup storm");
-            let peers = match what {
-                Query::Closest { key } | Query::Sample { key } => {
-                    let mut v: Vec<NodeId> = h.ids.iter().copied().filter(|i| *i != me).collect();
-                    v.sort_by_key(|i| xor(i, &key));
-                    v.into_iter().take(20).map(|id| PeerInfo { id, point: at(0.3, 0.3) }).collect()
-                }
-                Query::Providers { key } if key == token_directory_key() => Vec::new(),
-                // A claim's provider lookup: somebody provides it already.
-                Query::Providers { .. } => vec![PeerInfo { id: h.ids[3], point: at(0.3, 0.3) }],
-            };
-            let fx = h.feed(SpInput::LookupResult { query, peers });
-            pending.extend(lookups(&fx));
-        }
-        assert!(!h.node.is_head(), "the test node must not claim a slot");
-        let from = h.ids[40];
-        let view = h.others.clone();
-        let fx = h.feed(SpInput::Message {
-            from,
-            msg: SpMessage::Handover { token: TokenId(7), epoch: 1, promoted: false, members, view },
-        });
-        assert!(h.node.is_head(), "the handover was not taken: {fx:?}");
-        h
+        let mut node = SuperPeerNode::new(ids[0], at(0.0, 0.0), Arc::new(cfg));
+        let others = holders_at(&ids, others);
+        start_claiming_nothing(&mut node, &mut rng, 0, &ids, &Oracle::default());
+        hand_token(&mut node, &mut rng, 0, ids[40], members, others.clone());
+        Harness { rng, now: 0, node, ids, others }
     }
-}
-
-fn xor(a: &NodeId, b: &NodeId) -> [u8; 32] {
-    let mut x = [0u8; 32];
-    for (i, v) in x.iter_mut().enumerate() {
-        *v = a.0[i] ^ b.0[i];
-    }
-    x
-}
-
-fn handovers(fx: &[SpEffect]) -> Vec<(NodeId, usize)> {
-    fx.iter()
-        .filter_map(|e| match e {
-            SpEffect::Send { to, msg: SpMessage::Handover { members, .. } } => Some((*to, members.len())),
-            _ => None,
-        })
-        .collect()
 }
 
 /// Whether the node began a split jump: its members told where to go (`StepDownTo`), or a
@@ -128,16 +72,6 @@ fn splits(fx: &[SpEffect]) -> Vec<(NodeId, NodeId, f32)> {
         .filter_map(|e| match e {
             SpEffect::Send { to, msg: SpMessage::Split { at, gain } } => Some((*to, at.id, *gain)),
             _ => None,
-        })
-        .collect()
-}
-
-/// 12 members on a small ring around the origin (the holder sits at their median).
-fn ring(ids: &[NodeId]) -> Vec<PeerInfo> {
-    (0..12)
-        .map(|i| {
-            let t = i as f64 * std::f64::consts::TAU / 12.0;
-            PeerInfo { id: ids[10 + i], point: at(0.002 * t.cos(), 0.002 * t.sin()) }
         })
         .collect()
 }
@@ -158,8 +92,7 @@ fn offered_next_to(
     seed: u64,
     members: u32,
 ) -> (Harness, PeerInfo, Vec<SpEffect>) {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let ids: Vec<NodeId> = (0..500).map(|_| NodeId(rng.gen())).collect();
+    let (_, ids) = seeded_ids(seed, 500);
     let mut h = Harness::holder(cfg, ring(&ids), &[at(0.001, 0.0)], seed);
     h.others[0].members = members;
     for _ in 0..rounds {
@@ -273,8 +206,7 @@ fn no_jump_without_room_for_the_members_or_right_after_a_crash_nearby() {
     assert!(!jumps(&fx), "room for 12 of 13: {fx:?}");
     // A holder we know (a second one, far away) crashed: no jump (and no offer) for the hold
     // time, then it jumps again.
-    let mut rng = ChaCha8Rng::seed_from_u64(s);
-    let ids: Vec<NodeId> = (0..500).map(|_| NodeId(rng.gen())).collect();
+    let (_, ids) = seeded_ids(s, 500);
     let mut h2 = Harness::holder(d.clone(), ring(&ids), &[at(0.001, 0.0), at(0.0, 0.05)], s);
     for _ in 0..d.hold_rounds + 1 {
         h2.tick();
@@ -302,8 +234,7 @@ fn no_jump_without_room_for_the_members_or_right_after_a_crash_nearby() {
 #[test]
 fn a_member_stepped_down_to_a_head_attaches_there_first() {
     let s = seed();
-    let mut rng = ChaCha8Rng::seed_from_u64(s);
-    let ids: Vec<NodeId> = (0..8).map(|_| NodeId(rng.gen())).collect();
+    let (rng, ids) = seeded_ids(s, 8);
     let cfg = SuperPeerConfig { split_ratio: 0.5, ..Default::default() };
     let node = SuperPeerNode::new(ids[1], at(0.0, 0.0), Arc::new(cfg));
     let mut m = Harness { rng, now: 0, node, ids: ids.clone(), others: Vec::new() };
@@ -351,8 +282,7 @@ fn a_member_stepped_down_to_a_head_attaches_there_first() {
 fn a_holder_with_a_remote_group_offers_the_split_to_the_holders_it_knows() {
     let s = seed();
     let run = |cfg: SuperPeerConfig| {
-        let mut rng = ChaCha8Rng::seed_from_u64(s);
-        let ids: Vec<NodeId> = (0..500).map(|_| NodeId(rng.gen())).collect();
+        let (_, ids) = seeded_ids(s, 500);
         // The ring around the holder, and a remote group of 8 members 50 ms away: the ring
         // keeps the token (its median), the remote group would be far better off with a head
         // of its own.

@@ -1,9 +1,15 @@
 //! Helpers shared by the super-peer integration tests of `overlay`: the printed, replayable
-//! seed, a 2-d point, one input into a node, and its DHT lookups. (Each test file uses some.)
+//! seed, a 2-d point, one input into a node, and its DHT lookups; and the set-up of a token
+//! holder fed by hand (seeded ids, a start whose lookups are answered by an oracle, a token
+//! handed over). (Each test file uses some.)
 #![allow(dead_code)]
 
-use overlay::superpeer::{Point, Query, SpContext, SpEffect, SpInput, SuperPeerNode};
-use overlay::Time;
+use overlay::superpeer::{
+    token_directory_key, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerNode, TokenEntry,
+    TokenId,
+};
+use overlay::{NodeId, Time};
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 /// The run's seed: `PEERAGE_SEED` if set, else `default`; printed so a failure replays.
@@ -31,6 +37,131 @@ pub fn lookups(fx: &[SpEffect]) -> Vec<(u32, Query)> {
     fx.iter()
         .filter_map(|e| match e {
             SpEffect::Lookup { query, what } => Some((*query, *what)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `n` node ids drawn from a ChaCha8 RNG seeded with `seed`, and that RNG (which then feeds the
+/// node, so that a seed replays the whole test).
+pub fn seeded_ids(seed: u64, n: usize) -> (ChaCha8Rng, Vec<NodeId>) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let ids = (0..n).map(|_| NodeId(rng.gen())).collect();
+    (rng, ids)
+}
+
+/// The XOR distance of two ids, as the DHT orders them.
+pub fn xor(a: &NodeId, b: &NodeId) -> [u8; 32] {
+    let mut x = [0u8; 32];
+    for (i, v) in x.iter_mut().enumerate() {
+        *v = a.0[i] ^ b.0[i];
+    }
+    x
+}
+
+/// How the DHT answers a hand-fed node's lookups: an oracle over a fixed set of ids, in which
+/// every slot is claimed already, so the node claims nothing.
+pub struct Oracle {
+    /// Where the peers that `Closest` and `Sample` lookups find sit.
+    pub found_at: Point,
+    /// The token directory's providers.
+    pub directory: Vec<PeerInfo>,
+    /// Where `ids[3]`, the provider of every other key (a slot's), sits.
+    pub provider_at: Point,
+}
+
+impl Default for Oracle {
+    /// Everybody at (0.3, 0.3), an empty token directory.
+    fn default() -> Oracle {
+        Oracle { found_at: at(0.3, 0.3), directory: Vec::new(), provider_at: at(0.3, 0.3) }
+    }
+}
+
+/// Starts `node` at time `now` and answers every DHT lookup it makes (and every lookup the
+/// answers lead to) from `oracle` over `ids`: a `Closest` or `Sample` lookup finds the 20 ids
+/// closest to the key (not the node's own); the token directory has `oracle.directory`; any
+/// other key is provided by `ids[3]`. Panics on more than 100 lookups or if the node claimed
+/// a slot. Returns the effects of the answers.
+pub fn start_claiming_nothing(
+    node: &mut SuperPeerNode,
+    rng: &mut ChaCha8Rng,
+    now: u64,
+    ids: &[NodeId],
+    oracle: &Oracle,
+) -> Vec<SpEffect> {
+    let me = node.id();
+    let mut pending: Vec<(u32, Query)> = lookups(&step(node, rng, now, SpInput::Start));
+    let mut all = Vec::new();
+    let mut guard = 0;
+    while let Some((query, what)) = pending.pop() {
+        guard += 1;
+        assert!(guard < 100, "lookup storm");
+        let peers = match what {
+            Query::Closest { key } | Query::Sample { key } => {
+                let mut v: Vec<NodeId> = ids.iter().copied().filter(|i| *i != me).collect();
+                v.sort_by_key(|i| xor(i, &key));
+                v.into_iter().take(20).map(|id| PeerInfo { id, point: oracle.found_at }).collect()
+            }
+            Query::Providers { key } if key == token_directory_key() => oracle.directory.clone(),
+            // A claim's provider lookup: somebody provides it already.
+            Query::Providers { .. } => vec![PeerInfo { id: ids[3], point: oracle.provider_at }],
+        };
+        let fx = step(node, rng, now, SpInput::LookupResult { query, peers });
+        pending.extend(lookups(&fx));
+        all.extend(fx);
+    }
+    assert!(!node.is_head(), "the test node must not claim a slot");
+    all
+}
+
+/// Other token holders at `points`: token 100 + i at epoch 0, held by `ids[400 + i]`, fresh
+/// (age 0), no members reported.
+pub fn holders_at(ids: &[NodeId], points: &[Point]) -> Vec<TokenEntry> {
+    points
+        .iter()
+        .enumerate()
+        .map(|(i, p)| TokenEntry {
+            token: TokenId(100 + i as u64),
+            epoch: 0,
+            holder: PeerInfo { id: ids[400 + i], point: *p },
+            age: 0,
+            members: 0,
+        })
+        .collect()
+}
+
+/// `from` hands `node` token 7 at epoch 1 (not promoted) with `members` and the holders in
+/// `view`; panics if the node did not take it. Returns the node's effects.
+pub fn hand_token(
+    node: &mut SuperPeerNode,
+    rng: &mut ChaCha8Rng,
+    now: u64,
+    from: NodeId,
+    members: Vec<PeerInfo>,
+    view: Vec<TokenEntry>,
+) -> Vec<SpEffect> {
+    let msg = SpMessage::Handover { token: TokenId(7), epoch: 1, promoted: false, members, view };
+    let fx = step(node, rng, now, SpInput::Message { from, msg });
+    assert!(node.is_head(), "the handover was not taken: {fx:?}");
+    fx
+}
+
+/// Twelve members on a ring of 2 ms around the origin, `ids[10..22]` (the holder there sits at
+/// their median: no net pull).
+pub fn ring(ids: &[NodeId]) -> Vec<PeerInfo> {
+    (0..12)
+        .map(|i| {
+            let t = i as f64 * std::f64::consts::TAU / 12.0;
+            PeerInfo { id: ids[10 + i], point: at(0.002 * t.cos(), 0.002 * t.sin()) }
+        })
+        .collect()
+}
+
+/// The handovers among a node's effects: (to whom, how many members go with the token).
+pub fn handovers(fx: &[SpEffect]) -> Vec<(NodeId, usize)> {
+    fx.iter()
+        .filter_map(|e| match e {
+            SpEffect::Send { to, msg: SpMessage::Handover { members, .. } } => Some((*to, members.len())),
             _ => None,
         })
         .collect()

@@ -582,6 +582,24 @@ fn for_seeds_firing(n: u64, min_fired: f64, body: impl Fn(u64) -> Result<bool, S
     assert!(fired as f64 >= min_fired * list.len() as f64, "the crash fired in only {fired} of {} seeds", list.len());
 }
 
+/// Window 1's crash on a [`pull_setup`] net: the node that takes the moved token crashes
+/// right after it took it, and only the kinds in `let_through` of what it sent arrive. Runs
+/// until the crash (at most 40 rounds), then 40 rounds more; `None` if it never crashed.
+fn new_holder_crashed(seed: u64, let_through: Vec<&'static str>) -> Option<Net> {
+    let mut net = pull_setup(seed);
+    net.trigger = Trigger::TakesHandover;
+    net.let_through = let_through;
+    for _ in 0..40 {
+        net.rounds(1);
+        if net.crashed.is_some() {
+            break;
+        }
+    }
+    net.crashed?;
+    net.rounds(40);
+    Some(net)
+}
+
 /// Window 1 (module doc, step 4): the new holder crashes right after it took a handed-over
 /// token. Its `HandoverAck` reached the old holder (which then told its members `Moved`),
 /// its first `ClusterView` reached nobody. The members and the old holder must still
@@ -589,19 +607,7 @@ fn for_seeds_firing(n: u64, min_fired: f64, body: impl Fn(u64) -> Result<bool, S
 #[test]
 fn a_new_holder_crashed_before_its_view_arrived_is_replaced_once() {
     for_seeds(200, |seed| {
-        let mut net = pull_setup(seed);
-        net.trigger = Trigger::TakesHandover;
-        net.let_through = vec!["handover-ack"];
-        for _ in 0..40 {
-            net.rounds(1);
-            if net.crashed.is_some() {
-                break;
-            }
-        }
-        if net.crashed.is_none() {
-            return Ok(false);
-        }
-        net.rounds(40);
+        let Some(net) = new_holder_crashed(seed, vec!["handover-ack"]) else { return Ok(false) };
         check_recreated_once(&net).map(|_| true)
     });
 }
@@ -611,19 +617,8 @@ fn a_new_holder_crashed_before_its_view_arrived_is_replaced_once() {
 #[test]
 fn a_new_holder_crashed_after_its_view_went_out_is_replaced_once() {
     for_seeds(100, |seed| {
-        let mut net = pull_setup(seed);
-        net.trigger = Trigger::TakesHandover;
-        net.let_through = vec!["handover-ack", "cluster-view", "token-gossip", "announce"];
-        for _ in 0..40 {
-            net.rounds(1);
-            if net.crashed.is_some() {
-                break;
-            }
-        }
-        if net.crashed.is_none() {
-            return Ok(false);
-        }
-        net.rounds(40);
+        let let_through = vec!["handover-ack", "cluster-view", "token-gossip", "announce"];
+        let Some(net) = new_holder_crashed(seed, let_through) else { return Ok(false) };
         check_recreated_once(&net).map(|_| true)
     });
 }
@@ -634,16 +629,8 @@ fn a_new_holder_crashed_after_its_view_went_out_is_replaced_once() {
 #[test]
 fn a_new_holder_crashed_before_its_ack_left_leaves_the_token_with_the_old_holder() {
     for_seeds(100, |seed| {
-        let mut net = pull_setup(seed);
-        net.trigger = Trigger::TakesHandover;
-        for _ in 0..40 {
-            net.rounds(1);
-            if net.crashed.is_some() {
-                break;
-            }
-        }
+        let Some(net) = new_holder_crashed(seed, Vec::new()) else { return Ok(false) };
         let Some((_, _, token, epoch)) = net.crashed else { return Ok(false) };
-        net.rounds(40);
         let holders = net.holders_of(token);
         if holders.len() != 1 {
             return Err(format!("node crashed holding {token:?} at epoch {epoch}: live holders {holders:?}"));
@@ -696,7 +683,10 @@ fn token_view(token: TokenId, epoch: u32, members: &[NodeId]) -> SpMessage {
 const TV: TokenId = TokenId(21);
 const TW: TokenId = TokenId(23);
 
-fn relay_setup(seed: u64) -> Net {
+/// The relay scenes' net, not started: the live nodes B, C, D, E, F (named `relay-b` ...)
+/// 10 ms apart on a line, and the phantoms V and W (token holders) and X (provides every
+/// key). Returns it with V, W and the live nodes' ids.
+fn relay_net(seed: u64) -> (Net, PeerInfo, PeerInfo, Vec<NodeId>) {
     let v = phantom("relay-holder-v", 0.2);
     let w = phantom("relay-holder-w", -0.2);
     let x = phantom("relay-provider-x", 0.5);
@@ -708,6 +698,11 @@ fn relay_setup(seed: u64) -> Net {
     let mut net = Net::new(points, ids.clone(), cfg, seed);
     net.phantoms = vec![v.id, w.id, x.id];
     net.extra_providers = vec![x];
+    (net, v, w, ids)
+}
+
+fn relay_setup(seed: u64) -> Net {
+    let (mut net, v, w, ids) = relay_net(seed);
     // B: attached to V with V's view, and W's backup.
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let b = &mut net.nodes[0];
@@ -742,6 +737,20 @@ fn check_both_held_once(net: &Net) -> Result<(), String> {
     Ok(())
 }
 
+/// Window 2's crash on a [`relay_setup`] net: the node that takes the relayed token crashes
+/// right after it took it, and only the kinds in `let_through` of what it sent arrive; after
+/// 30 rounds each token must be held exactly once. `Ok(false)` if it never crashed.
+fn relay_receiver_crashed(seed: u64, let_through: Vec<&'static str>) -> Result<bool, String> {
+    let mut net = relay_setup(seed);
+    net.trigger = Trigger::TakesRelay;
+    net.let_through = let_through;
+    net.rounds(30);
+    if net.crashed.is_none() {
+        return Ok(false);
+    }
+    check_both_held_once(&net).map(|_| true)
+}
+
 /// Window 2 (module doc, step 6, "relay"): the neighbour that takes the relayed token
 /// crashes right after it took it; its backup view reached nobody (its `HandoverAck`, if it
 /// sent one, did reach the relaying node). The relaying node must hand the token to the
@@ -751,16 +760,7 @@ fn a_relay_receiver_crashed_before_its_backup_view_arrived_loses_nothing() {
     // Since the cluster election's timeouts follow the RTT (session 7), B wins V's election
     // about 1.5 s after the crash; by then it has often handed W's token to a member and
     // takes V's itself, without a relay: the relay fires in about a third of the seeds.
-    for_seeds_firing(200, 0.3, |seed| {
-        let mut net = relay_setup(seed);
-        net.trigger = Trigger::TakesRelay;
-        net.let_through = vec!["handover-ack"];
-        net.rounds(30);
-        if net.crashed.is_none() {
-            return Ok(false);
-        }
-        check_both_held_once(&net).map(|_| true)
-    });
+    for_seeds_firing(200, 0.3, |seed| relay_receiver_crashed(seed, vec!["handover-ack"]));
 }
 
 /// The same crash after the receiver's backup view went out (the backup takes the token
@@ -771,14 +771,7 @@ fn a_relay_receiver_crashed_before_its_backup_view_arrived_loses_nothing() {
 fn a_relay_receiver_crashed_after_its_backup_view_went_out_duplicates_nothing() {
     // The relay fires in about a third of the seeds (see the test above).
     for_seeds_firing(200, 0.3, |seed| {
-        let mut net = relay_setup(seed);
-        net.trigger = Trigger::TakesRelay;
-        net.let_through = vec!["handover-ack", "cluster-view", "announce", "token-gossip"];
-        net.rounds(30);
-        if net.crashed.is_none() {
-            return Ok(false);
-        }
-        check_both_held_once(&net).map(|_| true)
+        relay_receiver_crashed(seed, vec!["handover-ack", "cluster-view", "announce", "token-gossip"])
     });
 }
 
@@ -830,23 +823,34 @@ fn check_held_once(net: &Net) -> Result<(), String> {
     Ok(())
 }
 
+/// A [`pull_setup`] net of at least `min_nodes` nodes that keeps crashed nodes' provider
+/// records, its crashes armed by `arm`: runs it until `crashes` crashes fired (then 40 rounds
+/// more) and checks the first crash's token held once ([`check_held_once`]). `Ok(false)` if
+/// the net is smaller or not every crash fired.
+fn held_once_after_crashes(
+    seed: u64,
+    min_nodes: usize,
+    crashes: usize,
+    arm: impl FnOnce(&mut Net),
+) -> Result<bool, String> {
+    let mut net = pull_setup(seed);
+    if net.nodes.len() < min_nodes {
+        return Ok(false);
+    }
+    net.keep_dead_providers = true;
+    arm(&mut net);
+    if !run_crashes(&mut net, crashes) {
+        return Ok(false);
+    }
+    check_held_once(&net).map(|_| true)
+}
+
 /// Window 3a (module doc, step 6, session 7): the node that mints a token crashes right
 /// after it took it, and nothing it sent after that arrives. Its backup must hold the view
 /// already (the minter takes the token only once its backup confirmed), and take it over.
 #[test]
 fn a_minter_crashed_right_after_minting_loses_nothing() {
-    for_seeds(200, |seed| {
-        let mut net = pull_setup(seed);
-        net.keep_dead_providers = true;
-        net.trigger = Trigger::Mints;
-        if !run_crashes(&mut net, 1) {
-            return Ok(false);
-        }
-        if net.nodes.len() < 2 {
-            return Ok(false);
-        }
-        check_held_once(&net).map(|_| true)
-    });
+    for_seeds(200, |seed| held_once_after_crashes(seed, 2, 1, |net| net.trigger = Trigger::Mints));
 }
 
 /// Window 3b (module doc, step 6, session 7): a member-less holder crashes once its backup
@@ -856,17 +860,10 @@ fn a_minter_crashed_right_after_minting_loses_nothing() {
 #[test]
 fn a_backup_crashed_right_after_its_takeover_loses_nothing() {
     for_seeds(200, |seed| {
-        let mut net = pull_setup(seed);
-        if net.nodes.len() < 3 {
-            return Ok(false);
-        }
-        net.keep_dead_providers = true;
-        net.trigger = Trigger::BackupConfirmed;
-        net.then = Trigger::Acquires;
-        if !run_crashes(&mut net, 2) {
-            return Ok(false);
-        }
-        check_held_once(&net).map(|_| true)
+        held_once_after_crashes(seed, 3, 2, |net| {
+            net.trigger = Trigger::BackupConfirmed;
+            net.then = Trigger::Acquires;
+        })
     });
 }
 
@@ -881,18 +878,11 @@ fn a_backup_crashed_right_after_its_takeover_loses_nothing() {
 #[test]
 fn a_reelection_winner_crashed_right_after_its_takeover_loses_nothing() {
     for_seeds(200, |seed| {
-        let mut net = pull_setup(seed);
-        if net.nodes.len() < 3 {
-            return Ok(false);
-        }
-        net.keep_dead_providers = true;
-        net.trigger = Trigger::TakesHandover;
-        net.then = Trigger::Acquires;
-        net.let_through = vec!["handover-ack", "election"];
-        if !run_crashes(&mut net, 2) {
-            return Ok(false);
-        }
-        check_held_once(&net).map(|_| true)
+        held_once_after_crashes(seed, 3, 2, |net| {
+            net.trigger = Trigger::TakesHandover;
+            net.then = Trigger::Acquires;
+            net.let_through = vec!["handover-ack", "election"];
+        })
     });
 }
 
@@ -900,20 +890,10 @@ fn a_reelection_winner_crashed_right_after_its_takeover_loses_nothing() {
 /// the highest id (M the next), so that B wins V's re-election and relays V's token, holding
 /// W's. Returns the net and B's index.
 fn relay_setup_with_member(seed: u64) -> (Net, usize) {
-    let v = phantom("relay-holder-v", 0.2);
-    let w = phantom("relay-holder-w", -0.2);
-    let x = phantom("relay-provider-x", 0.5);
-    let names = ["relay-b", "relay-c", "relay-d", "relay-e", "relay-f"];
-    let ids: Vec<NodeId> = names.iter().map(|n| NodeId::hash_of(n.as_bytes())).collect();
+    let (mut net, v, w, ids) = relay_net(seed);
     let mut order: Vec<usize> = (0..ids.len()).collect();
     order.sort_by_key(|&i| Reverse(ids[i]));
     let (b, m) = (order[0], order[1]);
-    let points: Vec<Point> = (0..names.len()).map(|i| Point::new(&[0.01 * i as f64, 0.0], 0.001)).collect();
-    let cfg = SuperPeerConfig { share: 0.01, cluster_cap: 10, ..Default::default() };
-    cfg.validate().unwrap();
-    let mut net = Net::new(points, ids.clone(), cfg, seed);
-    net.phantoms = vec![v.id, w.id, x.id];
-    net.extra_providers = vec![x];
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let from_v = |msg| SpInput::Message { from: v.id, msg };
     for i in [b, m] {
@@ -946,6 +926,27 @@ fn relay_setup_with_member(seed: u64) -> (Net, usize) {
     (net, b)
 }
 
+/// Window 5's crash on a [`relay_setup_with_member`] net: B crashes right after its relay
+/// `Handover` left it, and only the kinds in `let_through` of what it sent arrive; after 40
+/// rounds V's token must be held exactly once and W's at most once. `Ok(false)` if B did
+/// not crash relaying.
+fn relaying_node_crashed(seed: u64, let_through: Vec<&'static str>) -> Result<bool, String> {
+    let (mut net, b) = relay_setup_with_member(seed);
+    net.trigger = Trigger::Relays;
+    net.let_through = let_through;
+    net.rounds(40);
+    let Some(&(r, _, token, _)) = net.crashes.first() else { return Ok(false) };
+    if r != b {
+        return Ok(false);
+    }
+    let (hv, hw) = (net.holders_of(TV), net.holders_of(TW));
+    if hv.len() != 1 || hw.len() > 1 {
+        net.dump();
+        return Err(format!("node {r} crashed relaying {token:?}: holders of V's token {hv:?}, of W's {hw:?}"));
+    }
+    Ok(true)
+}
+
 /// Window 5 (module doc, step 6, "relay", session 7): B, entitled to two tokens, relays V's
 /// and crashes right after the relay `Handover` left it; nothing it sent after that arrives
 /// (the `Handover` too is lost). M, the other member of V's cluster, knows that B led: it
@@ -954,21 +955,7 @@ fn relay_setup_with_member(seed: u64) -> (Net, usize) {
 /// all of its group are then gone).
 #[test]
 fn a_relaying_node_crashed_before_its_relay_arrived_loses_nothing() {
-    for_seeds(200, |seed| {
-        let (mut net, b) = relay_setup_with_member(seed);
-        net.trigger = Trigger::Relays;
-        net.rounds(40);
-        let Some(&(r, _, token, _)) = net.crashes.first() else { return Ok(false) };
-        if r != b {
-            return Ok(false);
-        }
-        let (hv, hw) = (net.holders_of(TV), net.holders_of(TW));
-        if hv.len() != 1 || hw.len() > 1 {
-            net.dump();
-            return Err(format!("node {r} crashed relaying {token:?}: holders of V's token {hv:?}, of W's {hw:?}"));
-        }
-        Ok(true)
-    });
+    for_seeds(200, |seed| relaying_node_crashed(seed, Vec::new()));
 }
 
 /// The same crash after the relay `Handover` arrived: the relayed token is held, and the
@@ -976,20 +963,5 @@ fn a_relaying_node_crashed_before_its_relay_arrived_loses_nothing() {
 /// (the higher epoch stays): each token held at most once, V's exactly once.
 #[test]
 fn a_relaying_node_crashed_after_its_relay_arrived_duplicates_nothing() {
-    for_seeds(200, |seed| {
-        let (mut net, b) = relay_setup_with_member(seed);
-        net.trigger = Trigger::Relays;
-        net.let_through = vec!["handover"];
-        net.rounds(40);
-        let Some(&(r, _, token, _)) = net.crashes.first() else { return Ok(false) };
-        if r != b {
-            return Ok(false);
-        }
-        let (hv, hw) = (net.holders_of(TV), net.holders_of(TW));
-        if hv.len() != 1 || hw.len() > 1 {
-            net.dump();
-            return Err(format!("node {r} crashed relaying {token:?}: holders of V's token {hv:?}, of W's {hw:?}"));
-        }
-        Ok(true)
-    });
+    for_seeds(200, |seed| relaying_node_crashed(seed, vec!["handover"]));
 }

@@ -40,6 +40,13 @@
 //!   some peers failed to answer (on a loaded machine kad's per-peer requests time out and
 //!   the answer comes back short; a short answer made size estimates collapse); a provider
 //!   lookup that timed out having found nobody. The state machine retries after a back-off.
+//!   *Ours*, session 9: a slot claim's lookup (`Query::Closest`) that comes back short is
+//!   still used when at least [`CLAIM_MIN_PEERS`] answered. The nodes nearest to a slot's key
+//!   are that slot's claimants, they look each other up at once and fill each other's
+//!   inbound slots, and in the 200-node prefix swarm nearly every claim lookup came back
+//!   short (7-15 of 20 peers): no slot was claimed in 480 s. A claim on a short answer may
+//!   be one of two; the state machine's slot check keeps the one nearer to the key
+//!   (`overlay::superpeer::node` module doc, step 2, "One head per slot").
 //! - `PeerUp` for a connected peer once its coordinate is known (learned from every request
 //!   and reply, which carry the sender's coordinate), and again when it moved.
 //! - `PeerDown` (failure detection, ours): the member probes its head with a `Hello` when it
@@ -99,6 +106,9 @@ use tracing::{debug, info, warn};
 pub const PROBE_AFTER_TICKS: u32 = 2;
 /// Kademlia's replication factor: a closest-peers lookup returns at most this many peers.
 pub const CLOSEST_K: usize = 20;
+/// A slot claim's closest-peers answer is used when at least this many peers answered, even
+/// if others failed (see the module doc, `LookupFailed`).
+pub const CLAIM_MIN_PEERS: usize = 4;
 /// How long a provider result waits for the providers' `Hello` replies.
 pub const HELLO_WAIT: Duration = Duration::from_secs(3);
 /// How long a provider lookup runs once it found a provider.
@@ -216,6 +226,8 @@ struct LookupState {
     first_found: Option<Instant>,
     /// The provider lookup ended with an error (timeout).
     failed: bool,
+    /// The key a `Query::Closest` or `Query::Providers` lookup is for (logged with its outcome).
+    key: Option<NodeId>,
 }
 
 struct Hold {
@@ -503,7 +515,9 @@ impl SuperPeerDriver {
                 // Usable: finished in time with K peers, or with fewer and no peer failing to
                 // answer (a network smaller than K + 1). Anything else the state machine
                 // must not decide on (see `SpInput::LookupFailed`).
-                let short = peers.len() < CLOSEST_K && stats.num_failures() > 0;
+                let short = peers.len() < CLOSEST_K
+                    && stats.num_failures() > 0
+                    && (l.sampled.is_some() || peers.len() < CLAIM_MIN_PEERS);
                 // The share of the asked peers that answered: a sample lookup's estimate is
                 // corrected by it (`overlay::superpeer::estimate`, "Thinning"), and one
                 // with too few answers is not used.
@@ -526,8 +540,13 @@ impl SuperPeerDriver {
                     return;
                 }
                 let infos: Vec<(PeerId, Vec<Multiaddr>)> = peers.iter().map(|p| (p.peer_id, p.addrs.clone())).collect();
-                let (query, sampled) = (l.query, l.sampled);
+                let (query, sampled, key) = (l.query, l.sampled, l.key);
                 self.lookups.remove(id);
+                if let Some(key) = key {
+                    let mine = overlay::superpeer::estimate::xor_fraction(&key, &self.me_id);
+                    let nearest = infos.iter().map(|(p, _)| overlay::superpeer::estimate::xor_fraction(&key, &node_id_of(p))).fold(f64::INFINITY, f64::min);
+                    debug!(%key, peers = infos.len(), failures = stats.num_failures(), me_nearest = mine < nearest, mine, nearest, "closest-peers lookup");
+                }
                 for (p, addrs) in &infos {
                     self.remember_peer(node_id_of(p), *p);
                     if !addrs.is_empty() {
@@ -582,6 +601,9 @@ impl SuperPeerDriver {
             return;
         }
         let Some(l) = self.lookups.remove(id) else { return };
+        if let Some(key) = l.key {
+            debug!(%key, found = l.found.len(), failed = l.failed, "provider lookup");
+        }
         if l.failed && l.found.is_empty() {
             // A timed-out provider lookup that found nobody says nothing about the key.
             self.status.lookups_failed += 1;
@@ -909,6 +931,10 @@ impl SuperPeerDriver {
             let Some((query, what)) = self.queued.pop_front() else { return };
             self.status.lookups += 1;
             sw.behaviour_mut().gate.open_outbound_until(Instant::now() + GATE_OPEN_FOR);
+            let key = match what {
+                Query::Providers { key } | Query::Closest { key } => Some(key),
+                Query::Sample { .. } => None,
+            };
             let (qid, providers, sampled) = match what {
                 Query::Providers { key } => {
                     (sw.behaviour_mut().kad.get_providers(kad::RecordKey::new(&key.0)), true, None)
@@ -926,7 +952,7 @@ impl SuperPeerDriver {
             };
             self.lookups.insert(
                 qid,
-                LookupState { query, sampled, providers, found: Vec::new(), first_found: None, failed: false },
+                LookupState { query, sampled, providers, found: Vec::new(), first_found: None, failed: false, key },
             );
         }
     }

@@ -183,7 +183,9 @@ pub fn mentioned_ids(msg: &SpMessage) -> Vec<NodeId> {
         }
         SpMessage::HandoverAck { holder, .. } => vec![holder.id],
         SpMessage::Split { at, .. } => vec![at.id],
-        SpMessage::HeadAlive { head } | SpMessage::StepDownTo { head } => vec![head.id],
+        SpMessage::HeadAlive { head } | SpMessage::StepDownTo { head } | SpMessage::SlotHeld { head, .. } => {
+            vec![head.id]
+        }
         SpMessage::MedoidProbe { sample } => sample.clone(),
         SpMessage::Attach { .. }
         | SpMessage::Refuse { .. }

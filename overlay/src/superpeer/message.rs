@@ -108,6 +108,11 @@ pub enum SpMessage {
     /// The answer to `MedoidProbe`: the measured RTT to each sampled member, seconds, in
     /// the sample's order (0 = no answer).
     MedoidCost { rtts: Vec<f32> },
+    /// "I serve reserved slot `key`": a slot head's duplicate check (`node` module doc, step
+    /// 2, "One head per slot", session 9). The receiver, if it serves the same slot, keeps it
+    /// when it is the nearer of the two to `key` (and answers with its own `SlotHeld`), else
+    /// steps down and moves its members to `head`. Anyone else ignores it.
+    SlotHeld { key: NodeId, head: PeerInfo },
 }
 
 impl SpMessage {
@@ -136,6 +141,7 @@ impl SpMessage {
             SpMessage::StepDownTo { .. } => "step-down-to",
             SpMessage::MedoidProbe { .. } => "medoid-probe",
             SpMessage::MedoidCost { .. } => "medoid-cost",
+            SpMessage::SlotHeld { .. } => "slot-held",
         }
     }
 }

@@ -30,6 +30,17 @@
 //!      epoch 0 ("tokens spread over randomly chosen nodes, no node holds more than one":
 //!      ids are random, and one node has one id). Holders provide a well-known directory key,
 //!      through which holders and normal nodes find holders.
+//!    - **One head per slot** (*ours*, session 9). A real DHT lookup can miss the node
+//!      nearest to a key (in the 200-node swarm the claimants of a slot, who are the nodes
+//!      nearest to its key, fill each other's connection slots, and most claim lookups came
+//!      back short: no slot was claimed in 480 s), and two claims can cross before either
+//!      provides the key. So the driver may pass a short closest-peers answer on for a claim,
+//!      and a slot head looks up its key's providers `SLOT_CHECK_FIRST` rounds after taking
+//!      the slot and every `SLOT_CHECK_EVERY` rounds after, and sends each other provider
+//!      `SlotHeld`. Of two heads of one slot the one nearer to the key (XOR) keeps it, the
+//!      other steps down and moves its members to it, as two holders of one token do
+//!      (step 5). A stale provider record (a node that no longer serves the slot) ignores
+//!      the message, so it never makes a real head step down.
 //! 3. **Discovery and clusters.** Heads announce themselves to their neighbours; normal nodes
 //!    gossip the heads they know with a random neighbour each round (push-pull, keeping the
 //!    `cache_size` nearest by predicted RTT), and attach to the nearest known head with room,
@@ -416,6 +427,8 @@ enum Pending {
     Estimate { key: NodeId },
     ClaimClosest { key: NodeId },
     ClaimProviders { key: NodeId },
+    /// A slot head's duplicate check (module doc, step 2, "One head per slot").
+    SlotCheck { key: NodeId },
     Seed,
 }
 
@@ -495,6 +508,13 @@ const MAX_REFUSED_BACKUPS: usize = 8;
 
 /// Nodes a holder remembers as having refused its token's move (`Head::refused_targets`).
 const MAX_REFUSED_TARGETS: usize = 8;
+/// A slot head's first duplicate check, rounds after it took the slot (its provider record
+/// needs a moment to reach the key's DHT neighbours), and the rounds between later ones
+/// (module doc, step 2, "One head per slot").
+const SLOT_CHECK_FIRST: u32 = 3;
+const SLOT_CHECK_EVERY: u32 = 20;
+/// Other providers of its slot a head tells at most per check.
+const MAX_SLOT_CHECK_SENDS: usize = 4;
 
 #[derive(Clone, Debug)]
 struct Claim {
@@ -1035,6 +1055,15 @@ impl SuperPeerNode {
                 }
                 self.try_claim(ctx);
             }
+            Pending::SlotCheck { key } => {
+                let serving = self.head.as_ref().is_some_and(|h| matches!(h.role, HeadRole::Slot { key: k } if k == key));
+                if serving {
+                    let me = self.me;
+                    for p in peers.iter().filter(|p| p.id != me.id).take(MAX_SLOT_CHECK_SENDS) {
+                        ctx.send(p.id, SpMessage::SlotHeld { key, head: me });
+                    }
+                }
+            }
             Pending::Seed => {
                 // A holder introduces itself to the holders it found; so does a node about to
                 // hold a token (its backup has not confirmed yet; the replies find it a holder).
@@ -1070,6 +1099,10 @@ impl SuperPeerNode {
         let (_, pending) = self.queries.swap_remove(pos);
         if self.queries.is_empty() {
             self.queries = Vec::new();
+        }
+        if let Pending::SlotCheck { .. } = pending {
+            // The next scheduled check asks again.
+            return;
         }
         if let Pending::Seed = pending {
             // *Ours* (issue 4, session 6; session 5's 200-node tokens swarm left one node
@@ -1117,7 +1150,7 @@ impl SuperPeerNode {
                         self.lookup(ctx, Query::Providers { key }, Pending::ClaimProviders { key });
                     }
                 }
-                Pending::Seed => {}
+                Pending::Seed | Pending::SlotCheck { .. } => {}
             }
         }
         if self.retry.is_empty() {
@@ -1405,6 +1438,14 @@ impl SuperPeerNode {
             self.send_view(ctx);
         }
         let Some(h) = self.head.as_mut() else { return };
+        if let HeadRole::Slot { key } = h.role {
+            let age = round.wrapping_sub(h.became);
+            let due = age >= SLOT_CHECK_FIRST && (age - SLOT_CHECK_FIRST) % SLOT_CHECK_EVERY == 0;
+            if due && !self.queries.iter().any(|(_, p)| matches!(p, Pending::SlotCheck { .. })) {
+                self.lookup(ctx, Query::Providers { key }, Pending::SlotCheck { key });
+            }
+            return;
+        }
         let HeadRole::Token { .. } = h.role else { return };
         // Age and expire the view.
         for e in h.view.iter_mut() {
@@ -2558,6 +2599,7 @@ impl SuperPeerNode {
             SpMessage::Access { nearest_rtt } => self.on_access(ctx, from, nearest_rtt),
             SpMessage::Split { at, gain } => self.on_split(ctx, from, at, gain),
             SpMessage::MedoidProbe { sample } => self.on_medoid_probe(ctx, from, sample),
+            SpMessage::SlotHeld { key, head } => self.on_slot_held(ctx, from, key, head),
             SpMessage::MedoidCost { rtts } => self.on_medoid_cost(ctx, from, rtts),
             SpMessage::HeadAlive { head } => {
                 let undecided = self.election.as_ref().is_some_and(|e| e.dead == head.id && !e.decided);
@@ -3057,6 +3099,26 @@ impl SuperPeerNode {
         self.pending =
             Some(Box::new(PendingRole { role, promote, backup: self.me.id, sent: self.round, tried: Vec::new() }));
         self.pending_next(ctx);
+    }
+
+    /// Another head of our slot (module doc, step 2, "One head per slot"): the one nearer to
+    /// the key keeps it.
+    fn on_slot_held(&mut self, ctx: &mut SpContext<'_>, from: NodeId, key: NodeId, head: PeerInfo) {
+        if head.id != from || from == self.me.id || !head.point.is_valid() {
+            ctx.push(SpEffect::Rejected { from, reason: "slot claim from a bad head" });
+            return;
+        }
+        let serving = self.head.as_ref().is_some_and(|h| matches!(h.role, HeadRole::Slot { key: k } if k == key));
+        if !serving {
+            return;
+        }
+        let mine = super::estimate::xor_fraction(&key, &self.me.id);
+        if super::estimate::xor_fraction(&key, &from) < mine {
+            self.stop_head(ctx, Some(head));
+            self.try_attach(ctx);
+        } else {
+            ctx.send(from, SpMessage::SlotHeld { key, head: self.me });
+        }
     }
 
     /// Names the next neighbour backup of the pending role (nearest first, not known to serve

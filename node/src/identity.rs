@@ -90,9 +90,9 @@ mod tests {
 
     #[test]
     fn create_then_reload_keeps_the_id() {
-        let dir = std::env::temp_dir().join(format!("peerage-id-{}", std::process::id()));
-        let path = dir.join("node.key");
-        let _ = std::fs::remove_file(&path);
+        // Removed when dropped, also when an assertion fails.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.key");
         let (a, created) = load_or_create(&path).unwrap();
         assert!(created);
         let (b, created) = load_or_create(&path).unwrap();
@@ -103,6 +103,5 @@ mod tests {
         assert!(err.to_string().contains("corrupt"), "{err}");
         std::fs::write(&path, "0011\n").unwrap();
         assert!(matches!(load_or_create(&path), Err(IdentityError::Corrupt { .. })));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -697,6 +697,8 @@ pub struct SuperPeerNode {
     /// check it with an `Attach` before we join (module doc, step 5).
     doubted: Option<Box<Doubt>>,
     last_seed: u32,
+    /// Seeds sent since the head cache was last non-empty (the back-off of `seed_interval`).
+    seeds_unanswered: u8,
     /// Boxed (and `election` too): only about 1 % of nodes serve a cluster, and a million
     /// simulated nodes must not each carry the room for one inline.
     head: Option<Box<Head>>,
@@ -755,6 +757,7 @@ impl SuperPeerNode {
             heard: 0,
             doubted: None,
             last_seed: 0,
+            seeds_unanswered: 0,
             head: None,
             attached: None,
             attached_rtt: 0.0,
@@ -1175,6 +1178,7 @@ impl SuperPeerNode {
 
     fn seed(&mut self, ctx: &mut SpContext<'_>) {
         self.last_seed = self.round;
+        self.seeds_unanswered = if self.cache.is_empty() { self.seeds_unanswered.saturating_add(1) } else { 0 };
         for _ in 0..self.cfg.seed_lookups {
             let key = match self.cfg.method {
                 Method::ReservedPrefix => slot_key(self.k, ctx.rng.gen_range(0..self.wanted.max(1))),
@@ -1182,6 +1186,16 @@ impl SuperPeerNode {
             };
             self.lookup(ctx, Query::Providers { key }, Pending::Seed);
         }
+    }
+
+    /// Rounds between the seed lookups of a node that knows no head: 5, doubled for every
+    /// seed since that found none, at most 40 (*ours*, session 9: while no head existed yet in
+    /// the 200-node swarms, every node looked up the token directory key, or a random slot,
+    /// four times every 5 rounds, and the 20 nodes nearest to that key took the lookups of
+    /// the whole swarm; the heads' announcements and the nodes' cache gossip still reach a
+    /// node that waits).
+    fn seed_interval(&self) -> u32 {
+        5 << u32::from(self.seeds_unanswered.saturating_sub(1).min(3))
     }
 
     fn try_claim(&mut self, ctx: &mut SpContext<'_>) {
@@ -1358,7 +1372,10 @@ impl SuperPeerNode {
             let n = self.neighbours[pick];
             ctx.send(n.id, SpMessage::CacheExchange { entries: self.cache_entries(), reply: true });
         }
-        if self.cache.is_empty() && self.wanted > 0 && self.round.wrapping_sub(self.last_seed) >= 5 {
+        if !self.cache.is_empty() {
+            self.seeds_unanswered = 0;
+        }
+        if self.cache.is_empty() && self.wanted > 0 && self.round.wrapping_sub(self.last_seed) >= self.seed_interval() {
             self.seed(ctx);
         }
         if let Some((id, r)) = self.attaching {

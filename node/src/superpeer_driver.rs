@@ -544,7 +544,10 @@ impl SuperPeerDriver {
                 self.lookups.remove(id);
                 if let Some(key) = key {
                     let mine = overlay::superpeer::estimate::xor_fraction(&key, &self.me_id);
-                    let nearest = infos.iter().map(|(p, _)| overlay::superpeer::estimate::xor_fraction(&key, &node_id_of(p))).fold(f64::INFINITY, f64::min);
+                    let nearest = infos
+                        .iter()
+                        .map(|(p, _)| overlay::superpeer::estimate::xor_fraction(&key, &node_id_of(p)))
+                        .fold(f64::INFINITY, f64::min);
                     debug!(%key, peers = infos.len(), failures = stats.num_failures(), me_nearest = mine < nearest, mine, nearest, "closest-peers lookup");
                 }
                 for (p, addrs) in &infos {

@@ -6,65 +6,19 @@
 //!
 //! The DHT is an oracle over a fixed set of random ids (seeded, `PEERAGE_SEED` replays).
 
-use overlay::superpeer::{
-    Method, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SuperPeerConfig, SuperPeerNode,
-};
-use overlay::{NodeId, Time};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use overlay::superpeer::{Method, PeerInfo, Point, Query, SpEffect, SpInput, SuperPeerConfig, SuperPeerNode};
+use overlay::NodeId;
+use rand::Rng;
 use std::sync::Arc;
 
 mod common;
-use common::lookups;
-
-const N: usize = 2_000;
+use common::{lookups, xor, DhtWorld as World};
 
 fn seed() -> u64 {
-    let seed = std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(11);
-    println!("seed {seed} (replay with PEERAGE_SEED={seed})");
-    seed
+    common::seed(11)
 }
 
-fn xor(a: &NodeId, b: &NodeId) -> [u8; 32] {
-    let mut x = [0u8; 32];
-    for (i, v) in x.iter_mut().enumerate() {
-        *v = a.0[i] ^ b.0[i];
-    }
-    x
-}
-
-struct World {
-    ids: Vec<NodeId>,
-    rng: ChaCha8Rng,
-    now: u64,
-}
-
-impl World {
-    fn new(seed: u64) -> World {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let ids = (0..N).map(|_| NodeId(rng.gen())).collect();
-        World { ids, rng, now: 0 }
-    }
-
-    /// The 20 closest ids to `key` (other than `me`), as the usable answer.
-    fn closest(&self, me: NodeId, key: &NodeId) -> Vec<PeerInfo> {
-        let mut v: Vec<NodeId> = self.ids.iter().copied().filter(|i| *i != me).collect();
-        v.sort_by_key(|i| xor(i, key));
-        v.into_iter().take(20).map(|id| PeerInfo { id, point: Point::new(&[0.01, 0.01], 0.001) }).collect()
-    }
-
-    fn feed(&mut self, node: &mut SuperPeerNode, input: SpInput) -> Vec<SpEffect> {
-        let mut fx = Vec::new();
-        let mut ctx = SpContext::new(Time(self.now), &mut self.rng, &mut fx);
-        node.handle(&mut ctx, input);
-        fx
-    }
-
-    fn tick(&mut self, node: &mut SuperPeerNode) -> Vec<SpEffect> {
-        self.now += 1_000_000;
-        self.feed(node, SpInput::Tick)
-    }
-}
+const N: usize = 2_000;
 
 fn cfg(method: Method, share: f64) -> Arc<SuperPeerConfig> {
     let c = SuperPeerConfig { method, share, ..Default::default() };
@@ -74,7 +28,7 @@ fn cfg(method: Method, share: f64) -> Arc<SuperPeerConfig> {
 
 #[test]
 fn failed_estimate_lookups_are_retried_and_never_decided_on() {
-    let mut w = World::new(seed());
+    let mut w = World::new(seed(), N);
     let me = w.ids[0];
     let mut node = SuperPeerNode::new(me, Point::new(&[0.0, 0.0], 0.001), cfg(Method::ReservedPrefix, 0.01));
     let fx = w.feed(&mut node, SpInput::Start);
@@ -119,7 +73,7 @@ fn failed_estimate_lookups_are_retried_and_never_decided_on() {
 
 #[test]
 fn a_claim_waits_for_usable_closest_and_provider_answers() {
-    let mut w = World::new(seed() ^ 1);
+    let mut w = World::new(seed() ^ 1, N);
     // A node whose own slot is reserved: with share 0.5 and N̂ about 2,000, W is about 1,000
     // and k = 10 or 11 bits; an id whose first 4 bits are 0 has a slot below 128 either way.
     let me = w.ids.iter().copied().find(|id| id.prefix(4) == 0).expect("a reserved id");
@@ -174,7 +128,7 @@ fn a_claim_waits_for_usable_closest_and_provider_answers() {
 /// would collapse).
 #[test]
 fn a_sample_answered_for_another_key_is_estimated_from_that_key() {
-    let mut w = World::new(seed() ^ 2);
+    let mut w = World::new(seed() ^ 2, N);
     let me = w.ids[1];
     let mut node = SuperPeerNode::new(me, Point::new(&[0.0, 0.0], 0.001), cfg(Method::ReservedPrefix, 0.01));
     let fx = w.feed(&mut node, SpInput::Start);

@@ -5,8 +5,7 @@
 //! oracle over a fixed set of random ids (seeded, `PEERAGE_SEED` replays).
 
 use overlay::superpeer::{
-    token_directory_key, HeadRole, Method, PeerInfo, Point, Query, SpEffect, SpInput, SpMessage, SuperPeerConfig,
-    SuperPeerNode, TokenId,
+    HeadRole, Method, PeerInfo, Point, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode, TokenId,
 };
 use overlay::NodeId;
 use rand::{Rng, SeedableRng};
@@ -14,7 +13,6 @@ use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
 
 mod common;
-use common::lookups;
 
 fn seed() -> u64 {
     common::seed(5)
@@ -57,29 +55,14 @@ impl Harness {
         // Predicted RTT = distance + both heights (1 ms each here).
         let a = PeerInfo { id: ids[1], point: Point::new(&[0.008, 0.0], 0.001) };
         let b = PeerInfo { id: ids[2], point: Point::new(&[0.0, 0.018], 0.001) };
-        let node = SuperPeerNode::new(me, Point::new(&[0.0, 0.0], 0.001), Arc::new(cfg));
-        let mut h = Harness { rng, now: 0, node, ids, a, b };
-        let mut pending: Vec<(u32, Query)> = lookups(&h.feed(SpInput::Start));
-        let mut all = Vec::new();
-        let mut guard = 0;
-        while let Some((query, what)) = pending.pop() {
-            guard += 1;
-            assert!(guard < 100, "lookup storm");
-            let peers = match what {
-                Query::Closest { key } | Query::Sample { key } => {
-                    let mut v: Vec<NodeId> = h.ids.iter().copied().filter(|i| *i != me).collect();
-                    v.sort_by_key(|i| xor(i, &key));
-                    v.into_iter().take(20).map(|id| PeerInfo { id, point: Point::new(&[0.05, 0.05], 0.001) }).collect()
-                }
-                Query::Providers { key } if key == token_directory_key() => vec![h.a, h.b],
-                // A claim's provider lookup: somebody provides it already.
-                Query::Providers { .. } => vec![PeerInfo { id: h.ids[3], point: Point::new(&[0.1, 0.1], 0.001) }],
-            };
-            let fx = h.feed(SpInput::LookupResult { query, peers });
-            pending.extend(lookups(&fx));
-            all.extend(fx);
-        }
-        assert!(!h.node.is_head(), "the test node must not claim a slot");
+        let mut node = SuperPeerNode::new(me, Point::new(&[0.0, 0.0], 0.001), Arc::new(cfg));
+        let oracle = common::Oracle {
+            found_at: Point::new(&[0.05, 0.05], 0.001),
+            directory: vec![a, b],
+            provider_at: Point::new(&[0.1, 0.1], 0.001),
+        };
+        let all = common::start_claiming_nothing(&mut node, &mut rng, 0, &ids, &oracle);
+        let h = Harness { rng, now: 0, node, ids, a, b };
         (h, all)
     }
 
@@ -87,14 +70,6 @@ impl Harness {
         let role = HeadRole::Token { token: TokenId(head.id.high_u64()), epoch: 0 };
         self.feed(SpInput::Message { from: head.id, msg: SpMessage::Accept { role, head } })
     }
-}
-
-fn xor(a: &NodeId, b: &NodeId) -> [u8; 32] {
-    let mut x = [0u8; 32];
-    for (i, v) in x.iter_mut().enumerate() {
-        *v = a.0[i] ^ b.0[i];
-    }
-    x
 }
 
 fn attaches(fx: &[SpEffect]) -> Vec<NodeId> {

@@ -10,22 +10,13 @@ use overlay::superpeer::{
     HeadRole, Method, PeerInfo, Query, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode,
 };
 use overlay::NodeId;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use rand::Rng;
 use std::sync::Arc;
 
 mod common;
-use common::{at, lookups, seed, step};
+use common::{at, lookups, seed, xor, DhtWorld as World};
 
 const N: usize = 2_000;
-
-fn xor(a: &NodeId, b: &NodeId) -> [u8; 32] {
-    let mut x = [0u8; 32];
-    for (i, v) in x.iter_mut().enumerate() {
-        *v = a.0[i] ^ b.0[i];
-    }
-    x
-}
 
 fn cfg() -> Arc<SuperPeerConfig> {
     let c = SuperPeerConfig { method: Method::ReservedPrefix, share: 0.5, ..Default::default() };
@@ -33,53 +24,29 @@ fn cfg() -> Arc<SuperPeerConfig> {
     Arc::new(c)
 }
 
-struct World {
-    ids: Vec<NodeId>,
-    rng: ChaCha8Rng,
-    now: u64,
-}
-
-impl World {
-    fn closest(&self, me: NodeId, key: &NodeId) -> Vec<PeerInfo> {
-        let mut v: Vec<NodeId> = self.ids.iter().copied().filter(|i| *i != me).collect();
-        v.sort_by_key(|i| xor(i, key));
-        v.into_iter().take(20).map(|id| PeerInfo { id, point: at(0.01, 0.01) }).collect()
+/// Starts `me`, answers its estimate lookups from the oracle, and answers its claim as a
+/// short DHT answer would that missed every node nearer to the key than `me`: `me` claims
+/// the slot. Returns the node and the slot's key.
+fn claimed(w: &mut World, me: NodeId) -> (SuperPeerNode, NodeId) {
+    let mut node = SuperPeerNode::new(me, at(0.0, 0.0), cfg());
+    let fx = w.feed(&mut node, SpInput::Start);
+    let mut claim = Vec::new();
+    for (q, what) in lookups(&fx) {
+        let Query::Sample { key } = what else { panic!("{what:?}") };
+        let peers = w.closest(me, &key);
+        claim.extend(lookups(&w.feed(&mut node, SpInput::LookupResult { query: q, peers })));
     }
-
-    fn feed(&mut self, node: &mut SuperPeerNode, input: SpInput) -> Vec<SpEffect> {
-        step(node, &mut self.rng, self.now, input)
-    }
-
-    fn tick(&mut self, node: &mut SuperPeerNode) -> Vec<SpEffect> {
-        self.now += 1_000_000;
-        self.feed(node, SpInput::Tick)
-    }
-
-    /// Starts `me`, answers its estimate lookups from the oracle, and answers its claim as a
-    /// short DHT answer would that missed every node nearer to the key than `me`: `me` claims
-    /// the slot. Returns the node and the slot's key.
-    fn claimed(&mut self, me: NodeId) -> (SuperPeerNode, NodeId) {
-        let mut node = SuperPeerNode::new(me, at(0.0, 0.0), cfg());
-        let fx = self.feed(&mut node, SpInput::Start);
-        let mut claim = Vec::new();
-        for (q, what) in lookups(&fx) {
-            let Query::Sample { key } = what else { panic!("{what:?}") };
-            let peers = self.closest(me, &key);
-            claim.extend(lookups(&self.feed(&mut node, SpInput::LookupResult { query: q, peers })));
-        }
-        let (cq, Query::Closest { key }) = *claim.iter().find(|(_, q)| matches!(q, Query::Closest { .. })).unwrap()
-        else {
-            unreachable!()
-        };
-        let pq = claim.iter().find(|(_, q)| matches!(q, Query::Providers { .. })).unwrap().0;
-        let mine = xor(&me, &key);
-        let farther: Vec<PeerInfo> = self.closest(me, &key).into_iter().filter(|p| xor(&p.id, &key) > mine).collect();
-        self.feed(&mut node, SpInput::LookupResult { query: cq, peers: farther.into_iter().take(5).collect() });
-        self.feed(&mut node, SpInput::LookupResult { query: pq, peers: Vec::new() });
-        assert!(node.is_super_peer(), "the test's claim did not succeed");
-        assert_eq!(node.role(), Some(HeadRole::Slot { key }));
-        (node, key)
-    }
+    let (cq, Query::Closest { key }) = *claim.iter().find(|(_, q)| matches!(q, Query::Closest { .. })).unwrap() else {
+        unreachable!()
+    };
+    let pq = claim.iter().find(|(_, q)| matches!(q, Query::Providers { .. })).unwrap().0;
+    let mine = xor(&me, &key);
+    let farther: Vec<PeerInfo> = w.closest(me, &key).into_iter().filter(|p| xor(&p.id, &key) > mine).collect();
+    w.feed(&mut node, SpInput::LookupResult { query: cq, peers: farther.into_iter().take(5).collect() });
+    w.feed(&mut node, SpInput::LookupResult { query: pq, peers: Vec::new() });
+    assert!(node.is_super_peer(), "the test's claim did not succeed");
+    assert_eq!(node.role(), Some(HeadRole::Slot { key }));
+    (node, key)
 }
 
 fn sends(fx: &[SpEffect]) -> Vec<(NodeId, SpMessage)> {
@@ -119,13 +86,10 @@ fn check(w: &mut World, node: &mut SuperPeerNode, key: NodeId, providers: Vec<Pe
 
 #[test]
 fn of_two_heads_of_one_slot_the_nearer_to_its_key_keeps_it() {
-    let s = seed(21);
-    let mut rng = ChaCha8Rng::seed_from_u64(s);
-    let ids = (0..N).map(|_| NodeId(rng.gen())).collect();
-    let mut w = World { ids, rng, now: 0 };
+    let mut w = World::new(seed(21), N);
     let (a, b) = two_claimants(&mut w);
-    let (mut na, key) = w.claimed(a);
-    let (mut nb, key_b) = w.claimed(b);
+    let (mut na, key) = claimed(&mut w, a);
+    let (mut nb, key_b) = claimed(&mut w, b);
     assert_eq!(key, key_b, "the test's two ids must share a slot");
     let (near, far) = if xor(&a, &key) < xor(&b, &key) { (a, b) } else { (b, a) };
     // `a` checks and finds `b` among the providers (the seed decides which is nearer).
@@ -142,7 +106,8 @@ fn of_two_heads_of_one_slot_the_nearer_to_its_key_keeps_it() {
     } else {
         // `b` is the nearer: it keeps the slot and tells `a`, which steps down.
         assert!(nb.is_head());
-        let reply: Vec<_> = sends(&fx).into_iter().filter(|(to, m)| *to == a && matches!(m, SpMessage::SlotHeld { .. })).collect();
+        let reply: Vec<_> =
+            sends(&fx).into_iter().filter(|(to, m)| *to == a && matches!(m, SpMessage::SlotHeld { .. })).collect();
         assert_eq!(reply.len(), 1, "the nearer head answers the farther one");
         let fx = w.feed(&mut na, SpInput::Message { from: b, msg: reply[0].1.clone() });
         assert!(!na.is_head(), "the farther head kept the slot after the answer");
@@ -154,12 +119,9 @@ fn of_two_heads_of_one_slot_the_nearer_to_its_key_keeps_it() {
 
 #[test]
 fn a_stale_provider_record_never_unseats_the_head() {
-    let s = seed(22);
-    let mut rng = ChaCha8Rng::seed_from_u64(s);
-    let ids = (0..N).map(|_| NodeId(rng.gen())).collect();
-    let mut w = World { ids, rng, now: 0 };
+    let mut w = World::new(seed(22), N);
     let (a, b) = two_claimants(&mut w);
-    let (mut na, key) = w.claimed(a);
+    let (mut na, key) = claimed(&mut w, a);
     // `b` shares the slot but never claimed it (a stale record of a node that stepped down):
     // it gets `a`'s SlotHeld and ignores it, whatever its distance to the key.
     let mut nb = SuperPeerNode::new(b, at(0.0, 0.0), cfg());

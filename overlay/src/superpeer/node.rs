@@ -422,12 +422,13 @@ pub fn slot_key(k: u32, slot: u64) -> NodeId {
     NodeId(out)
 }
 
+/// What a lookup in flight is for (`SlotCheck`: a slot head's duplicate check, module doc,
+/// step 2, "One head per slot").
 #[derive(Clone, Copy, Debug)]
 enum Pending {
     Estimate { key: NodeId },
     ClaimClosest { key: NodeId },
     ClaimProviders { key: NodeId },
-    /// A slot head's duplicate check (module doc, step 2, "One head per slot").
     SlotCheck { key: NodeId },
     Seed,
 }
@@ -1059,7 +1060,8 @@ impl SuperPeerNode {
                 self.try_claim(ctx);
             }
             Pending::SlotCheck { key } => {
-                let serving = self.head.as_ref().is_some_and(|h| matches!(h.role, HeadRole::Slot { key: k } if k == key));
+                let serving =
+                    self.head.as_ref().is_some_and(|h| matches!(h.role, HeadRole::Slot { key: k } if k == key));
                 if serving {
                     let me = self.me;
                     for p in peers.iter().filter(|p| p.id != me.id).take(MAX_SLOT_CHECK_SENDS) {

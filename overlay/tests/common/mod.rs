@@ -166,3 +166,37 @@ pub fn handovers(fx: &[SpEffect]) -> Vec<(NodeId, usize)> {
         })
         .collect()
 }
+
+/// A DHT oracle over `ids` for tests that feed one node by hand: `closest` is the usable
+/// answer of a closest-peers lookup (the 20 ids nearest to the key, not the asking node's),
+/// and the RNG that drew the ids feeds the nodes.
+pub struct DhtWorld {
+    pub ids: Vec<NodeId>,
+    pub rng: ChaCha8Rng,
+    pub now: u64,
+}
+
+impl DhtWorld {
+    /// `n` random ids drawn from `seed` ([`seeded_ids`]).
+    pub fn new(seed: u64, n: usize) -> DhtWorld {
+        let (rng, ids) = seeded_ids(seed, n);
+        DhtWorld { ids, rng, now: 0 }
+    }
+
+    /// The 20 ids closest to `key` other than `me`, at (0.01, 0.01).
+    pub fn closest(&self, me: NodeId, key: &NodeId) -> Vec<PeerInfo> {
+        let mut v: Vec<NodeId> = self.ids.iter().copied().filter(|i| *i != me).collect();
+        v.sort_by_key(|i| xor(i, key));
+        v.into_iter().take(20).map(|id| PeerInfo { id, point: at(0.01, 0.01) }).collect()
+    }
+
+    pub fn feed(&mut self, node: &mut SuperPeerNode, input: SpInput) -> Vec<SpEffect> {
+        step(node, &mut self.rng, self.now, input)
+    }
+
+    /// One round (1 s) later, a `Tick`.
+    pub fn tick(&mut self, node: &mut SuperPeerNode) -> Vec<SpEffect> {
+        self.now += 1_000_000;
+        self.feed(node, SpInput::Tick)
+    }
+}

@@ -226,6 +226,26 @@
 //!    (`Input::Membership`, which every core algorithm takes mid-election), up to twice the
 //!    cap. The sender named `dead` as its head, so it was in that cluster; the winner is the
 //!    highest of all who take part.
+//!    **Late elections end** (*ours*, session 10, issue 4's 200-node tokens swarm: after a
+//!    kill, 25 members of one cluster kept re-electing its dead head for minutes, 900
+//!    `Election`s a second, with the role long taken over and every member attached to the
+//!    new holder). Bully needs messages faster than its answer timeout; on a loaded machine
+//!    they are not, members time out on one another, several win, and every late
+//!    `Election` or `Coordinator` from below a member's leader made that member hold the
+//!    election again, so the whole cluster answered again, for ever
+//!    (`overlay/tests/superpeer_windows.rs`, `a_slow_clusters_reelection_ends`: 44,000-81,000
+//!    election messages in the last 40 of 80 rounds, 0 after). So a member **leaves** its
+//!    re-election once the outcome holds: it is decided and the member holds the role, or
+//!    is attached to the head whose view names that role. For [`RETIRED_ROUNDS`] it then
+//!    answers a message that says its sender still runs that election (`Election`, a
+//!    ring's or Villadangos' messages) with a `Takeover` naming that head, and drops the
+//!    rest. A `Takeover` may now come from a member that relays the outcome (its `head` is
+//!    not its sender); conflicts between two holders compare the holders' ids. **A
+//!    `Takeover` decides an undecided election**: the member follows the head it names
+//!    instead of winning later on a timeout of its own (before, it took the role on its
+//!    timeout and the two holders' `Takeover`s resolved it). A second holder's `Takeover`
+//!    reaching a member that left the election is answered with the holder it follows, so
+//!    that the two meet.
 //!
 //! 6. **Member-less heads** (*ours*): a head with no member would take its role with it
 //!    when it crashes (a token, or in the reserved-prefix method its slot: nobody would
@@ -362,7 +382,8 @@ use super::token::{
     awaiting_reports, choose_target, cooling, net_force, removal_plan, split_gain, split_reserve, split_taker,
     AccessEstimate, Removal,
 };
-use crate::driver::{Context, Effect, Election, Input};
+use crate::driver::{Context, Effect, Election, Input, Timer};
+use crate::election::Message;
 use crate::election::{AnyElection, ElectionConfig};
 use crate::id::{NodeId, Rank};
 use crate::membership::Membership;
@@ -657,6 +678,20 @@ struct ClusterElection {
     decided: bool,
 }
 
+/// A re-election this node has left because its outcome holds (module doc, step 5, "Late
+/// elections end"): the dead head, the head that holds its role now, that role, and the
+/// round we left.
+#[derive(Debug)]
+struct Retired {
+    dead: NodeId,
+    head: PeerInfo,
+    role: HeadRole,
+    at: u32,
+}
+
+/// Rounds a left re-election is still answered (late `Election`s get the outcome).
+const RETIRED_ROUNDS: u32 = 30;
+
 /// A check of our head, which members asked us to re-elect while we still took it for alive
 /// (module doc, step 5, "A suspected head is checked").
 #[derive(Debug)]
@@ -715,6 +750,9 @@ pub struct SuperPeerNode {
     /// A member-less head named us its backup: its view and the round it came.
     backup_view: Option<(NodeId, HeadRole, Arc<[NodeId]>, u32)>,
     election: Option<Box<ClusterElection>>,
+    /// The re-election we left once its outcome held (module doc, step 5, "Late elections
+    /// end"), answered for [`RETIRED_ROUNDS`].
+    retired: Option<Box<Retired>>,
     /// Recreated tokens this node is entitled to but cannot hold, being handed on (module
     /// doc, step 6, "relay"); they outlive the node's own role.
     relays: Vec<Relay>,
@@ -768,6 +806,7 @@ impl SuperPeerNode {
             member_view: None,
             backup_view: None,
             election: None,
+            retired: None,
             relays: Vec::new(),
             pending: None,
             early: None,
@@ -910,6 +949,9 @@ impl SuperPeerNode {
         if self.election.is_some() {
             b += std::mem::size_of::<ClusterElection>();
         }
+        if self.retired.is_some() {
+            b += std::mem::size_of::<Retired>();
+        }
         if let Some(h) = &self.head {
             b += std::mem::size_of::<Head>();
             b += h.members.capacity() * std::mem::size_of::<PeerInfo>()
@@ -929,6 +971,11 @@ impl SuperPeerNode {
 
     /// React to one input.
     pub fn handle(&mut self, ctx: &mut SpContext<'_>, input: SpInput) {
+        self.dispatch(ctx, input);
+        self.retire_election(ctx);
+    }
+
+    fn dispatch(&mut self, ctx: &mut SpContext<'_>, input: SpInput) {
         match input {
             SpInput::Start => self.start(ctx),
             SpInput::Tick => self.tick(ctx),
@@ -2567,23 +2614,44 @@ impl SuperPeerNode {
                 }
             }
             SpMessage::Takeover { dead, role, head } => {
+                if !head.point.is_valid() || head.id == self.me.id {
+                    ctx.push(SpEffect::Rejected { from, reason: "takeover with a bad head" });
+                    return;
+                }
                 let mine = self.election.as_ref().is_some_and(|e| e.dead == dead)
                     || self.member_view.as_ref().is_some_and(|(h, _, _)| *h == dead);
-                if !mine || head.id != from || !head.point.is_valid() {
+                if !mine {
+                    if let Some(r) = self.retired.as_ref().filter(|r| r.dead == dead) {
+                        // A second holder of a role whose re-election we left (module doc,
+                        // step 5, "Late elections end"): tell it of the one we follow, so that
+                        // the two resolve it between them.
+                        if head.id == from && r.head.id != from && same_role(&r.role, &role) {
+                            let (role, holder) = (r.role, r.head);
+                            ctx.send(from, SpMessage::Takeover { dead, role, head: holder });
+                        }
+                        return;
+                    }
                     ctx.push(SpEffect::Rejected { from, reason: "takeover of a cluster I am not in" });
                     return;
                 }
                 self.cache_insert(head, 0);
+                // The outcome of our re-election (module doc, step 5, "Late elections end"):
+                // a member that has not decided yet follows the holder it is told of (from the
+                // holder itself, or relayed by a member that knows it) instead of winning
+                // later on a timeout of its own.
+                if self.election.as_ref().is_some_and(|e| e.dead == dead && !e.decided) {
+                    self.follow_leader(head.id);
+                }
                 if let Some(p) = self.pending.as_ref().filter(|p| same_role(&p.role, &role)) {
                     // Two winners, and we are about to take the role (module doc, step 6,
                     // session 7): resolved as between two holders (below). The lower one gives
                     // the pending role up and releases its backup.
                     let (backup, my_role, me) = (p.backup, p.role, self.me);
-                    if from > me.id {
+                    if head.id > me.id {
                         self.pending = None;
                         ctx.send(backup, SpMessage::ClusterView { role: my_role, members: Arc::from(vec![me.id]) });
                     } else {
-                        ctx.send(from, SpMessage::Takeover { dead, role: my_role, head: me });
+                        ctx.send(head.id, SpMessage::Takeover { dead, role: my_role, head: me });
                         return;
                     }
                 }
@@ -2601,18 +2669,18 @@ impl SuperPeerNode {
                     if !same {
                         return;
                     }
-                    if from > self.me.id {
+                    if head.id > self.me.id {
                         self.stop_head(ctx, None);
                     } else {
                         let me = self.me;
                         let my_role = h.role;
-                        ctx.send(from, SpMessage::Takeover { dead, role: my_role, head: me });
+                        ctx.send(head.id, SpMessage::Takeover { dead, role: my_role, head: me });
                         return;
                     }
                 }
-                if self.head.is_none() && self.attached.is_none_or(|a| a.id != from) {
-                    self.attaching = Some((from, self.round));
-                    ctx.send(from, SpMessage::Attach { point: self.me.point });
+                if self.head.is_none() && self.attached.is_none_or(|a| a.id != head.id) {
+                    self.attaching = Some((head.id, self.round));
+                    ctx.send(head.id, SpMessage::Attach { point: self.me.point });
                 }
             }
             SpMessage::Access { nearest_rtt } => self.on_access(ctx, from, nearest_rtt),
@@ -2635,6 +2703,9 @@ impl SuperPeerNode {
             }
             SpMessage::Election { dead, msg } => {
                 let have = self.election.as_ref().is_some_and(|e| e.dead == dead);
+                if !have && self.answer_retired(ctx, from, dead, &msg) {
+                    return;
+                }
                 if !have {
                     let member = self.attached.is_some_and(|a| a.id == dead)
                         || self.member_view.as_ref().is_some_and(|(h, _, _)| *h == dead);
@@ -2988,26 +3059,7 @@ impl SuperPeerNode {
                         continue;
                     }
                     if l != self.me.id {
-                        e.decided = true;
-                        // The leader's group stands in for its view until it comes (module doc,
-                        // step 5, session 7): if the leader dies before we attached to it (its
-                        // `Takeover` lost with it, or it relays the role), we re-elect over it.
-                        let (dead, role) = (e.dead, e.role);
-                        if self.head.is_none() {
-                            self.member_view = self.member_view.take().map(|(h, r, ids)| {
-                                if h != dead {
-                                    return (h, r, ids);
-                                }
-                                let next = match role {
-                                    HeadRole::Token { token, epoch } => {
-                                        HeadRole::Token { token, epoch: epoch.wrapping_add(1) }
-                                    }
-                                    slot @ HeadRole::Slot { .. } => slot,
-                                };
-                                let ids: Vec<NodeId> = ids.iter().copied().filter(|id| *id != dead).collect();
-                                (l, next, ids.into())
-                            });
-                        }
+                        self.follow_leader(l);
                     } else if self.take_over(ctx) {
                         if let Some(e) = self.election.as_mut() {
                             e.decided = true;
@@ -3018,6 +3070,79 @@ impl SuperPeerNode {
                 Effect::Rejected { from, reason } => ctx.push(SpEffect::Rejected { from, reason }),
             }
         }
+    }
+
+    /// Our re-election's leader is `l`, not us: the election is decided for this node, and
+    /// the leader's group stands in for its view until it comes (module doc, step 5, session
+    /// 7): if the leader dies before we attached to it (its `Takeover` lost with it, or it
+    /// relays the role), we re-elect over it.
+    fn follow_leader(&mut self, l: NodeId) {
+        let Some(e) = self.election.as_mut() else { return };
+        e.decided = true;
+        let (dead, role) = (e.dead, e.role);
+        if self.head.is_none() {
+            self.member_view = self.member_view.take().map(|(h, r, ids)| {
+                if h != dead {
+                    return (h, r, ids);
+                }
+                let next = match role {
+                    HeadRole::Token { token, epoch } => HeadRole::Token { token, epoch: epoch.wrapping_add(1) },
+                    slot @ HeadRole::Slot { .. } => slot,
+                };
+                let ids: Vec<NodeId> = ids.iter().copied().filter(|id| *id != dead).collect();
+                (l, next, ids.into())
+            });
+        }
+    }
+
+    /// Leaves our re-election once its outcome holds (module doc, step 5, "Late elections
+    /// end"): it is decided and we hold the role ourselves, or we are attached to the head
+    /// whose view names that role. Called after every input.
+    fn retire_election(&mut self, ctx: &mut SpContext<'_>) {
+        if self.retired.as_ref().is_some_and(|r| self.round.wrapping_sub(r.at) > RETIRED_ROUNDS) {
+            self.retired = None;
+        }
+        let Some(e) = self.election.as_ref() else { return };
+        if !e.decided {
+            return;
+        }
+        let holder = match (&self.head, self.attached, &self.member_view) {
+            (Some(h), _, _) if same_role(&h.role, &e.role) => Some((self.me, h.role)),
+            (None, Some(a), Some((vh, vrole, _))) if *vh == a.id && same_role(vrole, &e.role) => Some((a, *vrole)),
+            _ => None,
+        };
+        let Some((head, role)) = holder else { return };
+        let dead = e.dead;
+        self.election = None;
+        self.retired = Some(Box::new(Retired { dead, head, role, at: self.round }));
+        for timer in [Timer::T1, Timer::T2, Timer::T3, Timer::T4, Timer::Heartbeat, Timer::Lap] {
+            ctx.push(SpEffect::CancelElectionTimer { timer });
+        }
+    }
+
+    /// A message of a re-election we left (module doc, step 5, "Late elections end"): one
+    /// that says its sender still runs the election (bully's `Election`, a ring's or
+    /// Villadangos' messages, ...) gets the outcome, a `Takeover` naming the head that holds
+    /// the role; the rest (answers, announcements) is late traffic of the finished election
+    /// and is dropped. Returns whether the message was ours to answer.
+    fn answer_retired(&mut self, ctx: &mut SpContext<'_>, from: NodeId, dead: NodeId, msg: &Message) -> bool {
+        let Some(r) = self.retired.as_ref().filter(|r| r.dead == dead) else { return false };
+        let running = matches!(
+            msg,
+            Message::Election
+                | Message::IamUp
+                | Message::Nomination
+                | Message::RingElection { .. }
+                | Message::CrElection { .. }
+                | Message::Message1 { .. }
+                | Message::Message2 { .. }
+                | Message::Message3 { .. }
+        );
+        if running && from != r.head.id {
+            let (role, head) = (r.role, r.head);
+            ctx.send(from, SpMessage::Takeover { dead, role, head });
+        }
+        true
     }
 
     /// We are entitled to the recreated `role` (its epoch already counted up) but serve a

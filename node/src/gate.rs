@@ -36,6 +36,7 @@
 //! session 8: in session 7's 200-node run d200, 78 head probes "failed to dial" while their
 //! nodes ran lookups, and such a refusal was counted as an unreachable head).
 
+use crate::send_failure::{closed_before_handshake, DialRefusal};
 use libp2p::core::{transport::PortUse, Endpoint, Multiaddr};
 use libp2p::swarm::{
     behaviour::ConnectionEstablished, dummy, ConnectionClosed, ConnectionDenied, ConnectionId, DialError, DialFailure,
@@ -87,6 +88,9 @@ pub struct Gate {
     open_cap: usize,
     /// Peers whose wanted dial this gate refused at the hard cap, and when.
     refused: HashMap<PeerId, Instant>,
+    /// Peers whose last failed dial reached them and was closed by them before the handshake
+    /// (`send_failure::closed_before_handshake`), and when.
+    refused_by: HashMap<PeerId, Instant>,
     /// This node serves a super-peer cluster: inbound connections pass up to the hard cap.
     serving: bool,
     /// The members of the cluster this node serves: room is kept for them (`set_serving`).
@@ -107,6 +111,7 @@ impl Gate {
             open_until: None,
             open_cap: outbound_gate.max(hard_cap.saturating_sub(WANTED_HEADROOM)),
             refused: HashMap::new(),
+            refused_by: HashMap::new(),
             serving: false,
             members: HashSet::new(),
         }
@@ -152,6 +157,20 @@ impl Gate {
         self.refused.remove(peer).is_some_and(|t| t.elapsed() < WANT_TTL)
     }
 
+    /// Who refused the last failed dial to `peer` within `WANT_TTL`, if anyone: our own node
+    /// ([`Self::refused_locally`]) or the peer itself, which closed the connection before the
+    /// handshake (session 10: it is alive; `send_failure.rs`). The marks are consumed.
+    pub fn dial_refusal(&mut self, peer: &PeerId) -> DialRefusal {
+        let by_peer = self.refused_by.remove(peer).is_some_and(|t| t.elapsed() < WANT_TTL);
+        if self.refused_locally(peer) {
+            DialRefusal::Local
+        } else if by_peer {
+            DialRefusal::ByPeer
+        } else {
+            DialRefusal::None
+        }
+    }
+
     /// Let dials to `peer` through (up to the hard cap) for the next `WANT_TTL`.
     pub fn want(&mut self, peer: PeerId) {
         self.wanted.insert(peer, Instant::now());
@@ -184,6 +203,7 @@ impl Gate {
     pub fn expire(&mut self, now: Instant) {
         self.wanted.retain(|_, t| now.duration_since(*t) < WANT_TTL);
         self.refused.retain(|_, t| now.duration_since(*t) < WANT_TTL);
+        self.refused_by.retain(|_, t| now.duration_since(*t) < WANT_TTL);
     }
 
     /// Let every outbound dial through (up to the hard cap) until `until`. The super-peer
@@ -285,6 +305,15 @@ impl NetworkBehaviour for Gate {
             FromSwarm::DialFailure(DialFailure { peer_id: Some(peer), error: DialError::Denied { .. }, .. }) => {
                 // Denied by one of this node's own behaviours, never by the remote.
                 self.refused.insert(peer, Instant::now());
+            }
+            FromSwarm::DialFailure(DialFailure {
+                peer_id: Some(peer), error: DialError::Transport(errors), ..
+            }) => {
+                if errors.iter().any(|(_, e)| closed_before_handshake(e)) {
+                    self.refused_by.insert(peer, Instant::now());
+                } else {
+                    self.refused_by.remove(&peer);
+                }
             }
             FromSwarm::ConnectionClosed(ConnectionClosed { peer_id, connection_id, .. }) => {
                 self.established.remove(&connection_id);
@@ -419,5 +448,68 @@ mod tests {
         g.set_serving(false, []);
         fill(&mut g, 41);
         assert!(!inbound(&mut g), "no longer serving: the inbound gate again");
+    }
+
+    /// A swarm of one [`Gate`] on the plain memory transport (noise + yamux, no delays).
+    fn gate_swarm(inbound_gate: usize) -> libp2p::Swarm<Gate> {
+        libp2p::SwarmBuilder::with_new_identity()
+            .with_tokio()
+            .with_other_transport(|key| -> Result<_, Box<dyn std::error::Error + Send + Sync>> {
+                use libp2p::core::upgrade::Version;
+                use libp2p::core::Transport;
+                Ok(libp2p::core::transport::MemoryTransport::default()
+                    .upgrade(Version::V1)
+                    .authenticate(libp2p::noise::Config::new(key)?)
+                    .multiplex(libp2p::yamux::Config::default())
+                    .boxed())
+            })
+            .expect("a memory transport")
+            .with_behaviour(|_| Gate::new(inbound_gate, 8, 16))
+            .expect("the gate behaviour")
+            .build()
+    }
+
+    /// Dials `peer` at `addr` from `a` and returns the gate's verdict on the failed dial.
+    async fn refusal_of_failed_dial(a: &mut libp2p::Swarm<Gate>, peer: PeerId, addr: Multiaddr) -> DialRefusal {
+        use futures::StreamExt;
+        use libp2p::swarm::{dial_opts::DialOpts, SwarmEvent};
+        a.behaviour_mut().want(peer);
+        a.dial(DialOpts::peer_id(peer).addresses(vec![addr]).build()).expect("the dial starts");
+        loop {
+            let ev = tokio::time::timeout(Duration::from_secs(20), a.select_next_some()).await.expect("no dial result");
+            match ev {
+                SwarmEvent::OutgoingConnectionError { peer_id: Some(p), .. } if p == peer => {
+                    return a.behaviour_mut().dial_refusal(&peer)
+                }
+                SwarmEvent::ConnectionEstablished { .. } => panic!("the dial was expected to fail"),
+                _ => {}
+            }
+        }
+    }
+
+    /// Session 10: on real libp2p swarms, a peer whose gate refuses us before the handshake is
+    /// told from a crashed one. A dead peer must never look refusing: its members would then
+    /// never report it down.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_refusing_peer_is_told_from_a_crashed_one() {
+        use futures::StreamExt;
+        let port: u64 = 7_700_000 + u64::from(std::process::id() % 100_000);
+        let mut a = gate_swarm(16);
+        // `b` refuses every inbound connection before the handshake (inbound gate 0).
+        let mut b = gate_swarm(0);
+        let b_id = *b.local_peer_id();
+        let b_addr: Multiaddr = format!("/memory/{port}").parse().expect("address");
+        b.listen_on(b_addr.clone()).expect("b listens");
+        let b_task = tokio::spawn(async move {
+            loop {
+                b.select_next_some().await;
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(refusal_of_failed_dial(&mut a, b_id, b_addr.clone()).await, DialRefusal::ByPeer);
+        // Crashed as the swarm runner crashes a node: its task is aborted.
+        b_task.abort();
+        let _ = b_task.await;
+        assert_eq!(refusal_of_failed_dial(&mut a, b_id, b_addr).await, DialRefusal::None, "a crashed peer");
     }
 }

@@ -22,6 +22,12 @@
 //!   found: its members keep probing every round until both hold (the failover then costs
 //!   about `min_silence`; the swarm report measures it).
 //! - Anything heard from the head (a request, a reply, an answered probe) clears the score.
+//! - **A refusal is a sign of life** (*ours*, session 10): a probe whose dial reached the
+//!   head and was closed by it before the handshake (its gate was full,
+//!   [`SendFailure::RefusedByPeer`]) counts as hearing from the head. Session 9's 200-node
+//!   tokens swarm reported alive heads down this way; each report started a re-election next
+//!   to a live head. A head that dies after refusing us is still reported `min_silence`
+//!   after that refusal.
 //!
 //! Pure and clock-free (the caller passes `now`), so it is tested without a network.
 
@@ -47,6 +53,8 @@ pub enum Verdict {
     Again,
     /// Report the head down.
     Down,
+    /// The head refused the connection: it is alive (counted as heard from it).
+    Alive,
 }
 
 /// One member's watch over its head.
@@ -131,10 +139,15 @@ impl HeadWatch {
             return Verdict::Uncounted;
         }
         self.probing = false;
+        if class == SendFailure::RefusedByPeer {
+            self.heard(to, now);
+            return Verdict::Alive;
+        }
         self.urgent = false;
         self.last_failure = Some(now);
         self.score += match class {
             SendFailure::RefusedLocally => return Verdict::Uncounted,
+            SendFailure::RefusedByPeer => 0,
             SendFailure::Unreachable => 2,
             SendFailure::Ambiguous => 1,
         };
@@ -247,6 +260,47 @@ mod tests {
             let v = w.failed(id(1), SendFailure::Ambiguous, t);
             assert_eq!(v, if k == 2 { Verdict::Down } else { Verdict::Again }, "ambiguous probe {}", k + 2);
         }
+    }
+
+    /// Session 10: a head that refuses our dials before the handshake is alive. Probes that
+    /// alternate refusals and unreachable dials (a busy head's gate) never report it down; a
+    /// head that dies after its last refusal is reported `min_silence` after that refusal.
+    #[test]
+    fn a_refusal_by_the_head_is_a_sign_of_life() {
+        let t0 = Instant::now();
+        let head = Some(id(1));
+        let mut w = HeadWatch::new(cfg());
+        w.due(head, t0);
+        let mut t = t0;
+        for k in 0..40 {
+            t += Duration::from_secs(1);
+            if w.due(head, t) {
+                w.probe_sent();
+                let class = if k % 4 == 3 { SendFailure::RefusedByPeer } else { SendFailure::Unreachable };
+                let v = w.failed(id(1), class, t);
+                assert_ne!(v, Verdict::Down, "probe {k} at {:?}: a head that refuses us is alive", t - t0);
+                if class == SendFailure::RefusedByPeer {
+                    assert_eq!(v, Verdict::Alive);
+                }
+            }
+        }
+        // Refused once more, then dead: down after min_silence from the refusal.
+        assert!(w.due(head, t + Duration::from_secs(2)));
+        w.probe_sent();
+        let refused_at = t + Duration::from_secs(2);
+        assert_eq!(w.failed(id(1), SendFailure::RefusedByPeer, refused_at), Verdict::Alive);
+        let mut t = refused_at;
+        let down_at = loop {
+            t += Duration::from_secs(1);
+            assert!(t - refused_at <= Duration::from_secs(30), "a dead head must be reported");
+            if w.due(head, t) {
+                w.probe_sent();
+                if w.failed(id(1), SendFailure::Unreachable, t) == Verdict::Down {
+                    break t;
+                }
+            }
+        };
+        assert_eq!(down_at - refused_at, Duration::from_secs(10));
     }
 
     #[test]

@@ -70,7 +70,7 @@ use crate::latency_transport::EmulatedLink;
 use crate::members::{node_id_of, Directory, SyncPacer, ACK_EQUAL};
 use crate::metrics::Metrics;
 use crate::peer_manager::{self, PeerInfo, Policy};
-use crate::send_failure::{classify, SendFailure};
+use crate::send_failure::{classify, DialRefusal, SendFailure};
 use crate::status::{Probe, Snapshot, StatusSink};
 use crate::superpeer_driver::SuperPeerDriver;
 use futures::StreamExt;
@@ -1040,9 +1040,12 @@ impl Node {
             Event::OutboundFailure { peer, request_id, error, .. } => {
                 if let Some((to, msg)) = self.pending.remove(&request_id) {
                     debug!(%peer, kind = msg.kind(), "election send failed: {error}");
-                    let local = matches!(error, OutboundFailure::DialFailure)
-                        && self.swarm.behaviour_mut().gate.refused_locally(&peer);
-                    let class = classify(&error, self.swarm.is_connected(&peer), local);
+                    let refusal = if matches!(error, OutboundFailure::DialFailure) {
+                        self.swarm.behaviour_mut().gate.dial_refusal(&peer)
+                    } else {
+                        DialRefusal::None
+                    };
+                    let class = classify(&error, self.swarm.is_connected(&peer), refusal);
                     self.feed(Input::SendFailed { to, msg });
                     // Only an unreachable peer is reported down (`send_failure.rs`): a dial our
                     // own gate refused says nothing about it, a timeout may be a slow peer.

@@ -79,7 +79,7 @@ use crate::behaviour::Behaviour;
 use crate::gate::Gate;
 use crate::head_watch::{HeadWatch, Verdict, WatchConfig};
 use crate::members::{node_id_of, Directory};
-use crate::send_failure::{classify, SendFailure};
+use crate::send_failure::{classify, DialRefusal, SendFailure};
 use crate::status::StatusSink;
 use crate::superpeer_config::SuperPeerSettings;
 use crate::superpeer_wire::{
@@ -153,6 +153,15 @@ pub struct SpStatus {
     pub messages_sent: u64,
     /// `messages_sent` by message kind.
     pub messages_by_kind: BTreeMap<String, u64>,
+    /// The cluster-election messages among them (`election`) by the election's own message
+    /// kind (`Election`, `Answer`, `Coordinator`, ...).
+    pub election_by_kind: BTreeMap<String, u64>,
+    /// The dead head whose cluster this node is re-electing now (undecided or still
+    /// answering), if any.
+    pub election_for: Option<String>,
+    /// Cluster elections this node has joined (each dead head it re-elected counts once per
+    /// election).
+    pub elections_joined: u64,
     pub messages_received: u64,
     /// `Hello` requests (coordinate learning and head probes), not counted in `messages_sent`.
     pub hellos_sent: u64,
@@ -171,6 +180,9 @@ pub struct SpStatus {
     /// Messages dropped after a failure that did not show the peer down (`send_failure.rs`):
     /// refused by our own gate, or undelivered-or-not while the peer still answers.
     pub sends_dropped: u64,
+    /// Failed requests whose dial the peer refused before the handshake (it is alive;
+    /// `send_failure.rs`).
+    pub refused_by_peer: u64,
     pub heads_reported_down: u64,
     /// Milliseconds since the driver started when the role or the head last changed.
     pub last_change_ms: u64,
@@ -728,9 +740,15 @@ impl SuperPeerDriver {
             Event::OutboundFailure { peer, request_id, error, .. } => {
                 let Some(sent) = self.sent.remove(&request_id) else { return };
                 self.status.send_failures += 1;
-                let local =
-                    matches!(error, OutboundFailure::DialFailure) && sw.behaviour_mut().gate.refused_locally(&peer);
-                let class = classify(&error, sw.is_connected(&peer), local);
+                let refusal = if matches!(error, OutboundFailure::DialFailure) {
+                    sw.behaviour_mut().gate.dial_refusal(&peer)
+                } else {
+                    DialRefusal::None
+                };
+                let class = classify(&error, sw.is_connected(&peer), refusal);
+                if class == SendFailure::RefusedByPeer {
+                    self.status.refused_by_peer += 1;
+                }
                 match sent {
                     Sent::Msg { to, msg, retried } => {
                         debug!(%peer, kind = msg.kind(), ?class, "super-peer send failed: {error}");
@@ -742,9 +760,13 @@ impl SuperPeerDriver {
                             match class {
                                 // Crash-stop's "not delivered, peer down" (`send_failure.rs`).
                                 SendFailure::Unreachable => self.run(sw, dir, SpInput::SendFailed { to, msg }),
-                                // Never sent, and nothing known about the peer: the message is
-                                // dropped, the state machine's own timers ask again.
-                                SendFailure::RefusedLocally => self.status.sends_dropped += 1,
+                                // Never sent, and nothing known about the peer (or the peer
+                                // is alive and refused the connection: no crash to report,
+                                // `send_failure.rs`): the message is dropped, the state
+                                // machine's own timers ask again.
+                                SendFailure::RefusedLocally | SendFailure::RefusedByPeer => {
+                                    self.status.sends_dropped += 1
+                                }
                                 // Maybe delivered: send it once more (every super-peer message
                                 // is safe to receive twice), then ask whether the peer is there.
                                 SendFailure::Ambiguous if !retried => self.send_msg(sw, dir, to, msg, true),
@@ -766,6 +788,9 @@ impl SuperPeerDriver {
                             let dial = self.dial_errors.remove(&peer).unwrap_or_default();
                             match self.watch.failed(to, class, Instant::now()) {
                                 Verdict::Uncounted => {}
+                                Verdict::Alive => {
+                                    debug!(me = %self.me_id.short(), head = %to.short(), "probe refused by the super peer: it is alive");
+                                }
                                 Verdict::Again => {
                                     info!(me = %self.me_id.short(), head = %to.short(), ?class, dial, "probe of the super peer failed: {error}");
                                 }
@@ -995,6 +1020,9 @@ impl SuperPeerDriver {
             self.status.messages_sent += 1;
             *self.by_kind.entry(msg.kind()).or_default() += 1;
             *self.status.messages_by_kind.entry(msg.kind().to_string()).or_default() += 1;
+            if let SpMessage::Election { msg: inner, .. } = &msg {
+                *self.status.election_by_kind.entry(inner.kind().to_string()).or_default() += 1;
+            }
         }
         if to == self.me_id {
             self.queue.push_back(SpInput::Message { from: self.me_id, msg });
@@ -1111,6 +1139,17 @@ impl SuperPeerDriver {
             HeadRole::Token { token, .. } => format!("token:{:016x}", token.0),
         });
         let token = sm.token();
+        let election = sm.election_for().filter(|_| sm.in_election()).map(|d| d.short());
+        if election != self.status.election_for {
+            match &election {
+                Some(dead) => {
+                    self.status.elections_joined += 1;
+                    info!(me = %self.me_id.short(), %dead, "cluster re-election joined");
+                }
+                None => debug!(me = %self.me_id.short(), "cluster re-election over"),
+            }
+            self.status.election_for = election;
+        }
         let changed = self.status.role != role || self.status.head != head || self.status.role_key != role_key;
         let s = &mut self.status;
         if changed {

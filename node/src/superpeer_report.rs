@@ -104,11 +104,16 @@ pub struct SpMeasures {
     pub send_failures: u64,
     /// Messages dropped after a failure that did not show the peer down (`send_failure.rs`).
     pub sends_dropped: u64,
+    /// Failed requests whose dial the live peer refused before the handshake.
+    pub refused_by_peer: u64,
     /// Heads that members' probes reported down.
     pub heads_reported_down: u64,
+    /// Cluster re-elections joined, summed over the nodes.
+    pub elections_joined: u64,
     pub rejected: u64,
     pub bad_frames: u64,
-    /// Super-peer messages sent per live node, by kind (what a storm is made of).
+    /// Super-peer messages sent per live node, by kind (what a storm is made of); the
+    /// `election` messages also by the cluster election's own kind, as `election:<kind>`.
     pub messages_per_node_by_kind: BTreeMap<String, f64>,
 }
 
@@ -355,9 +360,14 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
         m.token_moves += p.token_moves;
         m.send_failures += p.send_failures;
         m.sends_dropped += p.sends_dropped;
+        m.refused_by_peer += p.refused_by_peer;
         m.heads_reported_down += p.heads_reported_down;
+        m.elections_joined += p.elections_joined;
         for (kind, n) in &p.messages_by_kind {
             *m.messages_per_node_by_kind.entry(kind.clone()).or_default() += *n as f64;
+        }
+        for (kind, n) in &p.election_by_kind {
+            *m.messages_per_node_by_kind.entry(format!("election:{kind}")).or_default() += *n as f64;
         }
         m.rejected += p.rejected;
         m.bad_frames += p.bad_frames;

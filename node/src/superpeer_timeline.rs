@@ -8,12 +8,15 @@
 //! interval; counts are at the sample): process CPU, connections per node, new connections,
 //! DHT lookups started and failed, `Hello`s and super-peer messages sent, the share of the
 //! emulation's chunks released 100 ms / 500 ms or more late, how many nodes have decided
-//! their size estimate, how many heads there are and how many nodes are attached.
+//! their size estimate, how many heads there are and how many nodes are attached, how many
+//! nodes are in a cluster re-election (and for how many dead heads), and the super-peer
+//! messages by kind (session 10: to see what a post-kill election storm is made of).
 
 use crate::latency_transport::{LatencyNet, LATENESS_BOUNDS_MS};
 use crate::status::Snapshot;
 use crate::sysstat;
 use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -43,9 +46,15 @@ pub struct SpSample {
     /// Nodes attached to some head (not checked for liveness here).
     pub attached: usize,
     pub alive: usize,
+    /// Nodes in a cluster re-election now, and the distinct dead heads they re-elect.
+    pub in_election: usize,
+    pub elections_for: usize,
+    /// Super-peer messages a second by kind over the interval (kinds sent in it only); the
+    /// cluster elections' messages by the election's own kind, as `election:<kind>`.
+    pub sp_messages_by_kind_per_s: BTreeMap<String, f64>,
 }
 
-#[derive(Default, Clone, Copy)]
+#[derive(Default, Clone)]
 struct Totals {
     opened: u64,
     lookups: u64,
@@ -53,6 +62,7 @@ struct Totals {
     hellos: u64,
     sent: u64,
     send_failures: u64,
+    by_kind: BTreeMap<String, u64>,
 }
 
 /// Takes the samples; call [`Timeline::poll`] often (it samples when due).
@@ -116,12 +126,25 @@ impl Timeline {
         };
         let conns: Vec<usize> = snaps.iter().map(|(_, s)| s.connections).collect();
         let sps = snaps.iter().filter_map(|(_, s)| s.superpeer.as_ref());
-        let (mut decided, mut heads, mut attached) = (0, 0, 0);
+        let (mut decided, mut heads, mut attached, mut in_election) = (0, 0, 0, 0);
+        let mut dead = BTreeSet::new();
         for p in sps {
             decided += usize::from(p.wanted > 0);
             heads += usize::from(p.role == "super-peer" || p.role == "head");
             attached += usize::from(p.head.is_some());
+            if let Some(d) = &p.election_for {
+                in_election += 1;
+                dead.insert(d.as_str());
+            }
         }
+        let sp_messages_by_kind_per_s = t
+            .by_kind
+            .iter()
+            .filter_map(|(k, n)| {
+                let r = rate(*n, self.last.by_kind.get(k).copied().unwrap_or(0));
+                (r > 0.0).then(|| (k.clone(), r))
+            })
+            .collect();
         self.samples.push(SpSample {
             t_s: now.duration_since(self.t0).as_secs_f64(),
             cpu_percent_of_one_core: cpu_percent,
@@ -139,6 +162,9 @@ impl Timeline {
             heads,
             attached,
             alive: snaps.len(),
+            in_election,
+            elections_for: dead.len(),
+            sp_messages_by_kind_per_s,
         });
         self.last = t;
     }
@@ -158,6 +184,14 @@ fn totals(snaps: &[(usize, Snapshot)]) -> Totals {
             t.hellos += p.hellos_sent;
             t.sent += p.messages_sent;
             t.send_failures += p.send_failures;
+            for (k, n) in &p.messages_by_kind {
+                if k != "election" {
+                    *t.by_kind.entry(k.clone()).or_default() += n;
+                }
+            }
+            for (k, n) in &p.election_by_kind {
+                *t.by_kind.entry(format!("election:{k}")).or_default() += n;
+            }
         }
     }
     t

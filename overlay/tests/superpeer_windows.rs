@@ -426,6 +426,9 @@ impl Net {
                 let f = self.index(&from).unwrap_or(usize::MAX);
                 self.rejected.push((self.now, i, f, reason));
             }
+            SpEffect::TokenReleased { token, epoch } if std::env::var("PEERAGE_SEED").is_ok() => {
+                eprintln!("{:>9} node {i} released {token:?} epoch {epoch}", self.now);
+            }
             SpEffect::TokenAcquired { .. }
             | SpEffect::TokenReleased { .. }
             | SpEffect::BecomeSuperPeer

@@ -420,6 +420,14 @@ fn same_role(a: &HeadRole, b: &HeadRole) -> bool {
     }
 }
 
+/// A token role's epoch (a slot has none): two holders of one role compare (epoch, id).
+fn role_epoch(r: &HeadRole) -> Option<u32> {
+    match r {
+        HeadRole::Token { epoch, .. } => Some(*epoch),
+        HeadRole::Slot { .. } => None,
+    }
+}
+
 /// The well-known DHT key that token holders provide.
 pub fn token_directory_key() -> NodeId {
     NodeId::hash_of(b"peerage/superpeer/token-directory/v1")
@@ -2618,16 +2626,21 @@ impl SuperPeerNode {
                     ctx.push(SpEffect::Rejected { from, reason: "takeover with a bad head" });
                     return;
                 }
+                let retired = self.retired.as_ref().filter(|r| r.dead == dead).map(|r| (r.head, r.role));
+                // A holder that left the election it won still resolves a second holder
+                // (below).
+                let holding = retired.is_some() && self.head.as_ref().is_some_and(|h| same_role(&h.role, &role));
                 let mine = self.election.as_ref().is_some_and(|e| e.dead == dead)
-                    || self.member_view.as_ref().is_some_and(|(h, _, _)| *h == dead);
+                    || self.member_view.as_ref().is_some_and(|(h, _, _)| *h == dead)
+                    || holding;
                 if !mine {
-                    if let Some(r) = self.retired.as_ref().filter(|r| r.dead == dead) {
+                    if let Some((holder, known)) = retired {
                         // A second holder of a role whose re-election we left (module doc,
                         // step 5, "Late elections end"): tell it of the one we follow, so that
-                        // the two resolve it between them.
-                        if head.id == from && r.head.id != from && same_role(&r.role, &role) {
-                            let (role, holder) = (r.role, r.head);
-                            ctx.send(from, SpMessage::Takeover { dead, role, head: holder });
+                        // the two resolve it between them (never of ourselves: a holder that
+                        // stepped down relays nothing).
+                        if head.id == from && holder.id != from && holder.id != self.me.id && same_role(&known, &role) {
+                            ctx.send(from, SpMessage::Takeover { dead, role: known, head: holder });
                         }
                         return;
                     }
@@ -2642,12 +2655,20 @@ impl SuperPeerNode {
                 if self.election.as_ref().is_some_and(|e| e.dead == dead && !e.decided) {
                     self.follow_leader(head.id);
                 }
+                // Only a holder's own claim makes us give a role up: a relayed one (module doc,
+                // step 5, "Late elections end") may name a holder that has stepped down since,
+                // so we send the named node our own claim and it resolves it with us directly.
+                let relayed = head.id != from;
                 if let Some(p) = self.pending.as_ref().filter(|p| same_role(&p.role, &role)) {
                     // Two winners, and we are about to take the role (module doc, step 6,
                     // session 7): resolved as between two holders (below). The lower one gives
                     // the pending role up and releases its backup.
                     let (backup, my_role, me) = (p.backup, p.role, self.me);
-                    if head.id > me.id {
+                    if relayed {
+                        ctx.send(head.id, SpMessage::Takeover { dead, role: my_role, head: me });
+                        return;
+                    }
+                    if (role_epoch(&role), head.id) > (role_epoch(&my_role), me.id) {
                         self.pending = None;
                         ctx.send(backup, SpMessage::ClusterView { role: my_role, members: Arc::from(vec![me.id]) });
                     } else {
@@ -2658,7 +2679,7 @@ impl SuperPeerNode {
                 if let Some(h) = &self.head {
                     // Two winners of one re-election (members whose views differed, e.g. a
                     // crash in the round a member attached): the same role held twice. The
-                    // higher id keeps it; the lower one steps down (its members look again)
+                    // higher (epoch, id) keeps it; the lower one steps down (its members look again)
                     // and attaches to the winner; the higher one answers with its own
                     // `Takeover` so that the lower one learns of it.
                     let same = match (h.role, role) {
@@ -2669,7 +2690,16 @@ impl SuperPeerNode {
                     if !same {
                         return;
                     }
-                    if head.id > self.me.id {
+                    if relayed {
+                        let (me, my_role) = (self.me, h.role);
+                        ctx.send(head.id, SpMessage::Takeover { dead, role: my_role, head: me });
+                        return;
+                    }
+                    // The higher (epoch, id) keeps a token, as in the duplicate safety net
+                    // (session 10: a claim sent before its sender stepped down, arriving late
+                    // at a holder the token had since moved to, made that holder step down by
+                    // the id alone, and the token was lost).
+                    if (role_epoch(&role), head.id) > (role_epoch(&h.role), self.me.id) {
                         self.stop_head(ctx, None);
                     } else {
                         let me = self.me;

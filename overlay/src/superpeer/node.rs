@@ -240,7 +240,11 @@
 //!    answers a message that says its sender still runs that election (`Election`, a
 //!    ring's or Villadangos' messages) with a `Takeover` naming that head, and drops the
 //!    rest. A `Takeover` may now come from a member that relays the outcome (its `head` is
-//!    not its sender); conflicts between two holders compare the holders' ids. **A
+//!    not its sender); a relayed one never makes a holder (or a node about to take the
+//!    role) give up, it sends the named node its own claim instead, since the named holder
+//!    may have stepped down since; and two holders of one role compare (epoch, id), the
+//!    order of the duplicate safety net (a late claim by the id alone made the node a token
+//!    had moved to step down, and the token was lost). **A
 //!    `Takeover` decides an undecided election**: the member follows the head it names
 //!    instead of winning later on a timeout of its own (before, it took the role on its
 //!    timeout and the two holders' `Takeover`s resolved it). A second holder's `Takeover`
@@ -417,6 +421,14 @@ fn same_role(a: &HeadRole, b: &HeadRole) -> bool {
         (HeadRole::Slot { key: x }, HeadRole::Slot { key: y }) => x == y,
         (HeadRole::Token { token: x, .. }, HeadRole::Token { token: y, .. }) => x == y,
         _ => false,
+    }
+}
+
+/// The role as a re-election recreates it: a token at the next epoch, a slot as it is.
+fn recreated(r: HeadRole) -> HeadRole {
+    match r {
+        HeadRole::Token { token, epoch } => HeadRole::Token { token, epoch: epoch.wrapping_add(1) },
+        slot @ HeadRole::Slot { .. } => slot,
     }
 }
 
@@ -2682,12 +2694,7 @@ impl SuperPeerNode {
                     // higher (epoch, id) keeps it; the lower one steps down (its members look again)
                     // and attaches to the winner; the higher one answers with its own
                     // `Takeover` so that the lower one learns of it.
-                    let same = match (h.role, role) {
-                        (HeadRole::Slot { key: a }, HeadRole::Slot { key: b }) => a == b,
-                        (HeadRole::Token { token: a, .. }, HeadRole::Token { token: b, .. }) => a == b,
-                        _ => false,
-                    };
-                    if !same {
+                    if !same_role(&h.role, &role) {
                         return;
                     }
                     if relayed {
@@ -3115,12 +3122,8 @@ impl SuperPeerNode {
                 if h != dead {
                     return (h, r, ids);
                 }
-                let next = match role {
-                    HeadRole::Token { token, epoch } => HeadRole::Token { token, epoch: epoch.wrapping_add(1) },
-                    slot @ HeadRole::Slot { .. } => slot,
-                };
                 let ids: Vec<NodeId> = ids.iter().copied().filter(|id| *id != dead).collect();
-                (l, next, ids.into())
+                (l, recreated(role), ids.into())
             });
         }
     }
@@ -3247,10 +3250,7 @@ impl SuperPeerNode {
     /// token, and we may be the last live member of that cluster (the windows harness lost
     /// the token in 18 of 200 seeds when we left).
     fn take_over_as_backup(&mut self, ctx: &mut SpContext<'_>, role: HeadRole) {
-        let role = match role {
-            HeadRole::Token { token, epoch } => HeadRole::Token { token, epoch: epoch.wrapping_add(1) },
-            r @ HeadRole::Slot { .. } => r,
-        };
+        let role = recreated(role);
         if self.election.as_ref().is_some_and(|e| matches!(e.role, HeadRole::Slot { .. })) {
             self.election = None;
         }
@@ -3335,10 +3335,7 @@ impl SuperPeerNode {
     fn take_over(&mut self, ctx: &mut SpContext<'_>) -> bool {
         let Some(e) = self.election.as_ref() else { return false };
         let dead = e.dead;
-        let role = match e.role {
-            HeadRole::Token { token, epoch } => HeadRole::Token { token, epoch: epoch.wrapping_add(1) },
-            r @ HeadRole::Slot { .. } => r,
-        };
+        let role = recreated(e.role);
         if self.head.is_some() || self.pending.is_some() {
             // We hold a role already (e.g. we took a crashed member-less holder's token as its
             // backup a moment ago), or are about to: hand this one on.

@@ -17,7 +17,8 @@
 //! Files: [`config`] (settings), [`point`] (compact coordinate), [`estimate`] (each node's
 //! estimate of N), [`token`] (force law and move choice), [`promotion`] (settled super
 //! peers: their moves age), [`message`] (wire messages, inputs,
-//! effects), [`node`] (the state machine; its doc describes the protocol step by step).
+//! effects), [`node`] (the state machine, one file per part; its doc describes the protocol step by
+//! step).
 
 pub mod config;
 pub mod estimate;

@@ -1,0 +1,194 @@
+//! The cache of known heads and the RTTs to them: insertion, ageing, back-off, probes
+//! (module doc of [`super`], step 3).
+
+use super::*;
+
+impl SuperPeerNode {
+    pub(super) fn cache_entries(&self) -> Vec<HeadEntry> {
+        let mut v: Vec<HeadEntry> = self.cache.iter().map(|c| HeadEntry { head: c.info, age: c.age }).collect();
+        if let Some(a) = self.attached {
+            // A member vouches for its head with the time since it last heard from it.
+            let age = self.round.wrapping_sub(self.heard).min(u16::MAX as u32) as u16;
+            match v.iter_mut().find(|x| x.head.id == a.id) {
+                Some(x) => x.age = x.age.min(age),
+                None => v.push(HeadEntry { head: a, age }),
+            }
+        }
+        v
+    }
+
+    /// Ages the cache by one round and forgets entries past the TTL.
+    pub(super) fn age_cache(&mut self) {
+        let ttl = self.cfg.cache_ttl;
+        for c in self.cache.iter_mut() {
+            c.age = c.age.saturating_add(1);
+        }
+        self.cache.retain(|c| c.age as u32 <= ttl);
+        let round = self.round;
+        self.gone.retain(|(_, until)| *until > round);
+    }
+
+    /// Remembers that `id` serves no cluster (it refused as a non-head or stepped down).
+    pub(super) fn forget_head(&mut self, id: NodeId) {
+        self.cache.retain(|c| c.info.id != id);
+        let until = self.round.wrapping_add(self.cfg.cache_ttl);
+        if let Some(g) = self.gone.iter_mut().find(|(g, _)| *g == id) {
+            g.1 = until;
+        } else {
+            if self.gone.len() >= 16 {
+                self.gone.remove(0);
+            }
+            self.gone.push((id, until));
+        }
+    }
+
+    pub(super) fn cache_insert(&mut self, info: PeerInfo, age: u16) {
+        if info.id == self.me.id || !info.point.is_valid() || age as u32 > self.cfg.cache_ttl {
+            return;
+        }
+        let round = self.round;
+        if age > 0 && self.gone.iter().any(|(id, until)| *id == info.id && *until > round) {
+            return;
+        }
+        if let Some(c) = self.cache.iter_mut().find(|c| c.info.id == info.id) {
+            c.info.point = info.point;
+            c.age = c.age.min(age);
+            return;
+        }
+        let me = self.me.point;
+        let d = me.rtt(&info.point);
+        let eff = |c: &CacheEntry| if c.rtt > 0.0 { c.rtt as f64 } else { me.rtt(&c.info.point) };
+        if self.cache.len() >= self.cfg.cache_size
+            && self.head.is_none()
+            && self.attached.is_none()
+            && self.cache.iter().all(|c| c.backoff_until > round)
+        {
+            // Unattached and every cached head refused us as full: the farthest of them gives
+            // its place to any newcomer, however far the newcomer is.
+            let full = self
+                .cache
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.backoff_until > round)
+                .map(|(i, c)| (i, eff(c)))
+                .max_by(|a, b| a.1.total_cmp(&b.1));
+            if let Some((i, _)) = full {
+                self.cache[i] = CacheEntry::new(info, age);
+                return;
+            }
+        }
+        if self.cache.len() >= self.cfg.cache_size {
+            // Replace the farthest entry if the newcomer is nearer.
+            let (i, far) = self.cache.iter().enumerate().map(|(i, c)| (i, eff(c))).fold((0, f64::MIN), |a, b| {
+                if b.1 > a.1 {
+                    b
+                } else {
+                    a
+                }
+            });
+            if d < far {
+                self.cache[i] = CacheEntry::new(info, age);
+            }
+        } else {
+            if self.cache.capacity() == 0 {
+                // Exactly `cache_size` entries, not the doubling growth's 8 for 6.
+                self.cache.reserve_exact(self.cfg.cache_size.min(64));
+            }
+            self.cache.push(CacheEntry::new(info, age));
+        }
+    }
+
+    pub(super) fn backoff(&mut self, id: NodeId) {
+        let until = self.round.wrapping_add(self.cfg.refused_backoff);
+        if let Some(c) = self.cache.iter_mut().find(|c| c.info.id == id) {
+            c.backoff_until = until;
+        }
+    }
+
+    /// The RTT to a cached head: measured if known, else predicted from the coordinates.
+    pub(super) fn entry_rtt(&self, c: &CacheEntry) -> f64 {
+        if c.rtt > 0.0 {
+            c.rtt as f64
+        } else {
+            self.me.point.rtt(&c.info.point)
+        }
+    }
+
+    /// The RTT to the head we are attached to (`a`): measured if known, else predicted.
+    pub(super) fn head_rtt(&self, a: &PeerInfo) -> f64 {
+        if self.attached_rtt > 0.0 {
+            self.attached_rtt as f64
+        } else {
+            self.me.point.rtt(&a.point)
+        }
+    }
+
+    /// Asks the driver to measure up to `probes_per_round` heads (module doc, step 3): the
+    /// current head while it is unmeasured, then the cached heads with room that are not
+    /// measured yet and whose predicted RTT is below `probe_margin` times the current head's,
+    /// nearest first. A measurement without a usable answer is asked for again after
+    /// [`PROBE_RETRY`] rounds.
+    pub(super) fn probe(&mut self, ctx: &mut SpContext<'_>) {
+        let mut left = self.cfg.probes_per_round;
+        if left == 0 {
+            return;
+        }
+        let r16 = (self.round as u16).max(1);
+        let due = |p: u16| p == 0 || r16.wrapping_sub(p) >= PROBE_RETRY;
+        let mut limit = f64::INFINITY;
+        if let Some(a) = self.attached {
+            if self.attached_rtt <= 0.0 && due(self.attached_probed) {
+                self.attached_probed = r16;
+                ctx.push(SpEffect::MeasureRtt { peer: a.id });
+                left -= 1;
+            }
+            limit = self.cfg.probe_margin * self.head_rtt(&a);
+        }
+        let me = self.me.point;
+        let round = self.round;
+        let attached = self.attached.map(|a| a.id);
+        while left > 0 {
+            let next = self
+                .cache
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| {
+                    c.rtt <= 0.0 && c.backoff_until <= round && due(c.probed) && Some(c.info.id) != attached
+                })
+                .map(|(i, c)| (i, me.rtt(&c.info.point)))
+                .filter(|(_, d)| *d < limit)
+                .min_by(|a, b| a.1.total_cmp(&b.1));
+            let Some((i, _)) = next else { break };
+            self.cache[i].probed = r16;
+            ctx.push(SpEffect::MeasureRtt { peer: self.cache[i].info.id });
+            left -= 1;
+        }
+    }
+
+    /// A measurement came back (see [`SpInput::Rtt`]): keep the smallest sample, then look
+    /// whether a head is now measurably nearer.
+    pub(super) fn on_rtt(&mut self, ctx: &mut SpContext<'_>, peer: NodeId, rtt: Option<f64>) {
+        self.medoid_rtt(ctx, peer, rtt);
+        let Some(rtt) = rtt else { return };
+        if !(rtt.is_finite() && rtt > 0.0 && rtt < 3600.0) {
+            ctx.push(SpEffect::Rejected { from: peer, reason: "measured RTT out of range" });
+            return;
+        }
+        let v = rtt as f32;
+        let min = |old: f32| if old > 0.0 { old.min(v) } else { v };
+        if let Some(c) = self.cache.iter_mut().find(|c| c.info.id == peer) {
+            c.rtt = min(c.rtt);
+        }
+        if self.attached.is_some_and(|a| a.id == peer) {
+            self.attached_rtt = min(self.attached_rtt);
+        }
+        if self.head.is_none() && self.attaching.is_none() && self.attached.is_some() {
+            self.try_attach(ctx);
+        }
+    }
+
+    /// The measured RTT we hold for head `id` (0 = none), for a head we now attach to.
+    pub(super) fn known_rtt(&self, id: NodeId) -> f32 {
+        self.cache.iter().find(|c| c.info.id == id).map_or(0.0, |c| c.rtt)
+    }
+}

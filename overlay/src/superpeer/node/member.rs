@@ -1,0 +1,114 @@
+//! A normal node's round: finding and attaching to the nearest head with room, and switching
+//! when a better one has room (module doc of [`super`], step 3).
+
+use super::*;
+
+impl SuperPeerNode {
+    pub(super) fn normal_tick(&mut self, ctx: &mut SpContext<'_>) {
+        if !self.neighbours.is_empty() && !self.cache.is_empty() {
+            // Vicinity-style: three times in four with one of the nearer half of the
+            // neighbours (their super peers are likely near us too), else with any.
+            let len = self.neighbours.len();
+            let pick =
+                if ctx.rng.gen_bool(0.75) { ctx.rng.gen_range(0..len.div_ceil(2)) } else { ctx.rng.gen_range(0..len) };
+            let n = self.neighbours[pick];
+            ctx.send(n.id, SpMessage::CacheExchange { entries: self.cache_entries(), reply: true });
+        }
+        if !self.cache.is_empty() {
+            self.seeds_unanswered = 0;
+        }
+        if self.cache.is_empty() && self.wanted > 0 && self.round.wrapping_sub(self.last_seed) >= self.seed_interval() {
+            self.seed(ctx);
+        }
+        if let Some((id, r)) = self.attaching {
+            if self.round.wrapping_sub(r) >= 3 {
+                self.attaching = None;
+                // A suspected head that did not answer our check: the election goes on.
+                self.doubted.take_if(|d| d.head.id == id);
+                self.backoff(id);
+            }
+        }
+        // A head sends its members its view at least every `view_every` rounds (its liveness
+        // signal). A member that heard nothing from its head for 3 x `view_every` rounds asks
+        // it again with `Attach`: a live head answers `Accept` and its view, a node that is no
+        // longer a head refuses (the member then looks again, see `Refuse`), a dead one fails.
+        // Without this a member whose `Moved` named a holder that had already handed the token
+        // on (two moves within one message delay, seen in real swarms) stayed attached to a
+        // non-head for good: the driver's probes only check that the node is alive.
+        if let Some(a) = self.attached {
+            if self.attaching.is_none() && self.round.wrapping_sub(self.heard) >= 3 * self.cfg.view_every.max(1) {
+                self.heard = self.round;
+                self.attaching = Some((a.id, self.round));
+                ctx.send(a.id, SpMessage::Attach { point: self.me.point });
+            }
+        }
+        if let Some(e) = &self.election {
+            // Give the cluster's re-election time before looking elsewhere; once it is decided
+            // (another member leads) there is nothing to wait for (session 8, issue 4: at
+            // N = 10^5, 4-7 members of crashed clusters that the new leader, full, had
+            // refused sat unattached for the rest of the 10 rounds, with heads with room in
+            // their caches).
+            if !e.decided && self.round.wrapping_sub(e.started) < 10 && self.attached.is_none() {
+                return;
+            }
+        }
+        if self.hunting()
+            && !self.cache.is_empty()
+            && self.cache.iter().all(|c| c.backoff_until > self.round)
+            && self.wanted > 0
+            && self.round.wrapping_sub(self.last_seed) >= 5
+        {
+            // Unattached and every known head is full: look further (see the module doc,
+            // step 3), the answers take the places of the full heads in the cache.
+            self.seed(ctx);
+        }
+        self.probe(ctx);
+        self.try_attach(ctx);
+    }
+
+    /// True while the node is neither a head nor attached nor waiting for an answer: it
+    /// looks for a head with room.
+    pub(super) fn hunting(&self) -> bool {
+        self.head.is_none() && self.attached.is_none() && self.attaching.is_none()
+    }
+
+    /// An unattached node asks `head` first (where a jumping holder's removal placed it,
+    /// `token` module doc, "Split offers"); on a refusal it goes on with its cache.
+    pub(super) fn attach_to(&mut self, ctx: &mut SpContext<'_>, head: PeerInfo) {
+        if self.head.is_some() || self.attached.is_some() || self.attaching.is_some() || head.id == self.me.id {
+            return;
+        }
+        self.cache_insert(head, 0);
+        self.attaching = Some((head.id, self.round));
+        ctx.send(head.id, SpMessage::Attach { point: self.me.point });
+    }
+
+    pub(super) fn try_attach(&mut self, ctx: &mut SpContext<'_>) {
+        if self.head.is_some() || self.attaching.is_some() {
+            return;
+        }
+        let me = self.me.point;
+        let round = self.round;
+        let best = self
+            .cache
+            .iter()
+            .filter(|c| c.backoff_until <= round)
+            .map(|c| (self.entry_rtt(c), c.rtt > 0.0, c.info))
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        let Some((d, measured, best)) = best else { return };
+        let go = match self.attached {
+            None => true,
+            // An attached node switches on a measured RTT only (when it measures at all): a
+            // head that merely looks nearer is measured first (`probe`).
+            Some(a) => {
+                a.id != best.id
+                    && (measured || self.cfg.probes_per_round == 0)
+                    && d < self.cfg.switch_factor * self.head_rtt(&a)
+            }
+        };
+        if go {
+            self.attaching = Some((best.id, round));
+            ctx.send(best.id, SpMessage::Attach { point: me });
+        }
+    }
+}

@@ -223,8 +223,11 @@ async fn swarm(args: SwarmArgs) -> anyhow::Result<()> {
         if sp.converged_s.is_none() {
             anyhow::bail!("super-peer selection did not converge within {} s", args.timeout_s);
         }
-        if sp.kill.as_ref().is_some_and(|k| k.replaced_s.is_none()) {
+        if sp.kill.as_ref().is_some_and(|k| k.restored_s.is_none()) {
             anyhow::bail!("killed super peers were not replaced within {} s", args.timeout_s);
+        }
+        if sp.kill.as_ref().is_some_and(|k| k.settled_s.is_none()) {
+            anyhow::bail!("the swarm did not settle within {} s after the kill", args.timeout_s);
         }
         return Ok(());
     }

@@ -145,9 +145,16 @@ pub struct SpKillReport {
     pub after_convergence_s: f64,
     pub killed: usize,
     pub killed_roles: Vec<String>,
-    /// Seconds from the kill until every live node was attached again (and stayed so for the
-    /// stable window); `None` if that did not happen before the timeout.
-    pub replaced_s: Option<f64>,
+    /// Seconds from the kill until every killed role was held by a live node again and every
+    /// live node was a head or attached to a live head (tokens: every head promoted), at the
+    /// first poll where all of that held; `None` if it never did before the timeout.
+    pub restored_s: Option<f64>,
+    /// Seconds from the kill until the swarm was settled *and quiet* (no more than
+    /// `max(1, N/1000)` role, head or key changes a second) for the stable window, counted to
+    /// the end of the last busy second: after the restoration, members may still move between
+    /// clusters for a while. `None` if that did not happen before the timeout. (Called
+    /// `replaced_s` up to session 10.)
+    pub settled_s: Option<f64>,
     pub roles_before: usize,
     pub roles_after: usize,
     /// Roles of victims that no live node holds afterwards.
@@ -246,7 +253,18 @@ fn settled(swarm: &LocalSwarm, snaps: &[(usize, Snapshot)], tokens: bool) -> (bo
     (attached, promoted || !tokens, stray)
 }
 
-/// Wait until settled and quiet for `stable`; returns the end of the last busy second.
+/// What [`wait_stable`] saw.
+struct Waited {
+    /// The end of the last busy second before a quiet `stable` window; `None` on timeout.
+    stable: Option<Instant>,
+    /// The first poll at which the swarm was settled (every node attached, every head
+    /// promoted) and every role of `restore` was held by a live node.
+    restored: Option<Instant>,
+    busy: SpBusy,
+}
+
+/// Wait until settled and quiet for `stable` (see [`Waited`]); `restore` names the role keys
+/// (token ids, slot keys) that must be held again for the swarm to count as restored.
 ///
 /// As in the simulator (`experiments/src/superpeers/protocol.rs`), a second is *busy* when the
 /// swarm is not settled or more than `max(1, N/1000)` nodes changed their role, head or role
@@ -259,7 +277,8 @@ async fn wait_stable(
     timeout: Duration,
     bar: Option<&ProgressBar>,
     timeline: &mut Timeline,
-) -> (Option<Instant>, SpBusy) {
+    restore: &[String],
+) -> Waited {
     let until = Instant::now() + timeout;
     let mut last_sig: HashMap<usize, (String, Option<String>, Option<String>)> = HashMap::new();
     let mut last_busy = Instant::now();
@@ -269,6 +288,7 @@ async fn wait_stable(
     let mut first = true;
     let mut busy = SpBusy::default();
     let mut recent: std::collections::VecDeque<bool> = std::collections::VecDeque::new();
+    let mut restored = None;
     loop {
         let snaps = swarm.snapshots();
         timeline.poll(&snaps);
@@ -293,6 +313,13 @@ async fn wait_stable(
         let (attached, promoted, stray) = settled(swarm, &snaps, tokens);
         busy.stray = stray;
         let ok = attached && promoted;
+        if ok && restored.is_none() {
+            let held: HashSet<&str> =
+                snaps.iter().filter_map(|(_, s)| sp_of(s).and_then(|p| p.role_key.as_deref())).collect();
+            if restore.iter().all(|k| held.contains(k.as_str())) {
+                restored = Some(now);
+            }
+        }
         all_attached &= attached;
         all_promoted &= promoted;
         if now.duration_since(second_start) >= Duration::from_secs(1) {
@@ -322,10 +349,10 @@ async fn wait_stable(
             b.set_position(attached as u64);
         }
         if ok && now.duration_since(last_busy) >= stable {
-            return (Some(last_busy), busy);
+            return Waited { stable: Some(last_busy), restored, busy };
         }
         if now >= until {
-            return (None, busy);
+            return Waited { stable: None, restored, busy };
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
@@ -455,7 +482,8 @@ pub async fn run_phase(
     }
     let remaining = opts.timeout.saturating_sub(t0.elapsed());
     let mut timeline = Timeline::new(t0, swarm.latency_net().cloned(), &swarm.snapshots());
-    let (conv, busy) = wait_stable(swarm, tokens, opts.stable, remaining, bar, &mut timeline).await;
+    let Waited { stable: conv, busy, .. } =
+        wait_stable(swarm, tokens, opts.stable, remaining, bar, &mut timeline, &[]).await;
     let converged_s = conv.map(|c| c.duration_since(t0).as_secs_f64());
     let at_convergence = measure(swarm, opts.cluster_cap);
     let mut kill = None;
@@ -494,7 +522,8 @@ pub async fn run_phase(
         if let Some(b) = bar {
             b.set_message("super peers: replacing");
         }
-        let (done, kill_busy) = wait_stable(swarm, tokens, opts.stable, opts.timeout, bar, &mut timeline).await;
+        let Waited { stable: done, restored, busy: kill_busy } =
+            wait_stable(swarm, tokens, opts.stable, opts.timeout, bar, &mut timeline, &killed_roles).await;
         let after_roles = roles(swarm);
         let lost = killed_roles.iter().filter(|k| !after_roles.contains_key(*k)).count();
         let dup = after_roles.values().filter(|h| h.len() > 1).count();
@@ -511,7 +540,8 @@ pub async fn run_phase(
             killed: victims.len(),
             roles_taken_over: killed_roles.len() - lost,
             killed_roles,
-            replaced_s: done.map(|d| d.saturating_duration_since(t_kill).as_secs_f64()),
+            restored_s: restored.map(|d| d.saturating_duration_since(t_kill).as_secs_f64()),
+            settled_s: done.map(|d| d.saturating_duration_since(t_kill).as_secs_f64()),
             roles_before: before.len(),
             roles_after: after_roles.len(),
             roles_lost: lost,

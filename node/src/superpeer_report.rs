@@ -115,6 +115,11 @@ pub struct SpMeasures {
     /// Super-peer messages sent per live node, by kind (what a storm is made of); the
     /// `election` messages also by the cluster election's own kind, as `election:<kind>`.
     pub messages_per_node_by_kind: BTreeMap<String, f64>,
+    /// DHT lookups per live node by purpose (`estimate`, `claim-closest`, `claim-providers`,
+    /// `slot-check`, `seed`; a retried lookup counts again).
+    pub lookups_per_node_by_purpose: BTreeMap<String, f64>,
+    /// Failed lookups per live node by why (`SpStatus::lookups_failed_by_reason`).
+    pub lookups_failed_per_node_by_reason: BTreeMap<String, f64>,
 }
 
 /// Why a wait for convergence took as long as it did: the seconds it watched, those that
@@ -396,6 +401,12 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
         for (kind, n) in &p.election_by_kind {
             *m.messages_per_node_by_kind.entry(format!("election:{kind}")).or_default() += *n as f64;
         }
+        for (purpose, n) in &p.lookups_by_purpose {
+            *m.lookups_per_node_by_purpose.entry(purpose.clone()).or_default() += *n as f64;
+        }
+        for (reason, n) in &p.lookups_failed_by_reason {
+            *m.lookups_failed_per_node_by_reason.entry(reason.clone()).or_default() += *n as f64;
+        }
         m.rejected += p.rejected;
         m.bad_frames += p.bad_frames;
         if let Some(e) = p.estimate {
@@ -450,7 +461,12 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
     m.wanted_min = wanted.iter().copied().min().unwrap_or(0);
     m.wanted_max = wanted.iter().copied().max().unwrap_or(0);
     m.messages_per_node = msgs as f64 / m.live_nodes.max(1) as f64;
-    for v in m.messages_per_node_by_kind.values_mut() {
+    for v in m
+        .messages_per_node_by_kind
+        .values_mut()
+        .chain(m.lookups_per_node_by_purpose.values_mut())
+        .chain(m.lookups_failed_per_node_by_reason.values_mut())
+    {
         *v /= m.live_nodes.max(1) as f64;
     }
     m.lookups_per_node = lookups as f64 / m.live_nodes.max(1) as f64;

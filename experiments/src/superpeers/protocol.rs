@@ -92,6 +92,8 @@ pub struct ProtoOutcome {
     pub messages_per_node: f64,
     pub lookups: u64,
     pub lookup_messages_per_node: f64,
+    /// Lookups per node at convergence by purpose (`SuperPeerNode::lookups_by_purpose`).
+    pub lookups_per_node_by_purpose: BTreeMap<String, f64>,
     pub messages_by_kind: BTreeMap<String, u64>,
     pub token_moves: u64,
     pub rejected: u64,
@@ -529,6 +531,15 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
     }
     let messages_at_convergence = sim.messages;
     let lookups_at_convergence = sim.lookups;
+    let mut lookups_per_node_by_purpose: BTreeMap<String, f64> = BTreeMap::new();
+    for x in &sim.nodes {
+        for (purpose, c) in x.lookups_by_purpose() {
+            *lookups_per_node_by_purpose.entry(purpose.to_string()).or_default() += f64::from(c);
+        }
+    }
+    for v in lookups_per_node_by_purpose.values_mut() {
+        *v /= n.max(1) as f64;
+    }
     // The outcome in world indices.
     let head_of: Vec<u32> = (0..n)
         .map(|i| match sim.head_index(sim.slot_of[i] as usize) {
@@ -678,6 +689,7 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         messages_per_node: messages_at_convergence as f64 / n.max(1) as f64,
         lookups: lookups_at_convergence,
         lookup_messages_per_node: (lookups_at_convergence * lookup_cost) as f64 / n.max(1) as f64,
+        lookups_per_node_by_purpose,
         messages_by_kind: by_kind,
         token_moves: sim.token_moves,
         rejected: sim.rejected,

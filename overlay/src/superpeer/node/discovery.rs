@@ -7,6 +7,8 @@ impl SuperPeerNode {
     pub(super) fn lookup(&mut self, ctx: &mut SpContext<'_>, what: Query, pending: Pending) {
         let query = self.next_query;
         self.next_query = self.next_query.wrapping_add(1);
+        let n = &mut self.lookups_by[pending.purpose()];
+        *n = n.saturating_add(1);
         self.queries.push((query, pending));
         ctx.push(SpEffect::Lookup { query, what });
     }

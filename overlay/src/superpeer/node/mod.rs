@@ -488,6 +488,22 @@ enum Pending {
     Seed,
 }
 
+/// The purposes of a node's lookups, in the order of [`SuperPeerNode::lookups_by_purpose`].
+pub const LOOKUP_PURPOSES: [&str; 5] = ["estimate", "claim-closest", "claim-providers", "slot-check", "seed"];
+
+impl Pending {
+    /// Index into [`LOOKUP_PURPOSES`].
+    fn purpose(&self) -> usize {
+        match self {
+            Pending::Estimate { .. } => 0,
+            Pending::ClaimClosest { .. } => 1,
+            Pending::ClaimProviders { .. } => 2,
+            Pending::SlotCheck { .. } => 3,
+            Pending::Seed => 4,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 struct CacheEntry {
     info: PeerInfo,
@@ -754,6 +770,8 @@ pub struct SuperPeerNode {
     /// Lookups that failed in a row (the back-off doubles with each, see `on_lookup_failed`).
     lookup_failures: u8,
     next_query: u32,
+    /// Lookups started, by purpose ([`LOOKUP_PURPOSES`]; saturating).
+    lookups_by: [u16; LOOKUP_PURPOSES.len()],
     wanted: u64,
     k: u32,
     claim: Option<Claim>,
@@ -821,6 +839,7 @@ impl SuperPeerNode {
             retry: Vec::new(),
             lookup_failures: 0,
             next_query: 0,
+            lookups_by: [0; LOOKUP_PURPOSES.len()],
             wanted: 0,
             k: 0,
             claim: None,
@@ -923,6 +942,12 @@ impl SuperPeerNode {
     /// The dead head whose cluster re-election this node takes part in, if any (diagnostics).
     pub fn election_for(&self) -> Option<NodeId> {
         self.election.as_ref().map(|e| e.dead)
+    }
+    /// Lookups this node started, by purpose: `(name, count)` in the order of
+    /// [`LOOKUP_PURPOSES`]; a retried lookup counts again (diagnostics: where a swarm's DHT
+    /// traffic goes).
+    pub fn lookups_by_purpose(&self) -> impl Iterator<Item = (&'static str, u16)> + '_ {
+        LOOKUP_PURPOSES.iter().copied().zip(self.lookups_by.iter().copied())
     }
     /// This node's protocol round counter.
     pub fn round(&self) -> u32 {

@@ -191,7 +191,10 @@ impl SuperPeerNode {
             self.lookup(ctx, Query::Closest { key }, Pending::ClaimClosest { key });
             self.lookup(ctx, Query::Providers { key }, Pending::ClaimProviders { key });
         }
-        self.seed(ctx);
+        // Seed only a node that knows no head yet (module doc, step 3, "Seeds on need").
+        if self.cache.is_empty() {
+            self.seed(ctx);
+        }
     }
 
     pub(super) fn seed(&mut self, ctx: &mut SpContext<'_>) {

@@ -61,6 +61,12 @@
 //!    only the nearest heads, and when all of them are full (after a crash, the orphans of
 //!    the dead clusters crowd the heads near them) the node never learns of heads with
 //!    room farther away (issue 4, seeds 32, 37, 38, 49).
+//!    **Seeds on need** (*ours*, issue 4 session 11): a node that has just decided its
+//!    estimate seeds (looks up the providers of `seed_lookups` random slots, or of the
+//!    token directory) only if its cache holds no head yet; one that already learned heads
+//!    from its neighbours' gossip attaches from its cache. In the 200-node swarms the nodes
+//!    decide over minutes, and the late ones seeded all the same: seed lookups were a third
+//!    of all DHT lookups there, each dialling most of the ~20 peers nearest its key.
 //!    **Measured RTT** (*ours*, issue 4 session 4; the spec: a normal node picks "the
 //!    lowest-latency super peer with room"): the coordinates only predict RTT (median
 //!    relative error ~0.10, with a long tail), and attaching by prediction cost the token

@@ -151,20 +151,28 @@ impl Gate {
         self.serving && !self.members.contains(peer) && self.established.len() + self.member_room() >= self.hard_cap
     }
 
-    /// Whether a dial to `peer` was refused by this gate at its hard cap within `WANT_TTL`
-    /// (the mark is consumed): a send that failed for that reason says nothing about the peer.
-    pub fn refused_locally(&mut self, peer: &PeerId) -> bool {
-        self.refused.remove(peer).is_some_and(|t| t.elapsed() < WANT_TTL)
+    /// Whether the last failed dial to `peer`, within `WANT_TTL`, was refused by this node
+    /// (this gate at its hard cap, or another behaviour's `DialError::Denied`): a send that
+    /// failed for that reason says nothing about the peer.
+    pub fn refused_locally(&self, peer: &PeerId) -> bool {
+        self.refused.get(peer).is_some_and(|t| t.elapsed() < WANT_TTL)
     }
 
     /// Who refused the last failed dial to `peer` within `WANT_TTL`, if anyone: our own node
     /// ([`Self::refused_locally`]) or the peer itself, which closed the connection before the
-    /// handshake (session 10: it is alive; `send_failure.rs`). The marks are consumed.
-    pub fn dial_refusal(&mut self, peer: &PeerId) -> DialRefusal {
-        let by_peer = self.refused_by.remove(peer).is_some_and(|t| t.elapsed() < WANT_TTL);
+    /// handshake (session 10: it is alive; `send_failure.rs`).
+    ///
+    /// The marks are *not* consumed (*ours*, issue 4 session 11): one failed dial fails
+    /// every request queued for that peer, and each failure asks here. Consumed marks gave
+    /// the first request "refused" and every later one "no refusal", i.e. unreachable, and
+    /// in the 200-node prefix swarm the members attaching to a new head at once had their
+    /// `Attach`es (queued beside a `Hello`) reported undeliverable, the head taken for
+    /// down. A mark lasts until the next dial to the peer fails otherwise, a connection to
+    /// it is established, or `WANT_TTL` passes.
+    pub fn dial_refusal(&self, peer: &PeerId) -> DialRefusal {
         if self.refused_locally(peer) {
             DialRefusal::Local
-        } else if by_peer {
+        } else if self.refused_by.get(peer).is_some_and(|t| t.elapsed() < WANT_TTL) {
             DialRefusal::ByPeer
         } else {
             DialRefusal::None
@@ -298,6 +306,9 @@ impl NetworkBehaviour for Gate {
     fn on_swarm_event(&mut self, event: FromSwarm) {
         match event {
             FromSwarm::ConnectionEstablished(ConnectionEstablished { peer_id, connection_id, .. }) => {
+                // The peer is reached: no refusal stands any more.
+                self.refused.remove(&peer_id);
+                self.refused_by.remove(&peer_id);
                 self.established.insert(connection_id, peer_id);
                 *self.per_peer.entry(peer_id).or_default() += 1;
                 self.counters.established_total += 1;
@@ -305,15 +316,22 @@ impl NetworkBehaviour for Gate {
             FromSwarm::DialFailure(DialFailure { peer_id: Some(peer), error: DialError::Denied { .. }, .. }) => {
                 // Denied by one of this node's own behaviours, never by the remote.
                 self.refused.insert(peer, Instant::now());
+                self.refused_by.remove(&peer);
             }
             FromSwarm::DialFailure(DialFailure {
                 peer_id: Some(peer), error: DialError::Transport(errors), ..
             }) => {
+                self.refused.remove(&peer);
                 if errors.iter().any(|(_, e)| closed_before_handshake(e)) {
                     self.refused_by.insert(peer, Instant::now());
                 } else {
                     self.refused_by.remove(&peer);
                 }
+            }
+            FromSwarm::DialFailure(DialFailure { peer_id: Some(peer), .. }) => {
+                // Any other failure (aborted, wrong peer id, ...): the last dial was not refused.
+                self.refused.remove(&peer);
+                self.refused_by.remove(&peer);
             }
             FromSwarm::ConnectionClosed(ConnectionClosed { peer_id, connection_id, .. }) => {
                 self.established.remove(&connection_id);
@@ -371,7 +389,7 @@ mod tests {
         fill(&mut g, 72);
         assert!(!dial(&mut g, p), "the hard cap holds for wanted dials too");
         assert!(g.refused_locally(&p), "a wanted dial refused at the hard cap is remembered");
-        assert!(!g.refused_locally(&p), "the mark is consumed");
+        assert!(g.refused_locally(&p), "for every request the failed dial failed (not consumed)");
     }
 
     #[test]
@@ -386,6 +404,14 @@ mod tests {
             connection_id: ConnectionId::new_unchecked(7),
         }));
         assert!(g.refused_locally(&p), "a denial by connection_limits is our own refusal");
+        assert_eq!(g.dial_refusal(&p), DialRefusal::Local, "asked again by the next failed request");
+        assert_eq!(g.dial_refusal(&p), DialRefusal::Local);
+        g.on_swarm_event(FromSwarm::DialFailure(DialFailure {
+            peer_id: Some(p),
+            error: &DialError::Aborted,
+            connection_id: ConnectionId::new_unchecked(9),
+        }));
+        assert_eq!(g.dial_refusal(&p), DialRefusal::None, "a later dial failed otherwise: the mark is gone");
         let q = PeerId::random();
         let error = DialError::Aborted;
         g.on_swarm_event(FromSwarm::DialFailure(DialFailure {
@@ -507,6 +533,8 @@ mod tests {
         });
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(refusal_of_failed_dial(&mut a, b_id, b_addr.clone()).await, DialRefusal::ByPeer);
+        // One failed dial fails every request queued for the peer: each must see the refusal.
+        assert_eq!(a.behaviour().dial_refusal(&b_id), DialRefusal::ByPeer, "the mark is not consumed");
         // Crashed as the swarm runner crashes a node: its task is aborted.
         b_task.abort();
         let _ = b_task.await;

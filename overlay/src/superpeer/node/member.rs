@@ -66,6 +66,19 @@ impl SuperPeerNode {
         self.try_attach(ctx);
     }
 
+    /// `id` is no head any more: forget it, and if it was our head, detach (without a
+    /// view). Returns whether we were attached to it.
+    pub(super) fn leave_head(&mut self, ctx: &mut SpContext<'_>, id: NodeId) -> bool {
+        self.forget_head(id);
+        if !self.attached.is_some_and(|a| a.id == id) {
+            return false;
+        }
+        self.attached = None;
+        self.member_view = None;
+        ctx.push(SpEffect::Detached);
+        true
+    }
+
     /// True while the node is neither a head nor attached nor waiting for an answer: it
     /// looks for a head with room.
     pub(super) fn hunting(&self) -> bool {

@@ -95,13 +95,8 @@ impl SuperPeerNode {
                 if full {
                     self.backoff(from);
                 } else {
-                    self.forget_head(from);
-                    if self.attached.is_some_and(|a| a.id == from) {
-                        // Our head is no longer a head (see `normal_tick`): look again.
-                        self.attached = None;
-                        self.member_view = None;
-                        ctx.push(SpEffect::Detached);
-                    }
+                    // Maybe our head, no longer a head (see `normal_tick`): look again.
+                    self.leave_head(ctx, from);
                 }
                 self.try_attach(ctx);
             }
@@ -163,11 +158,7 @@ impl SuperPeerNode {
                 }
             }
             SpMessage::StepDown => {
-                self.forget_head(from);
-                if self.attached.is_some_and(|a| a.id == from) {
-                    self.attached = None;
-                    self.member_view = None;
-                    ctx.push(SpEffect::Detached);
+                if self.leave_head(ctx, from) {
                     self.try_attach(ctx);
                 }
             }

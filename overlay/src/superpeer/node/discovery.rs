@@ -13,6 +13,20 @@ impl SuperPeerNode {
         ctx.push(SpEffect::Lookup { query, what });
     }
 
+    /// The pending lookup `query` answers, removed; an unknown query is rejected with `reason`.
+    fn take_query(&mut self, ctx: &mut SpContext<'_>, query: u32, reason: &'static str) -> Option<Pending> {
+        let Some(pos) = self.queries.iter().position(|(q, _)| *q == query) else {
+            ctx.push(SpEffect::Rejected { from: self.me.id, reason });
+            return None;
+        };
+        let (_, pending) = self.queries.swap_remove(pos);
+        if self.queries.is_empty() {
+            // Give back the start-up lookups' buffer (up to 16 entries a node, kept for ever).
+            self.queries = Vec::new();
+        }
+        Some(pending)
+    }
+
     pub(super) fn start(&mut self, ctx: &mut SpContext<'_>) {
         if self.started {
             return;
@@ -37,15 +51,7 @@ impl SuperPeerNode {
         sampled: Option<(NodeId, f64)>,
         peers: Vec<PeerInfo>,
     ) {
-        let Some(pos) = self.queries.iter().position(|(q, _)| *q == query) else {
-            ctx.push(SpEffect::Rejected { from: self.me.id, reason: "lookup result for no pending query" });
-            return;
-        };
-        let (_, pending) = self.queries.swap_remove(pos);
-        if self.queries.is_empty() {
-            // Give back the start-up lookups' buffer (up to 16 entries a node, kept for ever).
-            self.queries = Vec::new();
-        }
+        let Some(pending) = self.take_query(ctx, query, "lookup result for no pending query") else { return };
         self.lookup_failures = 0;
         match pending {
             Pending::Estimate { key } => {
@@ -113,14 +119,7 @@ impl SuperPeerNode {
     /// failed seed lookup counts as an empty one (the node seeds again when its cache stays
     /// empty).
     pub(super) fn on_lookup_failed(&mut self, ctx: &mut SpContext<'_>, query: u32) {
-        let Some(pos) = self.queries.iter().position(|(q, _)| *q == query) else {
-            ctx.push(SpEffect::Rejected { from: self.me.id, reason: "lookup failure for no pending query" });
-            return;
-        };
-        let (_, pending) = self.queries.swap_remove(pos);
-        if self.queries.is_empty() {
-            self.queries = Vec::new();
-        }
+        let Some(pending) = self.take_query(ctx, query, "lookup failure for no pending query") else { return };
         if let Pending::SlotCheck { .. } = pending {
             // The next scheduled check asks again.
             return;

@@ -1175,9 +1175,11 @@ impl SuperPeerDriver {
             }
             self.status.election_for = election;
         }
+        // Refreshed on every status update, so only a changed count allocates.
         for (purpose, n) in sm.lookups_by_purpose() {
-            if n > 0 {
-                self.status.lookups_by_purpose.insert(purpose.to_string(), u64::from(n));
+            let n = u64::from(n);
+            if n > 0 && self.status.lookups_by_purpose.get(purpose) != Some(&n) {
+                self.status.lookups_by_purpose.insert(purpose.to_string(), n);
             }
         }
         let changed = self.status.role != role || self.status.head != head || self.status.role_key != role_key;

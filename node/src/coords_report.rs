@@ -49,6 +49,10 @@ pub struct CoordsPoint {
     pub samples: u64,
     /// Ping samples dropped by the lateness gate so far, summed over nodes.
     pub dropped_late: u64,
+    /// Ping samples dropped by the scheduling gate so far, summed over nodes.
+    pub dropped_stall: u64,
+    /// The nodes' event-loop lateness at their last tick, ms: median and largest.
+    pub loop_lateness_ms_p50_max: [f64; 2],
 }
 
 /// The `coords` section of the swarm report.
@@ -155,7 +159,8 @@ impl CoordsSampler {
             let mut truth_q = [f64::NAN; 3];
             loop {
                 let mut coords = Vec::with_capacity(probes.len());
-                let (mut sampled, mut samples, mut dropped_late) = (0, 0, 0);
+                let (mut sampled, mut samples, mut dropped_late, mut dropped_stall) = (0, 0, 0, 0);
+                let mut loop_late = Vec::with_capacity(probes.len());
                 for (i, p) in probes.iter().enumerate() {
                     let s = p.get();
                     if s.fatal.is_some() {
@@ -165,12 +170,16 @@ impl CoordsSampler {
                         coords.push((i, c));
                         samples += s.vivaldi_samples;
                         dropped_late += s.vivaldi_dropped_late;
+                        dropped_stall += s.vivaldi_dropped_stall;
+                        loop_late.push(s.loop_lateness_ms);
                         if s.vivaldi_samples > 0 {
                             sampled += 1;
                         }
                     }
                 }
                 let nodes = coords.len();
+                let loop_late_max = loop_late.iter().copied().fold(0.0, f64::max);
+                let loop_late = sample(loop_late);
                 // The pair loop is CPU work on the runtime: run it off the async workers.
                 let net2 = task_net.clone();
                 let res = tokio::task::spawn_blocking(move || {
@@ -197,6 +206,11 @@ impl CoordsSampler {
                             point_p90_rel_error: q(&point, 0.9),
                             samples,
                             dropped_late,
+                            dropped_stall,
+                            loop_lateness_ms_p50_max: [
+                                q(&loop_late, 0.5),
+                                loop_late_max,
+                            ],
                         });
                     }
                 }

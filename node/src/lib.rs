@@ -36,6 +36,7 @@ pub mod node;
 pub mod peer_manager;
 pub mod quiet_kad;
 pub mod send_failure;
+pub mod stall;
 pub mod status;
 pub mod superpeer_config;
 pub mod superpeer_driver;

@@ -64,13 +64,14 @@
 use crate::behaviour::{build_swarm_with_latency, Behaviour, BehaviourEvent, TransportKind};
 use crate::codec::{ACK_OK, ACK_REJECTED};
 use crate::config::NodeConfig;
-use crate::coords_driver::{CoordsConfig, CoordsDriver};
+use crate::coords_driver::{CoordsConfig, CoordsDriver, SampleDelays};
 use crate::election_driver::{group_sends, BroadcastFrame, ElectionDriver, Recipients, BROADCAST_VERSION};
 use crate::latency_transport::EmulatedLink;
 use crate::members::{node_id_of, Directory, SyncPacer, ACK_EQUAL};
 use crate::metrics::Metrics;
 use crate::peer_manager::{self, PeerInfo, Policy};
 use crate::send_failure::{classify, DialRefusal, SendFailure};
+use crate::stall::StallMeter;
 use crate::status::{Probe, Snapshot, StatusSink};
 use crate::superpeer_driver::SuperPeerDriver;
 use futures::StreamExt;
@@ -96,6 +97,9 @@ use tracing::{debug, info, warn};
 const MAX_CHAINED_INPUTS: usize = 10_000;
 /// Peer manager period.
 const PEER_MANAGER_PERIOD: Duration = Duration::from_secs(2);
+/// How long the loop's tick lateness is remembered: longer than any ping's round trip
+/// (libp2p ping times out after 20 s).
+const STALL_HORIZON: Duration = Duration::from_secs(30);
 
 /// Everything needed to start a node.
 pub struct NodeOptions {
@@ -192,6 +196,8 @@ struct Node {
     coords: CoordsDriver,
     /// Emulated link latency, when on: its recent lateness gates ping samples.
     latency: Option<EmulatedLink>,
+    /// How late this node's loop ran its ticks: gates ping samples (`stall.rs`).
+    stall: StallMeter,
     /// Super-peer selection and clusters (`superpeer_driver.rs`), when configured.
     superpeer: Option<SuperPeerDriver>,
 }
@@ -298,6 +304,7 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
         first_group_version: None,
         coords,
         latency: opts.latency,
+        stall: StallMeter::new(tick_period(&opts.cfg), STALL_HORIZON),
         superpeer,
         cfg: opts.cfg,
     };
@@ -309,9 +316,14 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
     Ok(NodeHandle { peer_id, node_id, rank: me, probe, shutdown: tx, task })
 }
 
+/// Period of the node's housekeeping tick (also the stall meter's resolution).
+fn tick_period(cfg: &NodeConfig) -> Duration {
+    Duration::from_millis(cfg.timing.members_sync_ms.max(50))
+}
+
 impl Node {
     async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
-        let tick = Duration::from_millis(self.cfg.timing.members_sync_ms.max(50));
+        let tick = tick_period(&self.cfg);
         let mut next_tick = Instant::now() + tick;
         let mut next_manage = Instant::now() + PEER_MANAGER_PERIOD;
         let mut next_status = Instant::now() + Duration::from_millis(self.cfg.timing.status_ms.max(100));
@@ -347,6 +359,7 @@ impl Node {
                 }
             }
             if now >= next_tick {
+                self.stall.record(next_tick, now);
                 next_tick = now + tick;
                 self.tick(now);
             }
@@ -822,6 +835,8 @@ impl Node {
         s.coordinate = Some(*self.coords.coordinate());
         s.vivaldi_samples = self.coords.stats().applied;
         s.vivaldi_dropped_late = self.coords.stats().dropped_late;
+        s.vivaldi_dropped_stall = self.coords.stats().dropped_stall;
+        s.loop_lateness_ms = self.stall.last().as_secs_f64() * 1e3;
         s.superpeer = self.superpeer.as_ref().map(|sp| sp.status().clone());
         if let (Some(m), Some(sp)) = (&self.metrics, &s.superpeer) {
             m.superpeer_role.set(sp.role_code());
@@ -981,7 +996,7 @@ impl Node {
             BehaviourEvent::Coords(e) => self.on_coords_rr(e),
             BehaviourEvent::Superpeer(e) => {
                 if let Some(sp) = self.superpeer.as_mut() {
-                    sp.on_rr(&mut self.swarm, &self.directory, e);
+                    sp.on_rr(&mut self.swarm, &self.directory, &self.stall, e);
                 } else if let request_response::Event::Message {
                     peer,
                     message: request_response::Message::Request { channel, .. },
@@ -1113,8 +1128,12 @@ impl Node {
     /// A ping RTT: a Vivaldi sample (asks the peer for its coordinate when needed).
     fn on_ping(&mut self, e: libp2p::ping::Event) {
         let Ok(rtt) = e.result else { return };
-        let late = self.latency.as_ref().and_then(|l| l.recent_lateness(&e.peer)).unwrap_or_default();
-        if let Some(frame) = self.coords.on_rtt_late(e.peer, rtt, late, Instant::now()) {
+        let now = Instant::now();
+        let delays = SampleDelays {
+            emulation: self.latency.as_ref().and_then(|l| l.recent_lateness(&e.peer)).unwrap_or_default(),
+            scheduling: self.stall.worst_during(now.checked_sub(rtt).unwrap_or(now)),
+        };
+        if let Some(frame) = self.coords.on_rtt_late(e.peer, rtt, delays, now) {
             self.swarm.behaviour_mut().coords.send_request(&e.peer, frame);
         }
     }

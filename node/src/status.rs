@@ -40,6 +40,10 @@ pub struct Snapshot {
     pub vivaldi_samples: u64,
     /// RTT samples dropped because the emulated link was recently late (`coords_driver.rs`).
     pub vivaldi_dropped_late: u64,
+    /// RTT samples dropped because the node's event loop ran late during them (`stall.rs`).
+    pub vivaldi_dropped_stall: u64,
+    /// How late the node's event loop ran its last periodic tick, ms (`stall.rs`).
+    pub loop_lateness_ms: f64,
     /// Super-peer role, cluster and token (`superpeer_driver.rs`), when super peers are on.
     pub superpeer: Option<crate::superpeer_driver::SpStatus>,
     /// Member-directory sync counters (`members.rs`).

@@ -84,6 +84,7 @@ use crate::gate::Gate;
 use crate::head_watch::{HeadWatch, Verdict, WatchConfig};
 use crate::members::{node_id_of, Directory};
 use crate::send_failure::{classify, DialRefusal, SendFailure};
+use crate::stall::StallMeter;
 use crate::status::StatusSink;
 use crate::superpeer_config::SuperPeerSettings;
 use crate::superpeer_wire::{
@@ -173,6 +174,9 @@ pub struct SpStatus {
     /// of them failed (no peer id known, or the timed `Hello` failed).
     pub rtt_measurements: u64,
     pub rtt_failures: u64,
+    /// RTT measurements dropped (reported failed) because the node's loop stalled during
+    /// them (`stall.rs`).
+    pub rtt_stalled: u64,
     pub lookups: u64,
     /// Lookups reported failed to the state machine (timed out, or short with failures).
     pub lookups_failed: u64,
@@ -684,7 +688,13 @@ impl SuperPeerDriver {
     }
 
     /// Events of the `/peerage/superpeer/1.0.0` request-response behaviour.
-    pub fn on_rr(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, ev: request_response::Event<Vec<u8>, Vec<u8>>) {
+    pub fn on_rr(
+        &mut self,
+        sw: &mut Swarm<Behaviour>,
+        dir: &Directory,
+        stall: &StallMeter,
+        ev: request_response::Event<Vec<u8>, Vec<u8>>,
+    ) {
         let _span = tracing::debug_span!("sp", me = %self.me_id.short()).entered();
         use request_response::{Event, Message as RrMessage, OutboundFailure};
         match ev {
@@ -746,8 +756,17 @@ impl SuperPeerDriver {
                 }
                 if let Some(Sent::Measure { to, at, warm }) = sent {
                     if warm {
-                        let rtt = at.elapsed().as_secs_f64();
-                        self.run(sw, dir, SpInput::Rtt { peer: to, rtt: Some(rtt) });
+                        let rtt = at.elapsed();
+                        // A round trip the node's loop stalled in is not this path's delay
+                        // (`stall.rs`): reported as failed, so the state machine asks again
+                        // later instead of keeping an inflated minimum for good.
+                        let rtt = if stall.spoils(at, rtt) {
+                            self.status.rtt_stalled += 1;
+                            None
+                        } else {
+                            Some(rtt.as_secs_f64())
+                        };
+                        self.run(sw, dir, SpInput::Rtt { peer: to, rtt });
                     } else {
                         self.send_measure(sw, dir, to, true);
                         // A failure to send it was queued as `SpInput::Rtt { rtt: None }`.

@@ -99,6 +99,10 @@ pub struct SpMeasures {
     pub messages_per_node: f64,
     /// `Hello` requests per node (coordinate learning, head probes).
     pub hellos_per_node: f64,
+    /// RTT measurements (timed `Hello`s) per node, and those dropped because the node's loop
+    /// stalled during them (`stall.rs`).
+    pub rtt_measurements_per_node: f64,
+    pub rtt_stalled_per_node: f64,
     pub lookups_per_node: f64,
     pub token_moves: u64,
     pub send_failures: u64,
@@ -374,6 +378,7 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
     let mut ping = Vec::new();
     let (mut est, mut wanted) = (Vec::new(), Vec::new());
     let (mut msgs, mut lookups, mut hellos) = (0u64, 0u64, 0u64);
+    let (mut measured, mut stalled) = (0u64, 0u64);
     // A member counts as attached only to a node that is a head now (not to a live node that
     // gave its role away), as in `settled`.
     let head_ids: HashSet<String> = snaps
@@ -388,6 +393,8 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
         };
         msgs += p.messages_sent;
         hellos += p.hellos_sent;
+        measured += p.rtt_measurements;
+        stalled += p.rtt_stalled;
         lookups += p.lookups;
         m.token_moves += p.token_moves;
         m.send_failures += p.send_failures;
@@ -471,6 +478,8 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
     }
     m.lookups_per_node = lookups as f64 / m.live_nodes.max(1) as f64;
     m.hellos_per_node = hellos as f64 / m.live_nodes.max(1) as f64;
+    m.rtt_measurements_per_node = measured as f64 / m.live_nodes.max(1) as f64;
+    m.rtt_stalled_per_node = stalled as f64 / m.live_nodes.max(1) as f64;
     m
 }
 

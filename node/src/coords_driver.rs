@@ -105,6 +105,14 @@ pub const RTT_WINDOW: usize = 8;
 /// on the loaded 2-core machine the extra connections' CPU made the emulation later still.
 pub const COORD_PEERS_FOR_0_10: u32 = 20;
 
+/// A coordinate whose error estimate is at most this is fit to place super peers by
+/// ([`CoordsDriver::is_fit`]; Vivaldi starts at 1.5 and a settled node sits at 0.1-0.4).
+pub const FIT_ERROR: f64 = 0.5;
+/// ... or one that has applied at least this many samples (on loopback the RTTs are tens of
+/// microseconds of noise and the relative error estimate may never fall, but a node that
+/// learned from this many samples is past its start).
+pub const FIT_SAMPLES: u64 = 30;
+
 /// The node's Vivaldi settings: the defaults (Serf's, with our outlier gate) without the
 /// adjustment term, so that the super-peer `Point` is the whole prediction (module doc, "No
 /// adjustment term").
@@ -266,6 +274,14 @@ impl CoordsDriver {
 
     pub fn stats(&self) -> CoordsStats {
         self.stats
+    }
+
+    /// Whether the coordinate has learned enough to place super peers by
+    /// (`overlay::superpeer::SpInput::CoordinateFit`): its error estimate is at most
+    /// [`FIT_ERROR`], or it applied at least [`FIT_SAMPLES`] samples. A node whose samples
+    /// the gates drop (module doc: "Scheduling gate") stays unfit.
+    pub fn is_fit(&self) -> bool {
+        self.client.coordinate().error <= FIT_ERROR || self.stats.applied >= FIT_SAMPLES
     }
 
     /// Our coordinate as a frame (request or response).
@@ -527,6 +543,23 @@ mod tests {
         a.on_rtt_late(pb, Duration::from_secs(1), late(11), t0);
         assert_eq!(a.stats().dropped_late, 3);
         assert_eq!(a.stats().dropped_stall, 0);
+    }
+
+    #[test]
+    fn a_coordinate_is_fit_once_it_learned() {
+        let (mut a, mut b) = (driver(17), driver(18));
+        let (pa, pb) = (PeerId::random(), PeerId::random());
+        assert!(!a.is_fit(), "a fresh coordinate (error {}) is not fit", a.coordinate().error);
+        // Samples dropped by the gates teach nothing.
+        let stall = SampleDelays { emulation: Duration::ZERO, scheduling: Duration::from_secs(1) };
+        let t0 = Instant::now();
+        for i in 0..2 * FIT_SAMPLES {
+            a.on_rtt_late(pb, Duration::from_millis(80), stall, t0 + Duration::from_secs(i));
+        }
+        assert!(!a.is_fit());
+        let mut now = t0;
+        exchange(&mut a, &mut b, pa, pb, &mut now);
+        assert!(a.is_fit(), "error {} after {} samples", a.coordinate().error, a.stats().applied);
     }
 
     #[test]

@@ -355,7 +355,7 @@ impl Node {
             if let Some(sp) = self.superpeer.as_mut() {
                 if now >= sp.next_deadline() {
                     let point = overlay::superpeer::Point::from(self.coords.coordinate());
-                    sp.poll(&mut self.swarm, &self.directory, now, point);
+                    sp.poll(&mut self.swarm, &self.directory, now, point, self.coords.is_fit());
                 }
             }
             if now >= next_tick {

@@ -177,6 +177,8 @@ pub struct SpStatus {
     /// RTT measurements dropped (reported failed) because the node's loop stalled during
     /// them (`stall.rs`).
     pub rtt_stalled: u64,
+    /// Whether the node's coordinate is fit to place tokens by (`SpInput::CoordinateFit`).
+    pub coordinate_fit: bool,
     pub lookups: u64,
     /// Lookups reported failed to the state machine (timed out, or short with failures).
     pub lookups_failed: u64,
@@ -295,6 +297,8 @@ pub struct SuperPeerDriver {
     /// The smallest ping RTT seen to any peer, and the value last told to the state machine.
     nearest: Option<Duration>,
     nearest_told: Option<Duration>,
+    /// The coordinate fitness last told to the state machine.
+    fit_told: Option<bool>,
     last_use: HashMap<PeerId, Instant>,
     queue: VecDeque<SpInput>,
     status: SpStatus,
@@ -343,6 +347,7 @@ impl SuperPeerDriver {
             rtts: HashMap::new(),
             nearest: None,
             nearest_told: None,
+            fit_told: None,
             last_use: HashMap::new(),
             queue: VecDeque::new(),
             status,
@@ -399,10 +404,18 @@ impl SuperPeerDriver {
     /// Timers, rounds, probes and lookup deadlines. Call whenever `next_deadline` passed (and
     /// harmlessly more often).
     /// `point` is the node's current coordinate (`coords_driver.rs`).
-    pub fn poll(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, now: Instant, point: Point) {
+    pub fn poll(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, now: Instant, point: Point, fit: bool) {
         let _span = tracing::debug_span!("sp", me = %self.me_id.short()).entered();
         if point.is_valid() && point != self.sm.point() {
             self.run(sw, dir, SpInput::Coordinate(point));
+        }
+        // Whether the coordinate is fit to place tokens by (`CoordsDriver::is_fit`), told on
+        // change.
+        if self.fit_told != Some(fit) {
+            self.fit_told = Some(fit);
+            self.status.coordinate_fit = fit;
+            info!(me = %self.me_id.short(), fit, "coordinate fitness changed");
+            self.run(sw, dir, SpInput::CoordinateFit { fit });
         }
         // The nearest RTT (placement by access delay, `overlay::superpeer::token`), when it
         // dropped by 5 % or more since it was last told.

@@ -300,7 +300,7 @@ async fn wait_stable(
     let mut restored = None;
     loop {
         let snaps = swarm.snapshots();
-        timeline.poll(&snaps);
+        timeline.poll(&snaps, |id| swarm.index_of(id));
         let now = Instant::now();
         for (i, role, head, key) in signature(&snaps) {
             let v = (role, head, key);

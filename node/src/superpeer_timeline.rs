@@ -45,6 +45,8 @@ pub struct SpSample {
     pub heads: usize,
     /// Nodes attached to some head (not checked for liveness here).
     pub attached: usize,
+    /// Nodes whose coordinate is fit to place tokens by (`SpInput::CoordinateFit`).
+    pub coordinate_fit: usize,
     pub alive: usize,
     /// Nodes in a cluster re-election now, and the distinct dead heads they re-elect.
     pub in_election: usize,
@@ -52,6 +54,11 @@ pub struct SpSample {
     /// Super-peer messages a second by kind over the interval (kinds sent in it only); the
     /// cluster elections' messages by the election's own kind, as `election:<kind>`.
     pub sp_messages_by_kind_per_s: BTreeMap<String, f64>,
+    /// Members switching heads, a second (`attach_changes`; a first attachment counts too).
+    pub attach_changes_per_s: f64,
+    /// Mean true (model) RTT from each attached node to its head, ms (emulated swarms only):
+    /// how placement improves while the coordinates form (session 12).
+    pub latency_to_head_ms_mean: Option<f64>,
 }
 
 #[derive(Default, Clone)]
@@ -62,6 +69,7 @@ struct Totals {
     hellos: u64,
     sent: u64,
     send_failures: u64,
+    attach_changes: u64,
     by_kind: BTreeMap<String, u64>,
 }
 
@@ -94,8 +102,9 @@ impl Timeline {
         }
     }
 
-    /// Takes a sample if one is due.
-    pub fn poll(&mut self, snaps: &[(usize, Snapshot)]) {
+    /// Takes a sample if one is due. `index_of` maps a node id to the node's index in the
+    /// swarm (and the latency model).
+    pub fn poll(&mut self, snaps: &[(usize, Snapshot)], index_of: impl Fn(&str) -> Option<usize>) {
         let now = Instant::now();
         if now < self.next {
             return;
@@ -125,13 +134,18 @@ impl Timeline {
             None => (None, None),
         };
         let conns: Vec<usize> = snaps.iter().map(|(_, s)| s.connections).collect();
-        let sps = snaps.iter().filter_map(|(_, s)| s.superpeer.as_ref());
-        let (mut decided, mut heads, mut attached, mut in_election) = (0, 0, 0, 0);
+        let sps = snaps.iter().filter_map(|(i, s)| s.superpeer.as_ref().map(|p| (*i, p)));
+        let (mut decided, mut heads, mut attached, mut in_election, mut fit) = (0, 0, 0, 0, 0);
         let mut dead = BTreeSet::new();
-        for p in sps {
+        let mut to_head = Vec::new();
+        for (i, p) in sps {
             decided += usize::from(p.wanted > 0);
             heads += usize::from(p.role == "super-peer" || p.role == "head");
             attached += usize::from(p.head.is_some());
+            fit += usize::from(p.coordinate_fit);
+            if let (Some(net), Some(j)) = (&self.net, p.head.as_deref().and_then(&index_of)) {
+                to_head.push(net.model().rtt_ms(i, j));
+            }
             if let Some(d) = &p.election_for {
                 in_election += 1;
                 dead.insert(d.as_str());
@@ -161,10 +175,14 @@ impl Timeline {
             decided,
             heads,
             attached,
+            coordinate_fit: fit,
             alive: snaps.len(),
             in_election,
             elections_for: dead.len(),
             sp_messages_by_kind_per_s,
+            attach_changes_per_s: rate(t.attach_changes, self.last.attach_changes),
+            latency_to_head_ms_mean: (!to_head.is_empty())
+                .then(|| to_head.iter().sum::<f64>() / to_head.len() as f64),
         });
         self.last = t;
     }
@@ -184,6 +202,7 @@ fn totals(snaps: &[(usize, Snapshot)]) -> Totals {
             t.hellos += p.hellos_sent;
             t.sent += p.messages_sent;
             t.send_failures += p.send_failures;
+            t.attach_changes += p.attach_changes;
             for (k, n) in &p.messages_by_kind {
                 if k != "election" {
                     *t.by_kind.entry(k.clone()).or_default() += n;

@@ -79,6 +79,7 @@ pub fn input_kind(input: &SpInput) -> &'static str {
         SpInput::ElectionTimer(_) => "election-timer",
         SpInput::Rtt { .. } => "rtt",
         SpInput::NearestRtt { .. } => "nearest-rtt",
+        SpInput::CoordinateFit { .. } => "coordinate-fit",
     }
 }
 

@@ -201,6 +201,12 @@ pub enum SpInput {
     /// to place tokens on fast access links (`token` module doc). Optional: a node that never
     /// gets it reports nothing.
     NearestRtt { rtt: f64 },
+    /// Whether this node's own coordinate is fit to place tokens by (module doc of
+    /// `superpeer::node`, step 4, "An unfit coordinate pins the token"): false while the
+    /// coordinate has learned too little to predict anything (a node that has just started,
+    /// or whose RTT samples a saturated machine spoilt). Optional: a node that is never told
+    /// counts as fit (the simulator's Vivaldi phase runs before selection).
+    CoordinateFit { fit: bool },
 }
 
 /// What a super-peer selection node asks its driver to do.

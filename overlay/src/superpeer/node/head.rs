@@ -192,6 +192,12 @@ impl SuperPeerNode {
             self.drain_tick(ctx);
             return;
         }
+        if !self.coordinate_fit {
+            // Pinned (module doc, step 4, "An unfit coordinate pins the token"): no move, and
+            // the hold time counts from when the coordinate is fit.
+            h.since = round;
+            return;
+        }
         let others: Vec<Point> = h.view.iter().map(|e| e.holder.point).collect();
         let force = net_force(&me.point, &others, &h.members, &cfg);
         // Measured access delay (`token` module doc): the members' nearest RTTs and ours.

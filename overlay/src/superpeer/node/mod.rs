@@ -125,6 +125,18 @@
 //!    for 62 rounds without moving, and "every holder promoted" was never met). A refused
 //!    move is no move: the hold time goes on, and a holder still for the hold time when the
 //!    refusal comes is promoted then (its round skipped the check for the attempt).
+//!    **An unfit coordinate pins the token** (*ours*, session 12, issue 4's 200-node swarm):
+//!    a holder whose own coordinate is not fit (`SpInput::CoordinateFit`; the node driver
+//!    reports fit once Vivaldi's error estimate or its sample count says the coordinate has
+//!    learned something) neither moves its token (force, medoid step, split offers) nor lets
+//!    its hold time run: the hold counts from when it became fit. In the swarm, RTT samples
+//!    are dropped while the DHT lookups saturate the machine, so the coordinates stay where
+//!    they started (near the origin); forces between such points are noise, and the tokens
+//!    moved some 200 times before any coordinate formed while members chased them
+//!    (`Attach` answered by `Refuse` "not a head" 8-29 times a second). Only the holder's own
+//!    fitness is known (points on the wire carry no error), and it stands for its peers'
+//!    (they go through the same load). The simulator never sends the input: its Vivaldi
+//!    phase runs first, so every node counts as fit and nothing changes there.
 //!    **Split offers** (*ours*, session 6, [`super::token`] module doc): a settled holder
 //!    whose cluster would gain much from a second head sends `Split` to a holder it knows
 //!    (session 7: one, [`super::token::split_taker`]); a settled holder whose token is cheap
@@ -801,6 +813,9 @@ pub struct SuperPeerNode {
     attached_rtt: f32,
     /// This node's nearest RTT (`SpInput::NearestRtt`), seconds; 0 = not given.
     nearest_rtt: f32,
+    /// Whether this node's coordinate is fit to place tokens by (`SpInput::CoordinateFit`;
+    /// true unless told otherwise).
+    coordinate_fit: bool,
     /// Round (low 16 bits, never 0) we last asked to measure that head; 0 = never.
     attached_probed: u16,
     attaching: Option<(NodeId, u32)>,
@@ -860,6 +875,7 @@ impl SuperPeerNode {
             attached: None,
             attached_rtt: 0.0,
             nearest_rtt: 0.0,
+            coordinate_fit: true,
             attached_probed: 0,
             attaching: None,
             member_view: None,
@@ -1105,6 +1121,7 @@ impl SuperPeerNode {
                 self.nearest_rtt = rtt as f32;
                 self.report_access(ctx);
             }
+            SpInput::CoordinateFit { fit } => self.coordinate_fit = fit,
         }
     }
 

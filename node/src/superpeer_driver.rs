@@ -410,7 +410,9 @@ impl SuperPeerDriver {
             self.run(sw, dir, SpInput::Coordinate(point));
         }
         // Whether the coordinate is fit to place tokens by (`CoordsDriver::is_fit`), told on
-        // change.
+        // change. Sticky: a coordinate that was fit once stays fit (its error estimate can
+        // rise again for a while, and each unfit report would restart the holder's hold).
+        let fit = fit || self.fit_told == Some(true);
         if self.fit_told != Some(fit) {
             self.fit_told = Some(fit);
             self.status.coordinate_fit = fit;

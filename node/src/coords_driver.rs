@@ -526,10 +526,7 @@ mod tests {
         assert!(a.on_rtt_late(pb, rtt, late(11), t0).is_none());
         assert_eq!(a.stats().dropped_late, 1);
         assert!(!a.recent.contains_key(&pb), "a dropped sample does not enter the min filter");
-        assert!(
-            a.on_rtt_late(pb, rtt, late(10), t0).is_some(),
-            "within the bound: kept, and b is asked"
-        );
+        assert!(a.on_rtt_late(pb, rtt, late(10), t0).is_some(), "within the bound: kept, and b is asked");
         a.on_response(pb, &b.own_frame(), t0).unwrap();
         assert_eq!(a.stats().applied, 1);
         // Short RTTs use the 10 ms floor.

@@ -207,10 +207,7 @@ impl CoordsSampler {
                             samples,
                             dropped_late,
                             dropped_stall,
-                            loop_lateness_ms_p50_max: [
-                                q(&loop_late, 0.5),
-                                loop_late_max,
-                            ],
+                            loop_lateness_ms_p50_max: [q(&loop_late, 0.5), loop_late_max],
                         });
                     }
                 }

@@ -471,10 +471,8 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
     let mut members_of: HashMap<String, usize> = HashMap::new();
     let mut heads: Vec<usize> = Vec::new();
     let mut attached: Vec<(usize, usize)> = Vec::new();
-    let points: HashMap<usize, Point> = snaps
-        .iter()
-        .filter_map(|(i, s)| sp_of(s).and_then(|p| point_of(&p.point)).map(|pt| (*i, pt)))
-        .collect();
+    let points: HashMap<usize, Point> =
+        snaps.iter().filter_map(|(i, s)| sp_of(s).and_then(|p| point_of(&p.point)).map(|pt| (*i, pt))).collect();
     let mut lat = Vec::new();
     let mut ping = Vec::new();
     let (mut est, mut wanted) = (Vec::new(), Vec::new());
@@ -564,10 +562,8 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
                 .collect();
             m.nearest_other_head_ms = Some(dist(near, "model RTT to nearest other head"));
         }
-        let with_members: Vec<(usize, usize)> = heads
-            .iter()
-            .map(|&h| (h, members_of.get(&swarm.node_id(h).to_string()).copied().unwrap_or(0)))
-            .collect();
+        let with_members: Vec<(usize, usize)> =
+            heads.iter().map(|&h| (h, members_of.get(&swarm.node_id(h).to_string()).copied().unwrap_or(0))).collect();
         m.placement_check = placement_check(net, &points, &attached, &with_members, cap);
     }
     let est = sample(est, "size estimate");
@@ -725,7 +721,8 @@ mod tests {
             points.insert(i, on_line(near as f64));
         }
         let full = |i: usize| *heads.iter().find(|h| **h != other(i)).unwrap();
-        let members: Vec<(usize, usize)> = heads.iter().map(|&h| (h, if h == full(6) && h != full(5) { 40 } else { 1 })).collect();
+        let members: Vec<(usize, usize)> =
+            heads.iter().map(|&h| (h, if h == full(6) && h != full(5) { 40 } else { 1 })).collect();
         let c = placement_check(&net, &points, &attached, &members, 40).unwrap();
         assert_eq!(c.at_nearest, 1);
         assert_eq!(c.coordinates_err, 1);

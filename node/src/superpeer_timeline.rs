@@ -181,8 +181,7 @@ impl Timeline {
             elections_for: dead.len(),
             sp_messages_by_kind_per_s,
             attach_changes_per_s: rate(t.attach_changes, self.last.attach_changes),
-            latency_to_head_ms_mean: (!to_head.is_empty())
-                .then(|| to_head.iter().sum::<f64>() / to_head.len() as f64),
+            latency_to_head_ms_mean: (!to_head.is_empty()).then(|| to_head.iter().sum::<f64>() / to_head.len() as f64),
         });
         self.last = t;
     }

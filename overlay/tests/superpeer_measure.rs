@@ -121,6 +121,35 @@ fn a_member_switches_to_the_head_with_the_lower_measured_rtt() {
 }
 
 #[test]
+fn measurements_taken_while_unfit_are_taken_again_once_fit() {
+    // Session 12: a coordinate that becomes fit forgets the RTTs measured before (the load
+    // that kept it unfit inflated them).
+    let (mut h, fx) = Harness::start(1, seed());
+    h.feed(SpInput::CoordinateFit { fit: false });
+    assert_eq!(attaches(&fx), vec![h.a.id]);
+    h.accept(h.a);
+    let (a, b) = (h.a.id, h.b.id);
+    assert!(until_measured(&mut h, a, 2));
+    h.feed(SpInput::Rtt { peer: a, rtt: Some(0.040) });
+    assert!(until_measured(&mut h, b, 2));
+    // B measured under load: 300 ms, far worse than A. The node stays and never asks again.
+    assert!(attaches(&h.feed(SpInput::Rtt { peer: b, rtt: Some(0.300) })).is_empty());
+    assert!(!until_measured(&mut h, b, 3), "a measured head was measured again while unfit");
+    // Fit: both are measured again, and B's true 15 ms makes the node switch.
+    h.feed(SpInput::CoordinateFit { fit: true });
+    assert!(until_measured(&mut h, a, 2), "the head was not measured again once fit");
+    h.feed(SpInput::Rtt { peer: a, rtt: Some(0.040) });
+    assert!(until_measured(&mut h, b, 2), "the other head was not measured again once fit");
+    assert_eq!(attaches(&h.feed(SpInput::Rtt { peer: b, rtt: Some(0.015) })), vec![b]);
+    // Attached to B with B's measurement; a fit report while fit forgets nothing (else the
+    // head would be measured again).
+    h.accept(h.b);
+    assert_eq!(h.node.attached_to(), Some(b));
+    h.feed(SpInput::CoordinateFit { fit: true });
+    assert!(!until_measured(&mut h, b, 5), "re-measured after a repeated fit report");
+}
+
+#[test]
 fn a_measurement_that_agrees_with_the_head_keeps_it() {
     let (mut h, fx) = Harness::start(1, seed());
     assert_eq!(attaches(&fx), vec![h.a.id]);

@@ -90,6 +90,18 @@ fn measures(fx: &[SpEffect]) -> Vec<NodeId> {
         .collect()
 }
 
+/// The started node attaches to A (the nearer by prediction), measures it at 40 ms, and is
+/// asking to measure B next. Returns (A, B).
+fn attached_to_a_measured(h: &mut Harness, start: &[SpEffect]) -> (NodeId, NodeId) {
+    assert_eq!(attaches(start), vec![h.a.id], "{start:?}");
+    h.accept(h.a);
+    let (a, b) = (h.a.id, h.b.id);
+    assert!(until_measured(h, a, 2), "the current head was not measured");
+    h.feed(SpInput::Rtt { peer: a, rtt: Some(0.040) });
+    assert!(until_measured(h, b, 2), "the nearer-looking head was not measured");
+    (a, b)
+}
+
 /// Runs rounds until the node asks to measure `who`, at most `rounds`.
 fn until_measured(h: &mut Harness, who: NodeId, rounds: u32) -> bool {
     (0..rounds).any(|_| measures(&h.tick()).contains(&who))
@@ -126,13 +138,8 @@ fn measurements_taken_while_unfit_are_taken_again_once_fit() {
     // that kept it unfit inflated them).
     let (mut h, fx) = Harness::start(1, seed());
     h.feed(SpInput::CoordinateFit { fit: false });
-    assert_eq!(attaches(&fx), vec![h.a.id]);
-    h.accept(h.a);
-    let (a, b) = (h.a.id, h.b.id);
-    assert!(until_measured(&mut h, a, 2));
-    h.feed(SpInput::Rtt { peer: a, rtt: Some(0.040) });
-    assert!(until_measured(&mut h, b, 2));
-    // B measured under load: 300 ms, far worse than A. The node stays and never asks again.
+    let (a, b) = attached_to_a_measured(&mut h, &fx);
+    // B measured under load: 300 ms, far worse than A. The node stays and does not ask again.
     assert!(attaches(&h.feed(SpInput::Rtt { peer: b, rtt: Some(0.300) })).is_empty());
     assert!(!until_measured(&mut h, b, 3), "a measured head was measured again while unfit");
     // Fit: both are measured again, and B's true 15 ms makes the node switch.
@@ -152,12 +159,7 @@ fn measurements_taken_while_unfit_are_taken_again_once_fit() {
 #[test]
 fn a_measurement_that_agrees_with_the_head_keeps_it() {
     let (mut h, fx) = Harness::start(1, seed());
-    assert_eq!(attaches(&fx), vec![h.a.id]);
-    h.accept(h.a);
-    let (a, b) = (h.a.id, h.b.id);
-    assert!(until_measured(&mut h, a, 2));
-    h.feed(SpInput::Rtt { peer: a, rtt: Some(0.040) });
-    assert!(until_measured(&mut h, b, 2));
+    let (a, b) = attached_to_a_measured(&mut h, &fx);
     // B measured 37 ms: nearer, but not by the switch factor (0.9 x 40 = 36 ms).
     let fx = h.feed(SpInput::Rtt { peer: b, rtt: Some(0.037) });
     assert!(attaches(&fx).is_empty(), "{fx:?}");

@@ -391,9 +391,11 @@ async fn wait_stable(
     let mut busy = SpBusy::default();
     let mut recent: std::collections::VecDeque<bool> = std::collections::VecDeque::new();
     let mut restored = None;
+    // Node id -> index, built once (the timeline looks up every attached node's head).
+    let index: HashMap<&str, usize> = (0..swarm.len()).map(|i| (swarm.node_id(i), i)).collect();
     loop {
         let snaps = swarm.snapshots();
-        timeline.poll(&snaps, |id| swarm.index_of(id));
+        timeline.poll(&snaps, |id| index.get(id).copied());
         let now = Instant::now();
         for (i, role, head, key) in signature(&snaps) {
             let v = (role, head, key);

@@ -430,7 +430,7 @@ impl Node {
                 m.set_leader(old.as_deref(), new.as_deref(), leader == Some(self.me.id));
             }
             let leader_peer = leader.and_then(|l| self.directory.peer_of(&l)).map(|p| p.to_string());
-            info!(leader = ?leader.map(|l| l.short()), "leader changed");
+            info!(leader = ?leader.map(|l| l.short()), group = self.driver.group().len(), me = %self.me.id.short(), "leader changed");
             self.status.emit(
                 "leader",
                 json!({ "leader": new, "leader_peer": leader_peer, "previous": old,

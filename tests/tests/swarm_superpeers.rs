@@ -15,7 +15,7 @@
 
 mod common;
 
-use common::seed;
+use common::{init_log, seed};
 use overlay::ElectionConfig;
 use peerage_node::superpeer_report::{run_phase, SpPhaseOptions};
 use peerage_node::{LocalSwarm, LocalSwarmConfig};
@@ -24,17 +24,6 @@ use std::time::{Duration, Instant};
 const NODES: usize = 16;
 const SHARE: f64 = 0.2;
 const CAP: u32 = 12;
-
-/// Logs to the test output when `RUST_LOG` is set (e.g.
-/// `RUST_LOG=peerage_node::superpeer_driver=debug`); silent otherwise.
-fn init_log() {
-    if std::env::var_os("RUST_LOG").is_some() {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .with_writer(std::io::stderr)
-            .try_init();
-    }
-}
 
 async fn forms_clusters_and_replaces(method: &str, latency: bool) {
     init_log();

@@ -91,6 +91,17 @@
 //! - `Input::Membership` with a group that contains this process replaces the group (the
 //!   suspects are forgotten, positions change); one without this process is ignored.
 //!
+//! - **Membership views differ.** In a real swarm a node that just joined is known to some
+//!   processes before others (the directory spreads by gossip). An `Election` or
+//!   `Coordinator` whose list names a process this process does not know yet is kept, with
+//!   that process left out of the list; only a known process with a forged rank, or an
+//!   unknown initiator or leader, gets the message refused. (Until 2026-11-26 the whole
+//!   message was refused: in a 10-node swarm joined by an 11th, the one node that had not
+//!   yet heard of the joiner ended the `Coordinator` lap, and every node after it had no
+//!   leader until its lap timer fired 10 s later; test
+//!   `ring_message_naming_an_unknown_member_is_kept_without_it`.) A predecessor that does not
+//!   know the joiner skips it: the joiner then learns the leader from its own lap timer.
+//!
 //! # Assumptions
 //! Crash-stop (or crash-recover with fresh state) processes, a-priori known membership,
 //! reliable delivery between live processes, and a transport that reports failed sends. The
@@ -237,6 +248,20 @@ pub(crate) fn next_live(n: usize, from: usize, dead: &Suspects, stop: Option<usi
 /// True if `r` is exactly the rank `group` knows for `r.id` (a message cannot invent a rank).
 pub(crate) fn is_member(group: &Membership, r: &Rank) -> bool {
     group.rank_of(&r.id) == Some(*r)
+}
+
+/// `list` without the processes this group does not know yet, or `None` if a process it
+/// knows carries another rank than the group's (a message cannot invent a rank). A sender
+/// whose group is newer (a node joined and the news has not reached this process) names
+/// members this process has not heard of: they are left out of the lap instead of the whole
+/// message being refused, which would end the lap here and leave every process after this
+/// one without a leader until its lap timer fires (see "Membership views differ" above).
+fn known_ranks(group: &Membership, mut list: Vec<Rank>) -> Option<Vec<Rank>> {
+    if list.iter().any(|r| group.rank_of(&r.id).is_some_and(|known| known != *r)) {
+        return None;
+    }
+    list.retain(|r| group.rank_of(&r.id).is_some());
+    Some(list)
 }
 
 /// The lap timeout after `restarts` consecutive restarts.
@@ -652,26 +677,20 @@ impl Ring {
         let g = &*self.group;
         match msg {
             Message::RingElection { epoch, initiator, candidates } => {
-                if candidates.is_empty()
-                    || candidates.len() > g.len()
-                    || !is_member(g, &initiator)
-                    || !candidates.iter().all(|r| is_member(g, r))
-                {
-                    ctx.reject(from, "ring Election with a non-member or an empty list");
+                let candidates = known_ranks(g, candidates).filter(|c| !c.is_empty() && c.len() <= g.len());
+                let Some(candidates) = candidates.filter(|_| is_member(g, &initiator)) else {
+                    ctx.reject(from, "ring Election with a forged rank, an unknown initiator or an empty list");
                     return;
-                }
+                };
                 self.alive(&from);
                 self.on_election(ctx, epoch, initiator, candidates);
             }
             Message::RingCoordinator { epoch, initiator, leader, members } => {
-                if members.len() > g.len()
-                    || !is_member(g, &initiator)
-                    || !is_member(g, &leader)
-                    || !members.iter().all(|r| is_member(g, r))
-                {
-                    ctx.reject(from, "ring Coordinator naming a non-member");
+                let members = known_ranks(g, members).filter(|m| m.len() <= g.len());
+                let Some(members) = members.filter(|_| is_member(g, &initiator) && is_member(g, &leader)) else {
+                    ctx.reject(from, "ring Coordinator with a forged rank or naming an unknown initiator or leader");
                     return;
-                }
+                };
                 self.alive(&from);
                 self.on_coordinator(ctx, epoch, initiator, leader, members);
             }
@@ -1048,6 +1067,37 @@ pub(crate) mod tests {
         assert_eq!(net.rejected, k);
         assert_settled(&net, "after bad input");
         assert_eq!(net.total_sent(), 8);
+    }
+
+    /// A sender with a newer group names a process the receiver has not heard of (a node that
+    /// just joined a swarm): the receiver leaves it out and carries the lap on. Refusing the
+    /// whole message ended the lap there and left the processes after it leaderless until
+    /// their lap timers fired (in-process swarm, 2026-11-26).
+    #[test]
+    fn ring_message_naming_an_unknown_member_is_kept_without_it() {
+        let mut net = net(4);
+        net.start_at(Time::ZERO, 0);
+        net.run();
+        let newcomer = Rank::new(1, NodeId::from_u64(99)); // known to nobody in this group
+        let (r0, r1, r2, r3) = (net.rank(0), net.rank(1), net.rank(2), net.rank(3));
+        // An `Election` of a new epoch, started by 0, reaches 2 with the newcomer on its list:
+        // 2 -> 3 -> 0 (Election), then 0 -> 1 -> 2 -> 3 -> 0 (Coordinator).
+        let before = net.total_sent();
+        let election = Message::RingElection { epoch: 9, initiator: r0, candidates: vec![r0, newcomer, r1] };
+        net.input(2, Input::Message { from: net.id(1), msg: election });
+        net.run();
+        assert_eq!(net.rejected, 0, "the Election lap was refused");
+        assert_eq!(net.total_sent() - before, 6, "the laps did not go round");
+        assert_settled(&net, "after an Election naming an unknown member");
+        // A `Coordinator` of a newer epoch, with the newcomer among its members, reaches 1.
+        let before = net.total_sent();
+        let coordinator =
+            Message::RingCoordinator { epoch: 10, initiator: r0, leader: r3, members: vec![r0, newcomer, r1, r2, r3] };
+        net.input(1, Input::Message { from: net.id(0), msg: coordinator });
+        net.run();
+        assert_eq!(net.rejected, 0, "the Coordinator lap was refused");
+        assert_eq!(net.total_sent() - before, 3, "the Coordinator lap did not reach 2, 3 and 0");
+        assert_settled(&net, "after a Coordinator naming an unknown member");
     }
 
     /// Random crash and recovery schedules; at quiescence every live process names the

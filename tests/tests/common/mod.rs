@@ -19,3 +19,14 @@ pub fn template(fallback_ms: u64) -> FileConfig {
     t.timing.fallback_ms = fallback_ms;
     t
 }
+
+/// Logs to the test output when `RUST_LOG` is set (e.g.
+/// `RUST_LOG=peerage_node::superpeer_driver=debug`); silent otherwise.
+pub fn init_log() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
+}

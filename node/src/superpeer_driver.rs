@@ -203,6 +203,25 @@ pub struct SpStatus {
     pub heads_reported_down: u64,
     /// Milliseconds since the driver started when the role or the head last changed.
     pub last_change_ms: u64,
+    /// The head cache as the state machine judges it (`SuperPeerNode::cached_heads`): why a
+    /// member did or did not switch (the swarm report's placement check).
+    pub cache: Vec<CacheStatus>,
+    /// The state machine's measured RTT to its head (ms), the one its switch rule compares.
+    pub head_measured_ms: Option<f64>,
+}
+
+/// One cached head (see [`SpStatus::cache`]).
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct CacheStatus {
+    pub head: String,
+    /// Smallest measured RTT, ms, if measured.
+    pub rtt_ms: Option<f64>,
+    /// RTT predicted from the coordinates, ms.
+    pub predicted_ms: f64,
+    /// Refused this node as full; not asked again yet.
+    pub backed_off: bool,
+    /// Its measurement failed and none succeeded yet.
+    pub failed: bool,
 }
 
 impl SpStatus {
@@ -471,6 +490,21 @@ impl SuperPeerDriver {
         sw.behaviour_mut().gate.set_serving(self.sm.is_head(), members);
         self.probe_head(sw, dir);
         self.refresh(now);
+        self.refresh_cache();
+    }
+
+    /// The cache part of the status, once a round (it allocates: not after every input).
+    fn refresh_cache(&mut self) {
+        let s = &mut self.status;
+        s.cache.clear();
+        s.cache.extend(self.sm.cached_heads().into_iter().map(|c| CacheStatus {
+            head: c.id.to_string(),
+            rtt_ms: c.rtt.map(|r| r * 1000.0),
+            predicted_ms: c.predicted * 1000.0,
+            backed_off: c.backed_off,
+            failed: c.failed,
+        }));
+        s.head_measured_ms = self.sm.attached_rtt().map(|r| r * 1000.0);
     }
 
     fn probe_head(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory) {
@@ -1226,6 +1260,7 @@ impl SuperPeerDriver {
         }
         s.cluster_size = sm.members().len();
         s.known_heads = sm.known_head_count();
+
         s.neighbours = sm.neighbour_count();
         s.token = token.map(|t| t.0 .0);
         s.token_epoch = token.map(|t| t.1);

@@ -35,7 +35,7 @@ use crate::superpeer_timeline::{SpSample, Timeline};
 use crate::swarm_runner::LocalSwarm;
 use indicatif::ProgressBar;
 use overlay::stats::{Sample, Summary};
-use overlay::superpeer::Point;
+use overlay::superpeer::{Point, SuperPeerConfig};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -102,6 +102,37 @@ pub struct PlacementCheck {
     /// Mean TRUE RTT above the nearest head's, ms, over the two classes.
     pub excess_ms_coordinates_err: f64,
     pub excess_ms_not_switched: f64,
+    /// Of `not_switched`, where the predicted nearer head stands in the member's own cache
+    /// (`SpStatus::cache`): not in it; in it but backed off (it refused the member as
+    /// full); in it, unmeasured; measured and `switch_factor` nearer than the member's
+    /// measured head (it should have switched); measured and not that much nearer.
+    pub nearer_not_cached: usize,
+    pub nearer_backed_off: usize,
+    pub nearer_unmeasured: usize,
+    pub nearer_measured_nearer: usize,
+    pub nearer_measured_not_nearer: usize,
+    /// Over `nearer_measured_not_nearer`: mean measured minus TRUE RTT, ms, to the nearer
+    /// head and to the member's own head (a sample spoilt by load is kept as the minimum
+    /// for as long as the entry lives).
+    pub nearer_measured_excess_ms: f64,
+    pub own_measured_excess_ms: f64,
+    /// Of `nearer_unmeasured`: its measurement failed; it is predicted beyond
+    /// `probe_margin` x the member's head RTT (measured, else predicted), so it is never
+    /// probed; the member's own head is not measured yet (it is probed first).
+    pub unmeasured_failed: usize,
+    pub unmeasured_beyond_margin: usize,
+    pub unmeasured_own_unmeasured: usize,
+}
+
+/// What a member's state machine knows of the heads (see [`SpStatus::cache`]): per cached
+/// head (node index), its measured RTT (ms) and whether it is backed off; and the measured
+/// RTT to its own head.
+#[derive(Debug, Clone, Default)]
+struct MemberCache {
+    heads: Vec<(usize, Option<f64>, bool)>,
+    own_measured_ms: Option<f64>,
+    /// Per cached head (as `heads`): predicted RTT (ms) and whether its measurement failed.
+    predicted: Vec<(f64, bool)>,
 }
 
 /// Classifies attached nodes (see [`PlacementCheck`]). `attached`: (node, its head);
@@ -111,13 +142,16 @@ fn placement_check(
     points: &HashMap<usize, Point>,
     attached: &[(usize, usize)],
     heads: &[(usize, usize)],
+    caches: &HashMap<usize, MemberCache>,
     cap: u32,
 ) -> Option<PlacementCheck> {
     if heads.is_empty() {
         return None;
     }
+    let SuperPeerConfig { switch_factor, probe_margin, .. } = SuperPeerConfig::default();
     let mut c = PlacementCheck::default();
     let (mut ex_c, mut ex_s) = (0.0, 0.0);
+    let (mut ex_near, mut ex_own, mut n_ex) = (0.0, 0.0, 0usize);
     for &(i, own) in attached {
         let true_rtt = |j: usize| net.model().rtt_ms(i, j);
         let nearest = heads.iter().map(|&(j, _)| true_rtt(j)).fold(f64::MAX, f64::min);
@@ -135,6 +169,36 @@ fn placement_check(
                 c.not_switched += 1;
                 c.not_switched_room += usize::from((members as u32) < cap);
                 ex_s += excess;
+                let Some(mc) = caches.get(&i) else { continue };
+                match mc.heads.iter().find(|e| e.0 == j) {
+                    None => c.nearer_not_cached += 1,
+                    Some((_, _, true)) => c.nearer_backed_off += 1,
+                    Some((_, None, false)) => {
+                        c.nearer_unmeasured += 1;
+                        let k = mc.heads.iter().position(|e| e.0 == j).unwrap_or(0);
+                        let (pred, failed) = mc.predicted.get(k).copied().unwrap_or((0.0, false));
+                        let own_pred = mc.heads.iter().position(|e| e.0 == own).and_then(|k| mc.predicted.get(k));
+                        let head_rtt = mc.own_measured_ms.or(own_pred.map(|p| p.0));
+                        if failed {
+                            c.unmeasured_failed += 1;
+                        } else if head_rtt.is_some_and(|h| pred >= probe_margin * h) {
+                            c.unmeasured_beyond_margin += 1;
+                        } else if mc.own_measured_ms.is_none() {
+                            c.unmeasured_own_unmeasured += 1;
+                        }
+                    }
+                    Some((_, Some(near), false)) => match mc.own_measured_ms {
+                        Some(o) if *near < switch_factor * o => c.nearer_measured_nearer += 1,
+                        measured_own => {
+                            c.nearer_measured_not_nearer += 1;
+                            if let Some(o) = measured_own {
+                                ex_near += near - true_rtt(j);
+                                ex_own += o - true_rtt(own);
+                                n_ex += 1;
+                            }
+                        }
+                    },
+                }
             }
             _ => {
                 c.coordinates_err += 1;
@@ -144,6 +208,8 @@ fn placement_check(
     }
     c.excess_ms_coordinates_err = ex_c / c.coordinates_err.max(1) as f64;
     c.excess_ms_not_switched = ex_s / c.not_switched.max(1) as f64;
+    c.nearer_measured_excess_ms = ex_near / n_ex.max(1) as f64;
+    c.own_measured_excess_ms = ex_own / n_ex.max(1) as f64;
     Some(c)
 }
 
@@ -475,6 +541,17 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
     let mut attached: Vec<(usize, usize)> = Vec::new();
     let points: HashMap<usize, Point> =
         snaps.iter().filter_map(|(i, s)| sp_of(s).and_then(|p| point_of(&p.point)).map(|pt| (*i, pt))).collect();
+    let index: HashMap<&str, usize> = snaps.iter().map(|(i, _)| (swarm.node_id(*i), *i)).collect();
+    let caches: HashMap<usize, MemberCache> = snaps
+        .iter()
+        .filter_map(|(i, s)| sp_of(s).map(|p| (*i, p)))
+        .map(|(i, p)| {
+            let known: Vec<_> = p.cache.iter().filter_map(|e| index.get(e.head.as_str()).map(|&j| (j, e))).collect();
+            let heads = known.iter().map(|(j, e)| (*j, e.rtt_ms, e.backed_off)).collect();
+            let predicted = known.iter().map(|(_, e)| (e.predicted_ms, e.failed)).collect();
+            (i, MemberCache { heads, own_measured_ms: p.head_measured_ms, predicted })
+        })
+        .collect();
     let mut lat = Vec::new();
     let mut ping = Vec::new();
     let (mut est, mut wanted) = (Vec::new(), Vec::new());
@@ -539,7 +616,7 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
         if let Some(r) = p.head_rtt_ms {
             ping.push(r);
         }
-        if let (Some(net), Some(j)) = (net, swarm.index_of(h)) {
+        if let (Some(net), Some(&j)) = (net, index.get(h.as_str())) {
             lat.push(net.model().rtt_ms(*i, j));
             attached.push((*i, j));
         }
@@ -566,7 +643,7 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
         }
         let with_members: Vec<(usize, usize)> =
             heads.iter().map(|&h| (h, members_of.get(&swarm.node_id(h).to_string()).copied().unwrap_or(0))).collect();
-        m.placement_check = placement_check(net, &points, &attached, &with_members, cap);
+        m.placement_check = placement_check(net, &points, &attached, &with_members, &caches, cap);
     }
     let est = sample(est, "size estimate");
     (m.estimate_mean, m.estimate_min, m.estimate_max) = (est.mean(), est.min(), est.max());
@@ -725,13 +802,41 @@ mod tests {
         let full = |i: usize| *heads.iter().find(|h| **h != other(i)).unwrap();
         let members: Vec<(usize, usize)> =
             heads.iter().map(|&h| (h, if h == full(6) && h != full(5) { 40 } else { 1 })).collect();
-        let c = placement_check(&net, &points, &attached, &members, 40).unwrap();
+        // Node 5 measured its nearer head 30 ms above the model and its own head exactly;
+        // node 6 never heard of its nearer head.
+        let true_ms = |i: usize, j: usize| net.model().rtt_ms(i, j);
+        let near5 = *heads.iter().find(|h| **h != other(5)).unwrap();
+        let mut caches = HashMap::new();
+        caches.insert(
+            5,
+            MemberCache {
+                heads: vec![
+                    (near5, Some(true_ms(5, near5) + 30.0), false),
+                    (other(5), Some(true_ms(5, other(5))), false),
+                ],
+                own_measured_ms: Some(true_ms(5, other(5))),
+                predicted: vec![(1.0, false), (1.0, false)],
+            },
+        );
+        caches.insert(
+            6,
+            MemberCache { heads: vec![(other(6), None, false)], own_measured_ms: None, predicted: vec![(1.0, false)] },
+        );
+        let c = placement_check(&net, &points, &attached, &members, &caches, 40).unwrap();
         assert_eq!(c.at_nearest, 1);
         assert_eq!(c.coordinates_err, 1);
         assert_eq!(c.not_switched, 2);
         let expect_room = if full(5) == full(6) { 2 } else { 1 };
         assert_eq!(c.not_switched_room, expect_room);
         assert!(c.excess_ms_coordinates_err > 0.0 && c.excess_ms_not_switched > 0.0);
-        assert!(placement_check(&net, &points, &attached, &[], 40).is_none());
+        // Node 5's measured nearer head is only "nearer" if 30 ms of inflation still leaves
+        // it under 0.9 x its own head's RTT.
+        let nearer5 = true_ms(5, near5) + 30.0 < 0.9 * true_ms(5, other(5));
+        assert_eq!((c.nearer_measured_nearer, c.nearer_measured_not_nearer), if nearer5 { (1, 0) } else { (0, 1) });
+        assert_eq!(c.nearer_not_cached, 1);
+        if !nearer5 {
+            assert!((c.nearer_measured_excess_ms - 30.0).abs() < 1e-9 && c.own_measured_excess_ms.abs() < 1e-9);
+        }
+        assert!(placement_check(&net, &points, &attached, &[], &caches, 40).is_none());
     }
 }

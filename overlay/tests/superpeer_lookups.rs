@@ -144,3 +144,38 @@ fn a_sample_answered_for_another_key_is_estimated_from_that_key() {
     let est = node.estimate().expect("an estimate from the named keys");
     assert!(est > N as f64 * 0.6 && est < N as f64 * 1.6, "estimate {est} of {N}");
 }
+
+/// Seed lookups a node started (and answered by the oracle of `common`) made, with the
+/// token directory holding two heads.
+fn seeds_at_start(method: Method, share: f64, seed: u64) -> (u16, u64) {
+    let (mut rng, ids) = common::seeded_ids(seed, 500);
+    let at = |x: f64| Point::new(&[x, 0.0], 0.001);
+    let oracle = common::Oracle {
+        found_at: at(0.05),
+        directory: vec![PeerInfo { id: ids[1], point: at(0.01) }, PeerInfo { id: ids[2], point: at(0.02) }],
+        provider_at: at(0.1),
+    };
+    let mut node = SuperPeerNode::new(ids[0], at(0.0), cfg(method, share));
+    common::start_claiming_nothing(&mut node, &mut rng, 0, &ids, &oracle);
+    let seeds = node.lookups_by_purpose().find(|(p, _)| *p == "seed").map_or(0, |(_, n)| n);
+    (seeds, node.wanted())
+}
+
+#[test]
+fn a_token_seed_looks_the_directory_up_once_while_one_answer_holds_every_holder() {
+    // Session 13: the seed's lookups all ask the token directory's key; with at most
+    // PROVIDERS_PER_ANSWER tokens wanted one answer holds every holder.
+    let seed = seed();
+    let four = SuperPeerConfig::default().seed_lookups as u16;
+    assert_eq!(four, 4);
+    let (seeds, wanted) = seeds_at_start(Method::RepulsionTokens, 0.01, seed);
+    assert!(wanted <= overlay::superpeer::PROVIDERS_PER_ANSWER, "wanted {wanted}");
+    assert_eq!(seeds, 1, "tokens, {wanted} wanted");
+    // More tokens than one answer holds: the seed asks `seed_lookups` times (answers differ).
+    let (seeds, wanted) = seeds_at_start(Method::RepulsionTokens, 0.1, seed);
+    assert!(wanted > overlay::superpeer::PROVIDERS_PER_ANSWER, "wanted {wanted}");
+    assert_eq!(seeds, four, "tokens, {wanted} wanted");
+    // Prefix seeds look up `seed_lookups` random slots, whatever the number.
+    let (seeds, wanted) = seeds_at_start(Method::ReservedPrefix, 0.01, seed);
+    assert_eq!(seeds, four, "prefix, {wanted} wanted");
+}

@@ -5,7 +5,7 @@
 //! oracle over a fixed set of random ids (seeded, `PEERAGE_SEED` replays).
 
 use overlay::superpeer::{
-    HeadRole, Method, PeerInfo, Point, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode, TokenId,
+    HeadEntry, HeadRole, Method, PeerInfo, Point, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode, TokenId,
 };
 use overlay::NodeId;
 use rand::{Rng, SeedableRng};
@@ -154,6 +154,25 @@ fn measurements_taken_while_unfit_are_taken_again_once_fit() {
     assert_eq!(h.node.attached_to(), Some(b));
     h.feed(SpInput::CoordinateFit { fit: true });
     assert!(!until_measured(&mut h, b, 5), "re-measured after a repeated fit report");
+}
+
+#[test]
+fn a_head_whose_measurement_failed_does_not_keep_the_node_from_a_measured_nearer_one() {
+    // Session 13: C looks nearest of all (5 ms) but its measurement fails; B, measured at
+    // 15 ms, well below A's 40, is taken all the same (before, the node waited for C).
+    let (mut h, fx) = Harness::start(1, seed());
+    assert_eq!(attaches(&fx), vec![h.a.id], "{fx:?}");
+    h.accept(h.a);
+    let (a, b) = (h.a.id, h.b.id);
+    assert!(until_measured(&mut h, a, 2), "the current head was not measured");
+    h.feed(SpInput::Rtt { peer: a, rtt: Some(0.040) });
+    let c = PeerInfo { id: h.ids[3], point: Point::new(&[0.003, 0.0], 0.001) };
+    let gossip = SpMessage::CacheExchange { entries: vec![HeadEntry { head: c, age: 0 }], reply: false };
+    h.feed(SpInput::Message { from: h.ids[4], msg: gossip });
+    assert!(until_measured(&mut h, c.id, 2), "the nearest-looking head was not measured");
+    assert!(attaches(&h.feed(SpInput::Rtt { peer: c.id, rtt: None })).is_empty(), "switched to an unmeasured head");
+    assert!(until_measured(&mut h, b, 2), "the next head was not measured");
+    assert_eq!(attaches(&h.feed(SpInput::Rtt { peer: b, rtt: Some(0.015) })), vec![b]);
 }
 
 #[test]

@@ -169,7 +169,17 @@ impl SuperPeerNode {
     /// whether a head is now measurably nearer.
     pub(super) fn on_rtt(&mut self, ctx: &mut SpContext<'_>, peer: NodeId, rtt: Option<f64>) {
         self.medoid_rtt(ctx, peer, rtt);
-        let Some(rtt) = rtt else { return };
+        let Some(rtt) = rtt else {
+            // Passed over by the switch until it is measured (module doc, step 3, "A failed
+            // measurement does not block"): look again without it.
+            if let Some(c) = self.cache.iter_mut().find(|c| c.info.id == peer && c.rtt <= 0.0) {
+                c.failed = true;
+                if self.head.is_none() && self.attaching.is_none() && self.attached.is_some() {
+                    self.try_attach(ctx);
+                }
+            }
+            return;
+        };
         if !(rtt.is_finite() && rtt > 0.0 && rtt < 3600.0) {
             ctx.push(SpEffect::Rejected { from: peer, reason: "measured RTT out of range" });
             return;

@@ -199,7 +199,13 @@ impl SuperPeerNode {
     pub(super) fn seed(&mut self, ctx: &mut SpContext<'_>) {
         self.last_seed = self.round;
         self.seeds_unanswered = if self.cache.is_empty() { self.seeds_unanswered.saturating_add(1) } else { 0 };
-        for _ in 0..self.cfg.seed_lookups {
+        // Every token seed asks the same key: while the wanted number of tokens fits in one
+        // answer, one lookup returns every holder (module doc, step 3, "One directory lookup").
+        let lookups = match self.cfg.method {
+            Method::RepulsionTokens if self.wanted <= PROVIDERS_PER_ANSWER => 1,
+            _ => self.cfg.seed_lookups,
+        };
+        for _ in 0..lookups {
             let key = match self.cfg.method {
                 Method::ReservedPrefix => slot_key(self.k, ctx.rng.gen_range(0..self.wanted.max(1))),
                 Method::RepulsionTokens => token_directory_key(),

@@ -102,17 +102,20 @@ impl SuperPeerNode {
         }
         let me = self.me.point;
         let round = self.round;
+        // An attached node switches on a measured RTT only (when it measures at all): a head
+        // that merely looks nearer is measured first (`probe`). One whose measurement was
+        // asked for and failed is passed over until it is measured (module doc, step 3, "A
+        // failed measurement does not block").
+        let skip_failed = self.attached.is_some() && self.cfg.probes_per_round > 0;
         let best = self
             .cache
             .iter()
-            .filter(|c| c.backoff_until <= round)
+            .filter(|c| c.backoff_until <= round && !(skip_failed && c.rtt <= 0.0 && c.failed))
             .map(|c| (self.entry_rtt(c), c.rtt > 0.0, c.info))
             .min_by(|a, b| a.0.total_cmp(&b.0));
         let Some((d, measured, best)) = best else { return };
         let go = match self.attached {
             None => true,
-            // An attached node switches on a measured RTT only (when it measures at all): a
-            // head that merely looks nearer is measured first (`probe`).
             Some(a) => {
                 a.id != best.id
                     && (measured || self.cfg.probes_per_round == 0)

@@ -176,6 +176,26 @@ fn a_head_whose_measurement_failed_does_not_keep_the_node_from_a_measured_nearer
 }
 
 #[test]
+fn a_head_measured_far_does_not_win_its_cache_place_back_by_its_prediction() {
+    // Session 13: B, measured at 300 ms though predicted at 20, is evicted for a nearer
+    // newcomer; gossip brings B again. It competes with its remembered 300 ms (not its 20 ms
+    // prediction), so it stays out and is not measured again.
+    let cfg = SuperPeerConfig { probes_per_round: 1, cache_size: 2, ..Default::default() };
+    let (mut h, fx) = Harness::start_with(cfg, seed());
+    let (a, b) = attached_to_a_measured(&mut h, &fx);
+    assert!(attaches(&h.feed(SpInput::Rtt { peer: b, rtt: Some(0.300) })).is_empty());
+    let gossip = |head: PeerInfo| SpMessage::CacheExchange { entries: vec![HeadEntry { head, age: 0 }], reply: false };
+    let c = PeerInfo { id: h.ids[3], point: Point::new(&[0.003, 0.0], 0.001) };
+    h.feed(SpInput::Message { from: h.ids[4], msg: gossip(c) });
+    let cached = |h: &Harness| h.node.cached_heads().iter().map(|e| e.id).collect::<Vec<_>>();
+    assert!(!cached(&h).contains(&b) && cached(&h).contains(&c.id), "B was not evicted for C: {:?}", cached(&h));
+    h.feed(SpInput::Message { from: h.ids[4], msg: gossip(h.b) });
+    assert!(!cached(&h).contains(&b), "B, measured far, took a place back by its prediction");
+    assert!(cached(&h).contains(&a));
+    assert!(!until_measured(&mut h, b, 3), "B was measured again");
+}
+
+#[test]
 fn a_measurement_that_agrees_with_the_head_keeps_it() {
     let (mut h, fx) = Harness::start(1, seed());
     let (a, b) = attached_to_a_measured(&mut h, &fx);

@@ -17,20 +17,65 @@ impl SuperPeerNode {
         v
     }
 
-    /// Ages the cache by one round and forgets entries past the TTL.
+    /// Ages the cache by one round and forgets entries past the TTL (their measurements are
+    /// remembered, see [`Self::remember`]).
     pub(super) fn age_cache(&mut self) {
         let ttl = self.cfg.cache_ttl;
         for c in self.cache.iter_mut() {
             c.age = c.age.saturating_add(1);
         }
-        self.cache.retain(|c| c.age as u32 <= ttl);
+        let mut i = 0;
+        while i < self.cache.len() {
+            if self.cache[i].age as u32 > ttl {
+                let c = self.cache.remove(i);
+                self.remember(&c);
+            } else {
+                i += 1;
+            }
+        }
         let round = self.round;
         self.gone.retain(|(_, until)| *until > round);
+    }
+
+    /// Keeps the measured RTT of a head whose entry leaves the cache (aged out, or evicted
+    /// for a nearer one), at most [`REMEMBERED_RTTS`], the oldest dropped first (module doc,
+    /// step 3, "Measurements outlive the cache entry").
+    pub(super) fn remember(&mut self, c: &CacheEntry) {
+        if c.rtt <= 0.0 {
+            return;
+        }
+        let key = c.info.id.high_u64();
+        self.remembered.retain(|(k, _)| *k != key);
+        if self.remembered.len() >= REMEMBERED_RTTS {
+            self.remembered.remove(0);
+        } else if self.remembered.capacity() == 0 {
+            self.remembered.reserve_exact(REMEMBERED_RTTS);
+        }
+        self.remembered.push((key, c.rtt));
+    }
+
+    /// The remembered measured RTT of head `id` (0 = none).
+    fn recalled(&self, id: &NodeId) -> f32 {
+        let key = id.high_u64();
+        self.remembered.iter().find(|(k, _)| *k == key).map_or(0.0, |(_, r)| *r)
+    }
+
+    /// A new cache entry for `info`, with its remembered measurement (taken out of the
+    /// memory: the entry holds it now).
+    fn fresh_entry(&mut self, info: PeerInfo, age: u16) -> CacheEntry {
+        let mut e = CacheEntry::new(info, age);
+        let key = info.id.high_u64();
+        if let Some(i) = self.remembered.iter().position(|(k, _)| *k == key) {
+            e.rtt = self.remembered.remove(i).1;
+        }
+        e
     }
 
     /// Remembers that `id` serves no cluster (it refused as a non-head or stepped down).
     pub(super) fn forget_head(&mut self, id: NodeId) {
         self.cache.retain(|c| c.info.id != id);
+        let key = id.high_u64();
+        self.remembered.retain(|(k, _)| *k != key);
         let until = self.round.wrapping_add(self.cfg.cache_ttl);
         if let Some(g) = self.gone.iter_mut().find(|(g, _)| *g == id) {
             g.1 = until;
@@ -56,7 +101,11 @@ impl SuperPeerNode {
             return;
         }
         let me = self.me.point;
-        let d = me.rtt(&info.point);
+        // A head measured before competes with its measurement, not its prediction: else a
+        // head measured far (coordinates predict too little) took a place back from a
+        // measured one every time gossip brought it, and was measured again.
+        let known = self.recalled(&info.id);
+        let d = if known > 0.0 { known as f64 } else { me.rtt(&info.point) };
         let eff = |c: &CacheEntry| if c.rtt > 0.0 { c.rtt as f64 } else { me.rtt(&c.info.point) };
         if self.cache.len() >= self.cfg.cache_size
             && self.head.is_none()
@@ -73,7 +122,9 @@ impl SuperPeerNode {
                 .map(|(i, c)| (i, eff(c)))
                 .max_by(|a, b| a.1.total_cmp(&b.1));
             if let Some((i, _)) = full {
-                self.cache[i] = CacheEntry::new(info, age);
+                let e = self.fresh_entry(info, age);
+                let old = std::mem::replace(&mut self.cache[i], e);
+                self.remember(&old);
                 return;
             }
         }
@@ -87,14 +138,17 @@ impl SuperPeerNode {
                 }
             });
             if d < far {
-                self.cache[i] = CacheEntry::new(info, age);
+                let e = self.fresh_entry(info, age);
+                let old = std::mem::replace(&mut self.cache[i], e);
+                self.remember(&old);
             }
         } else {
             if self.cache.capacity() == 0 {
                 // Exactly `cache_size` entries, not the doubling growth's 8 for 6.
                 self.cache.reserve_exact(self.cfg.cache_size.min(64));
             }
-            self.cache.push(CacheEntry::new(info, age));
+            let e = self.fresh_entry(info, age);
+            self.cache.push(e);
         }
     }
 

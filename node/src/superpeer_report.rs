@@ -124,15 +124,22 @@ pub struct PlacementCheck {
     pub unmeasured_own_unmeasured: usize,
 }
 
-/// What a member's state machine knows of the heads (see [`SpStatus::cache`]): per cached
-/// head (node index), its measured RTT (ms) and whether it is backed off; and the measured
-/// RTT to its own head.
+/// What a member's state machine knows of the heads (see [`SpStatus::cache`]): its cached
+/// heads, and the measured RTT to its own head (ms).
 #[derive(Debug, Clone, Default)]
 struct MemberCache {
-    heads: Vec<(usize, Option<f64>, bool)>,
+    heads: Vec<MemberEntry>,
     own_measured_ms: Option<f64>,
-    /// Per cached head (as `heads`): predicted RTT (ms) and whether its measurement failed.
-    predicted: Vec<(f64, bool)>,
+}
+
+/// One cached head of a member (see [`crate::superpeer_driver::CacheStatus`]), by node index.
+#[derive(Debug, Clone, Copy, Default)]
+struct MemberEntry {
+    head: usize,
+    rtt_ms: Option<f64>,
+    predicted_ms: f64,
+    backed_off: bool,
+    failed: bool,
 }
 
 /// Classifies attached nodes (see [`PlacementCheck`]). `attached`: (node, its head);
@@ -170,25 +177,23 @@ fn placement_check(
                 c.not_switched_room += usize::from((members as u32) < cap);
                 ex_s += excess;
                 let Some(mc) = caches.get(&i) else { continue };
-                match mc.heads.iter().find(|e| e.0 == j) {
+                match mc.heads.iter().find(|e| e.head == j) {
                     None => c.nearer_not_cached += 1,
-                    Some((_, _, true)) => c.nearer_backed_off += 1,
-                    Some((_, None, false)) => {
+                    Some(e) if e.backed_off => c.nearer_backed_off += 1,
+                    Some(&MemberEntry { rtt_ms: None, predicted_ms, failed, .. }) => {
                         c.nearer_unmeasured += 1;
-                        let k = mc.heads.iter().position(|e| e.0 == j).unwrap_or(0);
-                        let (pred, failed) = mc.predicted.get(k).copied().unwrap_or((0.0, false));
-                        let own_pred = mc.heads.iter().position(|e| e.0 == own).and_then(|k| mc.predicted.get(k));
-                        let head_rtt = mc.own_measured_ms.or(own_pred.map(|p| p.0));
+                        let own_pred = mc.heads.iter().find(|e| e.head == own).map(|e| e.predicted_ms);
+                        let head_rtt = mc.own_measured_ms.or(own_pred);
                         if failed {
                             c.unmeasured_failed += 1;
-                        } else if head_rtt.is_some_and(|h| pred >= probe_margin * h) {
+                        } else if head_rtt.is_some_and(|h| predicted_ms >= probe_margin * h) {
                             c.unmeasured_beyond_margin += 1;
                         } else if mc.own_measured_ms.is_none() {
                             c.unmeasured_own_unmeasured += 1;
                         }
                     }
-                    Some((_, Some(near), false)) => match mc.own_measured_ms {
-                        Some(o) if *near < switch_factor * o => c.nearer_measured_nearer += 1,
+                    Some(&MemberEntry { rtt_ms: Some(near), .. }) => match mc.own_measured_ms {
+                        Some(o) if near < switch_factor * o => c.nearer_measured_nearer += 1,
                         measured_own => {
                             c.nearer_measured_not_nearer += 1;
                             if let Some(o) = measured_own {
@@ -546,10 +551,20 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
         .iter()
         .filter_map(|(i, s)| sp_of(s).map(|p| (*i, p)))
         .map(|(i, p)| {
-            let known: Vec<_> = p.cache.iter().filter_map(|e| index.get(e.head.as_str()).map(|&j| (j, e))).collect();
-            let heads = known.iter().map(|(j, e)| (*j, e.rtt_ms, e.backed_off)).collect();
-            let predicted = known.iter().map(|(_, e)| (e.predicted_ms, e.failed)).collect();
-            (i, MemberCache { heads, own_measured_ms: p.head_measured_ms, predicted })
+            let heads = p
+                .cache
+                .iter()
+                .filter_map(|e| {
+                    index.get(e.head.as_str()).map(|&head| MemberEntry {
+                        head,
+                        rtt_ms: e.rtt_ms,
+                        predicted_ms: e.predicted_ms,
+                        backed_off: e.backed_off,
+                        failed: e.failed,
+                    })
+                })
+                .collect();
+            (i, MemberCache { heads, own_measured_ms: p.head_measured_ms })
         })
         .collect();
     let mut lat = Vec::new();
@@ -807,21 +822,10 @@ mod tests {
         let true_ms = |i: usize, j: usize| net.model().rtt_ms(i, j);
         let near5 = *heads.iter().find(|h| **h != other(5)).unwrap();
         let mut caches = HashMap::new();
-        caches.insert(
-            5,
-            MemberCache {
-                heads: vec![
-                    (near5, Some(true_ms(5, near5) + 30.0), false),
-                    (other(5), Some(true_ms(5, other(5))), false),
-                ],
-                own_measured_ms: Some(true_ms(5, other(5))),
-                predicted: vec![(1.0, false), (1.0, false)],
-            },
-        );
-        caches.insert(
-            6,
-            MemberCache { heads: vec![(other(6), None, false)], own_measured_ms: None, predicted: vec![(1.0, false)] },
-        );
+        let entry = |head: usize, rtt_ms: Option<f64>| MemberEntry { head, rtt_ms, ..Default::default() };
+        let heads5 = vec![entry(near5, Some(true_ms(5, near5) + 30.0)), entry(other(5), Some(true_ms(5, other(5))))];
+        caches.insert(5, MemberCache { heads: heads5, own_measured_ms: Some(true_ms(5, other(5))) });
+        caches.insert(6, MemberCache { heads: vec![entry(other(6), None)], own_measured_ms: None });
         let c = placement_check(&net, &points, &attached, &members, &caches, 40).unwrap();
         assert_eq!(c.at_nearest, 1);
         assert_eq!(c.coordinates_err, 1);

@@ -5,8 +5,6 @@
 
 use overlay::superpeer::{PeerInfo, SpInput, SuperPeerConfig, SuperPeerNode};
 use overlay::NodeId;
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
 
 mod common;

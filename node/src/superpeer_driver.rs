@@ -1260,7 +1260,6 @@ impl SuperPeerDriver {
         }
         s.cluster_size = sm.members().len();
         s.known_heads = sm.known_head_count();
-
         s.neighbours = sm.neighbour_count();
         s.token = token.map(|t| t.0 .0);
         s.token_epoch = token.map(|t| t.1);

@@ -195,6 +195,75 @@ fn a_head_measured_far_does_not_win_its_cache_place_back_by_its_prediction() {
     assert!(!until_measured(&mut h, b, 3), "B was measured again");
 }
 
+fn gossip(head: PeerInfo) -> SpMessage {
+    SpMessage::CacheExchange { entries: vec![HeadEntry { head, age: 0 }], reply: false }
+}
+
+/// Runs `rounds` rounds with head B gossiped to the node before each (so it stays cached)
+/// and every measurement of B answered `rtt`; returns the rounds (1-based) in which
+/// the node asked to measure it.
+fn measured_rounds(h: &mut Harness, rtt: f64, rounds: u32) -> Vec<u32> {
+    let head = h.b;
+    let mut at = Vec::new();
+    for r in 1..=rounds {
+        let from = h.ids[4];
+        h.feed(SpInput::Message { from, msg: gossip(head) });
+        if measures(&h.tick()).contains(&head.id) {
+            at.push(r);
+            h.feed(SpInput::Rtt { peer: head.id, rtt: Some(rtt) });
+        }
+    }
+    at
+}
+
+#[test]
+fn a_head_measured_under_load_is_measured_again_and_taken() {
+    // Session 14: B, predicted at 20 ms, was measured at 300 ms while the machine was
+    // loaded; A, the head, at 40. The minimum alone would keep B out for good: it is
+    // measured again after PROBE_RETRY rounds, and its quiet 15 ms makes the node switch.
+    let (mut h, fx) = Harness::start(1, seed());
+    let (_, b) = attached_to_a_measured(&mut h, &fx);
+    assert!(attaches(&h.feed(SpInput::Rtt { peer: b, rtt: Some(0.300) })).is_empty());
+    for r in 1..=10 {
+        // Gossip keeps B in the cache (entries age out after `cache_ttl` rounds).
+        let from = h.ids[4];
+        h.feed(SpInput::Message { from, msg: gossip(h.b) });
+        let asked = measures(&h.tick()).contains(&b);
+        assert_eq!(asked, r == 10, "round {r}: B measured again {asked}, expected only at round 10");
+    }
+    assert_eq!(attaches(&h.feed(SpInput::Rtt { peer: b, rtt: Some(0.015) })), vec![b]);
+}
+
+#[test]
+fn a_head_the_coordinates_misjudge_is_measured_again_ever_more_rarely() {
+    // Session 14: B really is 300 ms away though predicted at 20. The repeats wait 10, 20,
+    // then 40 rounds: 5 repeats in 160 rounds, not 16; the back-off survives B leaving the
+    // cache and coming back; nothing while unfit.
+    let (mut h, fx) = Harness::start(1, seed());
+    let (a, b) = attached_to_a_measured(&mut h, &fx);
+    h.feed(SpInput::Rtt { peer: b, rtt: Some(0.300) });
+    let at = measured_rounds(&mut h, 0.300, 160);
+    assert_eq!(at, vec![10, 30, 70, 110, 150], "repeats of B");
+    assert_eq!(h.node.attached_to(), Some(a));
+    // B ages out of the cache (no gossip for 12 rounds) and comes back with its
+    // measurement and its back-off: the next repeat is 40 rounds away, not 10.
+    for _ in 0..12 {
+        h.tick();
+    }
+    assert!(!h.node.cached_heads().iter().any(|e| e.id == b), "B did not age out");
+    let at = measured_rounds(&mut h, 0.300, 45);
+    assert_eq!(at, vec![40], "B came back: its repeats");
+    assert!(h.node.cached_heads().iter().any(|e| e.id == b && e.rtt.is_some()), "B's measurement was lost");
+    // While the coordinate is unfit nothing is measured again (its predictions mean
+    // nothing; a fit report then forgets every measurement, see the test above).
+    let (mut h, fx) = Harness::start(1, seed());
+    h.feed(SpInput::CoordinateFit { fit: false });
+    let (_, b) = attached_to_a_measured(&mut h, &fx);
+    h.feed(SpInput::Rtt { peer: b, rtt: Some(0.300) });
+    let at = measured_rounds(&mut h, 0.300, 40);
+    assert!(at.is_empty(), "measured again while unfit: {at:?}");
+}
+
 #[test]
 fn a_measurement_that_agrees_with_the_head_keeps_it() {
     let (mut h, fx) = Harness::start(1, seed());

@@ -45,28 +45,33 @@ impl SuperPeerNode {
             return;
         }
         let key = c.info.id.high_u64();
-        self.remembered.retain(|(k, _)| *k != key);
+        self.remembered.retain(|r| r.key != key);
         if self.remembered.len() >= REMEMBERED_RTTS {
             self.remembered.remove(0);
         } else if self.remembered.capacity() == 0 {
             self.remembered.reserve_exact(REMEMBERED_RTTS);
         }
-        self.remembered.push((key, c.rtt));
+        self.remembered.push(Remembered { key, rtt: c.rtt, remeasured: c.remeasured });
     }
 
     /// The remembered measured RTT of head `id` (0 = none).
     fn recalled(&self, id: &NodeId) -> f32 {
         let key = id.high_u64();
-        self.remembered.iter().find(|(k, _)| *k == key).map_or(0.0, |(_, r)| *r)
+        self.remembered.iter().find(|r| r.key == key).map_or(0.0, |r| r.rtt)
     }
 
     /// A new cache entry for `info`, with its remembered measurement (taken out of the
-    /// memory: the entry holds it now).
+    /// memory: the entry holds it now). A doubtful one is measured again no sooner than its
+    /// repeats so far ask, counted from now (see [`Self::remeasure`]): a head that ages out
+    /// and comes back keeps its back-off.
     fn fresh_entry(&mut self, info: PeerInfo, age: u16) -> CacheEntry {
         let mut e = CacheEntry::new(info, age);
         let key = info.id.high_u64();
-        if let Some(i) = self.remembered.iter().position(|(k, _)| *k == key) {
-            e.rtt = self.remembered.remove(i).1;
+        if let Some(i) = self.remembered.iter().position(|r| r.key == key) {
+            let r = self.remembered.remove(i);
+            e.rtt = r.rtt;
+            e.remeasured = r.remeasured;
+            e.probed = (self.round as u16).max(1);
         }
         e
     }
@@ -75,7 +80,7 @@ impl SuperPeerNode {
     pub(super) fn forget_head(&mut self, id: NodeId) {
         self.cache.retain(|c| c.info.id != id);
         let key = id.high_u64();
-        self.remembered.retain(|(k, _)| *k != key);
+        self.remembered.retain(|r| r.key != key);
         let until = self.round.wrapping_add(self.cfg.cache_ttl);
         if let Some(g) = self.gone.iter_mut().find(|(g, _)| *g == id) {
             g.1 = until;
@@ -215,6 +220,49 @@ impl SuperPeerNode {
             let Some((i, _)) = next else { break };
             self.cache[i].probed = r16;
             ctx.push(SpEffect::MeasureRtt { peer: self.cache[i].info.id });
+            left -= 1;
+        }
+        self.remeasure(ctx, left);
+    }
+
+    /// With `left` probes of the round to spare, measures again the cached heads whose
+    /// measurement keeps the node from switching although their prediction would not: measured
+    /// at or above `switch_factor` x the current head's RTT, predicted below it (module doc,
+    /// step 3, "A doubtful measurement is taken again"). Nearest predicted first; a head's
+    /// n-th repeat waits `PROBE_RETRY << min(n, REMEASURE_MAX_SHIFT)` rounds after its last
+    /// measurement (10, 20, then every 40), so a head the coordinates misjudge costs one
+    /// measurement in 40 rounds, not one every few rounds.
+    /// Not while the coordinate is unfit (its predictions mean nothing yet).
+    fn remeasure(&mut self, ctx: &mut SpContext<'_>, mut left: u32) {
+        let Some(a) = self.attached else { return };
+        if left == 0 || !self.coordinate_fit {
+            return;
+        }
+        let bar = self.cfg.switch_factor * self.head_rtt(&a);
+        let me = self.me.point;
+        let round = self.round;
+        let r16 = (round as u16).max(1);
+        while left > 0 {
+            let next = self
+                .cache
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| {
+                    let wait = PROBE_RETRY << c.remeasured.min(REMEASURE_MAX_SHIFT);
+                    c.rtt > 0.0
+                        && c.rtt as f64 >= bar
+                        && c.backoff_until <= round
+                        && c.info.id != a.id
+                        && (c.probed == 0 || r16.wrapping_sub(c.probed) >= wait)
+                })
+                .map(|(i, c)| (i, me.rtt(&c.info.point)))
+                .filter(|(_, d)| *d < bar)
+                .min_by(|x, y| x.1.total_cmp(&y.1));
+            let Some((i, _)) = next else { break };
+            let c = &mut self.cache[i];
+            c.probed = r16;
+            c.remeasured = c.remeasured.saturating_add(1);
+            ctx.push(SpEffect::MeasureRtt { peer: c.info.id });
             left -= 1;
         }
     }

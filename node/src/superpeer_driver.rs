@@ -222,6 +222,8 @@ pub struct CacheStatus {
     pub backed_off: bool,
     /// Its measurement failed and none succeeded yet.
     pub failed: bool,
+    /// How often it was measured again as doubtful (measured far above its prediction).
+    pub remeasured: u8,
 }
 
 impl SpStatus {
@@ -503,6 +505,7 @@ impl SuperPeerDriver {
             predicted_ms: c.predicted * 1000.0,
             backed_off: c.backed_off,
             failed: c.failed,
+            remeasured: c.remeasured,
         }));
         s.head_measured_ms = self.sm.attached_rtt().map(|r| r * 1000.0);
     }

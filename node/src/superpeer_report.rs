@@ -116,6 +116,11 @@ pub struct PlacementCheck {
     /// for as long as the entry lives).
     pub nearer_measured_excess_ms: f64,
     pub own_measured_excess_ms: f64,
+    /// Of `nearer_measured_not_nearer`: predicted below `switch_factor` x the member's
+    /// measured head, so the member measures it again now and then (the state machine's
+    /// "doubtful measurement"); and how often it had been, on average.
+    pub measured_not_nearer_doubtful: usize,
+    pub measured_not_nearer_repeats: f64,
     /// Of `nearer_unmeasured`: its measurement failed; it is predicted beyond
     /// `probe_margin` x the member's head RTT (measured, else predicted), so it is never
     /// probed; the member's own head is not measured yet (it is probed first).
@@ -140,6 +145,7 @@ struct MemberEntry {
     predicted_ms: f64,
     backed_off: bool,
     failed: bool,
+    remeasured: u8,
 }
 
 /// Classifies attached nodes (see [`PlacementCheck`]). `attached`: (node, its head);
@@ -159,6 +165,7 @@ fn placement_check(
     let mut c = PlacementCheck::default();
     let (mut ex_c, mut ex_s) = (0.0, 0.0);
     let (mut ex_near, mut ex_own, mut n_ex) = (0.0, 0.0, 0usize);
+    let mut repeats = 0.0;
     for &(i, own) in attached {
         let true_rtt = |j: usize| net.model().rtt_ms(i, j);
         let nearest = heads.iter().map(|&(j, _)| true_rtt(j)).fold(f64::MAX, f64::min);
@@ -192,17 +199,23 @@ fn placement_check(
                             c.unmeasured_own_unmeasured += 1;
                         }
                     }
-                    Some(&MemberEntry { rtt_ms: Some(near), .. }) => match mc.own_measured_ms {
-                        Some(o) if near < switch_factor * o => c.nearer_measured_nearer += 1,
-                        measured_own => {
-                            c.nearer_measured_not_nearer += 1;
-                            if let Some(o) = measured_own {
-                                ex_near += near - true_rtt(j);
-                                ex_own += o - true_rtt(own);
-                                n_ex += 1;
+                    Some(&MemberEntry { rtt_ms: Some(near), predicted_ms, remeasured, .. }) => {
+                        match mc.own_measured_ms {
+                            Some(o) if near < switch_factor * o => c.nearer_measured_nearer += 1,
+                            measured_own => {
+                                c.nearer_measured_not_nearer += 1;
+                                if let Some(o) = measured_own {
+                                    ex_near += near - true_rtt(j);
+                                    ex_own += o - true_rtt(own);
+                                    n_ex += 1;
+                                    if predicted_ms < switch_factor * o {
+                                        c.measured_not_nearer_doubtful += 1;
+                                        repeats += f64::from(remeasured);
+                                    }
+                                }
                             }
                         }
-                    },
+                    }
                 }
             }
             _ => {
@@ -215,6 +228,7 @@ fn placement_check(
     c.excess_ms_not_switched = ex_s / c.not_switched.max(1) as f64;
     c.nearer_measured_excess_ms = ex_near / n_ex.max(1) as f64;
     c.own_measured_excess_ms = ex_own / n_ex.max(1) as f64;
+    c.measured_not_nearer_repeats = repeats / c.measured_not_nearer_doubtful.max(1) as f64;
     Some(c)
 }
 
@@ -561,6 +575,7 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
                         predicted_ms: e.predicted_ms,
                         backed_off: e.backed_off,
                         failed: e.failed,
+                        remeasured: e.remeasured,
                     })
                 })
                 .collect();
@@ -823,7 +838,10 @@ mod tests {
         let near5 = *heads.iter().find(|h| **h != other(5)).unwrap();
         let mut caches = HashMap::new();
         let entry = |head: usize, rtt_ms: Option<f64>| MemberEntry { head, rtt_ms, ..Default::default() };
-        let heads5 = vec![entry(near5, Some(true_ms(5, near5) + 30.0)), entry(other(5), Some(true_ms(5, other(5))))];
+        // Its prediction of the nearer head (0 ms) is below 0.9 x its own: doubtful, and
+        // measured again 3 times so far.
+        let doubted = MemberEntry { remeasured: 3, ..entry(near5, Some(true_ms(5, near5) + 30.0)) };
+        let heads5 = vec![doubted, entry(other(5), Some(true_ms(5, other(5))))];
         caches.insert(5, MemberCache { heads: heads5, own_measured_ms: Some(true_ms(5, other(5))) });
         caches.insert(6, MemberCache { heads: vec![entry(other(6), None)], own_measured_ms: None });
         let c = placement_check(&net, &points, &attached, &members, &caches, 40).unwrap();
@@ -840,6 +858,10 @@ mod tests {
         assert_eq!(c.nearer_not_cached, 1);
         if !nearer5 {
             assert!((c.nearer_measured_excess_ms - 30.0).abs() < 1e-9 && c.own_measured_excess_ms.abs() < 1e-9);
+            assert_eq!(c.measured_not_nearer_doubtful, 1);
+            assert!((c.measured_not_nearer_repeats - 3.0).abs() < 1e-9);
+        } else {
+            assert_eq!((c.measured_not_nearer_doubtful, c.measured_not_nearer_repeats), (0, 0.0));
         }
         assert!(placement_check(&net, &points, &attached, &[], &caches, 40).is_none());
     }

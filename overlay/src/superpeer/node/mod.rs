@@ -601,6 +601,9 @@ pub struct CachedHead {
     pub backed_off: bool,
     /// A measurement was asked for and failed, and none succeeded yet.
     pub failed: bool,
+    /// How often it was measured again as doubtful (module doc, step 3, "A doubtful
+    /// measurement is taken again").
+    pub remeasured: u8,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -1058,6 +1061,7 @@ impl SuperPeerNode {
                 predicted: me.rtt(&c.info.point),
                 backed_off: c.backoff_until > self.round,
                 failed: c.failed,
+                remeasured: c.remeasured,
             })
             .collect()
     }

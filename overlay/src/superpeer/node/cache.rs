@@ -203,21 +203,10 @@ impl SuperPeerNode {
             }
             limit = self.cfg.probe_margin * self.head_rtt(&a);
         }
-        let me = self.me.point;
-        let round = self.round;
         let attached = self.attached.map(|a| a.id);
         while left > 0 {
-            let next = self
-                .cache
-                .iter()
-                .enumerate()
-                .filter(|(_, c)| {
-                    c.rtt <= 0.0 && c.backoff_until <= round && due(c.probed) && Some(c.info.id) != attached
-                })
-                .map(|(i, c)| (i, me.rtt(&c.info.point)))
-                .filter(|(_, d)| *d < limit)
-                .min_by(|a, b| a.1.total_cmp(&b.1));
-            let Some((i, _)) = next else { break };
+            let unmeasured = |c: &CacheEntry| c.rtt <= 0.0 && due(c.probed) && Some(c.info.id) != attached;
+            let Some(i) = self.nearest_to_probe(limit, unmeasured) else { break };
             self.cache[i].probed = r16;
             ctx.push(SpEffect::MeasureRtt { peer: self.cache[i].info.id });
             left -= 1;
@@ -239,32 +228,36 @@ impl SuperPeerNode {
             return;
         }
         let bar = self.cfg.switch_factor * self.head_rtt(&a);
-        let me = self.me.point;
-        let round = self.round;
-        let r16 = (round as u16).max(1);
+        let r16 = (self.round as u16).max(1);
         while left > 0 {
-            let next = self
-                .cache
-                .iter()
-                .enumerate()
-                .filter(|(_, c)| {
-                    let wait = PROBE_RETRY << c.remeasured.min(REMEASURE_MAX_SHIFT);
-                    c.rtt > 0.0
-                        && c.rtt as f64 >= bar
-                        && c.backoff_until <= round
-                        && c.info.id != a.id
-                        && (c.probed == 0 || r16.wrapping_sub(c.probed) >= wait)
-                })
-                .map(|(i, c)| (i, me.rtt(&c.info.point)))
-                .filter(|(_, d)| *d < bar)
-                .min_by(|x, y| x.1.total_cmp(&y.1));
-            let Some((i, _)) = next else { break };
+            let doubtful = |c: &CacheEntry| {
+                let wait = PROBE_RETRY << c.remeasured.min(REMEASURE_MAX_SHIFT);
+                c.rtt > 0.0
+                    && c.rtt as f64 >= bar
+                    && c.info.id != a.id
+                    && (c.probed == 0 || r16.wrapping_sub(c.probed) >= wait)
+            };
+            let Some(i) = self.nearest_to_probe(bar, doubtful) else { break };
             let c = &mut self.cache[i];
             c.probed = r16;
             c.remeasured = c.remeasured.saturating_add(1);
             ctx.push(SpEffect::MeasureRtt { peer: c.info.id });
             left -= 1;
         }
+    }
+
+    /// The cache entry, not backed off, that `pick` takes and whose predicted RTT is the
+    /// smallest below `limit`: the next head to measure.
+    fn nearest_to_probe(&self, limit: f64, pick: impl Fn(&CacheEntry) -> bool) -> Option<usize> {
+        let me = self.me.point;
+        self.cache
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.backoff_until <= self.round && pick(c))
+            .map(|(i, c)| (i, me.rtt(&c.info.point)))
+            .filter(|(_, d)| *d < limit)
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(i, _)| i)
     }
 
     /// A measurement came back (see [`SpInput::Rtt`]): keep the smallest sample, then look

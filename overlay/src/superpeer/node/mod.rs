@@ -620,7 +620,7 @@ struct CacheEntry {
     failed: bool,
     /// How often this head was measured again because its measurement contradicts its
     /// prediction (module doc, step 3, "A doubtful measurement is taken again"): the next
-    /// one waits `PROBE_RETRY << remeasured` rounds.
+    /// one waits `PROBE_RETRY << min(remeasured, REMEASURE_MAX_SHIFT)` rounds.
     remeasured: u8,
 }
 

@@ -167,8 +167,7 @@ fn a_head_whose_measurement_failed_does_not_keep_the_node_from_a_measured_nearer
     assert!(until_measured(&mut h, a, 2), "the current head was not measured");
     h.feed(SpInput::Rtt { peer: a, rtt: Some(0.040) });
     let c = PeerInfo { id: h.ids[3], point: Point::new(&[0.003, 0.0], 0.001) };
-    let gossip = SpMessage::CacheExchange { entries: vec![HeadEntry { head: c, age: 0 }], reply: false };
-    h.feed(SpInput::Message { from: h.ids[4], msg: gossip });
+    h.feed(SpInput::Message { from: h.ids[4], msg: gossip(c) });
     assert!(until_measured(&mut h, c.id, 2), "the nearest-looking head was not measured");
     assert!(attaches(&h.feed(SpInput::Rtt { peer: c.id, rtt: None })).is_empty(), "switched to an unmeasured head");
     assert!(until_measured(&mut h, b, 2), "the next head was not measured");
@@ -184,7 +183,6 @@ fn a_head_measured_far_does_not_win_its_cache_place_back_by_its_prediction() {
     let (mut h, fx) = Harness::start_with(cfg, seed());
     let (a, b) = attached_to_a_measured(&mut h, &fx);
     assert!(attaches(&h.feed(SpInput::Rtt { peer: b, rtt: Some(0.300) })).is_empty());
-    let gossip = |head: PeerInfo| SpMessage::CacheExchange { entries: vec![HeadEntry { head, age: 0 }], reply: false };
     let c = PeerInfo { id: h.ids[3], point: Point::new(&[0.003, 0.0], 0.001) };
     h.feed(SpInput::Message { from: h.ids[4], msg: gossip(c) });
     let cached = |h: &Harness| h.node.cached_heads().iter().map(|e| e.id).collect::<Vec<_>>();

@@ -48,8 +48,6 @@ impl SuperPeerNode {
         self.remembered.retain(|r| r.key != key);
         if self.remembered.len() >= REMEMBERED_RTTS {
             self.remembered.remove(0);
-        } else if self.remembered.capacity() == 0 {
-            self.remembered.reserve_exact(REMEMBERED_RTTS);
         }
         self.remembered.push(Remembered { key, rtt: c.rtt, remeasured: c.remeasured });
     }
@@ -148,9 +146,10 @@ impl SuperPeerNode {
                 self.remember(&old);
             }
         } else {
-            if self.cache.capacity() == 0 {
-                // Exactly `cache_size` entries, not the doubling growth's 8 for 6.
-                self.cache.reserve_exact(self.cfg.cache_size.min(64));
+            if self.cache.len() == self.cache.capacity() && self.cache.len() < self.cfg.cache_size.min(64) {
+                // Spilling past the inline entries: exactly `cache_size` of them, not the
+                // doubling growth's.
+                self.cache.reserve_exact(self.cfg.cache_size.min(64) - self.cache.len());
             }
             let e = self.fresh_entry(info, age);
             self.cache.push(e);

@@ -475,6 +475,7 @@ use crate::id::{NodeId, Rank};
 use crate::membership::Membership;
 use crate::time::Time;
 use rand::{Rng, RngCore};
+use smallvec::SmallVec;
 use std::sync::Arc;
 
 mod cache;
@@ -605,6 +606,9 @@ pub struct CachedHead {
     /// measurement is taken again").
     pub remeasured: u8,
 }
+
+/// Head-cache entries kept inside the node's state: the default `cache_size`.
+const CACHE_INLINE: usize = 6;
 
 #[derive(Clone, Copy, Debug)]
 struct CacheEntry {
@@ -899,13 +903,15 @@ pub struct SuperPeerNode {
     k: u32,
     claim: Option<Claim>,
     neighbours: Vec<PeerInfo>,
-    cache: Vec<CacheEntry>,
+    /// Inline for the default size (no heap pointer to chase on every gossip message: the
+    /// simulator's rounds wait on memory, session 15); a larger `cache_size` spills to the heap.
+    cache: SmallVec<[CacheEntry; CACHE_INLINE]>,
     /// Peers that said they serve no cluster, ignored in gossip until the given round.
     gone: Vec<(NodeId, u32)>,
     /// Measured RTTs (seconds) of heads whose entries left the cache, by the top 64 bits of
     /// their id, oldest first, at most [`REMEMBERED_RTTS`] (module doc, step 3,
     /// "Measurements outlive the cache entry").
-    remembered: Vec<Remembered>,
+    remembered: SmallVec<[Remembered; REMEMBERED_RTTS]>,
     /// Round we last heard from the head we are attached to.
     heard: u32,
     /// Our head, which members asked us to re-elect while we still took it for alive: we
@@ -974,9 +980,9 @@ impl SuperPeerNode {
             k: 0,
             claim: None,
             neighbours: Vec::new(),
-            cache: Vec::new(),
+            cache: SmallVec::new(),
             gone: Vec::new(),
-            remembered: Vec::new(),
+            remembered: SmallVec::new(),
             heard: 0,
             doubted: None,
             last_seed: 0,
@@ -1000,6 +1006,19 @@ impl SuperPeerNode {
     }
 
     // ----- read-only views for drivers, tests and measurements -----
+
+    /// Where the buffers this node reads on nearly every tick live, as (address, bytes): its
+    /// neighbours (on the heap), its head cache and RTT memory (inside the node's state
+    /// unless a `cache_size` above the inline size spilled them). For a simulator that
+    /// prefetches the state of nodes whose turn is coming (`experiments`'
+    /// `superpeers::prefetch`); the node itself never uses it, and reading the addresses
+    /// changes nothing.
+    pub fn hot_buffers(&self) -> [(*const u8, usize); 3] {
+        fn span<T>(v: &[T]) -> (*const u8, usize) {
+            (v.as_ptr() as *const u8, std::mem::size_of_val(v))
+        }
+        [span(&self.cache), span(&self.remembered), span(&self.neighbours)]
+    }
 
     pub fn id(&self) -> NodeId {
         self.me.id
@@ -1160,8 +1179,12 @@ impl SuperPeerNode {
     /// Approximate heap bytes held (for the simulator's memory report).
     pub fn heap_bytes(&self) -> usize {
         let mut b = self.neighbours.capacity() * std::mem::size_of::<PeerInfo>()
-            + self.cache.capacity() * std::mem::size_of::<CacheEntry>()
-            + self.remembered.capacity() * std::mem::size_of::<Remembered>()
+            + if self.cache.spilled() { self.cache.capacity() * std::mem::size_of::<CacheEntry>() } else { 0 }
+            + if self.remembered.spilled() {
+                self.remembered.capacity() * std::mem::size_of::<Remembered>()
+            } else {
+                0
+            }
             + self.queries.capacity() * std::mem::size_of::<(u32, Pending)>()
             + self.retry.capacity() * std::mem::size_of::<(u32, Pending)>();
         if self.election.is_some() {

@@ -76,6 +76,40 @@ fn dht_closest_matches_brute_force() {
     }
 }
 
+/// After crashes remove nodes from the index (which also moves its bucket starts), every
+/// answer is still the brute-force one over the live nodes.
+#[test]
+fn dht_closest_after_removals_matches_brute_force() {
+    let s = seed();
+    let mut rng = ChaCha8Rng::seed_from_u64(s ^ 0xdead);
+    for &(n, k) in &[(40usize, 20usize), (3_000, 20), (3_000, 3)] {
+        let ids: Vec<NodeId> = (0..n).map(|_| random_id(&mut rng)).collect();
+        let mut dht = Dht::new(&ids, k);
+        let mut live: Vec<bool> = vec![true; n];
+        for i in 0..n {
+            if rng.gen_bool(0.4) {
+                dht.remove(&ids[i], i as u32);
+                live[i] = false;
+            }
+        }
+        for q in 0..200 {
+            let key = if q % 2 == 0 {
+                random_id(&mut rng)
+            } else {
+                let mut id = ids[rng.gen_range(0..n)];
+                id.0[15] ^= 1 << rng.gen_range(0..8);
+                id
+            };
+            let x = top128(&key);
+            let mut all: Vec<(u128, u32)> =
+                ids.iter().enumerate().filter(|(i, _)| live[*i]).map(|(i, id)| (top128(id) ^ x, i as u32)).collect();
+            all.sort_unstable();
+            let want: Vec<u32> = all.iter().take(k).map(|p| p.1).collect();
+            assert_eq!(dht.closest(&key), want, "seed {s} n {n} k {k} query {q}");
+        }
+    }
+}
+
 /// The pruned nearest-node floor (scan in ascending access delay, stop at the access-delay
 /// bound) is the full scan's number, exactly, on the Internet latency model.
 #[test]

@@ -26,6 +26,7 @@ pub mod kmedian;
 pub mod measure;
 pub mod memory;
 pub mod plot;
+pub mod prefetch;
 pub mod protocol;
 pub mod world;
 

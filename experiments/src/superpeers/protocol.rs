@@ -22,6 +22,14 @@
 //!   message kinds are counted in a small vector, and the DHT oracle binary-searches the
 //!   block size of a closest-peers query. None of this changes what is simulated: the same
 //!   seed gives the same run as before.
+//! - **Waiting on memory** (session 15, `perf annotate` at N = 200,000-300,000): a round is
+//!   mostly cache misses, each message landing on a random node's state. The driver asks for
+//!   loads before it needs them ([`super::prefetch`]): every receiver's id-index slot when a
+//!   node emits several sends at once (a head's view to its members), the receiver's state
+//!   when a message is queued, the ids and points of a DHT answer before they are copied, and
+//!   the tick-ordered nodes' buffers two turns ahead; the head cache and RTT memory sit inside
+//!   the node's state (`SuperPeerNode`'s inline `SmallVec`s) instead of behind a pointer.
+//!   Same output, byte for byte.
 //! - **Memory layout** (session 4): the nodes are stored in the order in which they take
 //!   their turn each round (the run's fixed random permutation of the world), so a round
 //!   walks the node states front to back instead of jumping across gigabytes at N = 10^6.
@@ -33,6 +41,7 @@
 //!   when a send fails.
 
 use super::churn::Churn;
+use super::prefetch::{prefetch, prefetch_raw};
 use super::world::{Dht, IdIndex, World};
 use overlay::superpeer::{
     HeadRole, PeerInfo, Query, SpContext, SpEffect, SpInput, SuperPeerConfig, SuperPeerNode, TokenId,
@@ -198,6 +207,15 @@ impl<'w> Sim<'w> {
             c.after(node, self.nodes[node as usize].is_head());
             self.churn = Some(c);
         }
+        // A head's view goes to all its members at once: start every receiver's look-up
+        // before the first one waits on memory.
+        if effects.len() > 1 {
+            for e in &effects {
+                if let SpEffect::Send { to, .. } = e {
+                    self.slot_index.prefetch(to);
+                }
+            }
+        }
         for e in effects.drain(..) {
             self.effect(node, e);
         }
@@ -221,6 +239,9 @@ impl<'w> Sim<'w> {
                 match self.slot(&to) {
                     Some(t) if self.alive[t as usize] => {
                         let from = self.nodes[node as usize].id();
+                        // The receiver's state is read when the message's turn comes, at a
+                        // random place in gigabytes: start loading it now.
+                        prefetch(&self.nodes[t as usize]);
                         self.work.push_back((t, SpInput::Message { from, msg }));
                     }
                     _ => self.work.push_back((node, SpInput::SendFailed { to, msg })),
@@ -229,14 +250,21 @@ impl<'w> Sim<'w> {
             SpEffect::Lookup { query, what } => {
                 self.lookups += 1;
                 self.round_messages += self.lookup_cost;
-                let peers: Vec<PeerInfo> = match what {
-                    Query::Closest { key } | Query::Sample { key } => {
-                        self.dht.closest(&key).into_iter().map(|i| self.info(i)).collect()
-                    }
-                    Query::Providers { key } => {
-                        self.dht.providers(&key, &mut self.rng).into_iter().map(|i| self.info(i)).collect()
-                    }
+                let found = match what {
+                    Query::Closest { key } | Query::Sample { key } => self.dht.closest(&key),
+                    Query::Providers { key } => self.dht.providers(&key, &mut self.rng),
                 };
+                // Up to k ids and points at random places (two misses each, via `world_of`):
+                // start every load before reading any.
+                for &i in &found {
+                    prefetch(&self.world_of[i as usize]);
+                }
+                for &i in &found {
+                    let wi = self.world_of[i as usize] as usize;
+                    prefetch(&self.w.ids[wi]);
+                    prefetch(&self.w.points[wi]);
+                }
+                let peers: Vec<PeerInfo> = found.into_iter().map(|i| self.info(i)).collect();
                 self.work.push_back((node, SpInput::LookupResult { query, peers }));
             }
             SpEffect::Provide { key } => self.dht.provide(key, node),
@@ -381,6 +409,13 @@ impl<'w> Sim<'w> {
         self.now = round as u64 * TICK_US;
         self.fire_timers(self.now);
         for i in 0..self.nodes.len() as u32 {
+            // The node whose turn comes after the next one: its state is next in memory
+            // (the hardware prefetches that), its buffers are anywhere on the heap.
+            if let Some(later) = self.nodes.get(i as usize + 2) {
+                for (addr, bytes) in later.hot_buffers() {
+                    prefetch_raw(addr, bytes);
+                }
+            }
             if self.alive[i as usize] {
                 self.deliver(i, SpInput::Tick);
                 self.drain();
@@ -431,8 +466,15 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
     for (s, &i) in world_of.iter().enumerate() {
         slot_of[i as usize] = s as u32;
     }
-    let nodes: Vec<SuperPeerNode> =
-        world_of.iter().map(|&i| SuperPeerNode::new(w.ids[i as usize], w.points[i as usize], cfg.clone())).collect();
+    let mut nodes: Vec<SuperPeerNode> = Vec::with_capacity(n);
+    for (s, &i) in world_of.iter().enumerate() {
+        // Turn order is a random permutation of the world: load ids and points ahead.
+        if let Some(&a) = world_of.get(s + 8) {
+            prefetch(&w.ids[a as usize]);
+            prefetch(&w.points[a as usize]);
+        }
+        nodes.push(SuperPeerNode::new(w.ids[i as usize], w.points[i as usize], cfg.clone()));
+    }
     let mut slot_index = IdIndex::with_capacity(n);
     for (s, &i) in world_of.iter().enumerate() {
         // World ids differ in their first 64 bits (`World::generate`), so every insert succeeds.
@@ -472,6 +514,14 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
     // Start in turn order.
     for s in 0..n {
         let i = sim.world_of[s] as usize;
+        // The next node's neighbours' ids and points lie anywhere in the world: start loading
+        // them now ([`super::prefetch`]).
+        if let Some(&next) = sim.world_of.get(s + 1) {
+            for j in w.neighbours_of(next as usize) {
+                prefetch(&w.ids[j as usize]);
+                prefetch(&w.points[j as usize]);
+            }
+        }
         for j in w.neighbours_of(i) {
             sim.deliver(s as u32, SpInput::PeerUp(w.info(j)));
         }
@@ -487,8 +537,11 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
             let i = sim.world_of[s as usize] as usize;
             let mut m = f64::INFINITY;
             for j in w.neighbours_of(i) {
+                // `sample_rtt_ms` three times, with the pair's model RTT computed once.
+                let base = w.model.rtt_ms(i, j as usize);
                 for _ in 0..3 {
-                    m = m.min(w.model.sample_rtt_ms(i, j as usize, &mut ping_rng));
+                    let sample = if j as usize == i { 0.0 } else { w.model.jittered_ms(base, &mut ping_rng) };
+                    m = m.min(sample);
                 }
             }
             if m.is_finite() && m > 0.0 {

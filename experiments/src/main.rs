@@ -10,6 +10,18 @@ use std::process::ExitCode;
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// jemalloc's start-up options, which jemalloc reads from this symbol (tikv-jemalloc-sys
+/// builds it with the `_rjem_` prefix; a NUL-terminated string behind a thin pointer, as C's
+/// `const char *malloc_conf`). `thp:always`: transparent huge pages for jemalloc's memory
+/// (session 15). This machine's kernel gives huge pages only on request (`madvise` in
+/// /sys/kernel/mm/transparent_hugepage/enabled), and the simulator reads node states, ids
+/// and coordinates at random places across gigabytes: with 4 KiB pages nearly every such
+/// read also missed the TLB (in a VM, a two-level page walk). N = 10^6 took 777 s instead of
+/// 909 s with a 0.1 GiB higher peak (docs/RESULTS.md). Where the kernel never gives huge
+/// pages this does nothing; `_RJEM_MALLOC_CONF=thp:default` turns it off for one run.
+#[export_name = "_rjem_malloc_conf"]
+static MALLOC_CONF: &[u8; 11] = b"thp:always\0";
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let level = match cli.verbose {

@@ -51,6 +51,27 @@ fn top128(id: &NodeId) -> u128 {
     u128::from_be_bytes(b)
 }
 
+/// Query `q`'s key: random for even `q`, else next to a node (the worst case for the block
+/// search).
+fn query_key(ids: &[NodeId], q: usize, rng: &mut ChaCha8Rng) -> NodeId {
+    if q % 2 == 0 {
+        random_id(rng)
+    } else {
+        let mut id = ids[rng.gen_range(0..ids.len())];
+        id.0[15] ^= 1 << rng.gen_range(0..8);
+        id
+    }
+}
+
+/// The `k` ids XOR-closest to `key` among those `live` says are there, by brute force.
+fn brute_closest(ids: &[NodeId], live: impl Fn(usize) -> bool, key: &NodeId, k: usize) -> Vec<u32> {
+    let x = top128(key);
+    let mut all: Vec<(u128, u32)> =
+        ids.iter().enumerate().filter(|(i, _)| live(*i)).map(|(i, id)| (top128(id) ^ x, i as u32)).collect();
+    all.sort_unstable();
+    all.iter().take(k).map(|p| p.1).collect()
+}
+
 #[test]
 fn dht_closest_matches_brute_force() {
     let s = seed();
@@ -59,19 +80,8 @@ fn dht_closest_matches_brute_force() {
         let ids: Vec<NodeId> = (0..n).map(|_| random_id(&mut rng)).collect();
         let dht = Dht::new(&ids, k);
         for q in 0..200 {
-            // Random keys, and keys next to a node (the worst case for the block search).
-            let key = if q % 2 == 0 {
-                random_id(&mut rng)
-            } else {
-                let mut id = ids[rng.gen_range(0..n)];
-                id.0[15] ^= 1 << rng.gen_range(0..8);
-                id
-            };
-            let x = top128(&key);
-            let mut all: Vec<(u128, u32)> = ids.iter().enumerate().map(|(i, id)| (top128(id) ^ x, i as u32)).collect();
-            all.sort_unstable();
-            let want: Vec<u32> = all.iter().take(k).map(|p| p.1).collect();
-            assert_eq!(dht.closest(&key), want, "n {n} k {k} query {q}");
+            let key = query_key(&ids, q, &mut rng);
+            assert_eq!(dht.closest(&key), brute_closest(&ids, |_| true, &key, k), "n {n} k {k} query {q}");
         }
     }
 }
@@ -93,18 +103,8 @@ fn dht_closest_after_removals_matches_brute_force() {
             }
         }
         for q in 0..200 {
-            let key = if q % 2 == 0 {
-                random_id(&mut rng)
-            } else {
-                let mut id = ids[rng.gen_range(0..n)];
-                id.0[15] ^= 1 << rng.gen_range(0..8);
-                id
-            };
-            let x = top128(&key);
-            let mut all: Vec<(u128, u32)> =
-                ids.iter().enumerate().filter(|(i, _)| live[*i]).map(|(i, id)| (top128(id) ^ x, i as u32)).collect();
-            all.sort_unstable();
-            let want: Vec<u32> = all.iter().take(k).map(|p| p.1).collect();
+            let key = query_key(&ids, q, &mut rng);
+            let want = brute_closest(&ids, |i| live[i], &key, k);
             assert_eq!(dht.closest(&key), want, "seed {s} n {n} k {k} query {q}");
         }
     }

@@ -19,8 +19,8 @@
 //!   it is the nodes' own handling of their round (cache exchange with one neighbour, attach
 //!   checks). The driver keeps its own part small: node ids map to indices through the
 //!   one-probe [`super::world::IdIndex`], one effect buffer is reused for every delivery,
-//!   message kinds are counted in a small vector, and the DHT oracle binary-searches the
-//!   block size of a closest-peers query. None of this changes what is simulated: the same
+//!   message kinds are counted in a small vector, and the DHT oracle finds a closest-peers
+//!   query's block from a bucket index and the 2k ids around the key (session 15). None of this changes what is simulated: the same
 //!   seed gives the same run as before.
 //! - **Waiting on memory** (session 15, `perf annotate` at N = 200,000-300,000): a round is
 //!   mostly cache misses, each message landing on a random node's state. The driver asks for

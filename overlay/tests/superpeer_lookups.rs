@@ -179,3 +179,98 @@ fn a_token_seed_looks_the_directory_up_once_while_one_answer_holds_every_holder(
     let (seeds, wanted) = seeds_at_start(Method::ReservedPrefix, 0.01, seed);
     assert_eq!(seeds, four, "prefix, {wanted} wanted");
 }
+
+/// How the hand-fed heads of [`hunt`] answer: `full` refuses every `Attach` as full; `open`
+/// (if any) accepts. Every seed (a provider lookup) finds `found`.
+struct Heads {
+    full: PeerInfo,
+    open: Option<PeerInfo>,
+    found: Vec<PeerInfo>,
+}
+
+/// Runs `node` for `rounds` rounds from round `*round` on, answering as `heads` says, and
+/// returns the rounds in which it started seed lookups.
+fn hunt(
+    node: &mut SuperPeerNode,
+    rng: &mut rand_chacha::ChaCha8Rng,
+    round: &mut u64,
+    rounds: u64,
+    heads: &Heads,
+) -> Vec<u64> {
+    use overlay::superpeer::{HeadRole, SpMessage};
+    let mut seeded = Vec::new();
+    for _ in 0..rounds {
+        *round += 1;
+        let now = *round * 1_000_000;
+        let mut queue = common::step(node, rng, now, SpInput::Tick);
+        while let Some(e) = queue.pop() {
+            let answer = match e {
+                SpEffect::Lookup { query, what: Query::Providers { .. } } => {
+                    if seeded.last() != Some(round) {
+                        seeded.push(*round);
+                    }
+                    SpInput::LookupResult { query, peers: heads.found.clone() }
+                }
+                SpEffect::Send { to, msg: SpMessage::Attach { .. } } if to == heads.full.id => {
+                    SpInput::Message { from: to, msg: SpMessage::Refuse { full: true } }
+                }
+                SpEffect::Send { to, msg: SpMessage::Attach { .. } } if heads.open.is_some_and(|o| o.id == to) => {
+                    let head = heads.open.unwrap_or(heads.full);
+                    SpInput::Message { from: to, msg: SpMessage::Accept { role: HeadRole::Slot { key: to }, head } }
+                }
+                _ => continue,
+            };
+            queue.extend(common::step(node, rng, now, answer));
+        }
+    }
+    seeded
+}
+
+/// Session 16 (the prefix swarm p18 of session 14: 26.6 seed lookups per node, ten a second
+/// for the whole run, while the first heads refused nodes as full): an unattached node whose
+/// known heads all refused it as full seeds again after 5, 10, 20, then every 40 rounds, not
+/// every 5; once it was attached, or a head, the next wait is 5 again.
+#[test]
+fn hunting_seeds_back_off_while_every_known_head_is_full() {
+    let seed = seed();
+    let (mut rng, ids) = common::seeded_ids(seed, 500);
+    let at = |x: f64| Point::new(&[x, 0.0], 0.001);
+    let oracle = common::Oracle { found_at: at(0.05), directory: Vec::new(), provider_at: at(0.1) };
+    let mut node = SuperPeerNode::new(ids[0], at(0.0), cfg(Method::ReservedPrefix, 0.01));
+    common::start_claiming_nothing(&mut node, &mut rng, 0, &ids, &oracle);
+    assert!(node.wanted() > 0, "the node decided");
+    // ids[3] provides every slot (the oracle) and is full.
+    let full = PeerInfo { id: ids[3], point: oracle.provider_at };
+    let mut round = 0;
+    let only_full = Heads { full, open: None, found: vec![full] };
+    let seeded = hunt(&mut node, &mut rng, &mut round, 120, &only_full);
+    let gaps: Vec<u64> = seeded.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(seeded.len() >= 3, "an unattached node must keep looking: seeds in rounds {seeded:?}");
+    assert!(gaps.windows(2).all(|g| g[1] >= g[0]), "the waits must not shrink: rounds {seeded:?}");
+    assert!(gaps.iter().any(|&g| g >= 40), "the waits must grow to 40 rounds: rounds {seeded:?}");
+    assert!(seeded.len() <= 6, "{} seeds in 120 rounds (rounds {seeded:?})", seeded.len());
+    // A head with room turns up: the node attaches to it, stays 10 rounds, and is let go.
+    let open = PeerInfo { id: ids[4], point: at(0.2) };
+    let found_open = Heads { full, open: Some(open), found: vec![full, open] };
+    let last = *seeded.last().unwrap_or(&0);
+    while !node.attached_to().is_some_and(|a| a == open.id) {
+        assert!(round < last + 80, "never attached to the head with room");
+        hunt(&mut node, &mut rng, &mut round, 1, &found_open);
+    }
+    hunt(&mut node, &mut rng, &mut round, 10, &only_full);
+    assert_eq!(node.attached_to(), Some(open.id));
+    let now = round * 1_000_000;
+    common::step(
+        &mut node,
+        &mut rng,
+        now,
+        SpInput::Message { from: open.id, msg: overlay::superpeer::SpMessage::StepDown },
+    );
+    assert_eq!(node.attached_to(), None);
+    let again = hunt(&mut node, &mut rng, &mut round, 10, &only_full);
+    assert!(
+        again.first().is_some_and(|&r| r <= round - 10 + 5),
+        "after being attached the first hunting seed waits 5 rounds at most: rounds {again:?} (step-down after round {})",
+        round - 10
+    );
+}

@@ -198,7 +198,7 @@ impl SuperPeerNode {
 
     pub(super) fn seed(&mut self, ctx: &mut SpContext<'_>) {
         self.last_seed = self.round;
-        self.seeds_unanswered = if self.cache.is_empty() { self.seeds_unanswered.saturating_add(1) } else { 0 };
+        self.seeds_unanswered = self.seeds_unanswered.saturating_add(1);
         // Every token seed asks the same key: while the wanted number of tokens fits in one
         // answer, one lookup returns every holder (module doc, step 3, "One directory lookup").
         let lookups = match self.cfg.method {
@@ -214,12 +214,13 @@ impl SuperPeerNode {
         }
     }
 
-    /// Rounds between the seed lookups of a node that knows no head: 5, doubled for every
-    /// seed since that found none, at most 40 (*ours*, session 9: while no head existed yet in
-    /// the 200-node swarms, every node looked up the token directory key, or a random slot,
-    /// four times every 5 rounds, and the 20 nodes nearest to that key took the lookups of
-    /// the whole swarm; the heads' announcements and the nodes' cache gossip still reach a
-    /// node that waits).
+    /// Rounds between the seed lookups of a node that is not attached: 5, doubled for every
+    /// seed since it was last attached (or a head), at most 40 (*ours*, session 9: while no
+    /// head existed yet in the 200-node swarms, every node looked up the token directory
+    /// key, or a random slot, four times every 5 rounds, and the 20 nodes nearest to that key
+    /// took the lookups of the whole swarm; the heads' announcements and the nodes' cache
+    /// gossip still reach a node that waits. Session 16: also while its known heads are all
+    /// full, module doc, step 3, "Seeds back off until the node attaches").
     pub(super) fn seed_interval(&self) -> u32 {
         5 << u32::from(self.seeds_unanswered.saturating_sub(1).min(3))
     }

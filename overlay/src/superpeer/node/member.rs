@@ -14,9 +14,6 @@ impl SuperPeerNode {
             let n = self.neighbours[pick];
             ctx.send(n.id, SpMessage::CacheExchange { entries: self.cache_entries(), reply: true });
         }
-        if !self.cache.is_empty() {
-            self.seeds_unanswered = 0;
-        }
         if self.cache.is_empty() && self.wanted > 0 && self.round.wrapping_sub(self.last_seed) >= self.seed_interval() {
             self.seed(ctx);
         }
@@ -56,7 +53,7 @@ impl SuperPeerNode {
             && !self.cache.is_empty()
             && self.cache.iter().all(|c| c.backoff_until > self.round)
             && self.wanted > 0
-            && self.round.wrapping_sub(self.last_seed) >= 5
+            && self.round.wrapping_sub(self.last_seed) >= self.seed_interval()
         {
             // Unattached and every known head is full: look further (see the module doc,
             // step 3), the answers take the places of the full heads in the cache.

@@ -61,6 +61,18 @@
 //!    only the nearest heads, and when all of them are full (after a crash, the orphans of
 //!    the dead clusters crowd the heads near them) the node never learns of heads with
 //!    room farther away (issue 4, seeds 32, 37, 38, 49).
+//!    **Seeds back off until the node attaches** (*ours*, session 16): the waits between
+//!    the seeds of an unattached node double with every seed, 5, 10, 20, then 40 rounds,
+//!    whether its cache is empty or holds only heads that refused it as full; attaching, or
+//!    becoming a head, starts them at 5 again. Its cached heads' refusals still expire after
+//!    `refused_backoff` rounds, when it asks them again, and its neighbours' gossip and the
+//!    heads' announcements still bring it new heads. Before, a seed that found any head
+//!    reset the back-off, and a node whose known heads were all full seeded every 5 rounds
+//!    (every 10-11 when their entries aged out of its cache in between): in the 200-node
+//!    prefix swarm p18 (session 14) the first heads were claimed one by one while every node
+//!    hunted, the first head refused all but 40, and the others looked up four random slots
+//!    again and again, 26.6 seed lookups per node, ten a second for the whole run; the
+//!    machine never left saturation, and no coordinate became fit in 480 s.
 //!    **Seeds on need** (*ours*, issue 4 session 11): a node that has just decided its
 //!    estimate seeds (looks up the providers of `seed_lookups` random slots, or of the
 //!    token directory) only if its cache holds no head yet; one that already learned heads
@@ -918,7 +930,9 @@ pub struct SuperPeerNode {
     /// check it with an `Attach` before we join (module doc, step 5).
     doubted: Option<Box<Doubt>>,
     last_seed: u32,
-    /// Seeds sent since the head cache was last non-empty (the back-off of `seed_interval`).
+    /// Seeds sent since the node was last attached or a head with a non-empty cache (the
+    /// back-off of `seed_interval`; module doc, step 3, "Seeds back off until the node
+    /// attaches").
     seeds_unanswered: u8,
     /// Boxed (and `election` too): only about 1 % of nodes serve a cluster, and a million
     /// simulated nodes must not each carry the room for one inline.
@@ -1339,6 +1353,9 @@ impl SuperPeerNode {
                 // Pings that never came back: answer with what we have.
                 self.answer_medoid(ctx);
             }
+        }
+        if (self.head.is_some() || self.attached.is_some()) && !self.cache.is_empty() {
+            self.seeds_unanswered = 0;
         }
         if self.head.is_some() {
             self.head_tick(ctx);

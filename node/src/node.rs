@@ -837,6 +837,7 @@ impl Node {
         s.vivaldi_dropped_late = self.coords.stats().dropped_late;
         s.vivaldi_dropped_stall = self.coords.stats().dropped_stall;
         s.loop_lateness_ms = self.stall.last().as_secs_f64() * 1e3;
+        s.loop_lateness_worst_ms = self.stall.worst_ever().as_secs_f64() * 1e3;
         s.superpeer = self.superpeer.as_ref().map(|sp| sp.status().clone());
         if let (Some(m), Some(sp)) = (&self.metrics, &s.superpeer) {
             m.superpeer_role.set(sp.role_code());

@@ -44,6 +44,8 @@ pub struct Snapshot {
     pub vivaldi_dropped_stall: u64,
     /// How late the node's event loop ran its last periodic tick, ms (`stall.rs`).
     pub loop_lateness_ms: f64,
+    /// The latest the node's event loop ever ran a periodic tick, ms (`stall.rs`).
+    pub loop_lateness_worst_ms: f64,
     /// Super-peer role, cluster and token (`superpeer_driver.rs`), when super peers are on.
     pub superpeer: Option<crate::superpeer_driver::SpStatus>,
     /// Member-directory sync counters (`members.rs`).

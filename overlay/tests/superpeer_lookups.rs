@@ -211,13 +211,13 @@ fn hunt(
                     }
                     SpInput::LookupResult { query, peers: heads.found.clone() }
                 }
-                SpEffect::Send { to, msg: SpMessage::Attach { .. } } if to == heads.full.id => {
-                    SpInput::Message { from: to, msg: SpMessage::Refuse { full: true } }
-                }
-                SpEffect::Send { to, msg: SpMessage::Attach { .. } } if heads.open.is_some_and(|o| o.id == to) => {
-                    let head = heads.open.unwrap_or(heads.full);
-                    SpInput::Message { from: to, msg: SpMessage::Accept { role: HeadRole::Slot { key: to }, head } }
-                }
+                SpEffect::Send { to, msg: SpMessage::Attach { .. } } => match heads.open.filter(|o| o.id == to) {
+                    Some(head) => {
+                        SpInput::Message { from: to, msg: SpMessage::Accept { role: HeadRole::Slot { key: to }, head } }
+                    }
+                    None if to == heads.full.id => SpInput::Message { from: to, msg: SpMessage::Refuse { full: true } },
+                    None => continue,
+                },
                 _ => continue,
             };
             queue.extend(common::step(node, rng, now, answer));

@@ -14,6 +14,11 @@
 //! frame. So each exchange teaches both ends each other's position; a [`SpBody::Hello`]
 //! (no message) is used to learn a new peer's position and as a liveness probe.
 //!
+//! New message kinds are appended to `SpMessage` (postcard numbers the variants in order),
+//! so the version stays 1: a build that predates a kind refuses only frames of that kind
+//! (`SizeSamples`, session 17, which the sender's state machine takes for a courtesy, not a
+//! sign of a dead peer).
+//!
 //! [`decode_request`] / [`decode_reply`] never panic: empty, oversized, truncated,
 //! trailing-garbage, unknown-version and out-of-bounds input (bad coordinate, too many book
 //! entries or addresses) come back as a [`SpWireError`]. Sizes are bounded by
@@ -194,6 +199,7 @@ pub fn mentioned_ids(msg: &SpMessage) -> Vec<NodeId> {
         | SpMessage::HandoverRefuse { .. }
         | SpMessage::Access { .. }
         | SpMessage::MedoidCost { .. }
+        | SpMessage::SizeSamples { .. }
         | SpMessage::Election { .. } => Vec::new(),
     }
 }
@@ -201,7 +207,7 @@ pub fn mentioned_ids(msg: &SpMessage) -> Vec<NodeId> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use overlay::superpeer::{HeadRole, PeerInfo};
+    use overlay::superpeer::{HeadRole, PeerInfo, SizeSample};
     use rand::{Rng, SeedableRng};
     use std::sync::Arc;
 
@@ -234,6 +240,14 @@ mod tests {
         assert!(mentioned_ids(&attach).is_empty());
         let moved = SpMessage::Moved { to: PeerInfo { id: NodeId::from_u64(3), point: p } };
         assert_eq!(mentioned_ids(&moved), vec![NodeId::from_u64(3)]);
+        // Pooled size samples (issue 4, session 17) travel as they are and mention nobody.
+        let samples = SpMessage::SizeSamples {
+            samples: vec![SizeSample { tag: 7, n: 201.5 }, SizeSample { tag: u64::MAX, n: 1e6 }],
+        };
+        assert!(mentioned_ids(&samples).is_empty());
+        let f = encode_request(p, SpBody::Message { msg: samples.clone(), book: Vec::new() }).unwrap();
+        let SpBody::Message { msg, .. } = decode_request(&f).unwrap().body else { panic!("not a message") };
+        assert_eq!(msg, samples);
     }
 
     #[test]

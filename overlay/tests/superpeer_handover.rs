@@ -47,7 +47,9 @@ struct Net {
 
 impl Net {
     fn new(points: Vec<Point>, ids: Vec<NodeId>, cfg: SuperPeerConfig) -> Net {
-        let cfg = Arc::new(cfg);
+        // Every estimate lookup starts with `Start` (the net answers at once), so each node
+        // decides within it, before the next node starts.
+        let cfg = Arc::new(SuperPeerConfig { estimate_parallel: cfg.estimate_lookups, ..cfg });
         let nodes: Vec<SuperPeerNode> =
             ids.iter().zip(&points).map(|(id, p)| SuperPeerNode::new(*id, *p, cfg.clone())).collect();
         let n = nodes.len();

@@ -33,7 +33,7 @@ fn failed_estimate_lookups_are_retried_and_never_decided_on() {
     let mut node = SuperPeerNode::new(me, Point::new(&[0.0, 0.0], 0.001), cfg(Method::ReservedPrefix, 0.01));
     let fx = w.feed(&mut node, SpInput::Start);
     let first = lookups(&fx);
-    assert_eq!(first.len(), 8, "estimate_lookups closest-peer lookups at start");
+    assert_eq!(first.len(), 2, "estimate_parallel sample lookups at start");
     // Every one fails: no estimate, no decision, no new lookup at once.
     for (q, _) in &first {
         let fx = w.feed(&mut node, SpInput::LookupFailed { query: *q });
@@ -41,8 +41,8 @@ fn failed_estimate_lookups_are_retried_and_never_decided_on() {
     }
     assert_eq!(node.estimate(), None);
     assert_eq!(node.wanted(), 0, "decided on failed lookups");
-    // The retries come back over the following rounds (back-off 2, 4, 8, 16, ... rounds),
-    // all eight within 17 rounds, each a closest-peer lookup of a fresh key.
+    // The retries come back over the following rounds (back-off 2, then 4 rounds), each a
+    // sample lookup of a fresh key.
     let mut retried = Vec::new();
     for r in 1..=17 {
         let fx = w.tick(&mut node);
@@ -52,20 +52,38 @@ fn failed_estimate_lookups_are_retried_and_never_decided_on() {
         }
         retried.extend(l);
     }
-    assert_eq!(retried.len(), 8, "{retried:?}");
+    assert_eq!(retried.len(), 2, "{retried:?}");
     for (_, q) in &retried {
         let Query::Sample { key } = q else { panic!("not a sample lookup: {q:?}") };
         assert!(first.iter().all(|(_, f)| f != &Query::Sample { key: *key }), "the same key again");
     }
-    // Seven usable answers are not enough; the eighth decides.
-    for (i, (q, what)) in retried.iter().enumerate() {
-        let Query::Sample { key } = what else { unreachable!() };
-        let peers = w.closest(me, key);
-        w.feed(&mut node, SpInput::LookupResult { query: *q, peers });
-        if i < 7 {
-            assert_eq!(node.wanted(), 0, "decided before every estimate lookup answered");
+    // Usable answers, nobody sharing: the node keeps two lookups running, topped up each
+    // round, until it has eight samples; seven are not enough, the eighth decides, and
+    // nothing more is asked.
+    let mut running: std::collections::VecDeque<(u32, Query)> = retried.into();
+    let mut answered = 0;
+    for _ in 0..10 {
+        while let Some((q, what)) = running.pop_front() {
+            let Query::Sample { key } = what else { panic!("not a sample lookup: {what:?}") };
+            let peers = w.closest(me, &key);
+            let fx = w.feed(&mut node, SpInput::LookupResult { query: q, peers });
+            answered += 1;
+            assert!(lookups(&fx).iter().all(|(_, q)| !matches!(q, Query::Sample { .. })), "not at a round's tick");
+            if answered < 8 {
+                assert_eq!(node.wanted(), 0, "decided on {answered} samples");
+            } else {
+                assert!(node.wanted() > 0, "not decided on eight samples");
+            }
+        }
+        let fx = w.tick(&mut node);
+        running.extend(lookups(&fx).into_iter().filter(|(_, q)| matches!(q, Query::Sample { .. })));
+        assert!(running.len() <= 2, "more than two estimate lookups at once: {running:?}");
+        if node.wanted() > 0 {
+            assert!(running.is_empty(), "an estimate lookup after the decision");
+            break;
         }
     }
+    assert_eq!(answered, 8, "sample lookups answered");
     let est = node.estimate().expect("an estimate");
     assert!(est > N as f64 * 0.6 && est < N as f64 * 1.6, "estimate {est} of {N}");
     assert_eq!(node.wanted(), (0.01 * est).round() as u64);
@@ -79,47 +97,35 @@ fn a_claim_waits_for_usable_closest_and_provider_answers() {
     let me = w.ids.iter().copied().find(|id| id.prefix(4) == 0).expect("a reserved id");
     let mut node = SuperPeerNode::new(me, Point::new(&[0.0, 0.0], 0.001), cfg(Method::ReservedPrefix, 0.5));
     let fx = w.feed(&mut node, SpInput::Start);
-    for (q, what) in lookups(&fx) {
-        let Query::Sample { key } = what else { panic!("{what:?}") };
-        let peers = w.closest(me, &key);
-        let fx = w.feed(&mut node, SpInput::LookupResult { query: q, peers });
-        // The decision's claim lookups: the slot key's closest peers and its providers.
-        let claim = lookups(&fx);
-        if node.wanted() == 0 {
-            assert!(claim.is_empty());
-            continue;
+    // The decision's claim lookups: the slot key's closest peers and its providers.
+    let (claim, _) = w.decide(&mut node, &fx);
+    let k = node.prefix_bits();
+    assert!(me.prefix(k) < node.wanted(), "this node's slot must be reserved for the test");
+    let closest = claim.iter().find(|(_, q)| matches!(q, Query::Closest { .. })).expect("closest lookup");
+    let providers = claim.iter().find(|(_, q)| matches!(q, Query::Providers { .. })).expect("provider lookup");
+    let Query::Closest { key } = closest.1 else { unreachable!() };
+    // The closest-peers answer fails; the (empty) provider answer is usable.
+    w.feed(&mut node, SpInput::LookupFailed { query: closest.0 });
+    let fx = w.feed(&mut node, SpInput::LookupResult { query: providers.0, peers: Vec::new() });
+    assert!(!node.is_head(), "claimed on a failed closest-peers lookup");
+    assert!(!fx.iter().any(|e| matches!(e, SpEffect::Provide { .. })));
+    // The retry comes after the back-off; answered usably with this node the closest
+    // (the oracle's answer without it: every other id is farther than the slot key's
+    // nearest, which we make this node by answering with peers farther than it).
+    let mut retry = None;
+    for _ in 0..3 {
+        let fx = w.tick(&mut node);
+        if let Some(r) = lookups(&fx).into_iter().find(|(_, q)| *q == Query::Closest { key }) {
+            retry = Some(r.0);
+            break;
         }
-        let k = node.prefix_bits();
-        assert!(me.prefix(k) < node.wanted(), "this node's slot must be reserved for the test");
-        let closest = claim.iter().find(|(_, q)| matches!(q, Query::Closest { .. })).expect("closest lookup");
-        let providers = claim.iter().find(|(_, q)| matches!(q, Query::Providers { .. })).expect("provider lookup");
-        let Query::Closest { key } = closest.1 else { unreachable!() };
-        // The closest-peers answer fails; the (empty) provider answer is usable.
-        w.feed(&mut node, SpInput::LookupFailed { query: closest.0 });
-        let fx = w.feed(&mut node, SpInput::LookupResult { query: providers.0, peers: Vec::new() });
-        assert!(!node.is_head(), "claimed on a failed closest-peers lookup");
-        assert!(!fx.iter().any(|e| matches!(e, SpEffect::Provide { .. })));
-        // The retry comes after the back-off; answered usably with this node the closest
-        // (the oracle's answer without it: every other id is farther than the slot key's
-        // nearest, which we make this node by answering with peers farther than it).
-        let mut retry = None;
-        for _ in 0..3 {
-            let fx = w.tick(&mut node);
-            if let Some(r) = lookups(&fx).into_iter().find(|(_, q)| *q == Query::Closest { key }) {
-                retry = Some(r.0);
-                break;
-            }
-        }
-        let retry = retry.expect("the failed claim lookup was not asked again");
-        let mine = xor(&me, &key);
-        let farther: Vec<PeerInfo> =
-            w.closest(me, &key).into_iter().filter(|p| xor(&p.id, &key) > mine).take(20).collect();
-        let fx = w.feed(&mut node, SpInput::LookupResult { query: retry, peers: farther });
-        assert!(node.is_super_peer(), "a usable answer that names this node closest must let it claim");
-        assert!(fx.iter().any(|e| matches!(e, SpEffect::Provide { .. })));
-        return;
     }
-    panic!("the node never decided");
+    let retry = retry.expect("the failed claim lookup was not asked again");
+    let mine = xor(&me, &key);
+    let farther: Vec<PeerInfo> = w.closest(me, &key).into_iter().filter(|p| xor(&p.id, &key) > mine).take(20).collect();
+    let fx = w.feed(&mut node, SpInput::LookupResult { query: retry, peers: farther });
+    assert!(node.is_super_peer(), "a usable answer that names this node closest must let it claim");
+    assert!(fx.iter().any(|e| matches!(e, SpEffect::Provide { .. })));
 }
 
 /// A driver that cannot aim at the drawn key looks up another uniform key and names it
@@ -132,15 +138,24 @@ fn a_sample_answered_for_another_key_is_estimated_from_that_key() {
     let me = w.ids[1];
     let mut node = SuperPeerNode::new(me, Point::new(&[0.0, 0.0], 0.001), cfg(Method::ReservedPrefix, 0.01));
     let fx = w.feed(&mut node, SpInput::Start);
-    let asked = lookups(&fx);
-    assert_eq!(asked.len(), 8, "estimate lookups at start");
-    for (q, what) in asked {
-        let Query::Sample { key: drawn } = what else { panic!("not a sample lookup: {what:?}") };
-        let other = NodeId(w.rng.gen());
-        assert_ne!(other, drawn);
-        let peers = w.closest(me, &other);
-        w.feed(&mut node, SpInput::SampleResult { query: q, key: other, peers, answered: 1.0 });
+    let mut asked = lookups(&fx);
+    assert_eq!(asked.len(), 2, "estimate lookups at start");
+    let mut answered = 0;
+    for _ in 0..10 {
+        while let Some((q, what)) = asked.pop() {
+            let Query::Sample { key: drawn } = what else { continue };
+            let other = NodeId(w.rng.gen());
+            assert_ne!(other, drawn);
+            let peers = w.closest(me, &other);
+            w.feed(&mut node, SpInput::SampleResult { query: q, key: other, peers, answered: 1.0 });
+            answered += 1;
+        }
+        if node.wanted() > 0 {
+            break;
+        }
+        asked.extend(lookups(&w.tick(&mut node)));
     }
+    assert_eq!(answered, 8, "sample lookups answered");
     let est = node.estimate().expect("an estimate from the named keys");
     assert!(est > N as f64 * 0.6 && est < N as f64 * 1.6, "estimate {est} of {N}");
 }

@@ -36,7 +36,9 @@ impl Bare {
     }
 
     fn with_config(name: &str, x: f64, providers: Vec<PeerInfo>, cfg: SuperPeerConfig) -> Bare {
-        let cfg = Arc::new(cfg);
+        // The harness's DHT answers at once and nobody shares size samples: every estimate
+        // lookup starts with `Start`, so the node decides within it.
+        let cfg = Arc::new(SuperPeerConfig { estimate_parallel: cfg.estimate_lookups, ..cfg });
         let node = SuperPeerNode::new(NodeId::hash_of(name.as_bytes()), Point::new(&[x, 0.0], 0.001), cfg);
         Bare { node, rng: ChaCha8Rng::seed_from_u64(5), providers }
     }

@@ -24,18 +24,19 @@ fn cfg() -> Arc<SuperPeerConfig> {
     Arc::new(c)
 }
 
-/// Starts `me`, answers its estimate lookups from the oracle, and answers its claim as a
+/// Starts `me` after peers shared six size samples with it, answers its estimate lookups
+/// from the oracle, and answers its claim as a
 /// short DHT answer would that missed every node nearer to the key than `me`: `me` claims
 /// the slot. Returns the node and the slot's key.
 fn claimed(w: &mut World, me: NodeId) -> (SuperPeerNode, NodeId) {
     let mut node = SuperPeerNode::new(me, at(0.0, 0.0), cfg());
+    // The same six shared samples for every node of a test: their estimates, hence their
+    // prefix lengths, stay close (two claimants of one slot must agree on it).
+    let shared = common::shared_samples(&w.ids, NodeId([0; 32]), 6);
+    let from = *w.ids.iter().find(|x| **x != me).expect("another node");
+    w.feed(&mut node, SpInput::Message { from, msg: SpMessage::SizeSamples { samples: shared } });
     let fx = w.feed(&mut node, SpInput::Start);
-    let mut claim = Vec::new();
-    for (q, what) in lookups(&fx) {
-        let Query::Sample { key } = what else { panic!("{what:?}") };
-        let peers = w.closest(me, &key);
-        claim.extend(lookups(&w.feed(&mut node, SpInput::LookupResult { query: q, peers })));
-    }
+    let (claim, _) = w.decide(&mut node, &fx);
     let (cq, Query::Closest { key }) = *claim.iter().find(|(_, q)| matches!(q, Query::Closest { .. })).unwrap() else {
         unreachable!()
     };

@@ -108,8 +108,14 @@ pub struct SuperPeerConfig {
     pub share: f64,
     /// Most normal nodes one super peer serves (seed 000 requirement 4).
     pub cluster_cap: u32,
-    /// Closest-peer lookups of random keys a node averages for its size estimate.
+    /// Samples (single-lookup estimates, its own or shared) a node averages for its size
+    /// estimate (`estimate` module doc, "Pooled samples").
     pub estimate_lookups: u32,
+    /// Closest-peer lookups of random keys a node keeps running at once for its size
+    /// estimate, until its own and its peers' samples are enough.
+    pub estimate_parallel: u32,
+    /// Peers of each such lookup's answer a node sends its pooled samples to (0: no sharing).
+    pub estimate_push_peers: u32,
     /// Provider lookups a normal node makes to find super peers (random reserved slots for the
     /// prefix method, the token directory for the token method), and again whenever its
     /// cache runs empty.
@@ -204,6 +210,8 @@ impl Default for SuperPeerConfig {
             share: 0.01,
             cluster_cap: 150,
             estimate_lookups: 8,
+            estimate_parallel: 2,
+            estimate_push_peers: 4,
             seed_lookups: 4,
             cache_size: 6,
             cache_ttl: 10,
@@ -256,6 +264,8 @@ impl SuperPeerConfig {
         }
         range("cluster_cap", self.cluster_cap as f64, 1.0, 1e7, "[1, 10^7]")?;
         range("estimate_lookups", self.estimate_lookups as f64, 1.0, 1000.0, "[1, 1000]")?;
+        range("estimate_parallel", self.estimate_parallel as f64, 1.0, 1000.0, "[1, 1000]")?;
+        range("estimate_push_peers", self.estimate_push_peers as f64, 0.0, 64.0, "[0, 64]")?;
         range("seed_lookups", self.seed_lookups as f64, 1.0, 1000.0, "[1, 1000]")?;
         range("cache_size", self.cache_size as f64, 1.0, 1000.0, "[1, 1000]")?;
         range("cache_ttl", self.cache_ttl as f64, 1.0, 60_000.0, "[1, 60000]")?;

@@ -4,6 +4,7 @@
 //! holder (provisional until its hold time is over, then a super peer). *Members* are the
 //! normal nodes attached to it.
 
+use super::estimate::SizeSample;
 use super::point::Point;
 use crate::election::Message as ElectionMessage;
 use crate::id::NodeId;
@@ -113,6 +114,9 @@ pub enum SpMessage {
     /// when it is the nearer of the two to `key` (and answers with its own `SlotHeld`), else
     /// steps down and moves its members to `head`. Anyone else ignores it.
     SlotHeld { key: NodeId, head: PeerInfo },
+    /// Single-lookup estimates of N the sender pooled, its own newest first (`estimate`
+    /// module doc, "Pooled samples"; at most `MAX_SAMPLES_PER_MESSAGE`).
+    SizeSamples { samples: Vec<SizeSample> },
 }
 
 impl SpMessage {
@@ -142,6 +146,7 @@ impl SpMessage {
             SpMessage::MedoidProbe { .. } => "medoid-probe",
             SpMessage::MedoidCost { .. } => "medoid-cost",
             SpMessage::SlotHeld { .. } => "slot-held",
+            SpMessage::SizeSamples { .. } => "size-samples",
         }
     }
 }

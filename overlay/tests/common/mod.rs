@@ -4,9 +4,10 @@
 //! handed over). (Each test file uses some.)
 #![allow(dead_code)]
 
+use overlay::superpeer::estimate::estimate_from_closest;
 use overlay::superpeer::{
-    token_directory_key, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerNode, TokenEntry,
-    TokenId,
+    token_directory_key, PeerInfo, Point, Query, SizeSample, SpContext, SpEffect, SpInput, SpMessage, SuperPeerNode,
+    TokenEntry, TokenId,
 };
 use overlay::{NodeId, Time};
 use rand::{Rng, SeedableRng};
@@ -77,7 +78,23 @@ impl Default for Oracle {
     }
 }
 
-/// Starts `node` at time `now` and answers every DHT lookup it makes (and every lookup the
+/// `count` size samples over `ids` as other nodes' lookups would make them, of fixed keys
+/// (hashes of their index: no randomness used), from the 20 ids nearest each key but `me`.
+pub fn shared_samples(ids: &[NodeId], me: NodeId, count: usize) -> Vec<SizeSample> {
+    (0..count)
+        .map(|i| {
+            let key = NodeId::hash_of(format!("shared sample {i}").as_bytes());
+            let mut v: Vec<NodeId> = ids.iter().copied().filter(|x| *x != me).collect();
+            v.sort_by_key(|x| xor(x, &key));
+            v.truncate(20);
+            let n = estimate_from_closest(&key, &v).expect("a sample from 20 peers");
+            SizeSample { tag: key.high_u64(), n: n as f32 }
+        })
+        .collect()
+}
+
+/// Starts `node` at time `now` (after peers shared six size samples with it, see
+/// [`shared_samples`]) and answers every DHT lookup it makes (and every lookup the
 /// answers lead to) from `oracle` over `ids`: a `Closest` or `Sample` lookup finds the 20 ids
 /// closest to the key (not the node's own); the token directory has `oracle.directory`; any
 /// other key is provided by `ids[3]`. Panics on more than 100 lookups or if the node claimed
@@ -90,6 +107,10 @@ pub fn start_claiming_nothing(
     oracle: &Oracle,
 ) -> Vec<SpEffect> {
     let me = node.id();
+    // Peers shared six samples already: the node's own two lookups complete the eight.
+    let shared = shared_samples(ids, me, 6);
+    let from = if ids[1] == me { ids[2] } else { ids[1] };
+    step(node, rng, now, SpInput::Message { from, msg: SpMessage::SizeSamples { samples: shared } });
     let mut pending: Vec<(u32, Query)> = lookups(&step(node, rng, now, SpInput::Start));
     let mut all = Vec::new();
     let mut guard = 0;
@@ -198,5 +219,50 @@ impl DhtWorld {
     pub fn tick(&mut self, node: &mut SuperPeerNode) -> Vec<SpEffect> {
         self.now += 1_000_000;
         self.feed(node, SpInput::Tick)
+    }
+
+    /// Answers the size-estimate (`Sample`) lookups among `fx`'s and those that follow from
+    /// the oracle until `node` decided; nobody shares samples with it, so it makes them all.
+    /// Returns the other lookups asked meanwhile (the decision's claims and seeds) and the
+    /// number of sample lookups answered.
+    pub fn decide(&mut self, node: &mut SuperPeerNode, fx: &[SpEffect]) -> (Vec<(u32, Query)>, usize) {
+        let me = node.id();
+        let (mut todo, mut other, mut answered) = (Vec::new(), Vec::new(), 0);
+        let sort = |l: Vec<(u32, Query)>, todo: &mut Vec<(u32, Query)>, other: &mut Vec<(u32, Query)>| {
+            for x in l {
+                if matches!(x.1, Query::Sample { .. }) {
+                    todo.push(x);
+                } else {
+                    other.push(x);
+                }
+            }
+        };
+        sort(lookups(fx), &mut todo, &mut other);
+        for _ in 0..20 {
+            while let Some((q, what)) = todo.pop() {
+                let Query::Sample { key } = what else { unreachable!() };
+                let peers = self.closest(me, &key);
+                let fx = self.feed(node, SpInput::LookupResult { query: q, peers });
+                answered += 1;
+                assert!(answered <= 100, "an estimate lookup storm");
+                sort(lookups(&fx), &mut todo, &mut other);
+            }
+            if node.wanted() > 0 {
+                break;
+            }
+            // The next lookups start with the round.
+            let fx = self.tick(node);
+            sort(lookups(&fx), &mut todo, &mut other);
+        }
+        assert!(node.wanted() > 0, "the node never decided");
+        (other, answered)
+    }
+
+    /// A size sample as another node's lookup of a fresh random key would make it.
+    pub fn sample(&mut self) -> SizeSample {
+        let key = NodeId(self.rng.gen());
+        let ids: Vec<NodeId> = self.closest(NodeId([0; 32]), &key).iter().map(|p| p.id).collect();
+        let n = estimate_from_closest(&key, &ids).expect("a sample from 20 peers");
+        SizeSample { tag: key.high_u64(), n: n as f32 }
     }
 }

@@ -32,12 +32,85 @@ impl SuperPeerNode {
             return;
         }
         self.started = true;
-        for _ in 0..self.cfg.estimate_lookups {
+        // Samples peers shared before we started may already be enough (`estimate` module
+        // doc, "Pooled samples").
+        if self.estimate_ready() {
+            self.decide(ctx);
+            return;
+        }
+        self.estimate_more(ctx);
+    }
+
+    /// Keeps `estimate_parallel` size-estimate lookups of random keys running, but no more
+    /// than samples are missing (`estimate` module doc, "Pooled samples"). At start and
+    /// then once a round while undecided.
+    pub(super) fn estimate_more(&mut self, ctx: &mut SpContext<'_>) {
+        let running = self.est_pending;
+        let want = self.cfg.estimate_parallel.min(self.estimate_missing());
+        for _ in running..want {
             let mut key = [0u8; 32];
             ctx.rng.fill_bytes(&mut key);
             let key = NodeId(key);
             self.est_pending += 1;
             self.lookup(ctx, Query::Sample { key }, Pending::Estimate { key });
+        }
+    }
+
+    /// Whether the size estimate has what the decision needs: `estimate_lookups` distinct
+    /// samples, or as many usable answers of our own (in a network too small for some of
+    /// them to give a sample).
+    fn estimate_ready(&self) -> bool {
+        let need = self.cfg.estimate_lookups;
+        self.est.samples() >= need || u32::from(self.est_answered) >= need
+    }
+
+    /// Samples still missing for the decision (at least 1 while undecided).
+    fn estimate_missing(&self) -> u32 {
+        let have = self.est.samples().max(u32::from(self.est_answered));
+        self.cfg.estimate_lookups.saturating_sub(have).max(1)
+    }
+
+    /// Sends our pooled samples (`own` first) to up to `estimate_push_peers` random peers of
+    /// the lookup that made `own`.
+    fn share_sample(&mut self, ctx: &mut SpContext<'_>, own: SizeSample, peers: &[PeerInfo]) {
+        let push = self.cfg.estimate_push_peers as usize;
+        let mut to: Vec<NodeId> = peers.iter().map(|p| p.id).filter(|id| *id != self.me.id).collect();
+        if push == 0 || to.is_empty() {
+            return;
+        }
+        let mut samples = vec![own];
+        samples.extend(
+            self.est
+                .newest(MAX_SAMPLES_PER_MESSAGE)
+                .into_iter()
+                .filter(|s| s.tag != own.tag)
+                .take(MAX_SAMPLES_PER_MESSAGE - 1),
+        );
+        let count = push.min(to.len());
+        for i in 0..count {
+            let j = ctx.rng.gen_range(i..to.len());
+            to.swap(i, j);
+        }
+        for id in &to[..count] {
+            ctx.send(*id, SpMessage::SizeSamples { samples: samples.clone() });
+        }
+    }
+
+    /// A peer's pooled samples: counted while we have not decided.
+    pub(super) fn on_size_samples(&mut self, ctx: &mut SpContext<'_>, from: NodeId, samples: Vec<SizeSample>) {
+        if samples.len() > MAX_SAMPLES_PER_MESSAGE {
+            ctx.push(SpEffect::Rejected { from, reason: "oversized size samples" });
+            return;
+        }
+        if samples.iter().any(|s| !s.is_valid()) {
+            ctx.push(SpEffect::Rejected { from, reason: "size sample out of range" });
+        }
+        if self.wanted > 0 {
+            return;
+        }
+        self.est.add_shared(&samples);
+        if self.started && self.estimate_ready() {
+            self.decide(ctx);
         }
     }
 
@@ -57,9 +130,14 @@ impl SuperPeerNode {
             Pending::Estimate { key } => {
                 let ids: Vec<NodeId> = peers.iter().map(|p| p.id).collect();
                 let (key, answered) = sampled.unwrap_or((key, 1.0));
-                self.est.add_thinned(&key, &ids, answered);
                 self.est_pending = self.est_pending.saturating_sub(1);
-                if self.est_pending == 0 {
+                self.est_answered = self.est_answered.saturating_add(1);
+                if let Some(own) = self.est.add_thinned(&key, &ids, answered) {
+                    self.share_sample(ctx, own, &peers);
+                }
+                // Not ready: the next round's tick starts the next lookup, so that the
+                // samples peers push meanwhile can make it unneeded.
+                if self.wanted == 0 && self.estimate_ready() {
                     self.decide(ctx);
                 }
             }
@@ -155,6 +233,11 @@ impl SuperPeerNode {
             let (_, pending) = self.retry.swap_remove(i);
             match pending {
                 Pending::Estimate { .. } => {
+                    if self.wanted > 0 {
+                        // Decided meanwhile (on shared samples): nothing to ask.
+                        self.est_pending = self.est_pending.saturating_sub(1);
+                        continue;
+                    }
                     let mut key = [0u8; 32];
                     ctx.rng.fill_bytes(&mut key);
                     let key = NodeId(key);
@@ -181,6 +264,7 @@ impl SuperPeerNode {
     /// After the estimate: how many super peers, and is my own slot reserved?
     pub(super) fn decide(&mut self, ctx: &mut SpContext<'_>) {
         let n = self.est.estimate().unwrap_or(1.0);
+        self.est.freeze();
         self.wanted = self.cfg.wanted(n);
         self.k = prefix_bits(self.wanted).min(63);
         let slot = self.me.id.prefix(self.k);

@@ -33,6 +33,7 @@ impl SuperPeerNode {
                 }
             }
             SpMessage::TokenGossip { entries, reply } => self.on_token_gossip(ctx, from, entries, reply),
+            SpMessage::SizeSamples { samples } => self.on_size_samples(ctx, from, samples),
             SpMessage::Attach { point } => self.on_attach(ctx, from, point),
             SpMessage::Accept { role: _, head } => {
                 let wanted = self.attaching.is_some_and(|(a, _)| a == from);

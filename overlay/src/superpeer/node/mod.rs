@@ -9,9 +9,12 @@
 //!
 //! Life of a node (seed 000, "Elections in large-scale systems"; choices marked *ours*):
 //!
-//! 1. **Estimate N** from `estimate_lookups` closest-peer lookups of random keys (see
-//!    [`super::estimate`]). Then `W = round(share x N̂)` super peers are wanted and
-//!    `k = ceil(log2 W)` prefix bits reserve them. The lookups are [`Query::Sample`]: any
+//! 1. **Estimate N** from `estimate_lookups` samples, each a closest-peer lookup of a
+//!    random key, made by this node or shared by a peer that made it (see
+//!    [`super::estimate`], "Pooled samples": a node keeps `estimate_parallel` lookups
+//!    running, shares each sample with peers of its answer, and stops when it has enough).
+//!    Then `W = round(share x N̂)` super peers are wanted and `k = ceil(log2 W)` prefix bits
+//!    reserve them. The lookups are [`Query::Sample`]: any
 //!    uniform key will do, so a driver that cannot aim at the drawn key cheaply (kad hashes
 //!    its targets) may look up another one and name it (`SpInput::SampleResult`).
 //!    **No decision on a failed lookup** (*ours*, issue 4: in a 200-node swarm on a loaded
@@ -19,9 +22,10 @@
 //!    200 nodes claimed slots): the driver reports a lookup that timed out, or came back
 //!    short while peers failed to answer, as [`SpInput::LookupFailed`]; the node then asks
 //!    again after a back-off (2, 4, 8, 16, 16, ... rounds, reset by any usable answer).
-//!    The estimate waits for `estimate_lookups` usable answers and the claim below for a
-//!    usable closest-peers answer and a usable provider answer. The simulator's DHT oracle
-//!    never fails, so its runs are unchanged by this rule.
+//!    The estimate waits for `estimate_lookups` samples (or as many usable answers of its
+//!    own) and the claim below for a usable closest-peers answer and a usable provider
+//!    answer. The simulator's DHT oracle never fails, so its runs are unchanged by this
+//!    rule.
 //! 2. **Reserved slots.** Slot `s` (for `s < W`) is the DHT key whose first `k` bits are `s`
 //!    and whose other bits are 0. Seed 000 reserves "the first k bits"; *ours*: of the `2^k`
 //!    prefixes only the first `W` are reserved, so the share is `W/N`, not up to `2W/N`. A node
@@ -471,7 +475,7 @@
 //!   reports a live node down can duplicate a role (the safety net then keeps one).
 
 use super::config::{prefix_bits, Method, SuperPeerConfig};
-use super::estimate::SizeEstimator;
+use super::estimate::{SizeEstimator, SizeSample, MAX_SAMPLES_PER_MESSAGE};
 use super::medoid;
 use super::message::{HeadEntry, HeadRole, PeerInfo, Query, SpEffect, SpInput, SpMessage, TokenEntry, TokenId};
 use super::point::Point;
@@ -903,6 +907,8 @@ pub struct SuperPeerNode {
     started: bool,
     est: SizeEstimator,
     est_pending: u32,
+    /// Our own estimate lookups answered usably (`estimate` module doc, "Pooled samples").
+    est_answered: u16,
     queries: Vec<(u32, Pending)>,
     /// Failed lookups waiting for their retry: (round due, what to look up again).
     retry: Vec<(u32, Pending)>,
@@ -985,6 +991,7 @@ impl SuperPeerNode {
             started: false,
             est: SizeEstimator::default(),
             est_pending: 0,
+            est_answered: 0,
             queries: Vec::new(),
             retry: Vec::new(),
             lookup_failures: 0,
@@ -1258,6 +1265,10 @@ impl SuperPeerNode {
                 self.neighbours.sort_by(|a, b| me.rtt(&a.point).total_cmp(&me.rtt(&b.point)));
             }
             SpInput::PeerDown(id) => self.peer_down(ctx, id),
+            SpInput::SendFailed { msg: SpMessage::SizeSamples { .. }, .. } => {
+                // Shared samples are a courtesy to peers we just reached; one that failed
+                // says too little about the peer to call it down (`estimate` module doc).
+            }
             SpInput::SendFailed { to, msg } => {
                 // We just took a role over and left the head we were attached to (`Detach`),
                 // or handed a backup duty back (`Refuse`), and that message failed: the peer
@@ -1356,6 +1367,9 @@ impl SuperPeerNode {
         }
         if (self.head.is_some() || self.attached.is_some()) && !self.cache.is_empty() {
             self.seeds_unanswered = 0;
+        }
+        if self.wanted == 0 {
+            self.estimate_more(ctx);
         }
         if self.head.is_some() {
             self.head_tick(ctx);

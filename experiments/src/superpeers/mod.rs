@@ -152,6 +152,15 @@ pub struct SuperpeersArgs {
     /// Rounds between two split offers of one holder.
     #[arg(long)]
     pub split_every: Option<u32>,
+    /// Size-estimate lookups a node keeps running until it has its samples
+    /// (`overlay::superpeer::estimate`, "Pooled samples"). Default: `SuperPeerConfig::default()`.
+    #[arg(long)]
+    pub estimate_parallel: Option<u32>,
+    /// Peers a node pushes its pooled size-estimate samples to after each lookup; 0 = every
+    /// node makes all its lookups itself (the law before session 17, with
+    /// `--estimate-parallel 8`). Default: `SuperPeerConfig::default()`.
+    #[arg(long)]
+    pub estimate_push_peers: Option<u32>,
     /// The measured medoid step (`overlay::superpeer::medoid`): members a settled holder asks
     /// to measure its cluster as candidate heads; 0 = off (the session-7 law). Default:
     /// `SuperPeerConfig::default()`.
@@ -309,6 +318,8 @@ pub fn config_of(args: &SuperpeersArgs) -> anyhow::Result<(Vec<Method>, SuperPee
         split_ratio: args.split_ratio.unwrap_or(d.split_ratio),
         split_min: args.split_min.unwrap_or(d.split_min),
         split_every: args.split_every.unwrap_or(d.split_every),
+        estimate_parallel: args.estimate_parallel.unwrap_or(d.estimate_parallel),
+        estimate_push_peers: args.estimate_push_peers.unwrap_or(d.estimate_push_peers),
         medoid_candidates: args.medoid_candidates.unwrap_or(d.medoid_candidates),
         medoid_sample: args.medoid_sample.unwrap_or(d.medoid_sample),
         ..d

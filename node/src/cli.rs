@@ -161,6 +161,15 @@ pub struct SwarmArgs {
     /// Most members one super peer serves (default: twice the mean cluster size).
     #[arg(long)]
     pub sp_cap: Option<u32>,
+    /// Size-estimate lookups a node keeps running until it has its samples (default 2;
+    /// `overlay::superpeer::estimate`, "Pooled samples").
+    #[arg(long)]
+    pub sp_estimate_parallel: Option<u32>,
+    /// Peers a node pushes its size-estimate samples to after each lookup (default 4; 0 =
+    /// every node makes all its lookups itself, the law before session 17 with
+    /// --sp-estimate-parallel 8).
+    #[arg(long)]
+    pub sp_estimate_push_peers: Option<u32>,
     /// Super peers count as converged after this many seconds without a change.
     #[arg(long, default_value_t = 10.0)]
     pub sp_stable_s: f64,

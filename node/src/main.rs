@@ -253,11 +253,13 @@ fn superpeer_phase(
                 || args.sp_share.is_some()
                 || args.sp_cap.is_some()
                 || args.sp_start_delay_s.is_some()
+                || args.sp_estimate_parallel.is_some()
+                || args.sp_estimate_push_peers.is_some()
                 || args.no_leader_election
             {
                 anyhow::bail!(
-                    "--kill-superpeers, --sp-share, --sp-cap, --sp-start-delay-s and --no-leader-election need \
-                     --superpeers prefix|tokens"
+                    "--kill-superpeers, --sp-share, --sp-cap, --sp-start-delay-s, --sp-estimate-parallel, \
+                     --sp-estimate-push-peers and --no-leader-election need --superpeers prefix|tokens"
                 );
             }
             return Ok(None);
@@ -281,6 +283,12 @@ fn superpeer_phase(
     sp.mode = method.name().to_string();
     sp.share = share;
     sp.cluster_cap = cap;
+    if let Some(p) = args.sp_estimate_parallel {
+        sp.estimate_parallel = p;
+    }
+    if let Some(p) = args.sp_estimate_push_peers {
+        sp.estimate_push_peers = p;
+    }
     // Nodes join over a few seconds; give the routing tables time before the estimate.
     sp.start_delay_ms = match args.sp_start_delay_s {
         Some(d) => secs(d)?.as_millis().min(u64::MAX as u128) as u64,

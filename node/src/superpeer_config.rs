@@ -10,7 +10,9 @@
 //! of a closest-peer lookup's target match the wanted key), `start_delay_ms` (how long after
 //! start-up the node waits before its first lookups, so that its routing table has entries),
 //! `suspect_after_ms` (how long a member must have heard nothing from its super peer before
-//! failed probes report it down; `head_watch.rs`).
+//! failed probes report it down; `head_watch.rs`), `estimate_parallel` and
+//! `estimate_push_peers` (the size estimate's own lookups at a time, and the peers each
+//! sample is pushed to; 0 = no sharing: `overlay::superpeer::estimate`, "Pooled samples").
 //! Everything else keeps `SuperPeerConfig`'s defaults (the ones the simulator measured).
 //!
 //! With super peers on, `config.rs` raises `limits.max_established` to at least `cluster_cap +
@@ -58,6 +60,8 @@ pub struct SuperPeerFileConfig {
     pub lookup_bits: u32,
     pub start_delay_ms: u64,
     pub suspect_after_ms: u64,
+    pub estimate_parallel: u32,
+    pub estimate_push_peers: u32,
 }
 
 impl Default for SuperPeerFileConfig {
@@ -73,6 +77,8 @@ impl Default for SuperPeerFileConfig {
             lookup_bits: 16,
             start_delay_ms: 3000,
             suspect_after_ms: 10_000,
+            estimate_parallel: d.estimate_parallel,
+            estimate_push_peers: d.estimate_push_peers,
         }
     }
 }
@@ -130,6 +136,8 @@ impl SuperPeerFileConfig {
             share: self.share,
             cluster_cap: self.cluster_cap,
             hold_rounds: self.hold_rounds,
+            estimate_parallel: self.estimate_parallel,
+            estimate_push_peers: self.estimate_push_peers,
             election: ElectionConfig { algorithm, alive_interval_ms: 0, ..ElectionConfig::default() },
             ..SuperPeerConfig::default()
         };
@@ -174,5 +182,14 @@ mod tests {
         let t: SuperPeerFileConfig = toml::from_str("mode = \"tokens\"\nshare = 0.05\ncluster_cap = 40\n").unwrap();
         assert_eq!(t.resolve().unwrap().unwrap().protocol.share, 0.05);
         assert!(toml::from_str::<SuperPeerFileConfig>("mod = \"tokens\"").is_err());
+        // The size estimate's settings (session 17): passed on, and checked.
+        let t: SuperPeerFileConfig =
+            toml::from_str("mode = \"prefix\"\nestimate_parallel = 8\nestimate_push_peers = 0\n").unwrap();
+        let p = t.resolve().unwrap().unwrap().protocol;
+        assert_eq!((p.estimate_parallel, p.estimate_push_peers), (8, 0));
+        let bad = SuperPeerFileConfig { mode: "prefix".into(), estimate_parallel: 0, ..Default::default() };
+        assert!(bad.resolve().unwrap_err().to_string().contains("estimate_parallel"));
+        let bad = SuperPeerFileConfig { mode: "tokens".into(), estimate_push_peers: 65, ..Default::default() };
+        assert!(bad.resolve().unwrap_err().to_string().contains("estimate_push_peers"));
     }
 }

@@ -37,6 +37,14 @@ fn bad_flags_are_clear_errors() {
     assert_ne!(code, 0);
     assert!(err.contains("--no-leader-election need") && err.contains("--superpeers"), "{err}");
 
+    let (code, err) = peerage(&["swarm", "--nodes", "2", "--sp-estimate-push-peers", "0"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("--sp-estimate-push-peers") && err.contains("--superpeers"), "{err}");
+
+    let (code, err) = peerage(&["swarm", "--nodes", "2", "--superpeers", "prefix", "--sp-estimate-parallel", "0"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("estimate_parallel must be in [1, 1000], got 0"), "{err}");
+
     let (code, err) = peerage(&["--log", "peerage=[[", "swarm", "--nodes", "2"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("bad log filter"), "{err}");

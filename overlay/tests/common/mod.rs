@@ -81,16 +81,17 @@ impl Default for Oracle {
 /// `count` size samples over `ids` as other nodes' lookups would make them, of fixed keys
 /// (hashes of their index: no randomness used), from the 20 ids nearest each key but `me`.
 pub fn shared_samples(ids: &[NodeId], me: NodeId, count: usize) -> Vec<SizeSample> {
-    (0..count)
-        .map(|i| {
-            let key = NodeId::hash_of(format!("shared sample {i}").as_bytes());
-            let mut v: Vec<NodeId> = ids.iter().copied().filter(|x| *x != me).collect();
-            v.sort_by_key(|x| xor(x, &key));
-            v.truncate(20);
-            let n = estimate_from_closest(&key, &v).expect("a sample from 20 peers");
-            SizeSample { tag: key.high_u64(), n: n as f32 }
-        })
-        .collect()
+    (0..count).map(|i| sample_of(ids, me, NodeId::hash_of(format!("shared sample {i}").as_bytes()))).collect()
+}
+
+/// The size sample a lookup of `key` makes over `ids`: from the 20 ids nearest the key but
+/// `me`.
+pub fn sample_of(ids: &[NodeId], me: NodeId, key: NodeId) -> SizeSample {
+    let mut v: Vec<NodeId> = ids.iter().copied().filter(|x| *x != me).collect();
+    v.sort_by_key(|x| xor(x, &key));
+    v.truncate(20);
+    let n = estimate_from_closest(&key, &v).expect("a sample from 20 peers");
+    SizeSample { tag: key.high_u64(), n: n as f32 }
 }
 
 /// Starts `node` at time `now` (after peers shared six size samples with it, see
@@ -261,8 +262,6 @@ impl DhtWorld {
     /// A size sample as another node's lookup of a fresh random key would make it.
     pub fn sample(&mut self) -> SizeSample {
         let key = NodeId(self.rng.gen());
-        let ids: Vec<NodeId> = self.closest(NodeId([0; 32]), &key).iter().map(|p| p.id).collect();
-        let n = estimate_from_closest(&key, &ids).expect("a sample from 20 peers");
-        SizeSample { tag: key.high_u64(), n: n as f32 }
+        sample_of(&self.ids, NodeId([0; 32]), key)
     }
 }

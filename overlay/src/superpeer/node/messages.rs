@@ -36,7 +36,13 @@ impl SuperPeerNode {
             SpMessage::SizeSamples { samples } => self.on_size_samples(ctx, from, samples),
             SpMessage::Attach { point } => self.on_attach(ctx, from, point),
             SpMessage::Accept { role: _, head } => {
-                let wanted = self.attaching.is_some_and(|(a, _)| a == from);
+                // A late `Accept` (its `Attach` timed out after 3 rounds, a slow link, or we
+                // asked another head since) is taken while we have no head and know this one
+                // (session 18: a member whose round trip to the only head took longer refused
+                // it for good with `Detach`, and members of a re-election chasing holders that
+                // had moved the token on refused the one that held it).
+                let late = self.attached.is_none() && self.cache.iter().any(|c| c.info.id == from);
+                let wanted = self.attaching.is_some_and(|(a, _)| a == from) || late;
                 if !wanted || self.head.is_some() || head.id != from || !head.point.is_valid() {
                     ctx.send(from, SpMessage::Detach);
                     return;
@@ -367,6 +373,19 @@ impl SuperPeerNode {
                         return;
                     }
                     ctx.push(SpEffect::Rejected { from, reason: "takeover of a cluster I am not in" });
+                    return;
+                }
+                if self.head.is_none() && self.known_epoch(&role).is_some_and(|e| role_epoch(&role) < Some(e)) {
+                    // A claim older than the token we know (module doc, step 5, "Late
+                    // elections end", session 18): the token has moved on since (a member
+                    // that left the election relays the holder it ended with). Following it
+                    // sent this node after holders that had long handed the token on. The
+                    // claimer itself hears of the holder we follow.
+                    if head.id == from {
+                        if let Some((known, holder)) = self.current_holder(&role) {
+                            ctx.send(from, SpMessage::Takeover { dead, role: known, head: holder });
+                        }
+                    }
                     return;
                 }
                 self.cache_insert(head, 0);

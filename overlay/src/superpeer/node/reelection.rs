@@ -293,11 +293,38 @@ impl SuperPeerNode {
                 | Message::Message2 { .. }
                 | Message::Message3 { .. }
         );
-        if running && from != r.head.id {
-            let (role, head) = (r.role, r.head);
+        let (role, head) = self.current_holder(&r.role).unwrap_or((r.role, r.head));
+        // A holder that has handed the role on and is not attached yet names nobody: naming
+        // itself, it drew late members to a node that refuses them (session 18).
+        let stale = head.id == self.me.id && !self.head.as_ref().is_some_and(|h| same_role(&h.role, &role));
+        if running && from != head.id && !stale {
             ctx.send(from, SpMessage::Takeover { dead, role, head });
         }
         true
+    }
+
+    /// The holder of `role` as this node knows it now (module doc, step 5, "Late elections
+    /// end", session 18): ourselves if we hold it, else the head we are attached to if its
+    /// view names it (a token at the epoch that view gives). The holder a re-election ended
+    /// with may have moved the token on since; its members followed it, so their attachment
+    /// is the fresher news.
+    pub(super) fn current_holder(&self, role: &HeadRole) -> Option<(HeadRole, PeerInfo)> {
+        if let Some(h) = self.head.as_ref().filter(|h| same_role(&h.role, role)) {
+            return Some((h.role, self.me));
+        }
+        let a = self.attached?;
+        let (vh, vrole, _) = self.member_view.as_ref()?;
+        (*vh == a.id && same_role(vrole, role)).then_some((*vrole, a))
+    }
+
+    /// The highest epoch of token `role` this node knows of: the one it holds, or the one
+    /// its member view names (its head's, or the leader's stand-in after
+    /// [`Self::follow_leader`]). A slot has no epoch: `None`.
+    pub(super) fn known_epoch(&self, role: &HeadRole) -> Option<u32> {
+        let own = self.head.as_ref().filter(|h| same_role(&h.role, role)).and_then(|h| role_epoch(&h.role));
+        let viewed =
+            self.member_view.as_ref().filter(|(_, r, _)| same_role(r, role)).and_then(|(_, r, _)| role_epoch(r));
+        own.max(viewed)
     }
 
     /// We are entitled to the recreated `role` (its epoch already counted up) but serve a

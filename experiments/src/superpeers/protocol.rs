@@ -669,6 +669,10 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
                     let x = &sim.nodes[i];
                     eprintln!("CHURN unattached {}: {}", x.id().short(), x.attach_summary());
                 }
+                // And the heads not promoted (session 18: recreated tokens and their first move).
+                for x in sim.nodes.iter().filter(|x| x.is_head() && !x.is_super_peer()).take(10) {
+                    eprintln!("CHURN unpromoted {}: {}", x.id().short(), x.head_summary().unwrap_or_default());
+                }
                 sim.churn = Some(c);
             }
             if st.token_moves + st.attach_changes > (n as u64 / 1000).max(1) || st.attached_fraction < 1.0 {

@@ -66,6 +66,7 @@ impl SuperPeerNode {
             medoid: None,
             medoid_done: None,
             measured: false,
+            recreated: promote && matches!(role, HeadRole::Token { .. }),
         }));
     }
 
@@ -168,6 +169,10 @@ impl SuperPeerNode {
         }
         let Some(h) = self.head.as_mut() else { return };
         let HeadRole::Token { token, epoch } = h.role else { return };
+        if h.recreated && round.wrapping_sub(h.became) >= cfg.hold_rounds {
+            // A recreated token that stayed for the hold time: its later moves restart it.
+            h.recreated = false;
+        }
         if !h.view.is_empty() {
             // Gossip with the nearest and one random known holder.
             let mut entries = Vec::with_capacity(h.view.len() + 1);
@@ -514,6 +519,7 @@ impl SuperPeerNode {
         from: NodeId,
         token: TokenId,
         epoch: u32,
+        promoted: bool,
         members: Vec<PeerInfo>,
         view: Vec<TokenEntry>,
     ) {
@@ -550,12 +556,15 @@ impl SuperPeerNode {
             members.retain(|m| m.id != from);
             members.truncate(self.cfg.cluster_cap as usize);
         }
-        self.become_head(ctx, HeadRole::Token { token, epoch }, members, false);
+        // A recreated token's first move (or its relay) keeps the promotion (module doc, step
+        // 5, session 18); the promotion goes no further.
+        self.become_head(ctx, HeadRole::Token { token, epoch }, members, promoted);
         // A token our head moved here after we measured its cluster (`medoid` module doc).
         let measured = self.measuring.take().is_some_and(|m| m.answered && m.head == from);
         if let Some(h) = self.head.as_mut() {
             h.view = view.into_iter().filter(|e| e.holder.id != me && e.holder.point.is_valid()).collect();
             h.measured = measured;
+            h.recreated = false;
         }
         let relayed = self.head.as_ref().is_some_and(|h| h.members.is_empty());
         if !relayed {

@@ -260,8 +260,8 @@ impl SuperPeerNode {
                     self.heard = self.round;
                 }
             }
-            SpMessage::Handover { token, epoch, promoted: _, members, view } => {
-                self.on_handover(ctx, from, token, epoch, members, view)
+            SpMessage::Handover { token, epoch, promoted, members, view } => {
+                self.on_handover(ctx, from, token, epoch, promoted, members, view)
             }
             SpMessage::HandoverAck { token, epoch, holder: _ }
                 if self.relays.iter().any(|r| r.to == from && r.role == HeadRole::Token { token, epoch }) =>

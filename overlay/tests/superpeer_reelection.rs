@@ -580,6 +580,89 @@ fn a_suspected_head_that_is_down_is_reelected_while_checked() {
     assert_eq!(got, vec![3], "X's token recreated once, by the highest member: {fx:?}");
 }
 
+/// A doubter wins only once its check failed (module doc of `node`, step 5, session 19): B,
+/// the highest member, joins A's re-election of X while it still takes X for alive, checks X
+/// (`Attach`) and comes out leader on its timeouts before X answers. It must not take X's
+/// token then: if X answers, even after the attach timeout, the election is dropped and no
+/// token is recreated (and C, which follows B, drops it too); if X leaves the check
+/// unanswered for `doubt_rounds`, B recreates the token, once.
+/// Before, B took the token at its own timeout next to the live head (in the 200-node prefix
+/// swarm with a core taken, each false report made 6-15 super peers this way).
+#[test]
+fn a_doubter_that_wins_takes_the_role_only_when_its_check_fails() {
+    let ids = sorted_ids("doubter-wins", 3);
+    let (a_id, c_name, b_name) = (ids[0].1, ids[1].0.clone(), ids[2].0.clone());
+    let x = peer("head-x", 0.02);
+    let tx = TokenId(24);
+    let view = [x.id, a_id, ids[1].1, ids[2].1];
+    let election = || SpInput::Message { from: a_id, msg: SpMessage::Election { dead: x.id, msg: Message::Election } };
+    let checks = |fx: &[SpEffect]| {
+        fx.iter().filter(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::Attach { .. } } if *to == x.id)).count()
+    };
+
+    // X answers the check after B's election made it leader.
+    let mut b = member_of(&b_name, x, tx, 2, &view);
+    let fx = b.feed_and_fire(election());
+    assert_eq!(checks(&fx), 1, "B checks X: {fx:?}");
+    assert!(
+        fx.iter().any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::Election { msg: Message::Coordinator, .. } } if *to == a_id)),
+        "B's election made it leader (it announces itself to A): {fx:?}"
+    );
+    assert!(acquired(&fx, tx).is_empty() && !b.node.is_head(), "no token while the check is out: {fx:?}");
+    // C, between A and B, follows B on its `Coordinator`.
+    let mut c = member_of(&c_name, x, tx, 2, &view);
+    let coordinator = SpMessage::Election { dead: x.id, msg: Message::Coordinator };
+    c.msg(b.id(), coordinator);
+    assert_eq!(c.node.election_for(), Some(x.id), "C takes part");
+    let fx = b.msg(x.id, SpMessage::Accept { role: HeadRole::Token { token: tx, epoch: 2 }, head: x });
+    assert_eq!(b.node.election_for(), None, "X lives: B dropped its election");
+    assert_eq!(b.node.attached_to(), Some(x.id));
+    assert!(
+        fx.iter().any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::HeadAlive { .. } } if *to == a_id)),
+        "A hears that X lives: {fx:?}"
+    );
+    let to_c: Vec<SpMessage> = fx
+        .iter()
+        .filter_map(|e| match e {
+            SpEffect::Send { to, msg: m @ SpMessage::HeadAlive { .. } } if *to == c.id() => Some(m.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(to_c.len(), 1, "C, told that B leads, hears that X lives: {fx:?}");
+    c.msg(b.id(), to_c[0].clone());
+    assert_eq!(c.node.election_for(), None, "the leader C followed retracted: C dropped its election");
+    assert!(acquired(&fx, tx).is_empty() && b.node.token().is_none());
+
+    // X answers only after the 3-round attach timeout, within `doubt_rounds`: still alive.
+    let doubt_rounds = SuperPeerConfig::default().doubt_rounds;
+    assert!(doubt_rounds > 4, "the test needs a check longer than the attach timeout");
+    let mut b = member_of(&b_name, x, tx, 2, &view);
+    let fx = b.feed_and_fire(election());
+    assert!(acquired(&fx, tx).is_empty(), "{fx:?}");
+    for _ in 0..4 {
+        assert!(acquired(&b.feed(SpInput::Tick), tx).is_empty(), "no token while the check is out");
+    }
+    b.msg(x.id, SpMessage::Accept { role: HeadRole::Token { token: tx, epoch: 2 }, head: x });
+    assert_eq!((b.node.election_for(), b.node.attached_to()), (None, Some(x.id)), "a late answer counts");
+    assert!(b.node.token().is_none());
+
+    // X never answers: after `doubt_rounds` B recreates the token, once.
+    let mut b = member_of(&b_name, x, tx, 2, &view);
+    let fx = b.feed_and_fire(election());
+    assert!(acquired(&fx, tx).is_empty(), "{fx:?}");
+    let mut got = Vec::new();
+    let mut rounds = 0;
+    while got.is_empty() && rounds < 3 * doubt_rounds {
+        rounds += 1;
+        got.extend(acquired(&b.feed(SpInput::Tick), tx));
+    }
+    assert_eq!(got, vec![3], "X's token recreated once after the unanswered check");
+    assert_eq!(rounds, doubt_rounds, "when the check runs out, not before");
+    for _ in 0..5 {
+        assert!(acquired(&b.feed(SpInput::Tick), tx).is_empty(), "and only once");
+    }
+}
+
 /// A node keeps one backup view: the backup of one member-less holder refuses to be another
 /// one's (that one names the next neighbour); before, the second view replaced the first and
 /// the first holder's token was lost when it crashed. And a receiver that waits for its
@@ -661,6 +744,55 @@ fn the_cluster_election_waits_longer_in_a_cluster_with_long_round_trips() {
     assert_eq!(wait.as_millis() as u64, fixed.election.answer_timeout_ms, "factor 0: the configured timeout");
 }
 
+/// A late loop waits longer (module doc of `node`, step 5, session 19): a member near its
+/// head (bully's configured 500 ms answer timeout suffices for the RTT) whose own loop runs
+/// a second late waits at least `election_rtt_factor` x (the RTT span + 1 s) for the
+/// `Answer`; a lateness out of range is rejected and changes nothing; lateness 0 restores
+/// the RTT-only wait.
+#[test]
+fn a_late_loop_stretches_the_cluster_election() {
+    let ids = sorted_ids("late-loop", 3);
+    let (low_name, mid_id, high_id) = (ids[0].0.clone(), ids[1].1, ids[2].1);
+    let x = peer("near-head-x", 0.01);
+    let tx = TokenId(32);
+    let view = [x.id, ids[0].1, mid_id, high_id];
+    let answer_wait = |fx: &[SpEffect]| {
+        fx.iter()
+            .filter_map(|e| match e {
+                SpEffect::SetElectionTimer { after, .. } => Some(*after),
+                _ => None,
+            })
+            .min()
+    };
+    let cfg = SuperPeerConfig::default();
+    let configured = cfg.election.answer_timeout_ms as f64 / 1000.0;
+
+    let mut on_time = member_of(&low_name, x, tx, 1, &view);
+    let fx = on_time.feed(SpInput::PeerDown(x.id));
+    let base = answer_wait(&fx).unwrap_or_else(|| panic!("an answer timer: {fx:?}")).as_secs_f64();
+    assert!(base < 2.0 * configured, "a near head: about the configured timeout, got {base} s");
+
+    let mut late = member_of(&low_name, x, tx, 1, &view);
+    for bad in [f64::NAN, -1.0, f64::INFINITY, 1e9] {
+        let fx = late.feed(SpInput::Lateness { secs: bad });
+        assert!(fx.iter().any(|e| matches!(e, SpEffect::Rejected { .. })), "lateness {bad} rejected: {fx:?}");
+    }
+    late.feed(SpInput::Lateness { secs: 1.0 });
+    let fx = late.feed(SpInput::PeerDown(x.id));
+    assert!(fx.iter().any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::Election { .. } } if *to == high_id)));
+    let wait = answer_wait(&fx).unwrap_or_else(|| panic!("an answer timer: {fx:?}")).as_secs_f64();
+    let wanted = cfg.election_rtt_factor * 1.0;
+    assert!(wait >= wanted - 1e-3, "a loop 1 s late waits {wait} s, wanted >= {wanted} s");
+    assert!(wait <= 20.0 * configured + 1e-3, "at most 20 x the configured timeout: {wait} s");
+
+    let mut again = member_of(&low_name, x, tx, 1, &view);
+    again.feed(SpInput::Lateness { secs: 1.0 });
+    again.feed(SpInput::Lateness { secs: 0.0 });
+    let fx = again.feed(SpInput::PeerDown(x.id));
+    let wait = answer_wait(&fx).unwrap_or_else(|| panic!("an answer timer: {fx:?}")).as_secs_f64();
+    assert!((wait - base).abs() < 1e-6, "on time again: {wait} s against {base} s");
+}
+
 /// The group is the union of the views (module doc of `node`, step 5, session 7): member R,
 /// whose view of X's cluster lacks the newer member S, gets S's `Election` for X. It answers
 /// S (bully: an `Answer` to a lower process) instead of rejecting it, so S waits for R's
@@ -707,6 +839,17 @@ fn a_member_missing_from_our_view_takes_part_in_the_reelection() {
         )),
         "R announces itself to S too: {all:?}"
     );
+    // R still took X for alive and checked it (`Attach`); X is dead, so the check fails, and
+    // only then does R take the role (session 19: a doubter wins only once its check failed).
+    assert!(acquired(&all, tx).is_empty(), "no token while R's check of X is out: {all:?}");
+    let check = all
+        .iter()
+        .find_map(|e| match e {
+            SpEffect::Send { to, msg: m @ SpMessage::Attach { .. } } if *to == x.id => Some(m.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("R checks X: {all:?}"));
+    all.extend(r.feed(SpInput::SendFailed { to: x.id, msg: check }));
     assert_eq!(acquired(&all, tx), vec![2], "X's token recreated once, at R: {all:?}");
 }
 

@@ -80,6 +80,7 @@ pub fn input_kind(input: &SpInput) -> &'static str {
         SpInput::Rtt { .. } => "rtt",
         SpInput::NearestRtt { .. } => "nearest-rtt",
         SpInput::CoordinateFit { .. } => "coordinate-fit",
+        SpInput::Lateness { .. } => "lateness",
     }
 }
 

@@ -201,6 +201,12 @@ pub struct SuperPeerConfig {
     /// the other timeouts keep their ratio to it (`node` module doc, step 5, "Timeouts
     /// follow the RTT"). 0 = `election`'s fixed timeouts.
     pub election_rtt_factor: f64,
+    /// Rounds a member that joined a re-election of the head it still took for alive waits
+    /// for that head to answer its check before the check counts as failed (`node` module
+    /// doc, step 5, "A doubter wins only once its check failed"). A head that is down fails
+    /// the check at once wherever a send to it fails; this bounds the wait for a head that
+    /// is connected but silent. At least the attach timeout (3 rounds).
+    pub doubt_rounds: u32,
 }
 
 impl Default for SuperPeerConfig {
@@ -244,6 +250,7 @@ impl Default for SuperPeerConfig {
             medoid_sample: 32,
             election: ElectionConfig { alive_interval_ms: 0, ..ElectionConfig::default() },
             election_rtt_factor: 4.0,
+            doubt_rounds: 10,
         }
     }
 }
@@ -275,6 +282,7 @@ impl SuperPeerConfig {
         range("view_every", self.view_every as f64, 1.0, 1e6, "[1, 10^6]")?;
         range("switch_factor", self.switch_factor, 0.0, 1.0, "[0, 1]")?;
         range("hold_rounds", self.hold_rounds as f64, 1.0, 1e6, "[1, 10^6]")?;
+        range("doubt_rounds", self.doubt_rounds as f64, 3.0, 1e6, "[3, 10^6]")?;
         range("force_threshold", self.force_threshold, 0.0, 1e6, "[0, 10^6]")?;
         range("attraction", self.attraction, 0.0, 1e3, "[0, 1000]")?;
         range("repulsion", self.repulsion, 0.0, 1e3, "[0, 1000]")?;

@@ -216,6 +216,12 @@ pub enum SpInput {
     /// or whose RTT samples a saturated machine spoilt). Optional: a node that is never told
     /// counts as fit (the simulator's Vivaldi phase runs before selection).
     CoordinateFit { fit: bool },
+    /// How late this node's own event loop runs, seconds: the worst lateness of its periodic
+    /// tick over the last few rounds (a saturated machine makes every message wait in the run
+    /// queues of both ends). The cluster election's timeouts add it (module doc of
+    /// `superpeer::node`, step 5, "A late loop waits longer"). Optional: a node that is never
+    /// told counts as on time (the simulator delivers on time).
+    Lateness { secs: f64 },
 }
 
 /// What a super-peer selection node asks its driver to do.

@@ -20,9 +20,16 @@ impl SuperPeerNode {
         if let Some((id, r)) = self.attaching {
             if self.round.wrapping_sub(r) >= 3 {
                 self.attaching = None;
-                // A suspected head that did not answer our check: the election goes on.
-                self.doubted.take_if(|d| d.head.id == id);
                 self.backoff(id);
+            }
+        }
+        // A suspected head that left our check unanswered for `doubt_rounds`: the election
+        // goes on (module doc, step 5, "A doubter wins only once its check failed"); its late
+        // `Accept` until then still counts (a node takes an `Accept` from a head it knows).
+        if let Some(d) = self.doubted.as_ref() {
+            if self.round.wrapping_sub(d.since) >= self.cfg.doubt_rounds.max(3) {
+                let id = d.head.id;
+                self.doubt_failed(ctx, id);
             }
         }
         // A head sends its members its view at least every `view_every` rounds (its liveness

@@ -41,7 +41,11 @@ impl SuperPeerNode {
                 // (session 18: a member whose round trip to the only head took longer refused
                 // it for good with `Detach`, and members of a re-election chasing holders that
                 // had moved the token on refused the one that held it).
-                let late = self.attached.is_none() && self.cache.iter().any(|c| c.info.id == from);
+                // The head we check while we take part in its re-election counts as known
+                // (session 19, "A doubter wins only once its check failed").
+                let late = self.attached.is_none()
+                    && (self.cache.iter().any(|c| c.info.id == from)
+                        || self.doubted.as_ref().is_some_and(|d| d.head.id == from));
                 let wanted = self.attaching.is_some_and(|(a, _)| a == from) || late;
                 if !wanted || self.head.is_some() || head.id != from || !head.point.is_valid() {
                     ctx.send(from, SpMessage::Detach);
@@ -91,12 +95,16 @@ impl SuperPeerNode {
                 if self.attaching.is_some_and(|(a, _)| a == from) {
                     self.attaching = None;
                 }
-                if let Some(d) = self.doubted.take_if(|d| d.head.id == from) {
+                if self.doubted.as_ref().is_some_and(|d| d.head.id == from) {
                     // Our check of a suspected head: "full" comes from a live head (a
                     // handover in flight), so the re-election stops; a node that is no head
                     // any more answers `Refuse { full: false }`, and the re-election goes on.
                     if full {
-                        self.head_alive(ctx, d);
+                        if let Some(d) = self.doubted.take() {
+                            self.head_alive(ctx, d);
+                        }
+                    } else {
+                        self.doubt_failed(ctx, from);
                     }
                 }
                 if full {
@@ -456,7 +464,12 @@ impl SuperPeerNode {
             SpMessage::MedoidCost { rtts } => self.on_medoid_cost(ctx, from, rtts),
             SpMessage::HeadAlive { head } => {
                 let undecided = self.election.as_ref().is_some_and(|e| e.dead == head.id && !e.decided);
-                if !undecided || self.head.is_some() || !head.point.is_valid() {
+                // The leader we follow tells us so: it came out leader while it still
+                // checked the head, which answered ("A doubter wins only once its check
+                // failed"), so it takes no role and we drop the election too.
+                let leader_retracts = self.election.as_ref().is_some_and(|e| e.dead == head.id && e.decided)
+                    && self.member_view.as_ref().is_some_and(|(h, _, _)| *h == from);
+                if !(undecided || leader_retracts) || self.head.is_some() || !head.point.is_valid() {
                     return;
                 }
                 // Our suspicion was wrong (a slow head, not a dead one): drop the election
@@ -493,9 +506,10 @@ impl SuperPeerNode {
                         // A suspected head is checked (module doc, step 5): we still took
                         // `dead` for alive, so we join at once (the election must not wait
                         // for us) and ask it (`Attach`) at the same time.
-                        let d = self.doubted.get_or_insert_with(|| Box::new(Doubt { head, askers: Vec::new() }));
+                        let since = self.round;
+                        let d = self.doubted.get_or_insert_with(|| Box::new(Doubt { head, since, askers: Vec::new() }));
                         if d.head.id != dead {
-                            **d = Doubt { head, askers: Vec::new() };
+                            **d = Doubt { head, since, askers: Vec::new() };
                         }
                         if !d.askers.contains(&from) && d.askers.len() < MAX_DOUBT {
                             d.askers.push(from);

@@ -287,6 +287,20 @@
 //!    election goes on. Crash-stop runs (the simulator) send one `Attach` more per member
 //!    told late of a crash; a suspicion decided before `HeadAlive` arrives still recreates
 //!    the token next to the live head (the duplicate safety net below resolves it).
+//!    **A doubter wins only once its check failed** (*ours*, session 19, the 200-node prefix
+//!    swarm with one core taken: a member that joined this way and came out leader on its
+//!    own timeout took the slot next to the live head while its `Attach` was still out, and
+//!    so did the next higher member a second later, and the next: 6-15 super peers per
+//!    false report). A member whose check of the head is still out when its election makes
+//!    it leader keeps answering as the election's leader but takes the role only when the
+//!    check fails (the head is down, refuses as no head, or leaves the `Attach` unanswered
+//!    for `doubt_rounds`, 10, as long as a real member's own failure detector waits before
+//!    it suspects: before, a check failed with the 3-round attach timeout, and a loaded head
+//!    took longer than that to answer); `HeadAlive` or the head's `Accept` drops the election
+//!    instead, and then every member of its group hears `HeadAlive` from it (a member that
+//!    follows the leader it names drops its decided election too). A crashed head fails the check at once wherever a send to it fails (the
+//!    simulator), so the failover is unchanged there; a real node waits at most the
+//!    attach timeout more.
 //!    **A silent head is asked again** (*ours*, session 4, real tokens swarms with emulated
 //!    latency): a member that has heard no view, `Accept` or `Moved` from its head for
 //!    3 x `view_every` rounds sends it `Attach`; a live head accepts (with its view), a node
@@ -311,6 +325,15 @@
 //!    only), hence the bound through the head. Only a failed candidate costs the longer
 //!    wait: the highest live member still announces itself as soon as it learns of the
 //!    crash.
+//!    **A late loop waits longer** (*ours*, session 19, issue 4's 200-node prefix swarm with
+//!    one of the two cores taken by another process: one member reported its alive head
+//!    down, ran the election with a timeout of about 1 s while every message waited seconds
+//!    in the run queues, won alone, and the members its `Election` reached 3 s later joined
+//!    and won in turn: 15 super peers within 10 s, 138 in the 8 minutes). The driver tells the
+//!    node how late its own loop runs (`SpInput::Lateness`, the worst tick lateness of the
+//!    last rounds), and the answer timeout is at least `election_rtt_factor` x (the RTT span
+//!    above + that lateness): each of an exchange's four hops may wait that long, as each
+//!    may take its part of the RTT. The simulator delivers on time and never tells it.
 //!    **The group is the union of the views** (*ours*, session 7, same swarm): members'
 //!    views of a cluster differ for a while (a newcomer knows the old members, they do not
 //!    know it yet; a view lost with a send failure). The core elections reject a message from
@@ -907,6 +930,10 @@ struct ClusterElection {
     /// A leader came out of this election (this node took the role over, or learned that
     /// another member leads): later `Leader` outputs of it are ignored (module doc, step 5).
     decided: bool,
+    /// We came out as leader while our check of the suspected head was still out: the role
+    /// is taken only when the check fails (module doc, step 5, "A doubter wins only once
+    /// its check failed").
+    won_in_doubt: bool,
 }
 
 /// A re-election this node has left because its outcome holds (module doc, step 5, "Late
@@ -928,6 +955,8 @@ const RETIRED_ROUNDS: u32 = 30;
 #[derive(Debug)]
 struct Doubt {
     head: PeerInfo,
+    /// The round the check began (it fails after `doubt_rounds`).
+    since: u32,
     /// Who asked (they hear `HeadAlive` if the head answers).
     askers: Vec<NodeId>,
 }
@@ -986,6 +1015,8 @@ pub struct SuperPeerNode {
     attached_rtt: f32,
     /// This node's nearest RTT (`SpInput::NearestRtt`), seconds; 0 = not given.
     nearest_rtt: f32,
+    /// How late this node's own loop runs (`SpInput::Lateness`), seconds; 0 = on time.
+    lateness: f32,
     /// Whether this node's coordinate is fit to place tokens by (`SpInput::CoordinateFit`;
     /// true unless told otherwise).
     coordinate_fit: bool,
@@ -1050,6 +1081,7 @@ impl SuperPeerNode {
             attached: None,
             attached_rtt: 0.0,
             nearest_rtt: 0.0,
+            lateness: 0.0,
             coordinate_fit: true,
             attached_probed: 0,
             attaching: None,
@@ -1348,6 +1380,13 @@ impl SuperPeerNode {
                 }
                 self.nearest_rtt = rtt as f32;
                 self.report_access(ctx);
+            }
+            SpInput::Lateness { secs } => {
+                if !(secs.is_finite() && (0.0..3600.0).contains(&secs)) {
+                    ctx.push(SpEffect::Rejected { from: self.me.id, reason: "loop lateness out of range" });
+                    return;
+                }
+                self.lateness = secs as f32;
             }
             SpInput::CoordinateFit { fit } => {
                 if fit && !self.coordinate_fit {

@@ -47,7 +47,7 @@ impl SuperPeerNode {
             // The neighbour asked to back the role we are about to take is down: the next one.
             self.pending_next(ctx);
         }
-        self.doubted.take_if(|d| d.head.id == id);
+        self.doubt_failed(ctx, id);
         if let Some(a) = self.attached.filter(|a| a.id == id) {
             let rtt = self.head_rtt(&a);
             self.attached = None;
@@ -99,11 +99,32 @@ impl SuperPeerNode {
         self.drive_election(ctx, Input::Membership(group));
     }
 
+    /// Our check of the suspected head `id` failed (it is down, did not answer within the
+    /// attach timeout, or is no head any more): the election goes on, and if it already made
+    /// us the leader we take the role now (module doc, step 5, "A doubter wins only once its
+    /// check failed").
+    pub(super) fn doubt_failed(&mut self, ctx: &mut SpContext<'_>, id: NodeId) {
+        if self.doubted.take_if(|d| d.head.id == id).is_none() {
+            return;
+        }
+        let won = self.election.as_ref().is_some_and(|e| e.dead == id && e.won_in_doubt && !e.decided);
+        if won && self.take_over(ctx) {
+            if let Some(e) = self.election.as_mut() {
+                e.decided = true;
+            }
+        }
+    }
+
     /// Our check found the suspected head alive (module doc, step 5): those who asked hear
     /// `HeadAlive`, and our own re-election of it stops while it is undecided.
+    /// If the election had made us its leader ("A doubter wins only once its check failed"),
+    /// every member of its group hears it too: those that follow us drop it as well.
     pub(super) fn head_alive(&mut self, ctx: &mut SpContext<'_>, d: Box<Doubt>) {
-        for asker in d.askers {
-            ctx.send(asker, SpMessage::HeadAlive { head: d.head });
+        let won = self.election.as_ref().filter(|e| e.dead == d.head.id && e.won_in_doubt && !e.decided);
+        let mut told: Vec<NodeId> = won.map_or_else(Vec::new, |e| e.group.ranks().iter().map(|r| r.id).collect());
+        told.retain(|id| *id != self.me.id && *id != d.head.id && !d.askers.contains(id));
+        for to in d.askers.iter().chain(told.iter()) {
+            ctx.send(*to, SpMessage::HeadAlive { head: d.head });
         }
         if self.election.as_ref().is_some_and(|e| e.dead == d.head.id && !e.decided) {
             self.election = None;
@@ -129,8 +150,15 @@ impl SuperPeerNode {
             return;
         }
         let election = AnyElection::new(self.rank, group.clone(), &self.election_config(head_rtt));
-        self.election =
-            Some(Box::new(ClusterElection { dead, role, election, group, started: self.round, decided: false }));
+        self.election = Some(Box::new(ClusterElection {
+            dead,
+            role,
+            election,
+            group,
+            started: self.round,
+            decided: false,
+            won_in_doubt: false,
+        }));
         self.drive_election(ctx, Input::Start);
         // `Election` messages for this cluster that came before we knew we belong to it are
         // handled now (session 7: a member whose old holder's `Moved` came after a lower
@@ -155,8 +183,9 @@ impl SuperPeerNode {
     /// The cluster election's settings with its timeouts scaled to the round trips around
     /// this node (module doc, step 5, "Timeouts follow the RTT"): the answer timeout is at
     /// least `election_rtt_factor` x the largest of twice `head_rtt` (the RTT to the dead
-    /// head) and the RTTs to its cached heads (measured where measured, else predicted);
-    /// the other timeouts keep their ratio to it, at most [`MAX_TIMEOUT_SCALE`] times the
+    /// head) and the RTTs to its cached heads (measured where measured, else predicted),
+    /// plus our own loop's lateness (`SpInput::Lateness`, "A late loop waits longer"); the
+    /// other timeouts keep their ratio to it, at most [`MAX_TIMEOUT_SCALE`] times the
     /// configured ones.
     pub(super) fn election_config(&self, head_rtt: f64) -> ElectionConfig {
         let base = &self.cfg.election;
@@ -168,7 +197,9 @@ impl SuperPeerNode {
         for c in &self.cache {
             span = span.max(self.entry_rtt(c));
         }
-        let wanted_ms = factor * span * 1_000.0;
+        // Each of the four hops of an exchange (our send, its read, its reply, our read) may
+        // wait in a run queue as long as our loop runs late, as each may take an RTT's part.
+        let wanted_ms = factor * (span + self.lateness as f64) * 1_000.0;
         let scale = wanted_ms / base.answer_timeout_ms as f64;
         if !scale.is_finite() || scale <= 1.0 {
             return base.clone();
@@ -213,6 +244,11 @@ impl SuperPeerNode {
                     }
                     if l != self.me.id {
                         self.follow_leader(l);
+                    } else if self.doubted.as_ref().is_some_and(|d| d.head.id == dead) {
+                        // Our check of the head is still out: the role waits for its
+                        // failure (module doc, step 5, "A doubter wins only once its check
+                        // failed"); `HeadAlive` or an `Accept` drops the election instead.
+                        e.won_in_doubt = true;
                     } else if self.take_over(ctx) {
                         if let Some(e) = self.election.as_mut() {
                             e.decided = true;

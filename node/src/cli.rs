@@ -170,6 +170,11 @@ pub struct SwarmArgs {
     /// --sp-estimate-parallel 8).
     #[arg(long)]
     pub sp_estimate_push_peers: Option<u32>,
+    /// A member's failed probe of its super peer counts nothing if the member's own loop ran
+    /// later than this many milliseconds while the probe was out (default 1000; 0 = every
+    /// failure counts, the law before session 19; `head_watch.rs`).
+    #[arg(long)]
+    pub sp_probe_stall_ms: Option<u64>,
     /// Super peers count as converged after this many seconds without a change.
     #[arg(long, default_value_t = 10.0)]
     pub sp_stable_s: f64,

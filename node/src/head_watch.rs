@@ -22,6 +22,18 @@
 //!   found: its members keep probing every round until both hold (the failover then costs
 //!   about `min_silence`; the swarm report measures it).
 //! - Anything heard from the head (a request, a reply, an answered probe) clears the score.
+//! - **A stalled loop judges nobody** (*ours*, session 19, after the "local pause" rule of
+//!   Cassandra's gossiper: a node that was paused does not convict the peers it could not
+//!   hear meanwhile). A probe fails with a timeout or a closed stream just as well when our
+//!   own event loop ran seconds late (a saturated machine: every task waits in the run queue)
+//!   as when the head is gone. A failed probe during which our loop's tick ran later than
+//!   `max_stall` ([`crate::stall::StallMeter`]) counts nothing; the next probe waits
+//!   `spacing` as after any failure. In issue 4's 200-node prefix swarms (session 18) the
+//!   emulated deliveries ran up to seconds late once the first slot heads were loaded, their
+//!   members' probes failed, 15-57 alive heads per run were reported down, and each report's
+//!   re-election made ten super peers at once, which loaded the machine further. A crashed
+//!   head is still found once the loop runs on time again (a pause of the whole machine only
+//!   postpones the verdict); `Duration::ZERO` turns the rule off.
 //! - **A refusal is a sign of life** (*ours*, session 10): a probe whose dial reached the
 //!   head and was closed by it before the handshake (its gate was full,
 //!   [`SendFailure::RefusedByPeer`]) counts as hearing from the head. Session 9's 200-node
@@ -42,6 +54,8 @@ pub struct WatchConfig {
     pub spacing: Duration,
     pub min_silence: Duration,
     pub down_score: u32,
+    /// Our loop's lateness beyond which a failed probe counts nothing (zero: no limit).
+    pub max_stall: Duration,
 }
 
 /// What a failed probe means.
@@ -55,6 +69,9 @@ pub enum Verdict {
     Down,
     /// The head refused the connection: it is alive (counted as heard from it).
     Alive,
+    /// Our own loop stalled beyond `max_stall` during the probe: nothing learned; probe again
+    /// after `spacing`.
+    Stalled,
 }
 
 /// One member's watch over its head.
@@ -65,13 +82,24 @@ pub struct HeadWatch {
     last_heard: Option<Instant>,
     score: u32,
     probing: bool,
+    /// When the probe in flight went out.
+    probe_at: Option<Instant>,
     last_failure: Option<Instant>,
     urgent: bool,
 }
 
 impl HeadWatch {
     pub fn new(cfg: WatchConfig) -> HeadWatch {
-        HeadWatch { cfg, head: None, last_heard: None, score: 0, probing: false, last_failure: None, urgent: false }
+        HeadWatch {
+            cfg,
+            head: None,
+            last_heard: None,
+            score: 0,
+            probing: false,
+            probe_at: None,
+            last_failure: None,
+            urgent: false,
+        }
     }
 
     /// Follows the state machine's current head; a new head starts with a clean slate.
@@ -81,6 +109,7 @@ impl HeadWatch {
             self.last_heard = head.map(|_| now);
             self.score = 0;
             self.probing = false;
+            self.probe_at = None;
             self.last_failure = None;
             self.urgent = false;
         }
@@ -120,9 +149,15 @@ impl HeadWatch {
         self.last_heard.map_or(Duration::ZERO, |t| now.saturating_duration_since(t))
     }
 
-    /// A probe to the head went out.
-    pub fn probe_sent(&mut self) {
+    /// A probe to the head went out at `now`.
+    pub fn probe_sent(&mut self, now: Instant) {
         self.probing = true;
+        self.probe_at = Some(now);
+    }
+
+    /// When the probe in flight went out (to look up our loop's stalls since then).
+    pub fn probe_started(&self) -> Option<Instant> {
+        self.probe_at.filter(|_| self.probing)
     }
 
     /// The probe to `to` was answered.
@@ -133,18 +168,23 @@ impl HeadWatch {
         self.heard(to, now);
     }
 
-    /// The probe to `to` failed with `class`.
-    pub fn failed(&mut self, to: NodeId, class: SendFailure, now: Instant) -> Verdict {
+    /// The probe to `to` failed with `class`; `stall` is the worst lateness of our own loop
+    /// while it was out ([`crate::stall::StallMeter::worst_during`] its start).
+    pub fn failed(&mut self, to: NodeId, class: SendFailure, now: Instant, stall: Duration) -> Verdict {
         if Some(to) != self.head {
             return Verdict::Uncounted;
         }
         self.probing = false;
+        self.probe_at = None;
         if class == SendFailure::RefusedByPeer {
             self.heard(to, now);
             return Verdict::Alive;
         }
         self.urgent = false;
         self.last_failure = Some(now);
+        if class != SendFailure::RefusedLocally && self.stalled(stall) {
+            return Verdict::Stalled;
+        }
         self.score += match class {
             SendFailure::RefusedLocally => return Verdict::Uncounted,
             SendFailure::RefusedByPeer => 0,
@@ -157,6 +197,12 @@ impl HeadWatch {
             return Verdict::Down;
         }
         Verdict::Again
+    }
+
+    /// Whether a lateness of our own loop of `stall` is beyond the limit: a failure seen
+    /// meanwhile judges nobody ("A stalled loop judges nobody").
+    pub fn stalled(&self, stall: Duration) -> bool {
+        !self.cfg.max_stall.is_zero() && stall > self.cfg.max_stall
     }
 
     /// Whether a probe is in flight (for tests and status).
@@ -175,8 +221,11 @@ mod tests {
             spacing: Duration::from_secs(1),
             min_silence: Duration::from_secs(10),
             down_score: 4,
+            max_stall: Duration::from_secs(1),
         }
     }
+
+    const ON_TIME: Duration = Duration::ZERO;
 
     fn id(b: u8) -> NodeId {
         NodeId::from_u64(b as u64 + 1)
@@ -190,28 +239,28 @@ mod tests {
         assert!(!w.due(head, t0), "just attached: nothing to probe");
         let t = t0 + Duration::from_secs(2);
         assert!(w.due(head, t), "silent for probe_after: probe");
-        w.probe_sent();
+        w.probe_sent(t);
         assert!(!w.due(head, t), "one probe at a time");
-        assert_eq!(w.failed(id(1), SendFailure::Unreachable, t), Verdict::Again);
+        assert_eq!(w.failed(id(1), SendFailure::Unreachable, t, ON_TIME), Verdict::Again);
         assert!(!w.due(head, t + Duration::from_millis(10)), "the next probe waits a round");
         let t = t + Duration::from_secs(1);
         assert!(w.due(head, t));
-        w.probe_sent();
+        w.probe_sent(t);
         assert_eq!(
-            w.failed(id(1), SendFailure::Unreachable, t),
+            w.failed(id(1), SendFailure::Unreachable, t, ON_TIME),
             Verdict::Again,
             "score 4 but only 3 s of silence: not down yet"
         );
         // The head answers at last: everything is forgiven.
         let t = t + Duration::from_secs(1);
         assert!(w.due(head, t));
-        w.probe_sent();
+        w.probe_sent(t);
         w.answered(id(1), t);
         assert!(!w.due(head, t + Duration::from_secs(1)), "heard a second ago");
         let t = t + Duration::from_secs(3);
         assert!(w.due(head, t));
-        w.probe_sent();
-        assert_eq!(w.failed(id(1), SendFailure::Unreachable, t), Verdict::Again, "the score started again");
+        w.probe_sent(t);
+        assert_eq!(w.failed(id(1), SendFailure::Unreachable, t, ON_TIME), Verdict::Again, "the score started again");
     }
 
     #[test]
@@ -225,8 +274,8 @@ mod tests {
         for _ in 0..30 {
             t += Duration::from_secs(1);
             if w.due(head, t) {
-                w.probe_sent();
-                if w.failed(id(1), SendFailure::Unreachable, t) == Verdict::Down {
+                w.probe_sent(t);
+                if w.failed(id(1), SendFailure::Unreachable, t, ON_TIME) == Verdict::Down {
                     down_at = Some(t);
                     break;
                 }
@@ -245,19 +294,19 @@ mod tests {
         let mut t = t0 + Duration::from_secs(20);
         for _ in 0..10 {
             assert!(w.due(head, t));
-            w.probe_sent();
-            assert_eq!(w.failed(id(1), SendFailure::RefusedLocally, t), Verdict::Uncounted);
+            w.probe_sent(t);
+            assert_eq!(w.failed(id(1), SendFailure::RefusedLocally, t, ON_TIME), Verdict::Uncounted);
             t += Duration::from_secs(1);
         }
-        assert_eq!(w.failed(id(2), SendFailure::Unreachable, t), Verdict::Uncounted, "not our head");
+        assert_eq!(w.failed(id(2), SendFailure::Unreachable, t, ON_TIME), Verdict::Uncounted, "not our head");
         assert!(w.due(head, t));
-        w.probe_sent();
-        assert_eq!(w.failed(id(1), SendFailure::Ambiguous, t), Verdict::Again, "score 1 of 4");
+        w.probe_sent(t);
+        assert_eq!(w.failed(id(1), SendFailure::Ambiguous, t, ON_TIME), Verdict::Again, "score 1 of 4");
         for k in 0..3 {
             t += Duration::from_secs(1);
             assert!(w.due(head, t));
-            w.probe_sent();
-            let v = w.failed(id(1), SendFailure::Ambiguous, t);
+            w.probe_sent(t);
+            let v = w.failed(id(1), SendFailure::Ambiguous, t, ON_TIME);
             assert_eq!(v, if k == 2 { Verdict::Down } else { Verdict::Again }, "ambiguous probe {}", k + 2);
         }
     }
@@ -275,9 +324,9 @@ mod tests {
         for k in 0..40 {
             t += Duration::from_secs(1);
             if w.due(head, t) {
-                w.probe_sent();
+                w.probe_sent(t);
                 let class = if k % 4 == 3 { SendFailure::RefusedByPeer } else { SendFailure::Unreachable };
-                let v = w.failed(id(1), class, t);
+                let v = w.failed(id(1), class, t, ON_TIME);
                 assert_ne!(v, Verdict::Down, "probe {k} at {:?}: a head that refuses us is alive", t - t0);
                 if class == SendFailure::RefusedByPeer {
                     assert_eq!(v, Verdict::Alive);
@@ -286,16 +335,16 @@ mod tests {
         }
         // Refused once more, then dead: down after min_silence from the refusal.
         assert!(w.due(head, t + Duration::from_secs(2)));
-        w.probe_sent();
+        w.probe_sent(t);
         let refused_at = t + Duration::from_secs(2);
-        assert_eq!(w.failed(id(1), SendFailure::RefusedByPeer, refused_at), Verdict::Alive);
+        assert_eq!(w.failed(id(1), SendFailure::RefusedByPeer, refused_at, ON_TIME), Verdict::Alive);
         let mut t = refused_at;
         let down_at = loop {
             t += Duration::from_secs(1);
             assert!(t - refused_at <= Duration::from_secs(30), "a dead head must be reported");
             if w.due(head, t) {
-                w.probe_sent();
-                if w.failed(id(1), SendFailure::Unreachable, t) == Verdict::Down {
+                w.probe_sent(t);
+                if w.failed(id(1), SendFailure::Unreachable, t, ON_TIME) == Verdict::Down {
                     break t;
                 }
             }
@@ -310,12 +359,53 @@ mod tests {
         w.due(Some(id(1)), t0);
         w.broke(Some(id(1)), id(1), t0);
         assert!(w.due(Some(id(1)), t0), "a broken connection to the head: probe now");
-        w.probe_sent();
-        assert_eq!(w.failed(id(1), SendFailure::Unreachable, t0), Verdict::Again);
+        w.probe_sent(t0);
+        assert_eq!(w.failed(id(1), SendFailure::Unreachable, t0, ON_TIME), Verdict::Again);
         // Attached elsewhere: the old head's failures do not carry over.
         assert!(!w.due(Some(id(3)), t0 + Duration::from_secs(1)));
         assert!(!w.probing());
-        assert_eq!(w.failed(id(1), SendFailure::Unreachable, t0), Verdict::Uncounted);
+        assert_eq!(w.failed(id(1), SendFailure::Unreachable, t0, ON_TIME), Verdict::Uncounted);
         assert!(!w.due(None, t0 + Duration::from_secs(60)), "no head, no probe");
+    }
+
+    /// Session 19: probes that fail while our own loop runs seconds late count nothing, so a
+    /// saturated machine reports no alive head down; once the loop is on time again a dead
+    /// head is reported as before (`min_silence` long since passed: after `down_score`).
+    #[test]
+    fn probes_failed_while_our_loop_stalled_count_nothing() {
+        let t0 = Instant::now();
+        let head = Some(id(1));
+        let mut w = HeadWatch::new(cfg());
+        w.due(head, t0);
+        let mut t = t0;
+        let mut probes = 0;
+        for _ in 0..60 {
+            t += Duration::from_secs(1);
+            if w.due(head, t) {
+                w.probe_sent(t);
+                assert_eq!(w.probe_started(), Some(t));
+                probes += 1;
+                let v = w.failed(id(1), SendFailure::Unreachable, t, Duration::from_millis(1500));
+                assert_eq!(v, Verdict::Stalled, "probe {probes} at {:?}", t - t0);
+                assert_eq!(w.probe_started(), None);
+            }
+        }
+        assert!(probes >= 50, "still probed every round: {probes}");
+        // A stall within the limit counts as before.
+        let mut verdicts = Vec::new();
+        for _ in 0..3 {
+            t += Duration::from_secs(1);
+            assert!(w.due(head, t));
+            w.probe_sent(t);
+            verdicts.push(w.failed(id(1), SendFailure::Unreachable, t, Duration::from_secs(1)));
+        }
+        assert_eq!(verdicts, [Verdict::Again, Verdict::Down, Verdict::Again], "down at score 4 once on time");
+        // Off: a zero limit counts every failure whatever the stall.
+        let mut w = HeadWatch::new(WatchConfig { max_stall: Duration::ZERO, ..cfg() });
+        w.due(head, t0);
+        let t = t0 + Duration::from_secs(20);
+        assert!(w.due(head, t));
+        w.probe_sent(t);
+        assert_eq!(w.failed(id(1), SendFailure::Unreachable, t, Duration::from_secs(30)), Verdict::Again);
     }
 }

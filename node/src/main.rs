@@ -255,11 +255,13 @@ fn superpeer_phase(
                 || args.sp_start_delay_s.is_some()
                 || args.sp_estimate_parallel.is_some()
                 || args.sp_estimate_push_peers.is_some()
+                || args.sp_probe_stall_ms.is_some()
                 || args.no_leader_election
             {
                 anyhow::bail!(
                     "--kill-superpeers, --sp-share, --sp-cap, --sp-start-delay-s, --sp-estimate-parallel, \
-                     --sp-estimate-push-peers and --no-leader-election need --superpeers prefix|tokens"
+                     --sp-estimate-push-peers, --sp-probe-stall-ms and --no-leader-election need --superpeers \
+                     prefix|tokens"
                 );
             }
             return Ok(None);
@@ -288,6 +290,9 @@ fn superpeer_phase(
     }
     if let Some(p) = args.sp_estimate_push_peers {
         sp.estimate_push_peers = p;
+    }
+    if let Some(ms) = args.sp_probe_stall_ms {
+        sp.probe_stall_ms = ms;
     }
     // Nodes join over a few seconds; give the routing tables time before the estimate.
     sp.start_delay_ms = match args.sp_start_delay_s {

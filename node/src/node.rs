@@ -100,6 +100,9 @@ const PEER_MANAGER_PERIOD: Duration = Duration::from_secs(2);
 /// How long the loop's tick lateness is remembered: longer than any ping's round trip
 /// (libp2p ping times out after 20 s).
 const STALL_HORIZON: Duration = Duration::from_secs(30);
+/// The span over which the super-peer driver is told the loop's worst lateness
+/// (`SpInput::Lateness`: the cluster election's timeouts add it).
+const LATENESS_WINDOW: Duration = Duration::from_secs(10);
 
 /// Everything needed to start a node.
 pub struct NodeOptions {
@@ -355,7 +358,8 @@ impl Node {
             if let Some(sp) = self.superpeer.as_mut() {
                 if now >= sp.next_deadline() {
                     let point = overlay::superpeer::Point::from(self.coords.coordinate());
-                    sp.poll(&mut self.swarm, &self.directory, now, point, self.coords.is_fit());
+                    let late = self.stall.worst_since(now.checked_sub(LATENESS_WINDOW).unwrap_or(now));
+                    sp.poll(&mut self.swarm, &self.directory, now, point, self.coords.is_fit(), late);
                 }
             }
             if now >= next_tick {

@@ -10,7 +10,9 @@
 //! of a closest-peer lookup's target match the wanted key), `start_delay_ms` (how long after
 //! start-up the node waits before its first lookups, so that its routing table has entries),
 //! `suspect_after_ms` (how long a member must have heard nothing from its super peer before
-//! failed probes report it down; `head_watch.rs`), `estimate_parallel` and
+//! failed probes report it down; `head_watch.rs`), `probe_stall_ms` (a failed probe counts
+//! nothing if the node's own loop ran later than this while it was out; 0 = no limit;
+//! `head_watch.rs`, "A stalled loop judges nobody"), `estimate_parallel` and
 //! `estimate_push_peers` (the size estimate's own lookups at a time, and the peers each
 //! sample is pushed to; 0 = no sharing: `overlay::superpeer::estimate`, "Pooled samples").
 //! Everything else keeps `SuperPeerConfig`'s defaults (the ones the simulator measured).
@@ -60,6 +62,7 @@ pub struct SuperPeerFileConfig {
     pub lookup_bits: u32,
     pub start_delay_ms: u64,
     pub suspect_after_ms: u64,
+    pub probe_stall_ms: u64,
     pub estimate_parallel: u32,
     pub estimate_push_peers: u32,
 }
@@ -77,6 +80,7 @@ impl Default for SuperPeerFileConfig {
             lookup_bits: 16,
             start_delay_ms: 3000,
             suspect_after_ms: 10_000,
+            probe_stall_ms: 1000,
             estimate_parallel: d.estimate_parallel,
             estimate_push_peers: d.estimate_push_peers,
         }
@@ -107,6 +111,8 @@ pub struct SuperPeerSettings {
     pub start_delay: Duration,
     /// Silence before failed probes may report the head down (`head_watch.rs`).
     pub suspect_after: Duration,
+    /// Our loop's lateness beyond which a failed probe counts nothing (`head_watch.rs`).
+    pub probe_stall: Duration,
 }
 
 impl SuperPeerFileConfig {
@@ -127,6 +133,7 @@ impl SuperPeerFileConfig {
         range("lookup_bits", self.lookup_bits as u64, 0, 24, "[0, 24]")?;
         range("start_delay_ms", self.start_delay_ms, 0, 600_000, "[0, 600000]")?;
         range("suspect_after_ms", self.suspect_after_ms, 0, 600_000, "[0, 600000]")?;
+        range("probe_stall_ms", self.probe_stall_ms, 0, 600_000, "[0, 600000]")?;
         let algorithm = self.cluster_algorithm.parse::<Algorithm>()?;
         if algorithm == Algorithm::Echo {
             return Err(SuperPeerSettingsError::Echo);
@@ -139,6 +146,10 @@ impl SuperPeerFileConfig {
             estimate_parallel: self.estimate_parallel,
             estimate_push_peers: self.estimate_push_peers,
             election: ElectionConfig { algorithm, alive_interval_ms: 0, ..ElectionConfig::default() },
+            // A member checking a head that others suspect waits as long as its own failure
+            // detector would before suspecting it (`overlay::superpeer::node`, step 5, "A
+            // doubter wins only once its check failed").
+            doubt_rounds: (self.suspect_after_ms.div_ceil(self.tick_ms.max(1)).min(1_000_000) as u32).max(3),
             ..SuperPeerConfig::default()
         };
         protocol.validate()?;
@@ -148,6 +159,7 @@ impl SuperPeerFileConfig {
             lookup_bits: self.lookup_bits,
             start_delay: Duration::from_millis(self.start_delay_ms),
             suspect_after: Duration::from_millis(self.suspect_after_ms),
+            probe_stall: Duration::from_millis(self.probe_stall_ms),
         }))
     }
 }
@@ -177,6 +189,21 @@ mod tests {
         assert!(bad.resolve().unwrap_err().to_string().contains("suspect_after_ms"));
         let t: SuperPeerFileConfig = toml::from_str("mode = \"tokens\"\nsuspect_after_ms = 4000\n").unwrap();
         assert_eq!(t.resolve().unwrap().unwrap().suspect_after, Duration::from_secs(4));
+        assert_eq!(t.resolve().unwrap().unwrap().probe_stall, Duration::from_secs(1), "default");
+        assert_eq!(t.resolve().unwrap().unwrap().protocol.doubt_rounds, 4, "a check waits suspect_after");
+        assert_eq!(
+            SuperPeerFileConfig { mode: "prefix".into(), ..Default::default() }
+                .resolve()
+                .unwrap()
+                .unwrap()
+                .protocol
+                .doubt_rounds,
+            10
+        );
+        let t: SuperPeerFileConfig = toml::from_str("mode = \"prefix\"\nprobe_stall_ms = 0\n").unwrap();
+        assert_eq!(t.resolve().unwrap().unwrap().probe_stall, Duration::ZERO);
+        let bad = SuperPeerFileConfig { mode: "prefix".into(), probe_stall_ms: 600_001, ..Default::default() };
+        assert!(bad.resolve().unwrap_err().to_string().contains("probe_stall_ms"));
         let bad = SuperPeerFileConfig { mode: "prefix".into(), cluster_algorithm: "echo".into(), ..Default::default() };
         assert!(bad.resolve().is_err());
         let t: SuperPeerFileConfig = toml::from_str("mode = \"tokens\"\nshare = 0.05\ncluster_cap = 40\n").unwrap();

@@ -57,15 +57,18 @@
 //!   has not heard from it for `PROBE_AFTER_TICKS` rounds or its connection to the head closed
 //!   with an error; probes are spaced a round apart and scored (unreachable 2, timed out or
 //!   closed 1, refused by our own node 0), and a score of 4 reports the head down only once
-//!   nothing was heard from it for `suspect_after` ([`crate::head_watch`], session 8). The
-//!   report starts the cluster's re-election inside the state machine.
+//!   nothing was heard from it for `suspect_after` ([`crate::head_watch`], session 8). A
+//!   probe that failed while the node's own loop ran later than `probe_stall` counts nothing
+//!   (session 19, "A stalled loop judges nobody"). The report starts the cluster's
+//!   re-election inside the state machine.
 //! - `SendFailed` (crash-stop's "not delivered, peer down", as in the simulator) only when a
 //!   failure shows the peer unreachable ([`crate::send_failure`], *ours*, issue 4 session 6:
 //!   timeouts reported as failed sends duplicated tokens on a loaded machine). A message that
 //!   timed out is sent once more (every super-peer message is safe to receive twice); if that
 //!   fails without an answer too, a `Hello` asks whether the peer is there, and only an
-//!   unreachable peer turns it into `SendFailed`. A dial our own gate refused drops the
-//!   message; the state machine's own timers ask again.
+//!   unreachable peer turns it into `SendFailed` (not when that check failed while our own
+//!   loop stalled beyond `probe_stall`: the message is dropped). A dial our own gate refused
+//!   drops the message; the state machine's own timers ask again.
 //! - `ElectionTimer` from a tokio deadline armed by `SetElectionTimer`.
 //! - `NearestRtt`: the smallest ping RTT the node has seen to any peer (its access delay
 //!   plus a small rest), whenever it drops by 5 % or more.
@@ -201,6 +204,9 @@ pub struct SpStatus {
     /// `send_failure.rs`).
     pub refused_by_peer: u64,
     pub heads_reported_down: u64,
+    /// Failed head probes not counted because this node's own loop stalled beyond the
+    /// watch's limit while they were out (`head_watch.rs`, "A stalled loop judges nobody").
+    pub probes_stalled: u64,
     /// Milliseconds since the driver started when the role or the head last changed.
     pub last_change_ms: u64,
     /// The head cache as the state machine judges it (`SuperPeerNode::cached_heads`): why a
@@ -251,10 +257,13 @@ enum Sent {
     },
     /// A `Hello` sent after a message to `to` failed twice without telling whether it was
     /// delivered (`SendFailure::Ambiguous`): if `to` turns out unreachable, the state machine
-    /// gets `SendFailed { to, msg }`; if it answers, nothing (its own timers re-ask).
+    /// gets `SendFailed { to, msg }`; if it answers, nothing (its own timers re-ask). A check
+    /// that fails while our own loop stalls beyond the head watch's limit (sent at `at`)
+    /// judges nobody either (`head_watch.rs`, "A stalled loop judges nobody").
     Check {
         to: NodeId,
         msg: SpMessage,
+        at: Instant,
     },
     /// A `Hello` timed for `SpEffect::MeasureRtt`, sent at `at`. `warm` is false when the
     /// connection had to be dialled first: that round trip includes the handshakes, so it
@@ -318,6 +327,8 @@ pub struct SuperPeerDriver {
     /// The smallest ping RTT seen to any peer, and the value last told to the state machine.
     nearest: Option<Duration>,
     nearest_told: Option<Duration>,
+    /// The loop lateness last told to the state machine (`SpInput::Lateness`), seconds.
+    late_told: f64,
     /// The coordinate fitness last told to the state machine.
     fit_told: Option<bool>,
     last_use: HashMap<PeerId, Instant>,
@@ -363,11 +374,13 @@ impl SuperPeerDriver {
                 spacing: settings.tick,
                 min_silence: settings.suspect_after,
                 down_score: 4,
+                max_stall: settings.probe_stall,
             }),
             dial_errors: HashMap::new(),
             rtts: HashMap::new(),
             nearest: None,
             nearest_told: None,
+            late_told: 0.0,
             fit_told: None,
             last_use: HashMap::new(),
             queue: VecDeque::new(),
@@ -425,7 +438,17 @@ impl SuperPeerDriver {
     /// Timers, rounds, probes and lookup deadlines. Call whenever `next_deadline` passed (and
     /// harmlessly more often).
     /// `point` is the node's current coordinate (`coords_driver.rs`).
-    pub fn poll(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, now: Instant, point: Point, fit: bool) {
+    /// `late` is the worst lateness of the node's own loop over the last seconds
+    /// (`stall.rs`), told to the state machine when it changed (`SpInput::Lateness`).
+    pub fn poll(
+        &mut self,
+        sw: &mut Swarm<Behaviour>,
+        dir: &Directory,
+        now: Instant,
+        point: Point,
+        fit: bool,
+        late: Duration,
+    ) {
         let _span = tracing::debug_span!("sp", me = %self.me_id.short()).entered();
         if point.is_valid() && point != self.sm.point() {
             self.run(sw, dir, SpInput::Coordinate(point));
@@ -447,6 +470,13 @@ impl SuperPeerDriver {
         {
             self.nearest_told = Some(n);
             self.run(sw, dir, SpInput::NearestRtt { rtt: n.as_secs_f64() });
+        }
+        // The loop's lateness (`SpInput::Lateness`), told when it moved by a tenth of a
+        // second or a fifth of itself: it stretches the cluster election's timeouts.
+        let late = late.as_secs_f64();
+        if (late - self.late_told).abs() > (0.2 * self.late_told).max(0.1) {
+            self.late_told = late;
+            self.run(sw, dir, SpInput::Lateness { secs: late });
         }
         let due: Vec<Timer> = self.timers.iter().filter(|(_, t)| **t <= now).map(|(k, _)| *k).collect();
         for t in due {
@@ -869,8 +899,12 @@ impl SuperPeerDriver {
                             }
                         }
                     }
-                    Sent::Check { to, msg } => {
-                        if class == SendFailure::Unreachable {
+                    Sent::Check { to, msg, at } => {
+                        let stalled = stall.worst_during(at);
+                        if class == SendFailure::Unreachable && self.watch.stalled(stalled) {
+                            self.status.sends_dropped += 1;
+                            info!(me = %self.me_id.short(), to = %to.short(), kind = msg.kind(), stall_ms = stalled.as_millis() as u64, "super-peer message undeliverable after a check while our own loop stalled: dropped, the peer is not taken for down ({error})");
+                        } else if class == SendFailure::Unreachable {
                             info!(me = %self.me_id.short(), to = %to.short(), kind = msg.kind(), "super-peer message undeliverable after a check, the peer is taken for down: {error}");
                             self.run(sw, dir, SpInput::SendFailed { to, msg });
                         } else {
@@ -882,16 +916,23 @@ impl SuperPeerDriver {
                         // next probe goes out from `probe_head` once a round has passed.
                         if probe && Some(to) == self.sm.attached_to() {
                             let dial = self.dial_errors.remove(&peer).unwrap_or_default();
-                            match self.watch.failed(to, class, Instant::now()) {
+                            let now = Instant::now();
+                            let stalled = self.watch.probe_started().map_or(Duration::ZERO, |s| stall.worst_during(s));
+                            let stall_ms = stalled.as_millis() as u64;
+                            match self.watch.failed(to, class, now, stalled) {
                                 Verdict::Uncounted => {}
                                 Verdict::Alive => {
                                     debug!(me = %self.me_id.short(), head = %to.short(), "probe refused by the super peer: it is alive");
                                 }
+                                Verdict::Stalled => {
+                                    self.status.probes_stalled += 1;
+                                    info!(me = %self.me_id.short(), head = %to.short(), ?class, stall_ms, "probe of the super peer failed while our own loop stalled: not counted ({error})");
+                                }
                                 Verdict::Again => {
-                                    info!(me = %self.me_id.short(), head = %to.short(), ?class, dial, "probe of the super peer failed: {error}");
+                                    info!(me = %self.me_id.short(), head = %to.short(), ?class, dial, stall_ms, "probe of the super peer failed: {error}");
                                 }
                                 Verdict::Down => {
-                                    info!(me = %self.me_id.short(), head = %to.short(), ?class, dial, "super peer unreachable: reporting it down ({error})");
+                                    info!(me = %self.me_id.short(), head = %to.short(), ?class, dial, stall_ms, "super peer unreachable: reporting it down ({error})");
                                     self.status.heads_reported_down += 1;
                                     self.run(sw, dir, SpInput::PeerDown(to));
                                 }
@@ -1190,12 +1231,12 @@ impl SuperPeerDriver {
             self.run(sw, dir, SpInput::SendFailed { to, msg });
             return;
         }
-        self.send_bare_hello(sw, dir, to, Sent::Check { to, msg });
+        self.send_bare_hello(sw, dir, to, Sent::Check { to, msg, at: Instant::now() });
     }
 
     fn send_hello(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, to: NodeId, probe: bool) {
         if self.send_bare_hello(sw, dir, to, Sent::Hello { to, probe }) && probe {
-            self.watch.probe_sent();
+            self.watch.probe_sent(Instant::now());
         }
     }
 

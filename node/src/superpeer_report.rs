@@ -276,6 +276,9 @@ pub struct SpMeasures {
     pub refused_by_peer: u64,
     /// Heads that members' probes reported down.
     pub heads_reported_down: u64,
+    /// Failed head probes not counted because the member's own loop stalled meanwhile
+    /// (`head_watch.rs`, "A stalled loop judges nobody").
+    pub probes_stalled: u64,
     /// Cluster re-elections joined, summed over the nodes.
     pub elections_joined: u64,
     pub rejected: u64,
@@ -609,6 +612,7 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
         m.sends_dropped += p.sends_dropped;
         m.refused_by_peer += p.refused_by_peer;
         m.heads_reported_down += p.heads_reported_down;
+        m.probes_stalled += p.probes_stalled;
         m.elections_joined += p.elections_joined;
         for (kind, n) in &p.messages_by_kind {
             *m.messages_per_node_by_kind.entry(kind.clone()).or_default() += *n as f64;

@@ -158,6 +158,17 @@ fn member_with(name: &str, x: PeerInfo, token: TokenId, epoch: u32, view: &[Node
     b
 }
 
+/// The shortest election timer `fx` arms (the answer timeout of a member with a higher
+/// member to wait for).
+fn answer_wait(fx: &[SpEffect]) -> Option<std::time::Duration> {
+    fx.iter()
+        .filter_map(|e| match e {
+            SpEffect::SetElectionTimer { after, .. } => Some(*after),
+            _ => None,
+        })
+        .min()
+}
+
 /// Ids with a known order: `n` hashes sorted ascending.
 fn sorted_ids(prefix: &str, n: usize) -> Vec<(String, NodeId)> {
     let mut v: Vec<(String, NodeId)> = (0..n)
@@ -712,14 +723,6 @@ fn the_cluster_election_waits_longer_in_a_cluster_with_long_round_trips() {
     let x = peer("far-head-x", 0.3);
     let tx = TokenId(31);
     let view = [x.id, ids[0].1, mid_id, high_id];
-    let answer_wait = |fx: &[SpEffect]| {
-        fx.iter()
-            .filter_map(|e| match e {
-                SpEffect::SetElectionTimer { after, .. } => Some(*after),
-                _ => None,
-            })
-            .min()
-    };
     let two_rtt = 2.0 * Point::new(&[0.0, 0.0], 0.001).rtt(&x.point);
     let cfg = SuperPeerConfig::default();
     let wanted = cfg.election_rtt_factor * two_rtt;
@@ -756,14 +759,6 @@ fn a_late_loop_stretches_the_cluster_election() {
     let x = peer("near-head-x", 0.01);
     let tx = TokenId(32);
     let view = [x.id, ids[0].1, mid_id, high_id];
-    let answer_wait = |fx: &[SpEffect]| {
-        fx.iter()
-            .filter_map(|e| match e {
-                SpEffect::SetElectionTimer { after, .. } => Some(*after),
-                _ => None,
-            })
-            .min()
-    };
     let cfg = SuperPeerConfig::default();
     let configured = cfg.election.answer_timeout_ms as f64 / 1000.0;
 

@@ -110,7 +110,7 @@ fn make_behaviour(key: &Keypair, cfg: &NodeConfig, unreadable: &Arc<AtomicU64>) 
         .heartbeat_interval(Duration::from_secs(1))
         .mesh_n(6)
         .mesh_n_low(4)
-        .mesh_n_high(8)
+        .mesh_n_high(crate::config::GOSSIP_MESH_HIGH as usize)
         .mesh_outbound_min(2)
         .duplicate_cache_time(Duration::from_secs(60))
         .build()?;

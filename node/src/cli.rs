@@ -143,6 +143,15 @@ pub struct SwarmArgs {
     /// at 0.086 (`coords_driver::COORD_PEERS_FOR_0_10`); more connections cost CPU.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=24))]
     pub coord_peers: Option<u32>,
+    /// The peer manager prunes idle connections above this many per node (its
+    /// `target_high`; default 24, or twice --coord-peers). With --superpeers it is at least
+    /// 48: room for the overlay's 16 neighbours and a gossipsub mesh of up to 8 on top of 24.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub prune_above: Option<u32>,
+    /// Close a connection with no open stream after this many milliseconds (libp2p's idle
+    /// connection timeout; default from the node config, 10000).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    pub idle_timeout_ms: Option<u64>,
     /// Ping period in seconds (RTT samples for the coordinates); default 15, or 2 with
     /// --latency internet.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3600))]

@@ -18,6 +18,15 @@
 //! election dial would look like a crash to the sender; `max_established` (48) keeps every
 //! node within issue 3's bound of 50 connections.
 //!
+//! With super peers on, a node talks to more peers on purpose: its head or members, its 16
+//! overlay neighbours (kept, never pruned) and its gossipsub mesh. `target_high` then rises to
+//! 24 + 16 + 8 = 48, the inbound gate rises to the same line and the hard cap makes room for a
+//! full cluster (session 20: at 24 the peer manager pruned half of the connections the 200-node
+//! swarm opened, and re-dialling them was its largest CPU cost). The inbound gate sits *at* the
+//! prune line, not above it: other nodes' DHT lookups then never push a node into pruning. With
+//! the gate 16 above it (the issue-3 margin for on-demand election dials) the 200-node swarm's
+//! coordinates stayed unfit for 3.5 minutes with both cores saturated, instead of about 55 s.
+//!
 //! Unknown keys are errors (`deny_unknown_fields`), so a typo in a config file is reported,
 //! not ignored.
 
@@ -65,6 +74,17 @@ pub struct Limits {
     pub request_timeout_ms: u64,
 }
 
+impl Limits {
+    /// Sets the peer manager's `target_high` to `h` and keeps the gates at or above it:
+    /// inbound connections are admitted at least up to the prune line, and the hard cap at
+    /// least 8 above the inbound gate (the defaults' 48 - 40). Neither ever shrinks.
+    pub fn set_target_high(&mut self, h: u32) {
+        self.target_high = h;
+        self.inbound_gate = self.inbound_gate.max(h);
+        self.max_established = self.max_established.max(self.inbound_gate.saturating_add(8));
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {
@@ -86,6 +106,9 @@ impl Default for Limits {
         }
     }
 }
+
+/// Most peers in a node's gossipsub mesh (`mesh_n_high`, `behaviour.rs`).
+pub const GOSSIP_MESH_HIGH: u32 = 8;
 
 /// The largest accepted `members_push_fanout` (more only multiplies the traffic).
 pub const MAX_PUSH_FANOUT: u32 = 16;
@@ -296,6 +319,13 @@ impl FileConfig {
             // node that serves a cluster takes inbound connections up to that hard cap
             // (`Gate::set_serving`); the others keep the inbound gate, below the cap to
             // which their own lookups dial (`gate.rs`).
+            //
+            // The peer manager keeps the state machine's neighbours (`SuperPeerDriver::keeps`),
+            // so it prunes above room for them and a gossipsub mesh on top of the usual
+            // `target_high` (*ours*, session 20: at 24 the 200-node prefix swarm pruned half
+            // of the connections it opened and dialled them again).
+            let overlay = (sp.protocol.neighbours.min(1_000) as u32).saturating_add(GOSSIP_MESH_HIGH);
+            limits.set_target_high(limits.target_high.max(Limits::default().target_high.saturating_add(overlay)));
             let cap = sp.protocol.cluster_cap;
             let room = cap.saturating_add(limits.target_high).saturating_add(8);
             limits.max_established = limits.max_established.max(room).max(limits.inbound_gate.saturating_add(16));
@@ -364,6 +394,38 @@ mod tests {
         assert!(bad.resolve().unwrap_err().to_string().contains("bootstrap"));
         let bad = FileConfig { metrics: Some("nowhere".into()), ..Default::default() };
         assert!(bad.resolve().is_err());
+    }
+
+    #[test]
+    fn super_peers_make_room_for_the_overlay() {
+        let plain = FileConfig::default().resolve().unwrap().limits;
+        let mut c: FileConfig = toml::from_str("[superpeer]\nmode = \"prefix\"\ncluster_cap = 40\n").unwrap();
+        let sp = c.clone().resolve().unwrap();
+        let neighbours = sp.superpeer.as_ref().unwrap().protocol.neighbours as u32;
+        let l = &sp.limits;
+        assert_eq!(l.target_high, plain.target_high + neighbours + GOSSIP_MESH_HIGH, "neighbours and mesh on top");
+        assert_eq!(l.inbound_gate, l.target_high, "other nodes' lookups never push a node into pruning");
+        assert_eq!(l.max_established, 40 + l.target_high + 8, "a full cluster on top of the usual peers");
+        // A larger target set by the user stays; a smaller one is raised.
+        c.limits.target_high = 70;
+        c.limits.inbound_gate = 70;
+        c.limits.max_established = 80;
+        assert_eq!(c.clone().resolve().unwrap().limits.inbound_gate, 70);
+        assert_eq!(c.clone().resolve().unwrap().limits.target_high, 70);
+        c.limits.target_high = 10;
+        assert_eq!(c.resolve().unwrap().limits.target_high, l.target_high);
+        assert_eq!(plain.target_high, Limits::default().target_high, "without super peers nothing moves");
+    }
+
+    #[test]
+    fn the_gates_stay_above_the_prune_line() {
+        let mut l = Limits::default();
+        l.set_target_high(l.target_high);
+        assert_eq!(l, Limits::default(), "the defaults already keep the margins");
+        l.set_target_high(50);
+        assert_eq!((l.target_high, l.inbound_gate, l.max_established), (50, 50, 58));
+        l.set_target_high(8);
+        assert_eq!((l.target_high, l.inbound_gate, l.max_established), (8, 50, 58), "gates never shrink");
     }
 
     #[test]

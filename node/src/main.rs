@@ -180,8 +180,17 @@ async fn swarm(args: SwarmArgs) -> anyhow::Result<()> {
     if let Some(k) = args.coord_peers {
         let l = &mut sc.template.limits;
         l.target_low = k;
-        l.target_high = l.target_high.max(2 * k).min(l.max_established);
-        l.inbound_gate = l.inbound_gate.max(l.target_high);
+        l.set_target_high(l.target_high.max(2 * k));
+    }
+    if let Some(h) = args.prune_above {
+        let l = &mut sc.template.limits;
+        if h < l.target_low {
+            anyhow::bail!("--prune-above {h} is below the {} connections a node keeps (--coord-peers)", l.target_low);
+        }
+        l.set_target_high(h);
+    }
+    if let Some(ms) = args.idle_timeout_ms {
+        sc.template.limits.idle_timeout_ms = ms;
     }
     if let Some(p) = args.ping_s {
         sc.template.timing.ping_s = p;

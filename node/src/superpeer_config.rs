@@ -17,8 +17,10 @@
 //! sample is pushed to; 0 = no sharing: `overlay::superpeer::estimate`, "Pooled samples").
 //! Everything else keeps `SuperPeerConfig`'s defaults (the ones the simulator measured).
 //!
-//! With super peers on, `config.rs` raises `limits.max_established` to at least `cluster_cap +
-//! target_high + 8` (and 16 above `inbound_gate`): a super peer keeps one connection per
+//! With super peers on, `config.rs` raises `limits.target_high` to at least 48 (room for the
+//! overlay's neighbours and a gossipsub mesh; the peer manager never prunes a neighbour, head
+//! or member) with the inbound gate at the same line, and `limits.max_established` to at least
+//! `cluster_cap + target_high + 8` (and 16 above `inbound_gate`): a super peer keeps one connection per
 //! member, and an inbound refusal would look like a dead super peer to the member that dials
 //! it, so a node that serves a cluster takes inbound connections up to that cap
 //! (`Gate::set_serving`). Other nodes keep `inbound_gate`, below the cap their own DHT lookups

@@ -12,6 +12,9 @@
 //!   (bootstrap, peer manager, a pending election or membership message): those pass up to
 //!   the hard cap. In practice the refused dials are kad's query dials.
 //!
+//! A node that serves a cluster, or takes part in a cluster's re-election, keeps room for
+//! that cluster's members above the inbound gate (`set_serving`, `set_election_group`).
+//!
 //! It also serves the node's address book to the swarm: addresses learned from membership
 //! sync are returned from `handle_pending_outbound_connection`, so a request to a peer we are
 //! not connected to can dial it.
@@ -95,6 +98,9 @@ pub struct Gate {
     serving: bool,
     /// The members of the cluster this node serves: room is kept for them (`set_serving`).
     members: HashSet<PeerId>,
+    /// The group of the cluster re-election this node takes part in: room is kept for them
+    /// (`set_election_group`).
+    election: HashSet<PeerId>,
 }
 
 impl Gate {
@@ -114,6 +120,7 @@ impl Gate {
             refused_by: HashMap::new(),
             serving: false,
             members: HashSet::new(),
+            election: HashSet::new(),
         }
     }
 
@@ -136,6 +143,34 @@ impl Gate {
         if serving {
             self.members.extend(members);
         }
+    }
+
+    /// While this node takes part in a cluster re-election, inbound connections pass the
+    /// gate by one slot more for each member of its group that is not connected (empty
+    /// `peers`: none). Once the handshake names the peer, a connection above the inbound gate
+    /// is refused unless the peer is in the group (*ours*, issue 4 session 21: in the
+    /// 200-node prefix swarm the members of a dead head's cluster sat at the inbound gate,
+    /// and a lower member's `Election`s to all three higher ones were refused before the
+    /// handshake; it heard no `Answer` and no `Coordinator`, and took the role beside the
+    /// rightful winner). Members' dials to each other are wanted and pass up to the hard cap
+    /// on the dialling side.
+    pub fn set_election_group(&mut self, peers: impl IntoIterator<Item = PeerId>) {
+        self.election.clear();
+        self.election.extend(peers);
+    }
+
+    /// Slots above the inbound gate kept for the election group's members not connected now.
+    fn election_room(&self) -> usize {
+        self.election.iter().filter(|p| !self.per_peer.contains_key(*p)).count()
+    }
+
+    /// Whether an inbound connection from `peer` (not yet counted) would take a slot above
+    /// the inbound gate that is kept for the election group.
+    fn takes_election_room(&self, peer: &PeerId) -> bool {
+        !self.serving
+            && !self.election.is_empty()
+            && !self.election.contains(peer)
+            && self.established.len() >= self.inbound_gate
     }
 
     /// Slots kept free for members of the served cluster that are not connected now.
@@ -246,7 +281,11 @@ impl NetworkBehaviour for Gate {
         _: &Multiaddr,
     ) -> Result<(), ConnectionDenied> {
         let established = self.established.len();
-        let gate = if self.serving { self.hard_cap } else { self.inbound_gate };
+        let gate = if self.serving {
+            self.hard_cap
+        } else {
+            self.inbound_gate.saturating_add(self.election_room()).min(self.hard_cap)
+        };
         if established >= gate {
             self.counters.refused_inbound += 1;
             return Err(ConnectionDenied::new(GateRefusal::Inbound { established, gate }));
@@ -264,6 +303,11 @@ impl NetworkBehaviour for Gate {
         if self.takes_member_room(&peer) {
             self.counters.refused_inbound += 1;
             let (established, gate) = (self.established.len(), self.hard_cap.saturating_sub(self.member_room()));
+            return Err(ConnectionDenied::new(GateRefusal::Inbound { established, gate }));
+        }
+        if self.takes_election_room(&peer) {
+            self.counters.refused_inbound += 1;
+            let (established, gate) = (self.established.len(), self.inbound_gate);
             return Err(ConnectionDenied::new(GateRefusal::Inbound { established, gate }));
         }
         Ok(dummy::ConnectionHandler)
@@ -474,6 +518,42 @@ mod tests {
         g.set_serving(false, []);
         fill(&mut g, 41);
         assert!(!inbound(&mut g), "no longer serving: the inbound gate again");
+    }
+
+    #[test]
+    fn an_election_keeps_room_for_its_group() {
+        let mut g = Gate::new(40, 6, 72);
+        let group: Vec<PeerId> = (0..5).map(|_| PeerId::random()).collect();
+        let other = PeerId::random();
+        fill(&mut g, 40);
+        assert!(!inbound(&mut g), "no election: the inbound gate");
+        g.set_election_group(group.iter().copied());
+        assert!(inbound(&mut g), "five members not connected: five slots above the gate");
+        assert!(!established_inbound(&mut g, other), "a peer outside the group is refused once it is known");
+        assert!(established_inbound(&mut g, group[0]), "a member of the group gets in");
+        fill(&mut g, 44);
+        assert!(inbound(&mut g), "44 < 40 + 5");
+        fill(&mut g, 45);
+        assert!(!inbound(&mut g), "the room is the group's size, no more");
+        // Members that are connected need no room kept.
+        let mut g = Gate::new(40, 6, 72);
+        g.set_election_group(group.iter().copied());
+        for (k, m) in group.iter().enumerate() {
+            g.established.insert(ConnectionId::new_unchecked(6_000_000 + k), *m);
+            *g.per_peer.entry(*m).or_default() += 1;
+        }
+        assert_eq!(g.election_room(), 0);
+        fill(&mut g, 40);
+        assert!(!inbound(&mut g), "every member connected: the inbound gate again");
+        // Below the gate nobody is refused for the group's sake; after the election nobody at all.
+        let mut g = Gate::new(40, 6, 72);
+        g.set_election_group(group.iter().copied());
+        fill(&mut g, 39);
+        assert!(established_inbound(&mut g, other), "room below the gate is anyone's");
+        fill(&mut g, 40);
+        g.set_election_group([]);
+        assert!(!inbound(&mut g), "the election is over: the inbound gate again");
+        assert!(established_inbound(&mut g, other), "no group: no refusal after the handshake");
     }
 
     /// A swarm of one [`Gate`] on the plain memory transport (noise + yamux, no delays).

@@ -203,6 +203,8 @@ pub struct SpStatus {
     /// Failed requests whose dial the peer refused before the handshake (it is alive;
     /// `send_failure.rs`).
     pub refused_by_peer: u64,
+    /// Election messages sent again after the peer refused them ([`Resend`]).
+    pub election_resends: u64,
     pub heads_reported_down: u64,
     /// Failed head probes not counted because this node's own loop stalled beyond the
     /// watch's limit while they were out (`head_watch.rs`, "A stalled loop judges nobody").
@@ -245,11 +247,40 @@ impl SpStatus {
     }
 }
 
+/// An election message the peer refused before the handshake (`SendFailure::RefusedByPeer`,
+/// or our own gate: `RefusedLocally`), sent again at `at` if this node still takes part in
+/// that election (*ours*, issue 4 session 21). The peer is alive, and bully's answer timeout
+/// would otherwise take its silence for a crash: in the 200-node prefix swarm a member whose
+/// `Election`s were all refused took the role beside the rightful winner. Its gate keeps room
+/// for the election's group once it knows of the election (`Gate::set_election_group`), which
+/// a peer that has not noticed its head's crash yet does not.
+struct Resend {
+    at: Instant,
+    to: NodeId,
+    msg: SpMessage,
+    refusals: u8,
+}
+
+/// Times a refused election message is sent again, [`RESEND_STEP`] x its refusals after the
+/// refusal: 0.2 + 0.4 + 0.6 + 0.8 = 2 s in all, about the cluster election's answer timeout.
+const MAX_RESENDS: u8 = 4;
+const RESEND_STEP: Duration = Duration::from_millis(200);
+
+/// When a message that failed as `class`, refused `refusals` times before, is sent again
+/// ([`Resend`]): only a refusal (the peer or our own gate closed the door; no crash shown),
+/// at most [`MAX_RESENDS`] times, each wait one [`RESEND_STEP`] longer.
+fn resend_after(class: SendFailure, refusals: u8) -> Option<Duration> {
+    let refused = matches!(class, SendFailure::RefusedByPeer | SendFailure::RefusedLocally);
+    (refused && refusals < MAX_RESENDS).then(|| RESEND_STEP * (u32::from(refusals) + 1))
+}
+
 enum Sent {
     Msg {
         to: NodeId,
         msg: SpMessage,
         retried: bool,
+        /// How often the peer refused this message before (see [`Resend`]).
+        refusals: u8,
     },
     Hello {
         to: NodeId,
@@ -319,6 +350,10 @@ pub struct SuperPeerDriver {
     points: HashMap<NodeId, Point>,
     told: HashMap<NodeId, Point>,
     connected: HashSet<PeerId>,
+    /// Refused election messages waiting to be sent again.
+    resends: Vec<Resend>,
+    /// The election (dead head, group size) whose group the gate keeps room for.
+    gate_election: Option<(NodeId, usize)>,
     /// The member's failure detector for its head (`head_watch.rs`).
     watch: HeadWatch,
     /// The last dial error per peer, for the log of a failed probe (bounded).
@@ -369,6 +404,8 @@ impl SuperPeerDriver {
             points: HashMap::new(),
             told: HashMap::new(),
             connected: HashSet::new(),
+            resends: Vec::new(),
+            gate_election: None,
             watch: HeadWatch::new(WatchConfig {
                 probe_after: settings.tick * PROBE_AFTER_TICKS,
                 spacing: settings.tick,
@@ -395,7 +432,8 @@ impl SuperPeerDriver {
     /// The earliest moment the driver needs to run again.
     pub fn next_deadline(&self) -> Instant {
         let t = self.timers.values().min().copied().unwrap_or(self.next_tick);
-        t.min(self.next_tick)
+        let r = self.resends.iter().map(|r| r.at).min().unwrap_or(self.next_tick);
+        t.min(r).min(self.next_tick)
     }
 
     pub fn status(&self) -> &SpStatus {
@@ -418,11 +456,14 @@ impl SuperPeerDriver {
     ///   exchange dialled again: in the 200-node prefix swarm the peer manager pruned
     ///   34,505 connections in 190 s, half of all that were opened, and the noise
     ///   handshakes of the re-dials were the largest single CPU cost.
+    /// - The group of the re-election this node takes part in (*ours*, session 21), whose
+    ///   members the gate lets in above the inbound gate (`Gate::set_election_group`).
     pub fn keeps(&self, peer: &PeerId) -> bool {
         let id = node_id_of(peer);
         self.sm.attached_to() == Some(id)
             || self.sm.members().iter().any(|m| m.id == id)
             || self.sm.neighbours().iter().any(|n| n.id == id)
+            || self.sm.election_group().any(|m| m == id)
     }
 
     /// When the connection to `peer` last carried super-peer traffic (the peer manager keeps
@@ -490,7 +531,21 @@ impl SuperPeerDriver {
         let due: Vec<Timer> = self.timers.iter().filter(|(_, t)| **t <= now).map(|(k, _)| *k).collect();
         for t in due {
             self.timers.remove(&t);
+            debug!(me = %self.me_id.short(), timer = ?t, "election timer fired");
             self.run(sw, dir, SpInput::ElectionTimer(t));
+        }
+        if self.resends.iter().any(|r| r.at <= now) {
+            let (due, wait): (Vec<Resend>, Vec<Resend>) =
+                std::mem::take(&mut self.resends).into_iter().partition(|r| r.at <= now);
+            self.resends = wait;
+            for r in due {
+                if self.election_runs(&r.msg) {
+                    self.status.election_resends += 1;
+                    self.send_msg_n(sw, dir, r.to, r.msg, false, r.refusals);
+                } else {
+                    self.status.sends_dropped += 1;
+                }
+            }
         }
         // Provider lookups that found someone stop after a short linger.
         let linger: Vec<kad::QueryId> = self
@@ -798,7 +853,11 @@ impl SuperPeerDriver {
                         self.learn_point(sw, dir, from, req.point);
                         self.watch.heard(from, Instant::now());
                         if let SpBody::Message { msg, book } = req.body {
-                            tracing::trace!(from = %from.short(), kind = msg.kind(), "super-peer message");
+                            if let SpMessage::Election { dead, msg: inner } = &msg {
+                                debug!(me = %self.me_id.short(), from = %from.short(), dead = %dead.short(), kind = inner.kind(), "election message received");
+                            } else {
+                                tracing::trace!(from = %from.short(), kind = msg.kind(), "super-peer message");
+                            }
                             self.learn_book(sw, &book);
                             self.status.messages_received += 1;
                             self.run(sw, dir, SpInput::Message { from, msg });
@@ -881,7 +940,7 @@ impl SuperPeerDriver {
                     self.status.refused_by_peer += 1;
                 }
                 match sent {
-                    Sent::Msg { to, msg, retried } => {
+                    Sent::Msg { to, msg, retried, refusals } => {
                         debug!(%peer, kind = msg.kind(), ?class, "super-peer send failed: {error}");
                         if Some(to) == self.sm.attached_to() {
                             // Never give up the head on one failure: probe it.
@@ -898,8 +957,16 @@ impl SuperPeerDriver {
                                 // is alive and refused the connection: no crash to report,
                                 // `send_failure.rs`): the message is dropped, the state
                                 // machine's own timers ask again.
+                                // An election message is sent again while its election runs
+                                // ([`Resend`]).
                                 SendFailure::RefusedLocally | SendFailure::RefusedByPeer => {
-                                    self.status.sends_dropped += 1
+                                    match resend_after(class, refusals).filter(|_| self.election_runs(&msg)) {
+                                        Some(wait) => {
+                                            let at = Instant::now() + wait;
+                                            self.resends.push(Resend { at, to, msg, refusals: refusals + 1 })
+                                        }
+                                        None => self.status.sends_dropped += 1,
+                                    }
                                 }
                                 // Maybe delivered: send it once more (every super-peer message
                                 // is safe to receive twice), then ask whether the peer is there.
@@ -1035,7 +1102,27 @@ impl SuperPeerDriver {
                 self.effect(sw, dir, e, what);
             }
         }
+        self.keep_room_for_election(sw, dir);
         self.refresh(Instant::now());
+    }
+
+    /// Whether `msg` belongs to the cluster re-election this node takes part in now.
+    fn election_runs(&self, msg: &SpMessage) -> bool {
+        matches!(msg, SpMessage::Election { dead, .. } if self.sm.election_for() == Some(*dead))
+    }
+
+    /// Tells the gate the group of the re-election this node takes part in, when it changed
+    /// (`Gate::set_election_group`).
+    fn keep_room_for_election(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory) {
+        let now = self.sm.election_for().map(|d| (d, self.sm.election_group().count()));
+        if now == self.gate_election {
+            return;
+        }
+        self.gate_election = now;
+        let me = self.me;
+        let group: Vec<PeerId> =
+            self.sm.election_group().filter_map(|id| self.resolve(dir, &id)).filter(|p| *p != me).collect();
+        sw.behaviour_mut().gate.set_election_group(group);
     }
 
     /// Carries out one effect; `what` names the input it came from (its kind, and the dead
@@ -1162,7 +1249,20 @@ impl SuperPeerDriver {
     }
 
     fn send_msg(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, to: NodeId, msg: SpMessage, retried: bool) {
-        if !retried {
+        self.send_msg_n(sw, dir, to, msg, retried, 0);
+    }
+
+    /// [`Self::send_msg`] of a message the peer refused `refusals` times before ([`Resend`]).
+    fn send_msg_n(
+        &mut self,
+        sw: &mut Swarm<Behaviour>,
+        dir: &Directory,
+        to: NodeId,
+        msg: SpMessage,
+        retried: bool,
+        refusals: u8,
+    ) {
+        if !retried && refusals == 0 {
             self.status.messages_sent += 1;
             *self.by_kind.entry(msg.kind()).or_default() += 1;
             *self.status.messages_by_kind.entry(msg.kind().to_string()).or_default() += 1;
@@ -1203,12 +1303,16 @@ impl SuperPeerDriver {
                 return;
             }
         };
+        if let SpMessage::Election { dead, msg: inner } = &msg {
+            let warm = self.connected.contains(&peer);
+            debug!(me = %self.me_id.short(), to = %to.short(), dead = %dead.short(), kind = inner.kind(), warm, retried, refusals, "election message sent");
+        }
         let addrs = Self::addrs(&sw.behaviour().gate, dir, &peer);
         let b = sw.behaviour_mut();
         b.gate.want(peer);
         let rid = b.superpeer.send_request_with_addresses(&peer, bytes, addrs);
         self.last_use.insert(peer, Instant::now());
-        self.sent.insert(rid, Sent::Msg { to, msg, retried });
+        self.sent.insert(rid, Sent::Msg { to, msg, retried, refusals });
     }
 
     /// Measures the RTT to `to` for the state machine (`SpEffect::MeasureRtt`): times a
@@ -1362,6 +1466,20 @@ pub fn lookup_preimage(key: &NodeId, bits: u32, salt: u64) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refused_messages_are_sent_again_four_times_with_growing_waits() {
+        let waits: Vec<Option<Duration>> =
+            (0..=MAX_RESENDS).map(|n| resend_after(SendFailure::RefusedByPeer, n)).collect();
+        let ms = |m: u64| Some(Duration::from_millis(m));
+        assert_eq!(waits, vec![ms(200), ms(400), ms(600), ms(800), None]);
+        let total: Duration = waits.iter().flatten().sum();
+        assert_eq!(total, Duration::from_secs(2), "about the cluster election's answer timeout");
+        assert_eq!(resend_after(SendFailure::RefusedLocally, 0), ms(200), "our own gate's refusal too");
+        for class in [SendFailure::Unreachable, SendFailure::Ambiguous] {
+            assert_eq!(resend_after(class, 0), None, "{class:?} is not a refusal: its own rules apply");
+        }
+    }
 
     #[test]
     fn preimage_shares_the_prefix() {

@@ -274,6 +274,8 @@ pub struct SpMeasures {
     pub sends_dropped: u64,
     /// Failed requests whose dial the live peer refused before the handshake.
     pub refused_by_peer: u64,
+    /// Election messages sent again after the peer refused them (`superpeer_driver.rs`).
+    pub election_resends: u64,
     /// Heads that members' probes reported down.
     pub heads_reported_down: u64,
     /// Failed head probes not counted because the member's own loop stalled meanwhile
@@ -611,6 +613,7 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
         m.send_failures += p.send_failures;
         m.sends_dropped += p.sends_dropped;
         m.refused_by_peer += p.refused_by_peer;
+        m.election_resends += p.election_resends;
         m.heads_reported_down += p.heads_reported_down;
         m.probes_stalled += p.probes_stalled;
         m.elections_joined += p.elections_joined;

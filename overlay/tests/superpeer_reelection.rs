@@ -529,8 +529,14 @@ fn a_suspected_head_that_answers_stops_the_reelection() {
     let mut a = member_of(&a_name, x, tx, 2, &view);
     let mut b = member_of(&b_name, x, tx, 2, &view);
     // A alone suspects X and elects; its messages to B are what B sees.
+    assert_eq!(a.node.election_group().count(), 0, "no election, no group");
     let fx = a.feed(SpInput::PeerDown(x.id));
     assert_eq!(a.node.election_for(), Some(x.id));
+    let mut group: Vec<NodeId> = a.node.election_group().collect();
+    group.sort();
+    let mut want = vec![ids[0].1, ids[1].1];
+    want.sort();
+    assert_eq!(group, want, "the group is the view without the dead head (the transport keeps room for it)");
     let to_b: Vec<SpMessage> = fx
         .iter()
         .filter_map(|e| match e {
@@ -557,6 +563,7 @@ fn a_suspected_head_that_answers_stops_the_reelection() {
     assert_eq!(b.node.attached_to(), Some(x.id), "B attached to X again");
     let fx = a.msg(b.id(), SpMessage::HeadAlive { head: x });
     assert_eq!(a.node.election_for(), None, "A dropped its election");
+    assert_eq!(a.node.election_group().count(), 0, "and its group with it");
     assert!(
         fx.iter().any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::Attach { .. } } if *to == x.id)),
         "A attaches to X again: {fx:?}"

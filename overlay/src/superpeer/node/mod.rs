@@ -1211,6 +1211,13 @@ impl SuperPeerNode {
     pub fn election_for(&self) -> Option<NodeId> {
         self.election.as_ref().map(|e| e.dead)
     }
+    /// The group of the cluster re-election this node takes part in (this node included;
+    /// empty when it takes part in none), from its start until the node leaves it (module
+    /// doc, step 5, "Late elections end"). A transport keeps room for these peers while the
+    /// election runs (the swarm's connection gate).
+    pub fn election_group(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.election.iter().flat_map(|e| e.group.ranks().iter().map(|r| r.id))
+    }
     /// Lookups this node started, by purpose: `(name, count)` in the order of
     /// [`LOOKUP_PURPOSES`]; a retried lookup counts again (diagnostics: where a swarm's DHT
     /// traffic goes).

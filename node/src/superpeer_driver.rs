@@ -205,6 +205,9 @@ pub struct SpStatus {
     pub refused_by_peer: u64,
     /// Election messages sent again after the peer refused them ([`Resend`]).
     pub election_resends: u64,
+    /// Times an election timer was held because a message of its election was on its way
+    /// ([`waits_for_delivery`]; counted once per [`DEFER_STEP`]).
+    pub election_timers_deferred: u64,
     pub heads_reported_down: u64,
     /// Failed head probes not counted because this node's own loop stalled beyond the
     /// watch's limit while they were out (`head_watch.rs`, "A stalled loop judges nobody").
@@ -266,6 +269,23 @@ struct Resend {
 const MAX_RESENDS: u8 = 4;
 const RESEND_STEP: Duration = Duration::from_millis(200);
 
+/// A cluster election's timer that waits for an answer (bully's T2 and T3, fast bully's T4,
+/// a ring's lap, an algorithm's own) does not fire while a message of that election is still
+/// on its way: sent less than [`MAX_DEFER`] ago and neither delivered (the request's
+/// response) nor failed, or refused and waiting to be sent again ([`Resend`]). It is looked at
+/// again every [`DEFER_STEP`] (*ours*, issue 4 session 21). The algorithms' timeouts assume a
+/// bounded transmission time (Garcia-Molina's T = 2 T_trans + T_proc), and they scale with the
+/// measured RTTs (`SuperPeerConfig::election_rtt_factor`); a message to a member not
+/// connected yet first waits for a dial and two handshakes, which in the 200-node prefix swarm
+/// took 2.3-3.5 s for a member that had dialled 14 others at once: its T2 of 1.5 s fired
+/// before any `Answer` could come, and it took the role beside the rightful winner. The
+/// timers of the coordinator's liveness (T1, heartbeat) are not held.
+fn waits_for_delivery(t: Timer) -> bool {
+    !matches!(t, Timer::T1 | Timer::Heartbeat)
+}
+const MAX_DEFER: Duration = Duration::from_secs(4);
+const DEFER_STEP: Duration = Duration::from_millis(50);
+
 /// When a message that failed as `class`, refused `refusals` times before, is sent again
 /// ([`Resend`]): only a refusal (the peer or our own gate closed the door; no crash shown),
 /// at most [`MAX_RESENDS`] times, each wait one [`RESEND_STEP`] longer.
@@ -281,6 +301,7 @@ enum Sent {
         retried: bool,
         /// How often the peer refused this message before (see [`Resend`]).
         refusals: u8,
+        at: Instant,
     },
     Hello {
         to: NodeId,
@@ -529,7 +550,13 @@ impl SuperPeerDriver {
             self.run(sw, dir, SpInput::Lateness { secs: late });
         }
         let due: Vec<Timer> = self.timers.iter().filter(|(_, t)| **t <= now).map(|(k, _)| *k).collect();
+        let in_flight = !due.is_empty() && self.election_in_flight(now);
         for t in due {
+            if in_flight && waits_for_delivery(t) {
+                self.status.election_timers_deferred += 1;
+                self.timers.insert(t, now + DEFER_STEP);
+                continue;
+            }
             self.timers.remove(&t);
             debug!(me = %self.me_id.short(), timer = ?t, "election timer fired");
             self.run(sw, dir, SpInput::ElectionTimer(t));
@@ -940,7 +967,7 @@ impl SuperPeerDriver {
                     self.status.refused_by_peer += 1;
                 }
                 match sent {
-                    Sent::Msg { to, msg, retried, refusals } => {
+                    Sent::Msg { to, msg, retried, refusals, .. } => {
                         debug!(%peer, kind = msg.kind(), ?class, "super-peer send failed: {error}");
                         if Some(to) == self.sm.attached_to() {
                             // Never give up the head on one failure: probe it.
@@ -1104,6 +1131,18 @@ impl SuperPeerDriver {
         }
         self.keep_room_for_election(sw, dir);
         self.refresh(Instant::now());
+    }
+
+    /// Whether a message of the re-election this node takes part in, sent less than
+    /// [`MAX_DEFER`] ago, is neither delivered nor failed yet, or waits to be sent again
+    /// ([`waits_for_delivery`]).
+    fn election_in_flight(&self, now: Instant) -> bool {
+        let Some(dead) = self.sm.election_for() else { return false };
+        let ours = |m: &SpMessage| matches!(m, SpMessage::Election { dead: d, .. } if *d == dead);
+        self.resends.iter().any(|r| ours(&r.msg))
+            || self.sent.values().any(|s| {
+                matches!(s, Sent::Msg { msg, at, .. } if ours(msg) && now.saturating_duration_since(*at) < MAX_DEFER)
+            })
     }
 
     /// Whether `msg` belongs to the cluster re-election this node takes part in now.
@@ -1312,7 +1351,7 @@ impl SuperPeerDriver {
         b.gate.want(peer);
         let rid = b.superpeer.send_request_with_addresses(&peer, bytes, addrs);
         self.last_use.insert(peer, Instant::now());
-        self.sent.insert(rid, Sent::Msg { to, msg, retried, refusals });
+        self.sent.insert(rid, Sent::Msg { to, msg, retried, refusals, at: Instant::now() });
     }
 
     /// Measures the RTT to `to` for the state machine (`SpEffect::MeasureRtt`): times a
@@ -1479,6 +1518,17 @@ mod tests {
         for class in [SendFailure::Unreachable, SendFailure::Ambiguous] {
             assert_eq!(resend_after(class, 0), None, "{class:?} is not a refusal: its own rules apply");
         }
+    }
+
+    #[test]
+    fn answer_timers_wait_for_delivery_liveness_timers_do_not() {
+        for t in [Timer::T2, Timer::T3, Timer::T4, Timer::Lap, Timer::Custom(1)] {
+            assert!(waits_for_delivery(t), "{t:?} waits for an answer");
+        }
+        for t in [Timer::T1, Timer::Heartbeat] {
+            assert!(!waits_for_delivery(t), "{t:?} watches the coordinator or paces it");
+        }
+        assert!(MAX_DEFER < Duration::from_millis(crate::config::Limits::default().request_timeout_ms));
     }
 
     #[test]

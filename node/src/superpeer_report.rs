@@ -276,6 +276,8 @@ pub struct SpMeasures {
     pub refused_by_peer: u64,
     /// Election messages sent again after the peer refused them (`superpeer_driver.rs`).
     pub election_resends: u64,
+    /// Election timer checks held back while a message of the election was on its way.
+    pub election_timers_deferred: u64,
     /// Heads that members' probes reported down.
     pub heads_reported_down: u64,
     /// Failed head probes not counted because the member's own loop stalled meanwhile
@@ -614,6 +616,7 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
         m.sends_dropped += p.sends_dropped;
         m.refused_by_peer += p.refused_by_peer;
         m.election_resends += p.election_resends;
+        m.election_timers_deferred += p.election_timers_deferred;
         m.heads_reported_down += p.heads_reported_down;
         m.probes_stalled += p.probes_stalled;
         m.elections_joined += p.elections_joined;

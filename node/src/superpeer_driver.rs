@@ -67,9 +67,14 @@
 //!   timed out is sent once more (every super-peer message is safe to receive twice); if that
 //!   fails without an answer too, a `Hello` asks whether the peer is there, and only an
 //!   unreachable peer turns it into `SendFailed` (not when that check failed while our own
-//!   loop stalled beyond `probe_stall`: the message is dropped). A dial our own gate refused
-//!   drops the message; the state machine's own timers ask again.
-//! - `ElectionTimer` from a tokio deadline armed by `SetElectionTimer`.
+//!   loop stalled beyond `probe_stall`: the message is dropped). A dial our own gate or the
+//!   peer refused drops the message, and the state machine's own timers ask again; an
+//!   election message is sent again instead, up to four times in 2 s while its election
+//!   runs ([`Resend`], session 21).
+//! - `ElectionTimer` from a tokio deadline armed by `SetElectionTimer`; an answer timer is
+//!   held while a message of its election is still on its way ([`waits_for_delivery`]).
+//!   A member in a re-election keeps room at its gate for the election's group
+//!   (`Gate::set_election_group`).
 //! - `NearestRtt`: the smallest ping RTT the node has seen to any peer (its access delay
 //!   plus a small rest), whenever it drops by 5 % or more.
 //! - `Coordinate` when the node's own coordinate changes ([`SuperPeerDriver::set_point`]:

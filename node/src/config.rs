@@ -27,10 +27,10 @@
 //! the gate 16 above it (the issue-3 margin for on-demand election dials) the 200-node swarm's
 //! coordinates stayed unfit for 3.5 minutes with both cores saturated, instead of about 55 s;
 //! with the line at 40 and the gate at 48 the peer manager pruned what other nodes' lookups
-//! had filled, and the swarm opened 79,000 connections instead of 34,000. Known cost, not
-//! diagnosed (docs/RESULTS.md, "Session 20"): after a kill the killed slots are held again
-//! 15-28 s later instead of 12-17 s, and in most runs several members of the killed cluster
-//! win its re-election at once before stepping down; a headroom of 8 did not prevent that.
+//! had filled, and the swarm opened 79,000 connections instead of 34,000. Members at this
+//! gate refused each other's election messages after a kill, and several of a killed
+//! cluster's members won its re-election at once; session 21 keeps room at the gate for a
+//! re-election's group instead (`Gate::set_election_group`, docs/RESULTS.md, "Session 21").
 //!
 //! Unknown keys are errors (`deny_unknown_fields`), so a typo in a config file is reported,
 //! not ignored.

@@ -161,7 +161,12 @@ impl Gate {
 
     /// Slots above the inbound gate kept for the election group's members not connected now.
     fn election_room(&self) -> usize {
-        self.election.iter().filter(|p| !self.per_peer.contains_key(*p)).count()
+        self.not_connected(&self.election)
+    }
+
+    /// How many of `peers` have no established connection.
+    fn not_connected(&self, peers: &HashSet<PeerId>) -> usize {
+        peers.iter().filter(|p| !self.per_peer.contains_key(*p)).count()
     }
 
     /// Whether an inbound connection from `peer` (not yet counted) would take a slot above
@@ -178,7 +183,7 @@ impl Gate {
         if !self.serving {
             return 0;
         }
-        self.members.iter().filter(|m| !self.per_peer.contains_key(*m)).count()
+        self.not_connected(&self.members)
     }
 
     /// Whether a connection to `peer` (not yet counted) would take a slot kept for members.

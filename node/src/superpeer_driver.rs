@@ -1142,11 +1142,10 @@ impl SuperPeerDriver {
     /// [`MAX_DEFER`] ago, is neither delivered nor failed yet, or waits to be sent again
     /// ([`waits_for_delivery`]).
     fn election_in_flight(&self, now: Instant) -> bool {
-        let Some(dead) = self.sm.election_for() else { return false };
-        let ours = |m: &SpMessage| matches!(m, SpMessage::Election { dead: d, .. } if *d == dead);
-        self.resends.iter().any(|r| ours(&r.msg))
+        self.resends.iter().any(|r| self.election_runs(&r.msg))
             || self.sent.values().any(|s| {
-                matches!(s, Sent::Msg { msg, at, .. } if ours(msg) && now.saturating_duration_since(*at) < MAX_DEFER)
+                matches!(s, Sent::Msg { msg, at, .. }
+                    if now.saturating_duration_since(*at) < MAX_DEFER && self.election_runs(msg))
             })
     }
 

@@ -184,6 +184,11 @@ pub struct SwarmArgs {
     /// failure counts, the law before session 19; `head_watch.rs`).
     #[arg(long)]
     pub sp_probe_stall_ms: Option<u64>,
+    /// A member reports its super peer down after this many probes in a row found nothing
+    /// listening at its addresses, without waiting for the silence (default 2; 0 = off, the
+    /// law before session 22; `head_watch.rs`).
+    #[arg(long)]
+    pub sp_gone_after_probes: Option<u32>,
     /// Super peers count as converged after this many seconds without a change.
     #[arg(long, default_value_t = 10.0)]
     pub sp_stable_s: f64,

@@ -39,7 +39,7 @@
 //! session 8: in session 7's 200-node run d200, 78 head probes "failed to dial" while their
 //! nodes ran lookups, and such a refusal was counted as an unreachable head).
 
-use crate::send_failure::{closed_before_handshake, DialRefusal};
+use crate::send_failure::{closed_before_handshake, no_listener, DialRefusal};
 use libp2p::core::{transport::PortUse, Endpoint, Multiaddr};
 use libp2p::swarm::{
     behaviour::ConnectionEstablished, dummy, ConnectionClosed, ConnectionDenied, ConnectionId, DialError, DialFailure,
@@ -91,9 +91,11 @@ pub struct Gate {
     open_cap: usize,
     /// Peers whose wanted dial this gate refused at the hard cap, and when.
     refused: HashMap<PeerId, Instant>,
-    /// Peers whose last failed dial reached them and was closed by them before the handshake
-    /// (`send_failure::closed_before_handshake`), and when.
-    refused_by: HashMap<PeerId, Instant>,
+    /// What the peer's end said to our last failed dial, and when: it closed the connection
+    /// before the handshake (`DialRefusal::ByPeer`, `send_failure::closed_before_handshake`)
+    /// or nothing listened at any address tried (`DialRefusal::NoListener`,
+    /// `send_failure::no_listener`).
+    refused_by: HashMap<PeerId, (DialRefusal, Instant)>,
     /// This node serves a super-peer cluster: inbound connections pass up to the hard cap.
     serving: bool,
     /// The members of the cluster this node serves: room is kept for them (`set_serving`).
@@ -199,8 +201,9 @@ impl Gate {
     }
 
     /// Who refused the last failed dial to `peer` within `WANT_TTL`, if anyone: our own node
-    /// ([`Self::refused_locally`]) or the peer itself, which closed the connection before the
-    /// handshake (session 10: it is alive; `send_failure.rs`).
+    /// ([`Self::refused_locally`]), the peer itself, which closed the connection before the
+    /// handshake (session 10: it is alive; `send_failure.rs`), or nobody because nothing
+    /// listened at any of its addresses (session 22: it is gone).
     ///
     /// The marks are *not* consumed (*ours*, issue 4 session 11): one failed dial fails
     /// every request queued for that peer, and each failure asks here. Consumed marks gave
@@ -212,8 +215,8 @@ impl Gate {
     pub fn dial_refusal(&self, peer: &PeerId) -> DialRefusal {
         if self.refused_locally(peer) {
             DialRefusal::Local
-        } else if self.refused_by.get(peer).is_some_and(|t| t.elapsed() < WANT_TTL) {
-            DialRefusal::ByPeer
+        } else if let Some((r, _)) = self.refused_by.get(peer).filter(|(_, t)| t.elapsed() < WANT_TTL) {
+            *r
         } else {
             DialRefusal::None
         }
@@ -251,7 +254,7 @@ impl Gate {
     pub fn expire(&mut self, now: Instant) {
         self.wanted.retain(|_, t| now.duration_since(*t) < WANT_TTL);
         self.refused.retain(|_, t| now.duration_since(*t) < WANT_TTL);
-        self.refused_by.retain(|_, t| now.duration_since(*t) < WANT_TTL);
+        self.refused_by.retain(|_, (_, t)| now.duration_since(*t) < WANT_TTL);
     }
 
     /// Let every outbound dial through (up to the hard cap) until `until`. The super-peer
@@ -372,7 +375,10 @@ impl NetworkBehaviour for Gate {
             }) => {
                 self.refused.remove(&peer);
                 if errors.iter().any(|(_, e)| closed_before_handshake(e)) {
-                    self.refused_by.insert(peer, Instant::now());
+                    self.refused_by.insert(peer, (DialRefusal::ByPeer, Instant::now()));
+                } else if !errors.is_empty() && errors.iter().all(|(_, e)| no_listener(e)) {
+                    // Absent from every address tried (a live one at any address is not).
+                    self.refused_by.insert(peer, (DialRefusal::NoListener, Instant::now()));
                 } else {
                     self.refused_by.remove(&peer);
                 }
@@ -623,6 +629,30 @@ mod tests {
         // Crashed as the swarm runner crashes a node: its task is aborted.
         b_task.abort();
         let _ = b_task.await;
-        assert_eq!(refusal_of_failed_dial(&mut a, b_id, b_addr).await, DialRefusal::None, "a crashed peer");
+        assert_eq!(refusal_of_failed_dial(&mut a, b_id, b_addr).await, DialRefusal::NoListener, "a crashed peer");
+        // A dial that fails otherwise (here: an address the transport cannot dial) clears it.
+        assert_eq!(
+            refusal_of_failed_dial(&mut a, b_id, "/ip4/127.0.0.1/tcp/1".parse().expect("address")).await,
+            DialRefusal::None,
+            "not a memory address"
+        );
+    }
+
+    /// Session 22: over TCP, a port nothing listens on (a crashed node's) is told apart too.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_closed_tcp_port_means_nothing_listens() {
+        let free = std::net::TcpListener::bind("127.0.0.1:0").expect("a free loopback port");
+        let port = free.local_addr().expect("its address").port();
+        drop(free);
+        let mut a = libp2p::SwarmBuilder::with_new_identity()
+            .with_tokio()
+            .with_tcp(libp2p::tcp::Config::default(), libp2p::noise::Config::new, libp2p::yamux::Config::default)
+            .expect("a TCP transport")
+            .with_behaviour(|_| Gate::new(16, 8, 16))
+            .expect("the gate behaviour")
+            .build();
+        let peer = PeerId::random();
+        let addr: Multiaddr = format!("/ip4/127.0.0.1/tcp/{port}").parse().expect("address");
+        assert_eq!(refusal_of_failed_dial(&mut a, peer, addr).await, DialRefusal::NoListener);
     }
 }

@@ -21,6 +21,16 @@
 //!   `down_score` *and* nothing was heard from it for `min_silence`. A crashed head is still
 //!   found: its members keep probing every round until both hold (the failover then costs
 //!   about `min_silence`; the swarm report measures it).
+//! - **Nothing listening is down** (*ours*, session 22): a probe whose dial found nothing
+//!   listening at any of the head's addresses ([`SendFailure::NoListener`]: TCP refused the
+//!   connection, or the memory transport has no listener on the port) is an answer, not a
+//!   silence: a live node keeps its listener, and a loaded one delays or drops connections
+//!   but does not refuse them. `gone_after` such probes in a row (each `spacing` after the
+//!   last) report the head down without waiting for `min_silence`, and our loop's stalls do
+//!   not matter (no timeout is involved). Any other outcome in between starts the count
+//!   again. In issue 4's 200-node swarms (session 21) every member of a killed head found
+//!   no listener from the first probe on, yet waited out the silence: 7.4-9.9 s of each
+//!   12-16 s failover.
 //! - Anything heard from the head (a request, a reply, an answered probe) clears the score.
 //! - **A stalled loop judges nobody** (*ours*, session 19, after the "local pause" rule of
 //!   Cassandra's gossiper: a node that was paused does not convict the peers it could not
@@ -56,6 +66,9 @@ pub struct WatchConfig {
     pub down_score: u32,
     /// Our loop's lateness beyond which a failed probe counts nothing (zero: no limit).
     pub max_stall: Duration,
+    /// Probes in a row that found no listener and report the head down at once (zero: the
+    /// rule is off, such probes count as unreachable).
+    pub gone_after: u32,
 }
 
 /// What a failed probe means.
@@ -81,6 +94,8 @@ pub struct HeadWatch {
     head: Option<NodeId>,
     last_heard: Option<Instant>,
     score: u32,
+    /// Probes in a row that found no listener at the head's addresses.
+    gone: u32,
     probing: bool,
     /// When the probe in flight went out.
     probe_at: Option<Instant>,
@@ -95,6 +110,7 @@ impl HeadWatch {
             head: None,
             last_heard: None,
             score: 0,
+            gone: 0,
             probing: false,
             probe_at: None,
             last_failure: None,
@@ -108,6 +124,7 @@ impl HeadWatch {
             self.head = head;
             self.last_heard = head.map(|_| now);
             self.score = 0;
+            self.gone = 0;
             self.probing = false;
             self.probe_at = None;
             self.last_failure = None;
@@ -120,6 +137,7 @@ impl HeadWatch {
         if Some(from) == self.head {
             self.last_heard = Some(now);
             self.score = 0;
+            self.gone = 0;
             self.last_failure = None;
             self.urgent = false;
         }
@@ -182,17 +200,23 @@ impl HeadWatch {
         }
         self.urgent = false;
         self.last_failure = Some(now);
-        if class != SendFailure::RefusedLocally && self.stalled(stall) {
+        let gone = class == SendFailure::NoListener && self.cfg.gone_after > 0;
+        if class != SendFailure::RefusedLocally {
+            self.gone = if gone { self.gone + 1 } else { 0 };
+        }
+        if !gone && class != SendFailure::RefusedLocally && self.stalled(stall) {
             return Verdict::Stalled;
         }
         self.score += match class {
             SendFailure::RefusedLocally => return Verdict::Uncounted,
             SendFailure::RefusedByPeer => 0,
-            SendFailure::Unreachable => 2,
+            SendFailure::Unreachable | SendFailure::NoListener => 2,
             SendFailure::Ambiguous => 1,
         };
-        if self.score >= self.cfg.down_score && self.silence(now) >= self.cfg.min_silence {
+        let silent = self.score >= self.cfg.down_score && self.silence(now) >= self.cfg.min_silence;
+        if silent || (gone && self.gone >= self.cfg.gone_after) {
             self.score = 0;
+            self.gone = 0;
             self.last_failure = None;
             return Verdict::Down;
         }
@@ -222,6 +246,7 @@ mod tests {
             min_silence: Duration::from_secs(10),
             down_score: 4,
             max_stall: Duration::from_secs(1),
+            gone_after: 2,
         }
     }
 
@@ -407,5 +432,79 @@ mod tests {
         assert!(w.due(head, t));
         w.probe_sent(t);
         assert_eq!(w.failed(id(1), SendFailure::Unreachable, t, Duration::from_secs(30)), Verdict::Again);
+    }
+
+    /// Session 22: a head with nothing listening at its addresses is reported down after
+    /// `gone_after` such probes in a row, a round apart, long before `min_silence`, even while
+    /// our loop stalls; any other outcome in between starts the count again, and with the
+    /// rule off such probes count as unreachable ones.
+    #[test]
+    fn nothing_listening_twice_in_a_row_is_down_at_once() {
+        let t0 = Instant::now();
+        let head = Some(id(1));
+        let mut w = HeadWatch::new(cfg());
+        w.due(head, t0);
+        w.broke(head, id(1), t0 + Duration::from_millis(300));
+        let mut t = t0 + Duration::from_millis(300);
+        assert!(w.due(head, t), "the connection broke: probe at once");
+        w.probe_sent(t);
+        let stalled = Duration::from_secs(5);
+        assert_eq!(w.failed(id(1), SendFailure::NoListener, t, stalled), Verdict::Again, "one is not enough");
+        assert!(!w.due(head, t + Duration::from_millis(500)), "spaced like any failed probe");
+        t += Duration::from_secs(1);
+        assert!(w.due(head, t));
+        w.probe_sent(t);
+        assert_eq!(w.failed(id(1), SendFailure::NoListener, t, stalled), Verdict::Down, "1.3 s of silence, not 10");
+
+        // Broken streaks: a timeout or an answer in between starts the count again; our own
+        // refusals teach nothing and leave it.
+        let mut w = HeadWatch::new(cfg());
+        w.due(head, t0);
+        let mut t = t0 + Duration::from_secs(2);
+        let mut verdicts = Vec::new();
+        for class in [
+            SendFailure::NoListener,
+            SendFailure::Ambiguous,
+            SendFailure::NoListener,
+            SendFailure::RefusedLocally,
+            SendFailure::NoListener,
+        ] {
+            assert!(w.due(head, t));
+            w.probe_sent(t);
+            verdicts.push(w.failed(id(1), class, t, ON_TIME));
+            t += Duration::from_secs(1);
+        }
+        assert_eq!(
+            verdicts,
+            [Verdict::Again, Verdict::Again, Verdict::Again, Verdict::Uncounted, Verdict::Down],
+            "a timeout broke the first pair; our own refusal did not break the second"
+        );
+        let mut w = HeadWatch::new(cfg());
+        w.due(head, t0);
+        let t = t0 + Duration::from_secs(2);
+        assert!(w.due(head, t));
+        w.probe_sent(t);
+        assert_eq!(w.failed(id(1), SendFailure::NoListener, t, ON_TIME), Verdict::Again);
+        w.heard(id(1), t + Duration::from_millis(100));
+        let t = t + Duration::from_secs(3);
+        assert!(w.due(head, t));
+        w.probe_sent(t);
+        assert_eq!(w.failed(id(1), SendFailure::NoListener, t, ON_TIME), Verdict::Again, "heard from in between");
+
+        // Off: scored as unreachable, down only after the silence.
+        let mut w = HeadWatch::new(WatchConfig { gone_after: 0, ..cfg() });
+        w.due(head, t0);
+        let mut t = t0;
+        let down_at = loop {
+            t += Duration::from_secs(1);
+            assert!(t - t0 <= Duration::from_secs(30), "a dead head must be reported");
+            if w.due(head, t) {
+                w.probe_sent(t);
+                if w.failed(id(1), SendFailure::NoListener, t, ON_TIME) == Verdict::Down {
+                    break t;
+                }
+            }
+        };
+        assert_eq!(down_at - t0, Duration::from_secs(10), "the rule off: min_silence as before");
     }
 }

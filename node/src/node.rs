@@ -70,7 +70,7 @@ use crate::latency_transport::EmulatedLink;
 use crate::members::{node_id_of, Directory, SyncPacer, ACK_EQUAL};
 use crate::metrics::Metrics;
 use crate::peer_manager::{self, PeerInfo, Policy};
-use crate::send_failure::{classify, DialRefusal, SendFailure};
+use crate::send_failure::{classify, DialRefusal};
 use crate::stall::StallMeter;
 use crate::status::{Probe, Snapshot, StatusSink};
 use crate::superpeer_driver::SuperPeerDriver;
@@ -1069,7 +1069,7 @@ impl Node {
                     self.feed(Input::SendFailed { to, msg });
                     // Only an unreachable peer is reported down (`send_failure.rs`): a dial our
                     // own gate refused says nothing about it, a timeout may be a slow peer.
-                    if class == SendFailure::Unreachable {
+                    if class.unreachable() {
                         self.report_down(to);
                     }
                 }

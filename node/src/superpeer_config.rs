@@ -12,7 +12,10 @@
 //! `suspect_after_ms` (how long a member must have heard nothing from its super peer before
 //! failed probes report it down; `head_watch.rs`), `probe_stall_ms` (a failed probe counts
 //! nothing if the node's own loop ran later than this while it was out; 0 = no limit;
-//! `head_watch.rs`, "A stalled loop judges nobody"), `estimate_parallel` and
+//! `head_watch.rs`, "A stalled loop judges nobody"), `gone_after_probes` (probes in a row
+//! that find nothing listening at the super peer's addresses and report it down without
+//! waiting for `suspect_after_ms`; 0 = off; `head_watch.rs`, "Nothing listening is down"),
+//! `estimate_parallel` and
 //! `estimate_push_peers` (the size estimate's own lookups at a time, and the peers each
 //! sample is pushed to; 0 = no sharing: `overlay::superpeer::estimate`, "Pooled samples").
 //! Everything else keeps `SuperPeerConfig`'s defaults (the ones the simulator measured).
@@ -65,6 +68,7 @@ pub struct SuperPeerFileConfig {
     pub start_delay_ms: u64,
     pub suspect_after_ms: u64,
     pub probe_stall_ms: u64,
+    pub gone_after_probes: u32,
     pub estimate_parallel: u32,
     pub estimate_push_peers: u32,
 }
@@ -83,6 +87,7 @@ impl Default for SuperPeerFileConfig {
             start_delay_ms: 3000,
             suspect_after_ms: 10_000,
             probe_stall_ms: 1000,
+            gone_after_probes: 2,
             estimate_parallel: d.estimate_parallel,
             estimate_push_peers: d.estimate_push_peers,
         }
@@ -115,6 +120,9 @@ pub struct SuperPeerSettings {
     pub suspect_after: Duration,
     /// Our loop's lateness beyond which a failed probe counts nothing (`head_watch.rs`).
     pub probe_stall: Duration,
+    /// Probes in a row finding no listener that report the head down at once (0: off;
+    /// `head_watch.rs`).
+    pub gone_after_probes: u32,
 }
 
 impl SuperPeerFileConfig {
@@ -136,6 +144,7 @@ impl SuperPeerFileConfig {
         range("start_delay_ms", self.start_delay_ms, 0, 600_000, "[0, 600000]")?;
         range("suspect_after_ms", self.suspect_after_ms, 0, 600_000, "[0, 600000]")?;
         range("probe_stall_ms", self.probe_stall_ms, 0, 600_000, "[0, 600000]")?;
+        range("gone_after_probes", self.gone_after_probes as u64, 0, 100, "[0, 100]")?;
         let algorithm = self.cluster_algorithm.parse::<Algorithm>()?;
         if algorithm == Algorithm::Echo {
             return Err(SuperPeerSettingsError::Echo);
@@ -162,6 +171,7 @@ impl SuperPeerFileConfig {
             start_delay: Duration::from_millis(self.start_delay_ms),
             suspect_after: Duration::from_millis(self.suspect_after_ms),
             probe_stall: Duration::from_millis(self.probe_stall_ms),
+            gone_after_probes: self.gone_after_probes,
         }))
     }
 }
@@ -206,6 +216,11 @@ mod tests {
         assert_eq!(t.resolve().unwrap().unwrap().probe_stall, Duration::ZERO);
         let bad = SuperPeerFileConfig { mode: "prefix".into(), probe_stall_ms: 600_001, ..Default::default() };
         assert!(bad.resolve().unwrap_err().to_string().contains("probe_stall_ms"));
+        assert_eq!(t.resolve().unwrap().unwrap().gone_after_probes, 2, "default");
+        let t: SuperPeerFileConfig = toml::from_str("mode = \"prefix\"\ngone_after_probes = 0\n").unwrap();
+        assert_eq!(t.resolve().unwrap().unwrap().gone_after_probes, 0, "off");
+        let bad = SuperPeerFileConfig { mode: "prefix".into(), gone_after_probes: 101, ..Default::default() };
+        assert!(bad.resolve().unwrap_err().to_string().contains("gone_after_probes"));
         let bad = SuperPeerFileConfig { mode: "prefix".into(), cluster_algorithm: "echo".into(), ..Default::default() };
         assert!(bad.resolve().is_err());
         let t: SuperPeerFileConfig = toml::from_str("mode = \"tokens\"\nshare = 0.05\ncluster_cap = 40\n").unwrap();

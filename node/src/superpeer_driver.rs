@@ -214,6 +214,9 @@ pub struct SpStatus {
     /// ([`waits_for_delivery`]; counted once per [`DEFER_STEP`]).
     pub election_timers_deferred: u64,
     pub heads_reported_down: u64,
+    /// Of those, reported because probes found nothing listening at the head's addresses
+    /// (`head_watch.rs`, "Nothing listening is down").
+    pub heads_found_gone: u64,
     /// Failed head probes not counted because this node's own loop stalled beyond the
     /// watch's limit while they were out (`head_watch.rs`, "A stalled loop judges nobody").
     pub probes_stalled: u64,
@@ -438,6 +441,7 @@ impl SuperPeerDriver {
                 min_silence: settings.suspect_after,
                 down_score: 4,
                 max_stall: settings.probe_stall,
+                gone_after: settings.gone_after_probes,
             }),
             dial_errors: HashMap::new(),
             rtts: HashMap::new(),
@@ -981,7 +985,7 @@ impl SuperPeerDriver {
                         } else {
                             match class {
                                 // Crash-stop's "not delivered, peer down" (`send_failure.rs`).
-                                SendFailure::Unreachable => {
+                                SendFailure::Unreachable | SendFailure::NoListener => {
                                     info!(me = %self.me_id.short(), to = %to.short(), kind = msg.kind(), "super-peer message undeliverable, the peer is taken for down: {error}");
                                     self.run(sw, dir, SpInput::SendFailed { to, msg })
                                 }
@@ -1012,7 +1016,7 @@ impl SuperPeerDriver {
                         if class == SendFailure::Unreachable && self.watch.stalled(stalled) {
                             self.status.sends_dropped += 1;
                             info!(me = %self.me_id.short(), to = %to.short(), kind = msg.kind(), stall_ms = stalled.as_millis() as u64, "super-peer message undeliverable after a check while our own loop stalled: dropped, the peer is not taken for down ({error})");
-                        } else if class == SendFailure::Unreachable {
+                        } else if class.unreachable() {
                             info!(me = %self.me_id.short(), to = %to.short(), kind = msg.kind(), "super-peer message undeliverable after a check, the peer is taken for down: {error}");
                             self.run(sw, dir, SpInput::SendFailed { to, msg });
                         } else {
@@ -1042,6 +1046,9 @@ impl SuperPeerDriver {
                                 Verdict::Down => {
                                     info!(me = %self.me_id.short(), head = %to.short(), ?class, dial, stall_ms, "super peer unreachable: reporting it down ({error})");
                                     self.status.heads_reported_down += 1;
+                                    if class == SendFailure::NoListener {
+                                        self.status.heads_found_gone += 1;
+                                    }
                                     self.run(sw, dir, SpInput::PeerDown(to));
                                 }
                             }
@@ -1519,7 +1526,7 @@ mod tests {
         let total: Duration = waits.iter().flatten().sum();
         assert_eq!(total, Duration::from_secs(2), "about the cluster election's answer timeout");
         assert_eq!(resend_after(SendFailure::RefusedLocally, 0), ms(200), "our own gate's refusal too");
-        for class in [SendFailure::Unreachable, SendFailure::Ambiguous] {
+        for class in [SendFailure::Unreachable, SendFailure::NoListener, SendFailure::Ambiguous] {
             assert_eq!(resend_after(class, 0), None, "{class:?} is not a refusal: its own rules apply");
         }
     }

@@ -78,8 +78,10 @@ pub enum Verdict {
     Uncounted,
     /// Counted; probe again after `spacing`.
     Again,
-    /// Report the head down.
+    /// Report the head down (failed probes and `min_silence`).
     Down,
+    /// Report the head down: `gone_after` probes in a row found nothing listening.
+    Gone,
     /// The head refused the connection: it is alive (counted as heard from it).
     Alive,
     /// Our own loop stalled beyond `max_stall` during the probe: nothing learned; probe again
@@ -213,14 +215,17 @@ impl HeadWatch {
             SendFailure::Unreachable | SendFailure::NoListener => 2,
             SendFailure::Ambiguous => 1,
         };
-        let silent = self.score >= self.cfg.down_score && self.silence(now) >= self.cfg.min_silence;
-        if silent || (gone && self.gone >= self.cfg.gone_after) {
-            self.score = 0;
-            self.gone = 0;
-            self.last_failure = None;
-            return Verdict::Down;
-        }
-        Verdict::Again
+        let verdict = if gone && self.gone >= self.cfg.gone_after {
+            Verdict::Gone
+        } else if self.score >= self.cfg.down_score && self.silence(now) >= self.cfg.min_silence {
+            Verdict::Down
+        } else {
+            return Verdict::Again;
+        };
+        self.score = 0;
+        self.gone = 0;
+        self.last_failure = None;
+        verdict
     }
 
     /// Whether a lateness of our own loop of `stall` is beyond the limit: a failure seen
@@ -454,7 +459,7 @@ mod tests {
         t += Duration::from_secs(1);
         assert!(w.due(head, t));
         w.probe_sent(t);
-        assert_eq!(w.failed(id(1), SendFailure::NoListener, t, stalled), Verdict::Down, "1.3 s of silence, not 10");
+        assert_eq!(w.failed(id(1), SendFailure::NoListener, t, stalled), Verdict::Gone, "1.3 s of silence, not 10");
 
         // Broken streaks: a timeout or an answer in between starts the count again; our own
         // refusals teach nothing and leave it.
@@ -476,7 +481,7 @@ mod tests {
         }
         assert_eq!(
             verdicts,
-            [Verdict::Again, Verdict::Again, Verdict::Again, Verdict::Uncounted, Verdict::Down],
+            [Verdict::Again, Verdict::Again, Verdict::Again, Verdict::Uncounted, Verdict::Gone],
             "a timeout broke the first pair; our own refusal did not break the second"
         );
         let mut w = HeadWatch::new(cfg());

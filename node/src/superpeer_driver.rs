@@ -59,15 +59,18 @@
 //!   closed 1, refused by our own node 0), and a score of 4 reports the head down only once
 //!   nothing was heard from it for `suspect_after` ([`crate::head_watch`], session 8). A
 //!   probe that failed while the node's own loop ran later than `probe_stall` counts nothing
-//!   (session 19, "A stalled loop judges nobody"). The report starts the cluster's
-//!   re-election inside the state machine.
+//!   (session 19, "A stalled loop judges nobody"). Two probes in a row that found nothing
+//!   listening at the head's addresses report it down at once (session 22, "Nothing
+//!   listening is down": the failover no longer waits out `suspect_after`). The report
+//!   starts the cluster's re-election inside the state machine.
 //! - `SendFailed` (crash-stop's "not delivered, peer down", as in the simulator) only when a
 //!   failure shows the peer unreachable ([`crate::send_failure`], *ours*, issue 4 session 6:
 //!   timeouts reported as failed sends duplicated tokens on a loaded machine). A message that
 //!   timed out is sent once more (every super-peer message is safe to receive twice); if that
 //!   fails without an answer too, a `Hello` asks whether the peer is there, and only an
-//!   unreachable peer turns it into `SendFailed` (not when that check failed while our own
-//!   loop stalled beyond `probe_stall`: the message is dropped). A dial our own gate or the
+//!   unreachable peer turns it into `SendFailed` (not when that check's dial failed while our
+//!   own loop stalled beyond `probe_stall`, unless it found nothing listening: the message is
+//!   dropped). A dial our own gate or the
 //!   peer refused drops the message, and the state machine's own timers ask again; an
 //!   election message is sent again instead, up to four times in 2 s while its election
 //!   runs ([`Resend`], session 21).
@@ -1013,6 +1016,8 @@ impl SuperPeerDriver {
                     }
                     Sent::Check { to, msg, at } => {
                         let stalled = stall.worst_during(at);
+                        // A stall excuses a failed dial, not one that found nothing listening
+                        // (no timeout is involved: `head_watch.rs`, "Nothing listening is down").
                         if class == SendFailure::Unreachable && self.watch.stalled(stalled) {
                             self.status.sends_dropped += 1;
                             info!(me = %self.me_id.short(), to = %to.short(), kind = msg.kind(), stall_ms = stalled.as_millis() as u64, "super-peer message undeliverable after a check while our own loop stalled: dropped, the peer is not taken for down ({error})");
@@ -1024,14 +1029,16 @@ impl SuperPeerDriver {
                         }
                     }
                     Sent::Hello { to, probe } => {
-                        // Scored, spaced, and down only after a silence (`head_watch.rs`); the
-                        // next probe goes out from `probe_head` once a round has passed.
+                        // Scored, spaced, and down only after a silence, or after probes in a row
+                        // that found nothing listening (`head_watch.rs`); the next probe goes out
+                        // from `probe_head` once a round has passed.
                         if probe && Some(to) == self.sm.attached_to() {
                             let dial = self.dial_errors.remove(&peer).unwrap_or_default();
                             let now = Instant::now();
                             let stalled = self.watch.probe_started().map_or(Duration::ZERO, |s| stall.worst_during(s));
                             let stall_ms = stalled.as_millis() as u64;
-                            match self.watch.failed(to, class, now, stalled) {
+                            let verdict = self.watch.failed(to, class, now, stalled);
+                            match verdict {
                                 Verdict::Uncounted => {}
                                 Verdict::Alive => {
                                     debug!(me = %self.me_id.short(), head = %to.short(), "probe refused by the super peer: it is alive");
@@ -1043,10 +1050,11 @@ impl SuperPeerDriver {
                                 Verdict::Again => {
                                     info!(me = %self.me_id.short(), head = %to.short(), ?class, dial, stall_ms, "probe of the super peer failed: {error}");
                                 }
-                                Verdict::Down => {
-                                    info!(me = %self.me_id.short(), head = %to.short(), ?class, dial, stall_ms, "super peer unreachable: reporting it down ({error})");
+                                Verdict::Down | Verdict::Gone => {
+                                    let why = if verdict == Verdict::Gone { "nothing listens" } else { "silent" };
+                                    info!(me = %self.me_id.short(), head = %to.short(), ?class, dial, stall_ms, why, "super peer unreachable: reporting it down ({error})");
                                     self.status.heads_reported_down += 1;
-                                    if class == SendFailure::NoListener {
+                                    if verdict == Verdict::Gone {
                                         self.status.heads_found_gone += 1;
                                     }
                                     self.run(sw, dir, SpInput::PeerDown(to));

@@ -1,7 +1,8 @@
 //! Super-peer selection on real libp2p nodes (issue 4 item 5): a 16-node in-process swarm
 //! (memory transport) elects super peers, forms clusters with every node attached and the
 //! share within bounds; then a super peer is crashed and every node is attached again, its
-//! role (prefix slot, or token) taken over by exactly one live node, none held twice.
+//! role (prefix slot, or token) taken over by exactly one live node, none held twice, and
+//! its members report it down because nothing listens at its address any more.
 //!
 //! - `prefix` runs on loopback (no added latency).
 //! - `tokens` runs with the emulated Internet latency model (`LocalSwarmConfig::latency_seed`,
@@ -79,6 +80,9 @@ async fn forms_clusters_and_replaces(method: &str, latency: bool) {
     // The victim is chosen among super peers with members, so its role must live on.
     assert_eq!(k.roles_lost, 0, "{method}: the killed super peer's role was lost: {k:?}");
     assert_eq!(k.roles_taken_over, 1, "{method}: the killed super peer's role was not taken over: {k:?}");
+    // Its members found nothing listening at its address and said so without waiting out
+    // the silence (`head_watch.rs`, "Nothing listening is down", session 22).
+    assert!(k.after.heads_found_gone >= 1, "{method}: no member found the crashed head gone: {k:?}");
     swarm.shutdown().await;
 }
 

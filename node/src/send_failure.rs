@@ -56,8 +56,8 @@ impl SendFailure {
     }
 }
 
-/// Who refused the last failed dial to a peer, as the connection gate saw it
-/// (`Gate::dial_refusal`).
+/// Who refused the last failed dial to a peer, or that nothing listened there, as the
+/// connection gate saw it (`Gate::dial_refusal`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DialRefusal {
     /// No refusal seen: the dial failed for another reason (or did not fail).
@@ -246,6 +246,26 @@ mod tests {
         ];
         for e in &other {
             assert!(!no_listener(e), "{e:?}");
+        }
+        // Behind a wrapper that skips its inner error in `source` but shows its text (as
+        // `either::Either` does): an OS error "connection refused" still counts, another not.
+        let hidden = |inner: io::Error| TransportError::Other(io::Error::other(Hiding(inner)));
+        assert!(no_listener(&hidden(io::Error::from_raw_os_error(libc::ECONNREFUSED))));
+        assert!(!no_listener(&hidden(io::Error::from_raw_os_error(libc::ETIMEDOUT))));
+        assert!(!no_listener(&hidden(io::Error::from_raw_os_error(libc::ECONNRESET))));
+    }
+
+    /// Shows its inner error's text and skips it in `source`, as `either::Either` does.
+    #[derive(Debug)]
+    struct Hiding(std::io::Error);
+    impl std::fmt::Display for Hiding {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            self.0.fmt(f)
+        }
+    }
+    impl Error for Hiding {
+        fn source(&self) -> Option<&(dyn Error + 'static)> {
+            self.0.source()
         }
     }
 }

@@ -261,6 +261,22 @@ mod tests {
         NodeId::from_u64(b as u64 + 1)
     }
 
+    /// Probes head `id(1)` every second after `from`, each failing as `class`, until one says
+    /// `Down`; returns when (fails the test if that takes over 30 s).
+    fn probed_until_down(w: &mut HeadWatch, from: Instant, class: SendFailure) -> Instant {
+        let mut t = from;
+        loop {
+            t += Duration::from_secs(1);
+            assert!(t - from <= Duration::from_secs(30), "a dead head must be reported");
+            if w.due(Some(id(1)), t) {
+                w.probe_sent(t);
+                if w.failed(id(1), class, t, ON_TIME) == Verdict::Down {
+                    return t;
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_burst_of_failed_dials_does_not_report_an_alive_head_down() {
         let t0 = Instant::now();
@@ -299,19 +315,7 @@ mod tests {
         let head = Some(id(1));
         let mut w = HeadWatch::new(cfg());
         w.due(head, t0);
-        let mut t = t0;
-        let mut down_at = None;
-        for _ in 0..30 {
-            t += Duration::from_secs(1);
-            if w.due(head, t) {
-                w.probe_sent(t);
-                if w.failed(id(1), SendFailure::Unreachable, t, ON_TIME) == Verdict::Down {
-                    down_at = Some(t);
-                    break;
-                }
-            }
-        }
-        let down_at = down_at.expect("a head that never answers is reported down");
+        let down_at = probed_until_down(&mut w, t0, SendFailure::Unreachable);
         assert_eq!(down_at.duration_since(t0), Duration::from_secs(10), "after min_silence, not before");
     }
 
@@ -368,17 +372,7 @@ mod tests {
         w.probe_sent(t);
         let refused_at = t + Duration::from_secs(2);
         assert_eq!(w.failed(id(1), SendFailure::RefusedByPeer, refused_at, ON_TIME), Verdict::Alive);
-        let mut t = refused_at;
-        let down_at = loop {
-            t += Duration::from_secs(1);
-            assert!(t - refused_at <= Duration::from_secs(30), "a dead head must be reported");
-            if w.due(head, t) {
-                w.probe_sent(t);
-                if w.failed(id(1), SendFailure::Unreachable, t, ON_TIME) == Verdict::Down {
-                    break t;
-                }
-            }
-        };
+        let down_at = probed_until_down(&mut w, refused_at, SendFailure::Unreachable);
         assert_eq!(down_at - refused_at, Duration::from_secs(10));
     }
 
@@ -499,17 +493,7 @@ mod tests {
         // Off: scored as unreachable, down only after the silence.
         let mut w = HeadWatch::new(WatchConfig { gone_after: 0, ..cfg() });
         w.due(head, t0);
-        let mut t = t0;
-        let down_at = loop {
-            t += Duration::from_secs(1);
-            assert!(t - t0 <= Duration::from_secs(30), "a dead head must be reported");
-            if w.due(head, t) {
-                w.probe_sent(t);
-                if w.failed(id(1), SendFailure::NoListener, t, ON_TIME) == Verdict::Down {
-                    break t;
-                }
-            }
-        };
+        let down_at = probed_until_down(&mut w, t0, SendFailure::NoListener);
         assert_eq!(down_at - t0, Duration::from_secs(10), "the rule off: min_silence as before");
     }
 }

@@ -745,8 +745,8 @@ mod tests {
         assert!(rounds <= 25, "took {rounds} rounds (seed {seed})");
         // Once converged every exchange is one digest and the streaks grow.
         for _ in 0..SETTLED_STREAK {
-            for i in 0..n {
-                let j = adj[i][0];
+            for (i, a) in adj.iter().enumerate() {
+                let j = a[0];
                 let (x, y) = two_mut(&mut dirs, i, j);
                 assert_eq!(exchange(x, y), 1);
             }

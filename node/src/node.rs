@@ -44,6 +44,7 @@
 //!   Villadangos starts an epoch; echo starts an echo election over its neighbours. With heartbeats on, a bully-family joiner usually admits
 //!   the coordinator's `Alive` while it settles and so never needs to recover. Nodes that
 //!   join together see each other arrive and take the fallback path.
+//!
 //! Node-initiated starts are at least `settle_ms + fallback_ms` apart.
 //!
 //! Connections (session 2): the member directory syncs by digest anti-entropy with one random
@@ -904,27 +905,25 @@ impl Node {
                     }
                 }
             }
-            SwarmEvent::ConnectionClosed { peer_id, num_established, cause, .. } => {
-                if num_established == 0 {
-                    self.conns.remove(&peer_id);
-                    self.coords.peer_gone(&peer_id);
-                    if let Some(sp) = self.superpeer.as_mut() {
-                        sp.on_connection_closed(&mut self.swarm, &self.directory, peer_id, cause.as_ref());
-                    }
-                    let pruned = self.closing.remove(&peer_id);
-                    let node = node_id_of(&peer_id);
-                    if self.echo {
-                        self.feed(Input::PeerDown(node));
-                    } else if !pruned
-                        && Some(node) == self.driver.leader()
-                        && !matches!(cause, None | Some(ConnectionError::KeepAliveTimeout))
-                    {
-                        // The leader's connection broke: find out whether it is gone for good.
-                        debug!(%peer_id, ?cause, "connection to the leader lost; redialling");
-                        self.swarm.behaviour_mut().gate.want(peer_id);
-                        let _ = self.swarm.dial(DialOpts::peer_id(peer_id).build());
-                        self.leader_redial = Some((peer_id, Instant::now()));
-                    }
+            SwarmEvent::ConnectionClosed { peer_id, num_established: 0, cause, .. } => {
+                self.conns.remove(&peer_id);
+                self.coords.peer_gone(&peer_id);
+                if let Some(sp) = self.superpeer.as_mut() {
+                    sp.on_connection_closed(&mut self.swarm, &self.directory, peer_id, cause.as_ref());
+                }
+                let pruned = self.closing.remove(&peer_id);
+                let node = node_id_of(&peer_id);
+                if self.echo {
+                    self.feed(Input::PeerDown(node));
+                } else if !pruned
+                    && Some(node) == self.driver.leader()
+                    && !matches!(cause, None | Some(ConnectionError::KeepAliveTimeout))
+                {
+                    // The leader's connection broke: find out whether it is gone for good.
+                    debug!(%peer_id, ?cause, "connection to the leader lost; redialling");
+                    self.swarm.behaviour_mut().gate.want(peer_id);
+                    let _ = self.swarm.dial(DialOpts::peer_id(peer_id).build());
+                    self.leader_redial = Some((peer_id, Instant::now()));
                 }
             }
             SwarmEvent::OutgoingConnectionError { peer_id, error, connection_id } => {
@@ -1114,11 +1113,11 @@ impl Node {
                 };
                 let _ = self.swarm.behaviour_mut().members.send_response(channel, vec![ack]);
             }
-            Event::Message { message: RrMessage::Response { response, .. }, .. } => {
-                if response.first() == Some(&ACK_EQUAL) {
-                    self.directory.digest_acknowledged_equal();
-                    self.on_equal_digest();
-                }
+            Event::Message { message: RrMessage::Response { response, .. }, .. }
+                if response.first() == Some(&ACK_EQUAL) =>
+            {
+                self.directory.digest_acknowledged_equal();
+                self.on_equal_digest();
             }
             Event::OutboundFailure { peer, error, .. } => {
                 // Anti-entropy repairs a lost frame in a later round; nothing to undo.

@@ -685,7 +685,7 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
             m.nearest_other_head_ms = Some(dist(near, "model RTT to nearest other head"));
         }
         let with_members: Vec<(usize, usize)> =
-            heads.iter().map(|&h| (h, members_of.get(&swarm.node_id(h).to_string()).copied().unwrap_or(0))).collect();
+            heads.iter().map(|&h| (h, members_of.get(swarm.node_id(h)).copied().unwrap_or(0))).collect();
         m.placement_check = placement_check(net, &points, &attached, &with_members, &caches, cap);
     }
     let est = sample(est, "size estimate");

@@ -221,7 +221,7 @@ mod tests {
         let key = libp2p::identity::Keypair::generate_ed25519();
         let peer = key.public().to_peer_id();
         let addr: Multiaddr = "/memory/1234".parse().unwrap();
-        let book: Vec<BookEntry> = (0..150).map(|_| BookEntry::new(&peer, &[addr.clone()])).collect();
+        let book: Vec<BookEntry> = (0..150).map(|_| BookEntry::new(&peer, std::slice::from_ref(&addr))).collect();
         let p = Point::new(&[0.01, 0.02], 0.001);
         let bytes = encode_request(p, SpBody::Message { msg: view(), book }).unwrap();
         assert!(bytes.len() < MAX_SP_FRAME_BYTES / 2, "a capped cluster view fits: {} bytes", bytes.len());
@@ -262,8 +262,7 @@ mod tests {
         trailing.push(0);
         assert_eq!(decode_request(&trailing), Err(SpWireError::Trailing(1)));
         assert!(decode_request(&good[..good.len() - 1]).is_err());
-        let mut bad_point = Point::default();
-        bad_point.h = -1.0;
+        let bad_point = Point { h: -1.0, ..Point::default() };
         let b = encode_request(bad_point, SpBody::Hello).unwrap();
         assert!(matches!(decode_request(&b), Err(SpWireError::OutOfBounds(_))));
         let too_many = SpBody::Message {

@@ -83,7 +83,7 @@ fn status_lines_report_peers_leader_changes_and_elections() {
     assert!(s.peers >= 1 && s.connections >= 1, "{s:?}");
     assert_eq!(s.members, 2, "{s:?}");
     assert!(s.messages_received >= 1, "A received election messages: {s:?}");
-    assert!(s.listen.iter().any(|l| *l == a_addr), "{s:?}");
+    assert!(s.listen.contains(&a_addr), "{s:?}");
 
     // Ctrl-C: a clean shutdown line and exit code 0.
     let mut a = a;

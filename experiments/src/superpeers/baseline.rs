@@ -124,6 +124,7 @@ fn sq(a: &[f32; DIMS], b: &[f32; DIMS]) -> f32 {
 }
 
 /// The centralised k-means yardstick (see the module doc). `progress` after each iteration.
+#[expect(clippy::needless_range_loop, reason = "parallel arrays indexed by node, centre and dimension")]
 pub fn kmeans(
     w: &World,
     k: usize,

@@ -204,6 +204,7 @@ pub fn assign_exact(w: &World, heads: &[u32], cap: u64) -> Result<(Vec<u32>, f64
         cyc.reverse(); // edges cyc[i] -> cyc[i+1] (and last -> first)
         let len = cyc.len();
         let weight: f64 = (0..len).map(|e| wgt[cyc[e] * kk + cyc[(e + 1) % len]]).sum();
+        #[expect(clippy::neg_cmp_op_on_partial_ord, reason = "a NaN weight ends the cancelling too")]
         if !(weight < -1e-6) {
             break;
         }
@@ -251,6 +252,7 @@ fn refine(w: &World, heads: Vec<u32>, cap: u64) -> Result<(Vec<u32>, Vec<u32>, f
 /// instead of the TRUE RTT (session 8, [`super::diagnose`]: the medoid judged by the
 /// predicted RTT shows what the coordinates' error costs a placement). The assignment is
 /// still exact on the TRUE RTT, and a step is kept only if it lowers the TRUE total.
+#[expect(clippy::needless_range_loop, reason = "parallel arrays indexed by node")]
 pub fn refine_by(
     w: &World,
     mut heads: Vec<u32>,
@@ -302,6 +304,7 @@ struct Lists {
     thr: Vec<f32>,
 }
 
+#[expect(clippy::needless_range_loop, reason = "a row of the RTT matrix indexed by node")]
 fn lists(w: &World, m: usize, mut progress: impl FnMut(usize)) -> Lists {
     let n = w.len();
     let mut cols: Vec<Vec<(u32, f32)>> = vec![Vec::new(); n];

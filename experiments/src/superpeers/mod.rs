@@ -414,7 +414,7 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
             // The floor scans all N nodes for each of 2,000 sampled ones (2 x 10^9 model RTTs
             // at N = 10^6): on its own thread it fills the CPU the protocols leave idle (a
             // staggered method's wait, the other's tail) instead of running at the end.
-            let floor_handle = scope.spawn(move || baseline::floor_nearest_node(w, 2000, seed ^ 0xf100_12));
+            let floor_handle = scope.spawn(move || baseline::floor_nearest_node(w, 2000, seed ^ 0xf1_0012));
             // The methods' runs are independent (each seeds its own RNG from `seed`): with
             // `--jobs 2` they run at the same time; they are measured in order afterwards, so
             // the output does not depend on `--jobs`.

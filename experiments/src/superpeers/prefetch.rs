@@ -78,7 +78,7 @@ mod tests {
         assert_eq!(line_span(0, 1 << 20), (0, MAX_LINES));
         // The hint itself neither faults nor writes, whatever it is given.
         let v: Vec<[u8; 96]> = vec![[1; 96]; 10];
-        v.iter().for_each(|x| prefetch(x));
+        v.iter().for_each(prefetch);
         prefetch(&v[..]);
         prefetch(&());
         assert!(v.iter().all(|x| x.iter().all(|&b| b == 1)));

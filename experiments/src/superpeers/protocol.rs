@@ -456,7 +456,7 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
     p.cfg.validate()?;
     let n = w.len();
     let cfg = Arc::new(p.cfg.clone());
-    let mut rng = ChaCha8Rng::seed_from_u64(p.seed ^ 0x5eed_5e1e_c7);
+    let mut rng = ChaCha8Rng::seed_from_u64(p.seed ^ 0x5e_ed5e_1ec7);
     // Draws in the order of the layout before session 4: the protocol RNG's seed, then the
     // turn order.
     let sim_rng = ChaCha8Rng::seed_from_u64(rng.gen());

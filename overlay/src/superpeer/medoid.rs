@@ -166,7 +166,7 @@ mod tests {
         let (c, g) = decide(&s, &own, &[worse.clone(), better.clone()], 0.05).expect("a move");
         assert_eq!(c.id, better.0.id);
         assert!((g - 1.0 / 6.0).abs() < 1e-6, "{g}");
-        assert!(decide(&s, &own, &[better.clone()], 0.2).is_none(), "gain below the threshold");
+        assert!(decide(&s, &own, std::slice::from_ref(&better), 0.2).is_none(), "gain below the threshold");
         assert!(decide(&s, &own, &[worse], 0.0).is_none(), "no gain");
         // Too few answers: only one pair of four.
         let sparse = (peer(22, 0.0), vec![0.001, 0.0, 0.0, 0.0]);

@@ -139,6 +139,7 @@
 //!     move: the sender keeps the token until `c` acknowledges, and `c` acknowledges once its
 //!     backup has its view). On the acknowledgement the old members get `StepDown` and
 //!     attach to another head they know; `c`'s neighbours find the new head as always.
+//!
 //!   Several holders may take one offer; `c` takes the first token and refuses the others,
 //!   which stay. Without the promoted factor in the jump's cooling the tokens at N = 10,000
 //!   still jumped after 150 rounds (not converged); with it they converge (65-87 rounds).
@@ -257,7 +258,7 @@ impl AccessEstimate {
         for r in known.iter_mut() {
             r.1 = cfg.access_shrink * (r.1 - mean);
         }
-        known.sort_by(|a, b| a.0.cmp(&b.0));
+        known.sort_by_key(|a| a.0);
         let here = own.filter(|o| o.is_finite() && *o > 0.0).map_or(0.0, |o| cfg.access_shrink * (o - mean));
         AccessEstimate { here, holder: Some(me.id), known }
     }
@@ -626,7 +627,7 @@ mod tests {
             members.iter().map(|m| (m.id, if m.id == NodeId::from_u64(4) { 0.007 } else { 0.003 })).collect();
         // A report of a node that is no member is ignored.
         reports.push((NodeId::from_u64(99), 0.5));
-        reports.sort_by(|a, b| a.0.cmp(&b.0));
+        reports.sort_by_key(|a| a.0);
         let a = AccessEstimate::new(&me, Some(0.002), &members, &reports, &cfg);
         assert!(a.is_known());
         assert!((a.of(&me) - 0.5 * -0.002).abs() < 1e-6, "{a:?}");
@@ -654,7 +655,7 @@ mod tests {
         // A report of a node that is no member does not stand in for a member's.
         let mut stray = all[1..].to_vec();
         stray.push((NodeId::from_u64(99), 0.003));
-        stray.sort_by(|a, b| a.0.cmp(&b.0));
+        stray.sort_by_key(|a| a.0);
         assert!(awaiting_reports(1, &members, &stray, &cfg));
         let off = SuperPeerConfig { access_weight: 0.0, ..cfg };
         assert!(!awaiting_reports(1, &members, &[], &off), "the access term off");
@@ -682,7 +683,7 @@ mod tests {
         // `a` is on a fast access link: its nearest RTT is 1 ms, everyone else's 5 ms.
         let mut reports: Vec<(NodeId, f32)> =
             members.iter().map(|m| (m.id, if m.id == a.id { 0.001 } else { 0.005 })).collect();
-        reports.sort_by(|x, y| x.0.cmp(&y.0));
+        reports.sort_by_key(|x| x.0);
         let acc = AccessEstimate::new(&me, Some(0.005), &members, &reports, &cfg);
         let t = choose_target(&me, &f, &members, &[], &members, |_| false, &acc, 1.0, &cfg).unwrap();
         assert_eq!(t.id, a.id, "with the measured access delay");

@@ -20,7 +20,7 @@ impl SuperPeerNode {
         self.attaching = None;
         // The view of the head we just left is kept until our first round as head, in case
         // the `Detach` fails (see `SendFailed`); any other view goes.
-        if !self.member_view.as_ref().is_some_and(|(h, _, _)| left.is_some_and(|a| a.id == *h)) {
+        if self.member_view.as_ref().is_none_or(|(h, _, _)| left.is_none_or(|a| a.id != *h)) {
             self.member_view = None;
         }
         if let Some((b, _, _, _)) = &self.backup_view {
@@ -513,6 +513,7 @@ impl SuperPeerNode {
         }
     }
 
+    #[expect(clippy::too_many_arguments, reason = "the fields of the `Handover` message, as received")]
     pub(super) fn on_handover(
         &mut self,
         ctx: &mut SpContext<'_>,

@@ -74,7 +74,7 @@ impl SuperPeerNode {
     /// view). Returns whether we were attached to it.
     pub(super) fn leave_head(&mut self, ctx: &mut SpContext<'_>, id: NodeId) -> bool {
         self.forget_head(id);
-        if !self.attached.is_some_and(|a| a.id == id) {
+        if self.attached.is_none_or(|a| a.id != id) {
             return false;
         }
         self.attached = None;

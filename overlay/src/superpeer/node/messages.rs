@@ -66,7 +66,7 @@ impl SuperPeerNode {
                     self.report_access(ctx);
                 }
                 // Keep the view this head sent with its `Accept` if it overtook it.
-                if !self.member_view.as_ref().is_some_and(|(h, _, _)| *h == from) {
+                if self.member_view.as_ref().is_none_or(|(h, _, _)| *h != from) {
                     self.member_view = None;
                 }
                 self.heard = self.round;
@@ -148,7 +148,7 @@ impl SuperPeerNode {
                     self.attached_rtt = self.known_rtt(to.id);
                     self.attached_probed = 0;
                     self.report_access(ctx);
-                    if !self.member_view.as_ref().is_some_and(|(h, _, _)| *h == to.id) {
+                    if self.member_view.as_ref().is_none_or(|(h, _, _)| *h != to.id) {
                         // The new holder's view has not come yet (module doc, step 4, session
                         // 6): until it does, our old head's view stands for it, with the new
                         // holder added, at the next epoch (the group the new holder got with
@@ -208,7 +208,7 @@ impl SuperPeerNode {
                     self.member_view = Some((from, role, members));
                     return;
                 }
-                if !self.attached.is_some_and(|a| a.id == from) {
+                if self.attached.is_none_or(|a| a.id != from) {
                     // A member-less holder naming us backup: [holder, us]. Any other view from
                     // it releases us.
                     let backup = members.len() == 2 && members.contains(&from) && members.contains(&self.me.id);
@@ -248,7 +248,7 @@ impl SuperPeerNode {
                     // Not while our `Attach` to `from` is on its way (session 7: a backup released
                     // by the head's first member, attaching itself at that moment, detached again
                     // and then took the late `Accept`: attached to a node that did not count it).
-                    if !self.attaching.is_some_and(|(a, _)| a == from) {
+                    if self.attaching.is_none_or(|(a, _)| a != from) {
                         ctx.send(from, SpMessage::Detach);
                     }
                     return;
@@ -520,7 +520,7 @@ impl SuperPeerNode {
                         ctx.push(SpEffect::Detached);
                     }
                     self.start_election(ctx, dead, rtt);
-                    if !self.election.as_ref().is_some_and(|e| e.dead == dead) {
+                    if self.election.as_ref().is_none_or(|e| e.dead != dead) {
                         return;
                     }
                 }

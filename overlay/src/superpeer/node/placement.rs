@@ -159,7 +159,7 @@ impl SuperPeerNode {
     /// (`StepDownTo` the heads the removal placed them at, `drain_tick`) and hands the token
     /// only once none is left.
     pub(super) fn on_split(&mut self, ctx: &mut SpContext<'_>, from: NodeId, at: PeerInfo, gain: f32) {
-        if !(gain.is_finite() && gain > 0.0) || !at.point.is_valid() {
+        if !gain.is_finite() || gain <= 0.0 || !at.point.is_valid() {
             ctx.push(SpEffect::Rejected { from, reason: "bad split offer" });
             return;
         }

@@ -56,7 +56,7 @@ impl SuperPeerNode {
         } else if self.head.is_none()
             && self.attached.is_none()
             && self.member_view.as_ref().is_some_and(|(h, _, _)| *h == id)
-            && !self.election.as_ref().is_some_and(|e| e.dead == id)
+            && self.election.as_ref().is_none_or(|e| e.dead != id)
         {
             // We handed our token to `id` a moment ago and hold the view the `Handover` made
             // (module doc, step 4, session 6), but are not attached to it yet: we are a member
@@ -119,6 +119,7 @@ impl SuperPeerNode {
     /// `HeadAlive`, and our own re-election of it stops while it is undecided.
     /// If the election had made us its leader ("A doubter wins only once its check failed"),
     /// every member of its group hears it too: those that follow us drop it as well.
+    #[expect(clippy::boxed_local, reason = "the doubt is taken out of the node's `Option<Box<Doubt>>` as it is")]
     pub(super) fn head_alive(&mut self, ctx: &mut SpContext<'_>, d: Box<Doubt>) {
         let won = self.election.as_ref().filter(|e| e.dead == d.head.id && e.won_in_doubt && !e.decided);
         let mut told: Vec<NodeId> = won.map_or_else(Vec::new, |e| e.group.ranks().iter().map(|r| r.id).collect());

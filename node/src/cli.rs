@@ -189,6 +189,15 @@ pub struct SwarmArgs {
     /// law before session 22; `head_watch.rs`).
     #[arg(long)]
     pub sp_gone_after_probes: Option<u32>,
+    /// Vivaldi samples per window of the update filter that makes the coordinate super-peer
+    /// selection sees (default 16; 0 = off: every Vivaldi update reaches it, the law before
+    /// session 23; `coords_driver.rs`, "Application coordinate").
+    #[arg(long)]
+    pub sp_coord_window: Option<usize>,
+    /// Energy distance, ms, between the filter's windows that moves that coordinate
+    /// (default 4, about a 2 ms shift).
+    #[arg(long)]
+    pub sp_coord_threshold_ms: Option<f64>,
     /// Super peers count as converged after this many seconds without a change.
     #[arg(long, default_value_t = 10.0)]
     pub sp_stable_s: f64,

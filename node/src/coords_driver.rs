@@ -64,6 +64,20 @@
 //! This works outside an emulated swarm too (a real node whose machine is overloaded). A node
 //! whose loop is late throughout keeps its last coordinate instead of learning a wrong one.
 //!
+//! # Application coordinate (session 23)
+//!
+//! Super-peer selection does not see Vivaldi's coordinate, which moves with every sample, but
+//! an application-level one ([`CoordsDriver::app_coordinate`]): Ledlie et al.'s ENERGY update
+//! filter (`overlay::coords::update_filter`), fed with every coordinate Vivaldi produces, moves
+//! it only when a window of recent coordinates has left the place of the window before
+//! (`superpeer.coord_window` samples, default 16; energy distance above
+//! `superpeer.coord_threshold_ms`, default 4 ms). In the 200-node tokens swarm a holder's
+//! coordinate moved 2-30 ms between two token moves, more than the 3-20 % the moves gained,
+//! and tokens went back and forth between two or three nodes up to 20 times; two nodes
+//! priced the same cluster with coordinates taken at different moments of that jitter.
+//! Vivaldi itself, the coordinate exchange (`/peerage/coords/1.0.0`) and the swarm report's
+//! error measures keep the system-level coordinate.
+//!
 //! # No adjustment term (session 4)
 //!
 //! The node runs Vivaldi with `adjustment_window = 0` ([`node_vivaldi_config`]), as the
@@ -79,7 +93,10 @@
 
 use crate::members::node_id_of;
 use libp2p::PeerId;
-use overlay::coords::{Coordinate, VivaldiClient, VivaldiConfig, VivaldiConfigError};
+use overlay::coords::{
+    Coordinate, UpdateFilter, UpdateFilterConfig, UpdateFilterConfigError, VivaldiClient, VivaldiConfig,
+    VivaldiConfigError,
+};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
@@ -178,6 +195,9 @@ pub struct CoordsConfig {
     /// `max(late_floor, late_share × sample)` (see the module doc, "Lateness gate").
     pub late_floor: Duration,
     pub late_share: f64,
+    /// The update filter between Vivaldi and super-peer selection (module doc,
+    /// "Application coordinate").
+    pub app_filter: UpdateFilterConfig,
 }
 
 impl Default for CoordsConfig {
@@ -187,6 +207,7 @@ impl Default for CoordsConfig {
             refresh: Duration::from_secs(10),
             late_floor: crate::stall::STALL_FLOOR,
             late_share: crate::stall::STALL_SHARE,
+            app_filter: UpdateFilterConfig::default(),
         }
     }
 }
@@ -226,6 +247,15 @@ struct Known {
     at: Instant,
 }
 
+/// Bad coordinate settings.
+#[derive(Debug, thiserror::Error)]
+pub enum CoordsConfigError {
+    #[error("bad Vivaldi configuration: {0}")]
+    Vivaldi(#[from] VivaldiConfigError),
+    #[error("bad coordinate update filter: {0}")]
+    Filter(#[from] UpdateFilterConfigError),
+}
+
 /// One node's coordinate state.
 pub struct CoordsDriver {
     client: VivaldiClient,
@@ -236,12 +266,17 @@ pub struct CoordsDriver {
     asked: HashMap<PeerId, Instant>,
     recent: HashMap<PeerId, VecDeque<Duration>>,
     stats: CoordsStats,
+    app: UpdateFilter,
 }
 
 impl CoordsDriver {
-    pub fn new(vivaldi: VivaldiConfig, cfg: CoordsConfig, seed: u64) -> Result<CoordsDriver, VivaldiConfigError> {
+    pub fn new(vivaldi: VivaldiConfig, cfg: CoordsConfig, seed: u64) -> Result<CoordsDriver, CoordsConfigError> {
+        let client = VivaldiClient::new(Arc::new(vivaldi))?;
+        let mut app = UpdateFilter::new(cfg.app_filter)?;
+        app.push(client.coordinate());
         Ok(CoordsDriver {
-            client: VivaldiClient::new(Arc::new(vivaldi))?,
+            client,
+            app,
             rng: StdRng::seed_from_u64(seed),
             cfg,
             known: HashMap::new(),
@@ -252,9 +287,20 @@ impl CoordsDriver {
         })
     }
 
-    /// This node's current coordinate.
+    /// This node's current coordinate (Vivaldi's, the system-level one).
     pub fn coordinate(&self) -> &Coordinate {
         self.client.coordinate()
+    }
+
+    /// The application-level coordinate (module doc, "Application coordinate"): what
+    /// super-peer selection places and prices by.
+    pub fn app_coordinate(&self) -> &Coordinate {
+        self.app.app().unwrap_or_else(|| self.client.coordinate())
+    }
+
+    /// How many times the application coordinate changed.
+    pub fn app_updates(&self) -> u64 {
+        self.app.updates()
     }
 
     /// The last coordinate heard from `peer`, and when.
@@ -385,7 +431,10 @@ impl CoordsDriver {
 
     fn apply(&mut self, peer: &PeerId, theirs: &Coordinate, rtt: Duration) {
         match self.client.update(&node_id_of(peer), theirs, rtt, &mut self.rng) {
-            Ok(_) => self.stats.applied += 1,
+            Ok(_) => {
+                self.stats.applied += 1;
+                self.app.push(self.client.coordinate());
+            }
             Err(e) => {
                 self.stats.refused += 1;
                 tracing::debug!(%peer, "RTT sample refused by Vivaldi: {e}");

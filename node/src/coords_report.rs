@@ -51,6 +51,9 @@ pub struct CoordsPoint {
     pub dropped_late: u64,
     /// Ping samples dropped by the scheduling gate so far, summed over nodes.
     pub dropped_stall: u64,
+    /// Moves of the application-level coordinate (what super-peer selection sees) so far,
+    /// summed over nodes (`coords_driver.rs`, "Application coordinate"); compare `samples`.
+    pub app_updates: u64,
     /// The nodes' event-loop lateness at their last tick, ms: median and largest.
     pub loop_lateness_ms_p50_max: [f64; 2],
 }
@@ -159,7 +162,7 @@ impl CoordsSampler {
             let mut truth_q = [f64::NAN; 3];
             loop {
                 let mut coords = Vec::with_capacity(probes.len());
-                let (mut sampled, mut samples, mut dropped_late, mut dropped_stall) = (0, 0, 0, 0);
+                let (mut sampled, mut samples, mut dropped_late, mut dropped_stall, mut app_updates) = (0, 0, 0, 0, 0);
                 let mut loop_late = Vec::with_capacity(probes.len());
                 for (i, p) in probes.iter().enumerate() {
                     let s = p.get();
@@ -171,6 +174,7 @@ impl CoordsSampler {
                         samples += s.vivaldi_samples;
                         dropped_late += s.vivaldi_dropped_late;
                         dropped_stall += s.vivaldi_dropped_stall;
+                        app_updates += s.app_coordinate_updates;
                         loop_late.push(s.loop_lateness_ms);
                         if s.vivaldi_samples > 0 {
                             sampled += 1;
@@ -207,6 +211,7 @@ impl CoordsSampler {
                             samples,
                             dropped_late,
                             dropped_stall,
+                            app_updates,
                             loop_lateness_ms_p50_max: [q(&loop_late, 0.5), loop_late_max],
                         });
                     }

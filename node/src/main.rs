@@ -266,12 +266,14 @@ fn superpeer_phase(
                 || args.sp_estimate_push_peers.is_some()
                 || args.sp_probe_stall_ms.is_some()
                 || args.sp_gone_after_probes.is_some()
+                || args.sp_coord_window.is_some()
+                || args.sp_coord_threshold_ms.is_some()
                 || args.no_leader_election
             {
                 anyhow::bail!(
                     "--kill-superpeers, --sp-share, --sp-cap, --sp-start-delay-s, --sp-estimate-parallel, \
-                     --sp-estimate-push-peers, --sp-probe-stall-ms, --sp-gone-after-probes and --no-leader-election \
-                     need --superpeers prefix|tokens"
+                     --sp-estimate-push-peers, --sp-probe-stall-ms, --sp-gone-after-probes, --sp-coord-window, \
+                     --sp-coord-threshold-ms and --no-leader-election need --superpeers prefix|tokens"
                 );
             }
             return Ok(None);
@@ -306,6 +308,12 @@ fn superpeer_phase(
     }
     if let Some(n) = args.sp_gone_after_probes {
         sp.gone_after_probes = n;
+    }
+    if let Some(w) = args.sp_coord_window {
+        sp.coord_window = w;
+    }
+    if let Some(ms) = args.sp_coord_threshold_ms {
+        sp.coord_threshold_ms = ms;
     }
     // Nodes join over a few seconds; give the routing tables time before the estimate.
     sp.start_delay_ms = match args.sp_start_delay_s {

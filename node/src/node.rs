@@ -214,12 +214,12 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
     let me = Rank::new(opts.cfg.priority, node_id);
     let unreadable = Arc::new(AtomicU64::new(0));
     let mut swarm = build_swarm_with_latency(opts.key, &opts.cfg, opts.transport, &unreadable, opts.latency.as_ref())?;
-    let coords = CoordsDriver::new(
-        crate::coords_driver::node_vivaldi_config(),
-        CoordsConfig::default(),
-        opts.seed ^ 0x5eed_c00d_5eed_c00d,
-    )
-    .map_err(|e| anyhow::anyhow!("bad Vivaldi configuration: {e}"))?;
+    let coords_cfg = CoordsConfig {
+        app_filter: opts.cfg.superpeer.as_ref().map_or_else(Default::default, |s| s.coord_filter),
+        ..CoordsConfig::default()
+    };
+    let coords =
+        CoordsDriver::new(crate::coords_driver::node_vivaldi_config(), coords_cfg, opts.seed ^ 0x5eed_c00d_5eed_c00d)?;
     for addr in &opts.cfg.listen {
         swarm.listen_on(addr.clone()).map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
     }
@@ -358,7 +358,8 @@ impl Node {
             }
             if let Some(sp) = self.superpeer.as_mut() {
                 if now >= sp.next_deadline() {
-                    let point = overlay::superpeer::Point::from(self.coords.coordinate());
+                    // The application coordinate (`coords_driver.rs`, "Application coordinate").
+                    let point = overlay::superpeer::Point::from(self.coords.app_coordinate());
                     let late = self.stall.worst_since(now.checked_sub(LATENESS_WINDOW).unwrap_or(now));
                     sp.poll(&mut self.swarm, &self.directory, now, point, self.coords.is_fit(), late);
                 }
@@ -841,6 +842,7 @@ impl Node {
         s.vivaldi_samples = self.coords.stats().applied;
         s.vivaldi_dropped_late = self.coords.stats().dropped_late;
         s.vivaldi_dropped_stall = self.coords.stats().dropped_stall;
+        s.app_coordinate_updates = self.coords.app_updates();
         s.loop_lateness_ms = self.stall.last().as_secs_f64() * 1e3;
         s.loop_lateness_worst_ms = self.stall.worst_ever().as_secs_f64() * 1e3;
         s.superpeer = self.superpeer.as_ref().map(|sp| sp.status().clone());

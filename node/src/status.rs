@@ -42,6 +42,9 @@ pub struct Snapshot {
     pub vivaldi_dropped_late: u64,
     /// RTT samples dropped because the node's event loop ran late during them (`stall.rs`).
     pub vivaldi_dropped_stall: u64,
+    /// Times the application-level coordinate (what super-peer selection sees) moved
+    /// (`coords_driver.rs`, "Application coordinate").
+    pub app_coordinate_updates: u64,
     /// How late the node's event loop ran its last periodic tick, ms (`stall.rs`).
     pub loop_lateness_ms: f64,
     /// The latest the node's event loop ever ran a periodic tick, ms (`stall.rs`).

@@ -15,7 +15,9 @@
 //! `head_watch.rs`, "A stalled loop judges nobody"), `gone_after_probes` (probes in a row
 //! that find nothing listening at the super peer's addresses and report it down without
 //! waiting for `suspect_after_ms`; 0 = off; `head_watch.rs`, "Nothing listening is down"),
-//! `estimate_parallel` and
+//! `coord_window` and `coord_threshold_ms` (the update filter between Vivaldi and super-peer
+//! selection: samples per window, 0 = off, and the energy distance that moves the application
+//! coordinate; `coords_driver.rs`, "Application coordinate"), `estimate_parallel` and
 //! `estimate_push_peers` (the size estimate's own lookups at a time, and the peers each
 //! sample is pushed to; 0 = no sharing: `overlay::superpeer::estimate`, "Pooled samples").
 //! Everything else keeps `SuperPeerConfig`'s defaults (the ones the simulator measured).
@@ -29,6 +31,7 @@
 //! (`Gate::set_serving`). Other nodes keep `inbound_gate`, below the cap their own DHT lookups
 //! dial to (`gate.rs`, session 8).
 
+use overlay::coords::{UpdateFilterConfig, UpdateFilterConfigError};
 use overlay::superpeer::{Method, SuperPeerConfig};
 use overlay::{Algorithm, ElectionConfig};
 use serde::{Deserialize, Serialize};
@@ -69,6 +72,8 @@ pub struct SuperPeerFileConfig {
     pub suspect_after_ms: u64,
     pub probe_stall_ms: u64,
     pub gone_after_probes: u32,
+    pub coord_window: usize,
+    pub coord_threshold_ms: f64,
     pub estimate_parallel: u32,
     pub estimate_push_peers: u32,
 }
@@ -88,6 +93,8 @@ impl Default for SuperPeerFileConfig {
             suspect_after_ms: 10_000,
             probe_stall_ms: 1000,
             gone_after_probes: 2,
+            coord_window: UpdateFilterConfig::default().window,
+            coord_threshold_ms: UpdateFilterConfig::default().threshold * 1000.0,
             estimate_parallel: d.estimate_parallel,
             estimate_push_peers: d.estimate_push_peers,
         }
@@ -105,6 +112,8 @@ pub enum SuperPeerSettingsError {
     Algorithm(#[from] overlay::election::UnknownAlgorithm),
     #[error("super-peer cluster algorithm echo is not supported (it needs the cluster's topology); use bully, fast-bully, ring, chang-roberts or villadangos")]
     Echo,
+    #[error("bad superpeer.coord_window / coord_threshold_ms: {0}")]
+    CoordFilter(#[from] UpdateFilterConfigError),
     #[error("superpeer.{field} must be in {range}, got {got}")]
     Range { field: &'static str, range: &'static str, got: u64 },
 }
@@ -123,6 +132,9 @@ pub struct SuperPeerSettings {
     /// Probes in a row finding no listener that report the head down at once (0: off;
     /// `head_watch.rs`).
     pub gone_after_probes: u32,
+    /// The update filter that makes the coordinate super-peer selection sees
+    /// (`coords_driver.rs`, "Application coordinate").
+    pub coord_filter: UpdateFilterConfig,
 }
 
 impl SuperPeerFileConfig {
@@ -145,6 +157,9 @@ impl SuperPeerFileConfig {
         range("suspect_after_ms", self.suspect_after_ms, 0, 600_000, "[0, 600000]")?;
         range("probe_stall_ms", self.probe_stall_ms, 0, 600_000, "[0, 600000]")?;
         range("gone_after_probes", self.gone_after_probes as u64, 0, 100, "[0, 100]")?;
+        let coord_filter =
+            UpdateFilterConfig { window: self.coord_window, threshold: self.coord_threshold_ms / 1000.0 };
+        coord_filter.validate()?;
         let algorithm = self.cluster_algorithm.parse::<Algorithm>()?;
         if algorithm == Algorithm::Echo {
             return Err(SuperPeerSettingsError::Echo);
@@ -172,6 +187,7 @@ impl SuperPeerFileConfig {
             suspect_after: Duration::from_millis(self.suspect_after_ms),
             probe_stall: Duration::from_millis(self.probe_stall_ms),
             gone_after_probes: self.gone_after_probes,
+            coord_filter,
         }))
     }
 }
@@ -221,6 +237,16 @@ mod tests {
         assert_eq!(t.resolve().unwrap().unwrap().gone_after_probes, 0, "off");
         let bad = SuperPeerFileConfig { mode: "prefix".into(), gone_after_probes: 101, ..Default::default() };
         assert!(bad.resolve().unwrap_err().to_string().contains("gone_after_probes"));
+        let d = t.resolve().unwrap().unwrap().coord_filter;
+        assert_eq!((d.window, d.threshold), (16, 0.004), "the coordinate filter's defaults");
+        let t: SuperPeerFileConfig =
+            toml::from_str("mode = \"tokens\"\ncoord_window = 0\ncoord_threshold_ms = 2.5\n").unwrap();
+        let f = t.resolve().unwrap().unwrap().coord_filter;
+        assert_eq!((f.window, f.threshold), (0, 0.0025));
+        let bad = SuperPeerFileConfig { mode: "tokens".into(), coord_window: 100_000, ..Default::default() };
+        assert!(bad.resolve().unwrap_err().to_string().contains("coord_window"));
+        let bad = SuperPeerFileConfig { mode: "tokens".into(), coord_threshold_ms: f64::NAN, ..Default::default() };
+        assert!(bad.resolve().unwrap_err().to_string().contains("coord_threshold_ms"));
         let bad = SuperPeerFileConfig { mode: "prefix".into(), cluster_algorithm: "echo".into(), ..Default::default() };
         assert!(bad.resolve().is_err());
         let t: SuperPeerFileConfig = toml::from_str("mode = \"tokens\"\nshare = 0.05\ncluster_cap = 40\n").unwrap();

@@ -45,6 +45,14 @@ fn bad_flags_are_clear_errors() {
     assert_ne!(code, 0);
     assert!(err.contains("estimate_parallel must be in [1, 1000], got 0"), "{err}");
 
+    let (code, err) = peerage(&["swarm", "--nodes", "2", "--sp-coord-window", "8"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("--sp-coord-window") && err.contains("--superpeers"), "{err}");
+
+    let (code, err) = peerage(&["swarm", "--nodes", "2", "--superpeers", "tokens", "--sp-coord-threshold-ms=-1"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("coord_threshold_ms") && err.contains("threshold"), "{err}");
+
     let (code, err) = peerage(&["--log", "peerage=[[", "swarm", "--nodes", "2"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("bad log filter"), "{err}");

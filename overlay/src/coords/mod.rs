@@ -20,6 +20,8 @@
 //! - [`coordinate`]: [`Coordinate`], a compact `Copy` value with distance and force rules.
 //! - [`filter`]: [`LatencyFilter`], the bounded per-peer moving median.
 //! - [`client`]: [`VivaldiClient`], one node's update rule.
+//! - [`update_filter`]: [`UpdateFilter`], the application-level coordinate (Ledlie et al.'s
+//!   ENERGY update filter), what super-peer selection sees of a node's position.
 //! - [`scenario`]: small known geometries (line, grid, split, circle, random) and a
 //!   round-based driver, used by the tests (Serf's performance set) and by experiments.
 //!
@@ -36,11 +38,13 @@ pub mod config;
 pub mod coordinate;
 pub mod filter;
 pub mod scenario;
+pub mod update_filter;
 
 pub use client::{ClientStats, VivaldiClient, MAX_RTT};
 pub use config::{VivaldiConfig, VivaldiConfigError, MAX_DIMENSIONS};
 pub use coordinate::Coordinate;
 pub use filter::LatencyFilter;
+pub use update_filter::{UpdateFilter, UpdateFilterConfig, UpdateFilterConfigError};
 
 /// Why a coordinate operation was refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

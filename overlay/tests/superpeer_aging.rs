@@ -182,3 +182,31 @@ fn a_refused_move_is_not_asked_again_and_the_holder_promotes() {
     assert!(h.node.is_super_peer() && h.node.is_head(), "never promoted; moves asked: {asked:?}");
     assert!(promoted_at.is_some_and(|r| r <= hold + 1), "promoted at {promoted_at:?}, hold {hold}");
 }
+
+/// Session 23 (issue 4's 200-node tokens swarm: settled super peers moved right after a
+/// kill nearby, each move costing the promotion, and the swarm had fewer super peers for
+/// 20-35 s): a super peer that saw a member reported down does not move its token by the
+/// force law for the hold time, even for a large gain; after it, it does.
+#[test]
+fn a_super_peer_waits_out_a_crash_nearby_before_it_moves() {
+    let s = seed();
+    let (rng, ids) = seeded_ids(s, 200);
+    let cfg = SuperPeerConfig { method: Method::RepulsionTokens, ..SuperPeerConfig::default() };
+    cfg.validate().unwrap();
+    let hold = cfg.hold_rounds;
+    let mut h = Holder::new(cfg, rng, &ids);
+    for _ in 1..=hold + 1 {
+        assert_eq!(handovers(&h.tick()), 0, "a token centred on its members moved");
+    }
+    assert!(h.node.is_super_peer(), "not promoted after the hold time (seed {s})");
+    // A member crashes; the others then shift far enough that an old super peer moves at once
+    // (`an_old_super_peer_stays_for_a_gain_a_young_one_moves_for`).
+    let dead = h.members.remove(0);
+    h.feed(SpInput::PeerDown(dead.id));
+    h.shift(0.012);
+    for r in 1..hold {
+        assert_eq!(handovers(&h.tick()), 0, "round {r} after a crash nearby: the super peer moved (seed {s})");
+    }
+    let moved: usize = (0..3).map(|_| handovers(&h.tick())).sum();
+    assert_eq!(moved, 1, "the super peer did not move once the hold time after the crash was over (seed {s})");
+}

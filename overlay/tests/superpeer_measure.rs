@@ -408,3 +408,28 @@ fn bad_and_stray_access_reports_are_survived() {
         assert!(fx.iter().any(|e| matches!(e, SpEffect::Rejected { .. })), "{bad}: {fx:?}");
     }
 }
+
+/// Session 23 (issue 4's 200-node tokens swarm: a member tried to attach to a killed head
+/// once a round for 10 s, because every cache exchange brought the dead head back): a head
+/// reported down is not taken from gossip again for `cache_ttl` rounds; a head that
+/// announces itself (`Announce`) still is.
+#[test]
+fn a_head_reported_down_is_not_learned_again_from_gossip() {
+    let cfg = SuperPeerConfig::default();
+    let (mut h, _) = Harness::start_with(cfg.clone(), seed());
+    let c = PeerInfo { id: h.ids[3], point: Point::new(&[0.003, 0.0], 0.001) };
+    let relayed = |head: PeerInfo| SpMessage::CacheExchange { entries: vec![HeadEntry { head, age: 2 }], reply: false };
+    let cached = |h: &Harness| h.node.cached_heads().iter().map(|e| e.id).collect::<Vec<_>>();
+    h.feed(SpInput::Message { from: h.ids[4], msg: relayed(c) });
+    assert!(cached(&h).contains(&c.id), "control: the gossiped head was not cached");
+    h.feed(SpInput::PeerDown(c.id));
+    assert!(!cached(&h).contains(&c.id), "a head reported down stayed cached");
+    for r in 0..cfg.cache_ttl - 1 {
+        h.feed(SpInput::Message { from: h.ids[4], msg: relayed(c) });
+        assert!(!cached(&h).contains(&c.id), "round {r}: gossip brought the dead head back");
+        h.tick();
+    }
+    // Its own announcement is believed at once: it is alive after all.
+    h.feed(SpInput::Message { from: c.id, msg: SpMessage::Announce { head: c, room: true } });
+    assert!(cached(&h).contains(&c.id), "the head's own announcement was ignored");
+}

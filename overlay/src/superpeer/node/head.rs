@@ -215,6 +215,11 @@ impl SuperPeerNode {
         // A fresh holder prices no move before its members' access reports came, for at most
         // `ACCESS_WAIT_ROUNDS` (`token` module doc, "A fresh holder waits", session 9).
         let force = force.filter(|_| !awaiting_reports(round.wrapping_sub(h.became), &h.members, &h.access, &cfg));
+        // A settled super peer stays put while its neighbourhood recovers from a crash (module
+        // doc, step 4, "A settled super peer waits out a crash nearby", session 23); a
+        // recreated token's first move is the recovery itself.
+        let recovering = h.super_peer && !h.recreated && round.wrapping_sub(h.disturbed) < cfg.hold_rounds;
+        let force = force.filter(|_| !recovering);
         if let Some(f) = force.filter(|f| f.magnitude() > cfg.force_threshold * promoted) {
             let holders: Vec<NodeId> = h.view.iter().map(|e| e.holder.id).collect();
             let mut cands: Vec<PeerInfo> = self.neighbours.clone();

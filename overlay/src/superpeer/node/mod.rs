@@ -211,6 +211,25 @@
 //!    head with room over 10 % nearer, and a head measured once under that load kept the
 //!    inflated minimum for good (only unmeasured heads are probed). The simulator never sends the input: its Vivaldi
 //!    phase runs first, so every node counts as fit and nothing changes there.
+//!    **A settled super peer waits out a crash nearby** (*ours*, session 23, issue 4's
+//!    200-node tokens swarm): a promoted holder that saw a member or a known holder
+//!    reported down moves its token by the force law only `hold_rounds` later (its split
+//!    offers and jumps, and the medoid step, waited already, session 7). In the swarm,
+//!    right after a kill the members of the dead cluster attach elsewhere while their
+//!    re-election runs, the force on neighbouring tokens changes with them, and settled
+//!    super peers moved: each move costs the promotion (the hold time starts again), so the
+//!    swarm had fewer super peers for 20-35 s after the kill although every killed role was
+//!    taken over within 2-4 s. A recreated token's first move (it keeps the promotion,
+//!    step 5) is not held back. The simulator's numbers before the crash do not change (no
+//!    node is reported down before it).
+//!    **Members' positions are kept fresh** (*ours*, session 23): a head knew a member's
+//!    position from its `Attach`, minutes old in a settled cluster, and its own from now; the
+//!    node driver learns every peer's current position from each exchange (every request and
+//!    answer carries the sender's) and reports it (`SpInput::PeerUp`), which now also
+//!    refreshes the member's entry in its head's list. The simulator's positions never change,
+//!    so nothing changes there. (The positions themselves are the driver's application-level
+//!    coordinates, which move only when a node's coordinate shifted, not with its jitter:
+//!    `node/src/coords_driver.rs`, "Application coordinate".)
 //!    **Split offers** (*ours*, session 6, [`super::token`] module doc): a settled holder
 //!    whose cluster would gain much from a second head sends `Split` to a holder it knows
 //!    (session 7: one, [`super::token::split_taker`]); a settled holder whose token is cheap
@@ -347,6 +366,13 @@
 //!    (`Input::Membership`, which every core algorithm takes mid-election), up to twice the
 //!    cap. The sender named `dead` as its head, so it was in that cluster; the winner is the
 //!    highest of all who take part.
+//!    **A dead head is not learned again** (*ours*, session 23, issue 4's 200-node tokens
+//!    swarm): a head reported down (`PeerDown`, or a message to it failed) is ignored in
+//!    gossip for `cache_ttl` rounds, as a head that said it serves no cluster; before, only
+//!    its cache entry went, and the next cache exchange brought it back from a node that
+//!    had not noticed yet. In run s23k8d the winner of a re-election handed its recreated
+//!    token on and then tried to attach to the dead head once a round for 10 s (every try
+//!    found nothing listening) before it attached to the token's new holder.
 //!    **Late elections end** (*ours*, session 10, issue 4's 200-node tokens swarm: after a
 //!    kill, 25 members of one cluster kept re-electing its dead head for minutes, 900
 //!    `Election`s a second, with the role long taken over and every member attached to the
@@ -835,7 +861,8 @@ struct Head {
     /// are ignored and pruned (`token` module doc, "Measured access delay").
     access: Vec<(NodeId, f32)>,
     /// Round a member or a known holder was last reported down: split offers and jumps wait
-    /// `hold_rounds` after it (`token` module doc, "Split offers", session 7).
+    /// `hold_rounds` after it (`token` module doc, "Split offers", session 7), and so do a
+    /// super peer's moves by the force law (module doc, step 4, session 23).
     disturbed: u32,
     /// The measured medoid step under way (`medoid` module doc, session 8).
     medoid: Option<Box<MedoidRound>>,
@@ -1335,6 +1362,11 @@ impl SuperPeerNode {
             SpInput::PeerUp(info) => {
                 if info.id == self.me.id || !info.point.is_valid() {
                     return;
+                }
+                // A member's new position refreshes its head's copy (module doc, step 4,
+                // "Members' positions are kept fresh", session 23).
+                if let Some(m) = self.head.as_mut().and_then(|h| h.members.iter_mut().find(|m| m.id == info.id)) {
+                    m.point = info.point;
                 }
                 self.neighbours.retain(|n| n.id != info.id);
                 let me = self.me.point;

@@ -10,6 +10,15 @@ impl SuperPeerNode {
             return;
         }
         self.neighbours.retain(|n| n.id != id);
+        // A head reported down is ignored in gossip for `cache_ttl` rounds, as one that said
+        // it serves no cluster (module doc, step 5, "A dead head is not learned again",
+        // session 23): other nodes still pass its entry on until their entries age out.
+        let known_head = self.cache.iter().any(|c| c.info.id == id)
+            || self.attached.is_some_and(|a| a.id == id)
+            || self.member_view.as_ref().is_some_and(|(h, _, _)| *h == id);
+        if known_head {
+            self.forget_head(id);
+        }
         self.cache.retain(|c| c.info.id != id);
         if self.attaching.is_some_and(|(a, _)| a == id) {
             self.attaching = None;

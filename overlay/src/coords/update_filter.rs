@@ -99,6 +99,8 @@ pub struct UpdateFilter {
     updates: u64,
     /// The first start window was filled (the warm-up is over).
     warm: bool,
+    /// The start window's within-window mean distance, computed once when it filled.
+    start_spread: f64,
 }
 
 impl UpdateFilter {
@@ -111,6 +113,7 @@ impl UpdateFilter {
             app: None,
             updates: 0,
             warm: false,
+            start_spread: 0.0,
         })
     }
 
@@ -149,6 +152,7 @@ impl UpdateFilter {
             // centroid of the window's samples.
             if self.start.len() == w {
                 self.warm = true;
+                self.start_spread = spread(self.start.iter());
                 let centroid = centroid(&self.start, c);
                 return self.set(centroid);
             }
@@ -157,8 +161,7 @@ impl UpdateFilter {
         if self.current.len() < w {
             return None;
         }
-        let (cur_a, cur_b) = self.current.as_slices();
-        if energy(&self.start, cur_a, cur_b) > self.cfg.threshold {
+        if energy(&self.start, self.start_spread, &self.current) > self.cfg.threshold {
             // The coordinate moved: the next `window` samples make the new start window, and
             // their centroid the application coordinate.
             self.start.clear();
@@ -183,28 +186,28 @@ fn shift(a: &Coordinate, b: &Coordinate) -> f64 {
     e + (a.height - b.height).abs()
 }
 
-/// The energy distance between the windows `s` and `c` (`c` in two slices), with the
-/// within-window means over distinct pairs (module doc).
-fn energy(s: &[Coordinate], c_a: &[Coordinate], c_b: &[Coordinate]) -> f64 {
-    let c = || c_a.iter().chain(c_b);
-    let (n, m) = (s.len(), c_a.len() + c_b.len());
+/// The mean distance between two distinct samples of a window (0 with fewer than two).
+fn spread<'a>(v: impl Iterator<Item = &'a Coordinate> + Clone) -> f64 {
+    let n = v.clone().count();
+    if n < 2 {
+        return 0.0;
+    }
+    let mut sum = 0.0;
+    for (i, a) in v.clone().enumerate() {
+        sum += v.clone().skip(i + 1).map(|b| shift(a, b)).sum::<f64>();
+    }
+    2.0 * sum / (n * (n - 1)) as f64
+}
+
+/// The energy distance between the start window `s` (whose [`spread`] is `s_spread`) and the
+/// current window `c`, with the within-window means over distinct pairs (module doc).
+fn energy(s: &[Coordinate], s_spread: f64, c: &VecDeque<Coordinate>) -> f64 {
+    let (n, m) = (s.len(), c.len());
     if n < 2 || m < 2 {
         return 0.0;
     }
-    let cross: f64 = s.iter().map(|x| c().map(|y| shift(x, y)).sum::<f64>()).sum();
-    let within = |v: &mut dyn Iterator<Item = &Coordinate>| {
-        let v: Vec<&Coordinate> = v.collect();
-        let mut sum = 0.0;
-        for i in 0..v.len() {
-            for j in i + 1..v.len() {
-                sum += shift(v[i], v[j]);
-            }
-        }
-        2.0 * sum
-    };
-    let ss = within(&mut s.iter());
-    let cc = within(&mut c());
-    2.0 * cross / (n * m) as f64 - ss / (n * (n - 1)) as f64 - cc / (m * (m - 1)) as f64
+    let cross: f64 = s.iter().map(|x| c.iter().map(|y| shift(x, y)).sum::<f64>()).sum();
+    2.0 * cross / (n * m) as f64 - s_spread - spread(c.iter())
 }
 
 /// The centroid of `window` (non-empty): mean components and height; error and adjustment of
@@ -340,9 +343,10 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let s = cloud(&mut rng, 0.0, 0.0, 0.0005, 16);
         let c = cloud(&mut rng, 0.010, 0.0, 0.0005, 16);
-        let e = energy(&s, &c, &[]);
+        let e = energy(&s, spread(s.iter()), &c.into_iter().collect());
         assert!((e - 0.020).abs() < 0.002, "energy {e} for two places 10 ms apart (seed {seed})");
         let same = cloud(&mut rng, 0.0, 0.0, 0.0005, 16);
-        assert!(energy(&s, &same, &[]).abs() < 0.0005, "energy of one place against itself (seed {seed})");
+        let e = energy(&s, spread(s.iter()), &same.into_iter().collect());
+        assert!(e.abs() < 0.0005, "energy of one place against itself (seed {seed})");
     }
 }

@@ -34,22 +34,7 @@ fn seed() -> u64 {
     common::seed(5)
 }
 
-struct Node {
-    rng: ChaCha8Rng,
-    now: u64,
-    node: SuperPeerNode,
-}
-
-impl Node {
-    fn feed(&mut self, input: SpInput) -> Vec<SpEffect> {
-        common::step(&mut self.node, &mut self.rng, self.now, input)
-    }
-
-    fn tick(&mut self) -> Vec<SpEffect> {
-        self.now += 1_000_000;
-        self.feed(SpInput::Tick)
-    }
-}
+use common::Fed as Node;
 
 fn handover_to(fx: &[SpEffect]) -> Option<NodeId> {
     fx.iter().find_map(|e| match e {

@@ -10,30 +10,12 @@
 //! Here one node B is fed by hand: it takes a token from A with four members that attached
 //! around A. Deterministic; the ids come from a seeded RNG (`PEERAGE_SEED` replays).
 
-use overlay::superpeer::{Method, PeerInfo, Point, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode};
-use rand_chacha::ChaCha8Rng;
+use overlay::superpeer::{Method, PeerInfo, Point, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode};
 use std::sync::Arc;
 
 mod common;
 
-use common::{at, hand_token, handovers, seeded_ids, step};
-
-struct Node {
-    rng: ChaCha8Rng,
-    now: u64,
-    node: SuperPeerNode,
-}
-
-impl Node {
-    fn feed(&mut self, input: SpInput) -> Vec<SpEffect> {
-        step(&mut self.node, &mut self.rng, self.now, input)
-    }
-
-    fn tick(&mut self) -> Vec<SpEffect> {
-        self.now += 1_000_000;
-        self.feed(SpInput::Tick)
-    }
-}
+use common::{at, hand_token, handovers, seeded_ids, Fed as Node};
 
 /// B at (5 ms, 0) takes token 7 from A at the origin, with four members 10 ms around the
 /// origin. Every node reports the same nearest RTT, so the access term ranks nobody apart:

@@ -265,3 +265,21 @@ impl DhtWorld {
         sample_of(&self.ids, NodeId([0; 32]), key)
     }
 }
+
+/// One node fed by hand: its RNG and clock (µs), one input at a time, a round (1 s) per tick.
+pub struct Fed {
+    pub rng: ChaCha8Rng,
+    pub now: u64,
+    pub node: SuperPeerNode,
+}
+
+impl Fed {
+    pub fn feed(&mut self, input: SpInput) -> Vec<SpEffect> {
+        step(&mut self.node, &mut self.rng, self.now, input)
+    }
+
+    pub fn tick(&mut self) -> Vec<SpEffect> {
+        self.now += 1_000_000;
+        self.feed(SpInput::Tick)
+    }
+}

@@ -50,6 +50,16 @@
 //!   tokens swarm reported alive heads down this way; each report started a re-election next
 //!   to a live head. A head that dies after refusing us is still reported `min_silence`
 //!   after that refusal.
+//! - **Refusing is not serving** (*ours*, session 24): a refusal proves the head alive, not
+//!   that it still serves us. A node that handed its token on and whose `Moved` never reached
+//!   a member is no longer a head: its gate keeps only `inbound_gate` connections
+//!   ([`crate::gate`]) and refuses that member's dials, and the member, taking every refusal
+//!   for life, stayed attached to it for good (issue 4, session 23's run s23cd: three members
+//!   for over 400 s, so the swarm never converged). So the watch also keeps when the head last
+//!   *served* us (a request or reply from it; refusals do not count), and a refused probe
+//!   after `min_silence` without one says [`Verdict::NotServing`]: the member leaves that head
+//!   and looks for another one, as when a node that is no head answers `Refuse` (no
+//!   re-election: the head is alive, and if it still is a head its `Announce` finds us again).
 //!
 //! Pure and clock-free (the caller passes `now`), so it is tested without a network.
 
@@ -84,6 +94,9 @@ pub enum Verdict {
     Gone,
     /// The head refused the connection: it is alive (counted as heard from it).
     Alive,
+    /// The head refused the connection, and has served us nothing (no request, no reply) for
+    /// `min_silence`: alive but not our head any more in effect; leave it and look again.
+    NotServing,
     /// Our own loop stalled beyond `max_stall` during the probe: nothing learned; probe again
     /// after `spacing`.
     Stalled,
@@ -95,6 +108,8 @@ pub struct HeadWatch {
     cfg: WatchConfig,
     head: Option<NodeId>,
     last_heard: Option<Instant>,
+    /// When the head last served us: a request or a reply from it (a refusal does not count).
+    last_served: Option<Instant>,
     score: u32,
     /// Probes in a row that found no listener at the head's addresses.
     gone: u32,
@@ -111,6 +126,7 @@ impl HeadWatch {
             cfg,
             head: None,
             last_heard: None,
+            last_served: None,
             score: 0,
             gone: 0,
             probing: false,
@@ -125,6 +141,7 @@ impl HeadWatch {
         if head != self.head {
             self.head = head;
             self.last_heard = head.map(|_| now);
+            self.last_served = self.last_heard;
             self.score = 0;
             self.gone = 0;
             self.probing = false;
@@ -137,12 +154,18 @@ impl HeadWatch {
     /// `from` sent us something (a request or a reply).
     pub fn heard(&mut self, from: NodeId, now: Instant) {
         if Some(from) == self.head {
-            self.last_heard = Some(now);
-            self.score = 0;
-            self.gone = 0;
-            self.last_failure = None;
-            self.urgent = false;
+            self.last_served = Some(now);
+            self.alive(now);
         }
+    }
+
+    /// The head showed it is alive (served us, or refused us): the failure count starts again.
+    fn alive(&mut self, now: Instant) {
+        self.last_heard = Some(now);
+        self.score = 0;
+        self.gone = 0;
+        self.last_failure = None;
+        self.urgent = false;
     }
 
     /// Our connection to `peer` closed with an error: if it is our head, probe it at once.
@@ -197,7 +220,14 @@ impl HeadWatch {
         self.probing = false;
         self.probe_at = None;
         if class == SendFailure::RefusedByPeer {
-            self.heard(to, now);
+            let unserved = self.last_served.map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+            self.alive(now);
+            if unserved >= self.cfg.min_silence {
+                // "Refusing is not serving": the next head (or this one, found again) starts
+                // a fresh count.
+                self.last_served = Some(now);
+                return Verdict::NotServing;
+            }
             return Verdict::Alive;
         }
         self.urgent = false;
@@ -346,8 +376,10 @@ mod tests {
     }
 
     /// Session 10: a head that refuses our dials before the handshake is alive. Probes that
-    /// alternate refusals and unreachable dials (a busy head's gate) never report it down; a
-    /// head that dies after its last refusal is reported `min_silence` after that refusal.
+    /// alternate refusals and unreachable dials (a busy head's gate) never report it down
+    /// (session 24: after `min_silence` without service the refusal says `NotServing`
+    /// instead); a head that dies after its last refusal is reported `min_silence` after that
+    /// refusal.
     #[test]
     fn a_refusal_by_the_head_is_a_sign_of_life() {
         let t0 = Instant::now();
@@ -355,6 +387,8 @@ mod tests {
         let mut w = HeadWatch::new(cfg());
         w.due(head, t0);
         let mut t = t0;
+        let mut served = t0;
+        let mut left = Vec::new();
         for k in 0..40 {
             t += Duration::from_secs(1);
             if w.due(head, t) {
@@ -363,17 +397,62 @@ mod tests {
                 let v = w.failed(id(1), class, t, ON_TIME);
                 assert_ne!(v, Verdict::Down, "probe {k} at {:?}: a head that refuses us is alive", t - t0);
                 if class == SendFailure::RefusedByPeer {
-                    assert_eq!(v, Verdict::Alive);
+                    let expected = if t - served >= cfg().min_silence { Verdict::NotServing } else { Verdict::Alive };
+                    assert_eq!(v, expected, "refusal at {:?}", t - t0);
+                    if v == Verdict::NotServing {
+                        served = t;
+                        left.push((t - t0).as_secs());
+                    }
                 }
             }
         }
+        assert_eq!(left, [12, 24, 36], "left every min_silence (rounded up to a refusal)");
         // Refused once more, then dead: down after min_silence from the refusal.
+        w.heard(id(1), t);
         assert!(w.due(head, t + Duration::from_secs(2)));
         w.probe_sent(t);
         let refused_at = t + Duration::from_secs(2);
         assert_eq!(w.failed(id(1), SendFailure::RefusedByPeer, refused_at, ON_TIME), Verdict::Alive);
         let down_at = probed_until_down(&mut w, refused_at, SendFailure::Unreachable);
         assert_eq!(down_at - refused_at, Duration::from_secs(10));
+    }
+
+    /// Session 24 (issue 4, run s23cd): a member whose head handed its token on without
+    /// telling it was refused by the former head's gate on every probe and stayed attached for
+    /// 400 s. Refusals for `min_silence` with nothing served say `NotServing`, once; anything
+    /// the head sends us meanwhile starts the wait again.
+    #[test]
+    fn a_head_that_only_refuses_us_is_left_after_the_silence() {
+        let t0 = Instant::now();
+        let head = Some(id(1));
+        let mut w = HeadWatch::new(cfg());
+        w.due(head, t0);
+        let refused_every_second = |w: &mut HeadWatch, from: Instant, secs: u64| {
+            let mut verdicts = Vec::new();
+            for s in 1..=secs {
+                let t = from + Duration::from_secs(s);
+                if w.due(head, t) {
+                    w.probe_sent(t);
+                    verdicts.push((s, w.failed(id(1), SendFailure::RefusedByPeer, t, ON_TIME)));
+                }
+            }
+            verdicts
+        };
+        let v = refused_every_second(&mut w, t0, 12);
+        let not_serving: Vec<u64> = v.iter().filter(|(_, v)| *v == Verdict::NotServing).map(|(s, _)| *s).collect();
+        assert_eq!(not_serving, [10], "left once, at min_silence: {v:?}");
+        assert!(v.iter().all(|(_, v)| matches!(v, Verdict::Alive | Verdict::NotServing)), "{v:?}");
+        assert_eq!(v.first().map(|(s, _)| *s), Some(2), "the first probe after probe_after");
+
+        // A head that served us in between is not left.
+        let mut w = HeadWatch::new(cfg());
+        w.due(head, t0);
+        let _ = refused_every_second(&mut w, t0, 8);
+        w.heard(id(1), t0 + Duration::from_secs(8) + Duration::from_millis(500));
+        let v = refused_every_second(&mut w, t0 + Duration::from_secs(8), 10);
+        assert!(v.iter().all(|(_, v)| *v == Verdict::Alive), "served at 8.5 s: {v:?}");
+        let v = refused_every_second(&mut w, t0 + Duration::from_secs(18), 1);
+        assert_eq!(v, [(1, Verdict::NotServing)], "19 s: 10.5 s after it last served us");
     }
 
     #[test]

@@ -220,6 +220,9 @@ pub struct SpStatus {
     /// Of those, reported because probes found nothing listening at the head's addresses
     /// (`head_watch.rs`, "Nothing listening is down").
     pub heads_found_gone: u64,
+    /// Heads this member left because they refused it and served nothing for the whole
+    /// silence (`head_watch.rs`, "Refusing is not serving").
+    pub heads_not_serving: u64,
     /// Failed head probes not counted because this node's own loop stalled beyond the
     /// watch's limit while they were out (`head_watch.rs`, "A stalled loop judges nobody").
     pub probes_stalled: u64,
@@ -1042,6 +1045,11 @@ impl SuperPeerDriver {
                                 Verdict::Uncounted => {}
                                 Verdict::Alive => {
                                     debug!(me = %self.me_id.short(), head = %to.short(), "probe refused by the super peer: it is alive");
+                                }
+                                Verdict::NotServing => {
+                                    info!(me = %self.me_id.short(), head = %to.short(), silence_ms = self.settings.suspect_after.as_millis() as u64, "super peer refused us and served nothing for the whole silence: leaving it");
+                                    self.status.heads_not_serving += 1;
+                                    self.run(sw, dir, SpInput::HeadNotServing(to));
                                 }
                                 Verdict::Stalled => {
                                     self.status.probes_stalled += 1;

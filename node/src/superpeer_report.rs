@@ -282,6 +282,9 @@ pub struct SpMeasures {
     pub heads_reported_down: u64,
     /// Of those, reported because the probes found nothing listening (`head_watch.rs`).
     pub heads_found_gone: u64,
+    /// Heads that members left because they refused them and served nothing for the whole
+    /// silence (`head_watch.rs`, "Refusing is not serving").
+    pub heads_not_serving: u64,
     /// Failed head probes not counted because the member's own loop stalled meanwhile
     /// (`head_watch.rs`, "A stalled loop judges nobody").
     pub probes_stalled: u64,
@@ -621,6 +624,7 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
         m.election_timers_deferred += p.election_timers_deferred;
         m.heads_reported_down += p.heads_reported_down;
         m.heads_found_gone += p.heads_found_gone;
+        m.heads_not_serving += p.heads_not_serving;
         m.probes_stalled += p.probes_stalled;
         m.elections_joined += p.elections_joined;
         for (kind, n) in &p.messages_by_kind {

@@ -433,3 +433,45 @@ fn a_head_reported_down_is_not_learned_again_from_gossip() {
     h.feed(SpInput::Message { from: c.id, msg: SpMessage::Announce { head: c, room: true } });
     assert!(cached(&h).contains(&c.id), "the head's own announcement was ignored");
 }
+
+/// Session 24 (issue 4, run s23cd): a head that refused every connection and sent nothing
+/// for the detector's whole silence (`SpInput::HeadNotServing`) is left as if it had answered
+/// `Refuse`: the member detaches and attaches elsewhere, with no re-election; a report about
+/// another node changes nothing.
+#[test]
+fn a_head_that_only_refuses_is_left_without_an_election() {
+    let (mut h, fx) = Harness::start(1, seed());
+    assert_eq!(attaches(&fx), vec![h.a.id], "{fx:?}");
+    h.accept(h.a);
+    let (a, b) = (h.a.id, h.b.id);
+    let fx = h.feed(SpInput::HeadNotServing(b));
+    assert_eq!(h.node.attached_to(), Some(a), "left its head over a report about another node: {fx:?}");
+    assert!(!fx.contains(&SpEffect::Detached), "{fx:?}");
+    let mut fx = h.feed(SpInput::HeadNotServing(a));
+    assert!(fx.contains(&SpEffect::Detached), "stayed with a head that does not serve it: {fx:?}");
+    assert_eq!(h.node.attached_to(), None);
+    // It looks again (the token directory: A and B) and asks B.
+    let directory = vec![h.a, h.b];
+    for _ in 0..20 {
+        if attaches(&fx).contains(&b) {
+            break;
+        }
+        let asked = common::lookups(&fx);
+        fx.clear();
+        for (query, what) in asked {
+            assert!(matches!(what, overlay::superpeer::Query::Providers { .. }), "{what:?}");
+            fx.extend(h.feed(SpInput::LookupResult { query, peers: directory.clone() }));
+        }
+        if attaches(&fx).is_empty() {
+            fx.extend(h.tick());
+        }
+    }
+    assert!(attaches(&fx).contains(&b), "did not look for another head: {fx:?}");
+    assert!(!attaches(&fx).contains(&a), "asked the head that does not serve it again: {fx:?}");
+    assert!(
+        !fx.iter().any(|e| matches!(e, SpEffect::Send { msg: SpMessage::Election { .. }, .. })),
+        "a live head was re-elected: {fx:?}"
+    );
+    h.accept(h.b);
+    assert_eq!(h.node.attached_to(), Some(b));
+}

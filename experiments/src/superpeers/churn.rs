@@ -74,6 +74,7 @@ pub fn input_kind(input: &SpInput) -> &'static str {
         SpInput::LookupFailed { .. } => "lookup-failed",
         SpInput::PeerUp(_) => "peer-up",
         SpInput::PeerDown(_) => "peer-down",
+        SpInput::HeadNotServing(_) => "head-not-serving",
         SpInput::SendFailed { .. } => "send-failed",
         SpInput::Coordinate(_) => "coordinate",
         SpInput::ElectionTimer(_) => "election-timer",

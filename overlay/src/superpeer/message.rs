@@ -196,6 +196,11 @@ pub enum SpInput {
     PeerUp(PeerInfo),
     /// The transport or failure detector reports a peer unreachable.
     PeerDown(NodeId),
+    /// The failure detector finds the node's head alive but not serving it: the head refused
+    /// every connection for a whole silence and sent nothing (module doc of
+    /// `superpeer::node`, step 5, "A head that only refuses is left"). The node leaves that
+    /// head and looks again, without a re-election; ignored unless `head` is its head.
+    HeadNotServing(NodeId),
     /// A message could not be delivered.
     SendFailed { to: NodeId, msg: SpMessage },
     /// The node's own coordinate changed.

@@ -328,6 +328,16 @@
 //!    `Moved` to B after ignoring B's `Moved` to C, and it stayed with B, a live non-head,
 //!    for good (the driver's probes only check liveness): 2 of 4 16-node swarm runs never
 //!    converged.
+//!    **A head that only refuses is left** (*ours*, session 24, issue 4's 200-node tokens
+//!    swarm): that `Attach` needs a connection, and a node that is no longer a head admits
+//!    few (the node driver's gate), so a member whose head handed its token on without its
+//!    `Moved` reaching it was refused at the door, never heard the `Refuse`, and in run
+//!    s23cd stayed attached to the live non-head for over 400 s. The driver's detector
+//!    reports a head that refused every connection and sent nothing for its whole silence
+//!    (`SpInput::HeadNotServing`); the member leaves it as if it had answered `Refuse` and
+//!    looks again. No re-election: the node is alive, and if it still is a head, its
+//!    `Announce` or the cache brings it back (its own `Announce` is believed, see "A dead
+//!    head is not learned again").
 //!    **Timeouts follow the RTT** (*ours*, session 7, issue 4's 200-node tokens swarm: one
 //!    head reported down by 16 members made 24 of them "super peer" within 2 s, and the
 //!    winners' conflicting `Takeover`s and views set off a storm of 2,430 `Election`
@@ -1382,6 +1392,13 @@ impl SuperPeerNode {
                 self.neighbours.sort_by(|a, b| me.rtt(&a.point).total_cmp(&me.rtt(&b.point)));
             }
             SpInput::PeerDown(id) => self.peer_down(ctx, id),
+            SpInput::HeadNotServing(id) => {
+                // As a node that is no head answering `Refuse { full: false }` (step 5, "A head
+                // that only refuses is left").
+                if self.head.is_none() && self.leave_head(ctx, id) {
+                    self.try_attach(ctx);
+                }
+            }
             SpInput::SendFailed { msg: SpMessage::SizeSamples { .. }, .. } => {
                 // Shared samples are a courtesy to peers we just reached; one that failed
                 // says too little about the peer to call it down (`estimate` module doc).

@@ -10,7 +10,8 @@
 //! of a closest-peer lookup's target match the wanted key), `start_delay_ms` (how long after
 //! start-up the node waits before its first lookups, so that its routing table has entries),
 //! `suspect_after_ms` (how long a member must have heard nothing from its super peer before
-//! failed probes report it down; `head_watch.rs`), `probe_stall_ms` (a failed probe counts
+//! failed probes report it down, and how long a super peer may refuse its member's dials
+//! without serving it before the member leaves it; `head_watch.rs`), `probe_stall_ms` (a failed probe counts
 //! nothing if the node's own loop ran later than this while it was out; 0 = no limit;
 //! `head_watch.rs`, "A stalled loop judges nobody"), `gone_after_probes` (probes in a row
 //! that find nothing listening at the super peer's addresses and report it down without

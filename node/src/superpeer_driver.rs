@@ -1231,6 +1231,27 @@ impl SuperPeerDriver {
             }
             SpEffect::Detached => debug!("detached from the super peer"),
             SpEffect::TokenAcquired { token, epoch } => debug!(token = token.0, epoch, "token acquired"),
+            SpEffect::TokenMovePriced { to, here, there, radius, holders, reports, needed } => {
+                // What the move was priced on (ms), for the record: two holders that pass a
+                // token back and forth show which term they disagree on.
+                let ms = |x: f32| (x as f64 * 1e4).round() / 10.0;
+                debug!(
+                    to = %to.short(),
+                    here_ms = ms(here.total),
+                    there_ms = ms(there.total),
+                    here_rtt = ms(here.rtt),
+                    there_rtt = ms(there.rtt),
+                    here_access = ms(here.access),
+                    there_access = ms(there.access),
+                    here_repulsion = ms(here.repulsion),
+                    there_repulsion = ms(there.repulsion),
+                    radius_ms = ms(radius),
+                    holders,
+                    reports,
+                    needed = (needed as f64 * 1e3).round() / 1e3,
+                    "token move priced"
+                );
+            }
             SpEffect::TokenReleased { token, epoch } => {
                 debug!(token = token.0, epoch, "token released");
                 self.status.token_moves += 1;

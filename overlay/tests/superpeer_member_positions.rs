@@ -10,7 +10,7 @@
 //! Here one node B is fed by hand: it takes a token from A with four members that attached
 //! around A. Deterministic; the ids come from a seeded RNG (`PEERAGE_SEED` replays).
 
-use overlay::superpeer::{Method, PeerInfo, Point, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode};
+use overlay::superpeer::{Method, PeerInfo, Point, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode};
 use std::sync::Arc;
 
 mod common;
@@ -82,4 +82,38 @@ fn the_token_goes_where_the_members_are_now() {
         let moved = handovers(&b.tick());
         assert!(moved.is_empty(), "round {r}: the token moved ({moved:?}) by the members' old positions (seed {seed})");
     }
+}
+
+#[test]
+fn a_move_records_what_it_was_priced_on() {
+    // The control's move to A, with the record the driver logs (`SpEffect::TokenMovePriced`).
+    let seed = common::seed(23);
+    let (mut b, members, cfg) = setup(seed);
+    let fx = b.tick();
+    let moved = handovers(&fx);
+    assert_eq!(moved.len(), 1, "no move (seed {seed})");
+    let priced: Vec<_> = fx
+        .iter()
+        .filter_map(|e| match e {
+            SpEffect::TokenMovePriced { to, here, there, radius, reports, needed, .. } => {
+                Some((*to, *here, *there, *radius, *reports, *needed))
+            }
+            _ => None,
+        })
+        .collect();
+    let [(to, here, there, radius, reports, needed)] = priced[..] else {
+        panic!("{} move records for one move (seed {seed}): {fx:?}", priced.len())
+    };
+    assert_eq!(to, moved[0].0, "the record names another target (seed {seed})");
+    // By these positions: 11.0 ms to A (the members at 10 ms, B at 5 ms, heights 2 ms);
+    // 11.47 ms to B (5, 15, 11.18 twice and A at 5 ms, heights 2 ms).
+    assert!((there.rtt - 0.0110).abs() < 1e-5, "A's predicted mean RTT {} s (seed {seed})", there.rtt);
+    assert!((here.rtt - 0.011472).abs() < 1e-5, "B's predicted mean RTT {} s (seed {seed})", here.rtt);
+    for p in [here, there] {
+        let sum = cfg.attraction as f32 * (p.rtt + cfg.access_weight as f32 * p.access) + p.repulsion;
+        assert!((p.total - sum).abs() < 1e-6, "the parts do not make the total: {p:?} (seed {seed})");
+    }
+    assert!(there.total < here.total * (1.0 - needed), "moved on less than it needed (seed {seed})");
+    assert_eq!(reports as usize, members.len() + 1, "access reports counted (seed {seed})");
+    assert!(radius > 0.0 && needed > 0.0, "{radius} {needed} (seed {seed})");
 }

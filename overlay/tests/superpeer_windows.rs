@@ -440,6 +440,7 @@ impl Net {
             | SpEffect::BecomeSuperPeer
             | SpEffect::StopSuperPeer
             | SpEffect::AttachedTo(_)
+            | SpEffect::TokenMovePriced { .. }
             | SpEffect::Detached => {}
         }
     }

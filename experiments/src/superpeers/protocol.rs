@@ -304,7 +304,8 @@ impl<'w> Sim<'w> {
             SpEffect::BecomeSuperPeer
             | SpEffect::StopSuperPeer
             | SpEffect::Detached
-            | SpEffect::TokenAcquired { .. } => {}
+            | SpEffect::TokenAcquired { .. }
+            | SpEffect::TokenMovePriced { .. } => {}
         }
     }
 

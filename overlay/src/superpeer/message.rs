@@ -229,6 +229,20 @@ pub enum SpInput {
     Lateness { secs: f64 },
 }
 
+/// A candidate's cost as a holder priced it for a move, seconds, term by term
+/// ([`super::token::CostParts`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MovePrice {
+    /// Predicted mean RTT of the members to the candidate.
+    pub rtt: f32,
+    /// Estimated access excess.
+    pub access: f32,
+    /// Repulsion potential.
+    pub repulsion: f32,
+    /// The cost these make.
+    pub total: f32,
+}
+
 /// What a super-peer selection node asks its driver to do.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SpEffect {
@@ -268,6 +282,22 @@ pub enum SpEffect {
     TokenReleased {
         token: TokenId,
         epoch: u32,
+    },
+    /// A move by the force law was chosen: the token goes to `to` (a record for the driver's
+    /// log, nothing to do). `here` and `there` are the holder's own view of the cost of
+    /// keeping the token and of the target, term by term; `radius` (s) the cluster radius the
+    /// repulsion range scales with, `holders` how many other holders the view counts,
+    /// `reports` how many members' access reports it has, `needed` the fraction the move had
+    /// to gain. Two holders that pass a token back and forth show here what they disagree
+    /// on (module doc of `superpeer::node`, step 4).
+    TokenMovePriced {
+        to: NodeId,
+        here: MovePrice,
+        there: MovePrice,
+        radius: f32,
+        holders: u16,
+        reports: u16,
+        needed: f32,
     },
     /// Measure the round-trip time to `peer` (a ping, or a timed request/response) and answer
     /// with exactly one `SpInput::Rtt { peer, .. }` (`rtt: None` on failure). The node reads

@@ -325,6 +325,39 @@ pub fn cost(
     access: f64,
     cfg: &SuperPeerConfig,
 ) -> f64 {
+    cost_parts(c, me, members, others, radius, access, cfg).total(cfg)
+}
+
+/// The three terms of a candidate's [`cost`], seconds, for the record of a move
+/// (`SpEffect::TokenMovePriced`: which term two holders that pass a token back and forth
+/// disagree on).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CostParts {
+    /// Predicted mean RTT of the members counted to the candidate (0 with none).
+    pub rtt: f64,
+    /// The candidate's estimated access excess (0 with no member counted).
+    pub access: f64,
+    /// The repulsion potential at the candidate.
+    pub repulsion: f64,
+}
+
+impl CostParts {
+    /// The cost these parts make: `attraction x (rtt + access_weight x access) + repulsion`.
+    pub fn total(&self, cfg: &SuperPeerConfig) -> f64 {
+        cfg.attraction * (self.rtt + cfg.access_weight * self.access) + self.repulsion
+    }
+}
+
+/// [`cost`], term by term.
+pub fn cost_parts(
+    c: &PeerInfo,
+    me: &PeerInfo,
+    members: &[PeerInfo],
+    others: &[Point],
+    radius: f64,
+    access: f64,
+    cfg: &SuperPeerConfig,
+) -> CostParts {
     let mut sum = 0.0;
     let mut n = 0usize;
     for x in members.iter().chain(std::iter::once(me)) {
@@ -334,8 +367,11 @@ pub fn cost(
         sum += c.point.rtt(&x.point);
         n += 1;
     }
-    let pull = if n == 0 { 0.0 } else { cfg.attraction * (sum / n as f64 + cfg.access_weight * access) };
-    pull + repulsion_potential(&c.point, others, radius, cfg)
+    let repulsion = repulsion_potential(&c.point, others, radius, cfg);
+    if n == 0 {
+        return CostParts { rtt: 0.0, access: 0.0, repulsion };
+    }
+    CostParts { rtt: sum / n as f64, access, repulsion }
 }
 
 /// The cooling factor of a token at `epoch` whose holder is (`promoted`) or is not a super

@@ -233,6 +233,24 @@ impl SuperPeerNode {
             };
             let excluded = |c: &PeerInfo| holders.contains(&c.id) || refused(c.id);
             if let Some(t) = choose_target(&me, &f, &h.members, &others, &cands, excluded, &access, cool, &cfg) {
+                let price = |c: &PeerInfo| {
+                    let p = cost_parts(c, &me, &h.members, &others, f.radius, access.of(c), &cfg);
+                    MovePrice {
+                        rtt: p.rtt as f32,
+                        access: p.access as f32,
+                        repulsion: p.repulsion as f32,
+                        total: p.total(&cfg) as f32,
+                    }
+                };
+                ctx.push(SpEffect::TokenMovePriced {
+                    to: t.id,
+                    here: price(&me),
+                    there: price(&t),
+                    radius: f.radius as f32,
+                    holders: others.len().min(u16::MAX as usize) as u16,
+                    reports: h.access.len().min(u16::MAX as usize) as u16,
+                    needed: (cfg.min_gain * cool.max(1.0)) as f32,
+                });
                 send_move(ctx, h, me, t.id, round, token, epoch);
                 return;
             }

@@ -568,12 +568,14 @@
 use super::config::{prefix_bits, Method, SuperPeerConfig};
 use super::estimate::{SizeEstimator, SizeSample, MAX_SAMPLES_PER_MESSAGE};
 use super::medoid;
-use super::message::{HeadEntry, HeadRole, PeerInfo, Query, SpEffect, SpInput, SpMessage, TokenEntry, TokenId};
+use super::message::{
+    HeadEntry, HeadRole, MovePrice, PeerInfo, Query, SpEffect, SpInput, SpMessage, TokenEntry, TokenId,
+};
 use super::point::Point;
 use super::promotion::{aging, jump_aging};
 use super::token::{
-    awaiting_reports, choose_target, cooling, net_force, removal_plan, split_gain, split_reserve, split_taker,
-    AccessEstimate, Removal,
+    awaiting_reports, choose_target, cooling, cost_parts, net_force, removal_plan, split_gain, split_reserve,
+    split_taker, AccessEstimate, Removal,
 };
 use crate::driver::{Context, Effect, Election, Input, Timer};
 use crate::election::Message;

@@ -1231,7 +1231,7 @@ impl SuperPeerDriver {
             }
             SpEffect::Detached => debug!("detached from the super peer"),
             SpEffect::TokenAcquired { token, epoch } => debug!(token = token.0, epoch, "token acquired"),
-            SpEffect::TokenMovePriced { to, here, there, radius, holders, reports, needed } => {
+            SpEffect::TokenMovePriced { to, here, there, radius, members, holders, reports, needed } => {
                 // What the move was priced on (ms), for the record: two holders that pass a
                 // token back and forth show which term they disagree on.
                 let ms = |x: f32| (x as f64 * 1e4).round() / 10.0;
@@ -1246,6 +1246,7 @@ impl SuperPeerDriver {
                     here_repulsion = ms(here.repulsion),
                     there_repulsion = ms(there.repulsion),
                     radius_ms = ms(radius),
+                    members,
                     holders,
                     reports,
                     needed = (needed as f64 * 1e3).round() / 1e3,

@@ -95,13 +95,13 @@ fn a_move_records_what_it_was_priced_on() {
     let priced: Vec<_> = fx
         .iter()
         .filter_map(|e| match e {
-            SpEffect::TokenMovePriced { to, here, there, radius, reports, needed, .. } => {
-                Some((*to, *here, *there, *radius, *reports, *needed))
+            SpEffect::TokenMovePriced { to, here, there, radius, members: n, reports, needed, .. } => {
+                Some((*to, *here, *there, *radius, *n, *reports, *needed))
             }
             _ => None,
         })
         .collect();
-    let [(to, here, there, radius, reports, needed)] = priced[..] else {
+    let [(to, here, there, radius, n, reports, needed)] = priced[..] else {
         panic!("{} move records for one move (seed {seed}): {fx:?}", priced.len())
     };
     assert_eq!(to, moved[0].0, "the record names another target (seed {seed})");
@@ -114,6 +114,7 @@ fn a_move_records_what_it_was_priced_on() {
         assert!((p.total - sum).abs() < 1e-6, "the parts do not make the total: {p:?} (seed {seed})");
     }
     assert!(there.total < here.total * (1.0 - needed), "moved on less than it needed (seed {seed})");
+    assert_eq!(n as usize, members.len() + 1, "members counted: the four and A (seed {seed})");
     assert_eq!(reports as usize, members.len() + 1, "access reports counted (seed {seed})");
     assert!(radius > 0.0 && needed > 0.0, "{radius} {needed} (seed {seed})");
 }

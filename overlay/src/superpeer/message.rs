@@ -286,15 +286,16 @@ pub enum SpEffect {
     /// A move by the force law was chosen: the token goes to `to` (a record for the driver's
     /// log, nothing to do). `here` and `there` are the holder's own view of the cost of
     /// keeping the token and of the target, term by term; `radius` (s) the cluster radius the
-    /// repulsion range scales with, `holders` how many other holders the view counts,
-    /// `reports` how many members' access reports it has, `needed` the fraction the move had
-    /// to gain. Two holders that pass a token back and forth show here what they disagree
+    /// repulsion range scales with, `members` how many members it priced with, `holders` how
+    /// many other holders the view counts, `reports` how many members' access reports it
+    /// has, `needed` the fraction the move had to gain. Two holders that pass a token back and forth show here what they disagree
     /// on (module doc of `superpeer::node`, step 4).
     TokenMovePriced {
         to: NodeId,
         here: MovePrice,
         there: MovePrice,
         radius: f32,
+        members: u16,
         holders: u16,
         reports: u16,
         needed: f32,

@@ -247,6 +247,7 @@ impl SuperPeerNode {
                     here: price(&me),
                     there: price(&t),
                     radius: f.radius as f32,
+                    members: h.members.len().min(u16::MAX as usize) as u16,
                     holders: others.len().min(u16::MAX as usize) as u16,
                     reports: h.access.len().min(u16::MAX as usize) as u16,
                     needed: (cfg.min_gain * cool.max(1.0)) as f32,

@@ -230,6 +230,14 @@
 //!    so nothing changes there. (The positions themselves are the driver's application-level
 //!    coordinates, which move only when a node's coordinate shifted, not with its jitter:
 //!    `node/src/coords_driver.rs`, "Application coordinate".)
+//!    **A move's record** (*ours*, session 25): every move by the force law also emits
+//!    [`SpEffect::TokenMovePriced`], the holder's view of the cost of staying and of the
+//!    target term by term ([`super::token::cost_parts`]), which the node driver logs. In the
+//!    200-node swarm the two ends of every token that went straight back (A to B and back to
+//!    A, 20 of them in two runs) disagreed on the predicted-RTT term, over views taken 1-14 s
+//!    apart; the access and repulsion terms did not add to it. Two rules against the move
+//!    back (a margin of the disagreement B saw first; no move back before the promotion)
+//!    were tried and not kept (docs/RESULTS.md, "Session 25").
 //!    **Split offers** (*ours*, session 6, [`super::token`] module doc): a settled holder
 //!    whose cluster would gain much from a second head sends `Split` to a holder it knows
 //!    (session 7: one, [`super::token::split_taker`]); a settled holder whose token is cheap

@@ -1234,7 +1234,7 @@ impl SuperPeerDriver {
             SpEffect::TokenMovePriced { to, here, there, radius, members, holders, reports, needed } => {
                 // What the move was priced on (ms), for the record: two holders that pass a
                 // token back and forth show which term they disagree on.
-                let ms = |x: f32| (x as f64 * 1e4).round() / 10.0;
+                let ms = |x: f32| (x as f64 * 1e4).round() / 10.0 + 0.0; // + 0.0: no "-0"
                 debug!(
                     to = %to.short(),
                     here_ms = ms(here.total),

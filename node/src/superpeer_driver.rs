@@ -1245,6 +1245,8 @@ impl SuperPeerDriver {
                     there_access = ms(there.access),
                     here_repulsion = ms(here.repulsion),
                     there_repulsion = ms(there.repulsion),
+                    here_point = %point_ms(&here.point),
+                    there_point = %point_ms(&there.point),
                     radius_ms = ms(radius),
                     members,
                     holders,
@@ -1549,6 +1551,15 @@ pub fn lookup_preimage(key: &NodeId, bits: u32, salt: u64) -> Vec<u8> {
         }
     }
     best.1.to_be_bytes().to_vec()
+}
+
+/// A point for the log, in ms: the components up to the last non-zero one, then the height
+/// (`1.2,-3.4/0.5`).
+fn point_ms(p: &overlay::superpeer::Point) -> String {
+    let ms = |x: f32| (x as f64 * 1e4).round() / 10.0 + 0.0;
+    let n = p.x.iter().rposition(|c| *c != 0.0).map_or(0, |i| i + 1);
+    let xs: Vec<String> = p.x[..n].iter().map(|c| ms(*c).to_string()).collect();
+    format!("{}/{}", xs.join(","), ms(p.h))
 }
 
 #[cfg(test)]

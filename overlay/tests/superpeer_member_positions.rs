@@ -105,6 +105,8 @@ fn a_move_records_what_it_was_priced_on() {
         panic!("{} move records for one move (seed {seed}): {fx:?}", priced.len())
     };
     assert_eq!(to, moved[0].0, "the record names another target (seed {seed})");
+    assert_eq!(there.point, at(0.0, 0.0), "A's point as priced (seed {seed})");
+    assert_eq!(here.point, b.node.point(), "B's own point as priced (seed {seed})");
     // By these positions: 11.0 ms to A (the members at 10 ms, B at 5 ms, heights 2 ms);
     // 11.47 ms to B (5, 15, 11.18 twice and A at 5 ms, heights 2 ms).
     assert!((there.rtt - 0.0110).abs() < 1e-5, "A's predicted mean RTT {} s (seed {seed})", there.rtt);

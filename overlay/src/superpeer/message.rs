@@ -241,6 +241,8 @@ pub struct MovePrice {
     pub repulsion: f32,
     /// The cost these make.
     pub total: f32,
+    /// The candidate's point as the holder priced it (its own, for the holder).
+    pub point: Point,
 }
 
 /// What a super-peer selection node asks its driver to do.

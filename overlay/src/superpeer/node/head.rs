@@ -240,6 +240,7 @@ impl SuperPeerNode {
                         access: p.access as f32,
                         repulsion: p.repulsion as f32,
                         total: p.total(&cfg) as f32,
+                        point: c.point,
                     }
                 };
                 ctx.push(SpEffect::TokenMovePriced {

@@ -235,7 +235,9 @@
 //!    target term by term ([`super::token::cost_parts`]), which the node driver logs. In the
 //!    200-node swarm the two ends of every token that went straight back (A to B and back to
 //!    A, 20 of them in two runs) disagreed on the predicted-RTT term, over views taken 1-14 s
-//!    apart; the access and repulsion terms did not add to it. Two rules against the move
+//!    apart; the access and repulsion terms did not add to it. With the points in the record,
+//!    9 of 12 such moves had one end's own point 6-59 ms from the copy the other end priced
+//!    it with (the copy lags the application coordinate's steps). Two rules against the move
 //!    back (a margin of the disagreement B saw first; no move back before the promotion)
 //!    were tried and not kept (docs/RESULTS.md, "Session 25").
 //!    **Split offers** (*ours*, session 6, [`super::token`] module doc): a settled holder

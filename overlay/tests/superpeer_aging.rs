@@ -5,7 +5,7 @@
 //! A young super peer moves, an old one stays; with aging off (the session-6 law) the old one
 //! moves too. Deterministic; the ids come from a seeded RNG (`PEERAGE_SEED` replays).
 
-use overlay::superpeer::token::{cooling, cost, net_force};
+use overlay::superpeer::token::{cooling, cost_parts, net_force};
 use overlay::superpeer::{Method, PeerInfo, Point, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode};
 use overlay::NodeId;
 use rand_chacha::ChaCha8Rng;
@@ -80,9 +80,11 @@ fn moderate_shift(cfg: &SuperPeerConfig, ids: &[NodeId]) -> f64 {
                 })
                 .collect();
             let Some(f) = net_force(&me.point, &[], &shifted, cfg) else { return false };
-            let here = cost(&me, &me, &shifted, &[], f.radius, 0.0, cfg);
-            let best =
-                shifted.iter().map(|c| cost(c, &me, &shifted, &[], f.radius, 0.0, cfg)).fold(f64::INFINITY, f64::min);
+            let here = cost_parts(&me, &me, &shifted, &[], f.radius, 0.0, cfg).total(cfg);
+            let best = shifted
+                .iter()
+                .map(|c| cost_parts(c, &me, &shifted, &[], f.radius, 0.0, cfg).total(cfg))
+                .fold(f64::INFINITY, f64::min);
             let gain = 1.0 - best / here;
             f.magnitude() > 1.1 * cfg.force_threshold * cfg.promoted_factor && gain > 0.04 && gain < 0.08
         })

@@ -310,27 +310,10 @@ pub fn repulsion_potential(at: &Point, others: &[Point], radius: f64, cfg: &Supe
         .sum()
 }
 
-/// The cost of the token at candidate `c` when held now by `me` with `members` (seconds):
-/// the predicted mean RTT of the cluster's members to `c` plus `access_weight x` `c`'s
-/// estimated access excess `access` (module doc), plus the repulsion potential at
-/// `c`. After a move the old holder becomes a member and `c` stops being one, so the
-/// members counted are the cluster `members ∪ {me}` without `c`; predicted RTT is distance
-/// plus both heights ([`Point::rtt`]). With no member left the cost is the potential alone.
-pub fn cost(
-    c: &PeerInfo,
-    me: &PeerInfo,
-    members: &[PeerInfo],
-    others: &[Point],
-    radius: f64,
-    access: f64,
-    cfg: &SuperPeerConfig,
-) -> f64 {
-    cost_parts(c, me, members, others, radius, access, cfg).total(cfg)
-}
-
-/// The three terms of a candidate's [`cost`], seconds, for the record of a move
-/// (`SpEffect::TokenMovePriced`: which term two holders that pass a token back and forth
-/// disagree on).
+/// The three terms of a candidate's cost ([`cost_parts`]), seconds; their
+/// [`CostParts::total`] is the cost a move is priced by. Kept apart for the record of a
+/// move (`SpEffect::TokenMovePriced`: which term two holders that pass a token back and
+/// forth disagree on).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct CostParts {
     /// Predicted mean RTT of the members counted to the candidate (0 with none).
@@ -348,7 +331,13 @@ impl CostParts {
     }
 }
 
-/// [`cost`], term by term.
+/// The cost of the token at candidate `c` when held now by `me` with `members`, term by
+/// term (seconds; [`CostParts::total`] sums them): the predicted mean RTT of the cluster's
+/// members to `c` plus `access_weight x` `c`'s estimated access excess `access` (module
+/// doc), plus the repulsion potential at `c`. After a move the old holder becomes a member
+/// and `c` stops being one, so the members counted are the cluster `members ∪ {me}`
+/// without `c`; predicted RTT is distance plus both heights ([`Point::rtt`]). With no
+/// member left the cost is the potential alone.
 pub fn cost_parts(
     c: &PeerInfo,
     me: &PeerInfo,
@@ -456,10 +445,10 @@ pub fn choose_target(
     near.sort_by(|a, b| a.0.total_cmp(&b.0));
     near.dedup_by(|a, b| a.1.id == b.1.id);
     near.truncate(cfg.move_shortlist as usize);
-    let here = cost(me, me, members, others, force.radius, access.of(me), cfg);
+    let here = cost_parts(me, me, members, others, force.radius, access.of(me), cfg).total(cfg);
     let best = near
         .into_iter()
-        .map(|(_, c)| (cost(c, me, members, others, force.radius, access.of(c), cfg), *c))
+        .map(|(_, c)| (cost_parts(c, me, members, others, force.radius, access.of(c), cfg).total(cfg), *c))
         .min_by(|a, b| a.0.total_cmp(&b.0))?;
     let needed = cfg.min_gain * cool.max(1.0);
     (best.0.is_finite() && best.0 < here * (1.0 - needed)).then_some(best.1)
@@ -835,8 +824,8 @@ mod tests {
         let f = net_force(&me.point, &[], &members, &cfg).unwrap();
         let gain_at = |x: f64| {
             let c = peer(14, x, 0.0);
-            let here = cost(&me, &me, &members, &[], f.radius, 0.0, &cfg);
-            (c, 1.0 - cost(&c, &me, &members, &[], f.radius, 0.0, &cfg) / here)
+            let here = cost_parts(&me, &me, &members, &[], f.radius, 0.0, &cfg).total(&cfg);
+            (c, 1.0 - cost_parts(&c, &me, &members, &[], f.radius, 0.0, &cfg).total(&cfg) / here)
         };
         // A candidate beside the members' centre that gains 3.5-4.5 %.
         let (c, gain) = (0..200)

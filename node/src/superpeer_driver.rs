@@ -1231,10 +1231,10 @@ impl SuperPeerDriver {
             }
             SpEffect::Detached => debug!("detached from the super peer"),
             SpEffect::TokenAcquired { token, epoch } => debug!(token = token.0, epoch, "token acquired"),
-            SpEffect::TokenMovePriced { to, here, there, radius, members, holders, reports, needed } => {
+            SpEffect::TokenMovePriced(r) => {
                 // What the move was priced on (ms), for the record: two holders that pass a
                 // token back and forth show which term they disagree on.
-                let ms = |x: f32| (x as f64 * 1e4).round() / 10.0 + 0.0; // + 0.0: no "-0"
+                let overlay::superpeer::MoveRecord { to, here, there, radius, members, holders, reports, needed } = *r;
                 debug!(
                     to = %to.short(),
                     here_ms = ms(here.total),
@@ -1553,10 +1553,14 @@ pub fn lookup_preimage(key: &NodeId, bits: u32, salt: u64) -> Vec<u8> {
     best.1.to_be_bytes().to_vec()
 }
 
+/// Seconds as ms with one decimal, for the log (`+ 0.0`: no "-0").
+fn ms(x: f32) -> f64 {
+    (x as f64 * 1e4).round() / 10.0 + 0.0
+}
+
 /// A point for the log, in ms: the components up to the last non-zero one, then the height
 /// (`1.2,-3.4/0.5`).
 fn point_ms(p: &overlay::superpeer::Point) -> String {
-    let ms = |x: f32| (x as f64 * 1e4).round() / 10.0 + 0.0;
     let n = p.x.iter().rposition(|c| *c != 0.0).map_or(0, |i| i + 1);
     let xs: Vec<String> = p.x[..n].iter().map(|c| ms(*c).to_string()).collect();
     format!("{}/{}", xs.join(","), ms(p.h))

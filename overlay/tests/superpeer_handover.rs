@@ -170,7 +170,7 @@ impl Net {
             | SpEffect::BecomeSuperPeer
             | SpEffect::StopSuperPeer
             | SpEffect::AttachedTo(_)
-            | SpEffect::TokenMovePriced { .. }
+            | SpEffect::TokenMovePriced(_)
             | SpEffect::Detached => {}
         }
     }

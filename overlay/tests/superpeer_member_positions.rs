@@ -95,9 +95,7 @@ fn a_move_records_what_it_was_priced_on() {
     let priced: Vec<_> = fx
         .iter()
         .filter_map(|e| match e {
-            SpEffect::TokenMovePriced { to, here, there, radius, members: n, reports, needed, .. } => {
-                Some((*to, *here, *there, *radius, *n, *reports, *needed))
-            }
+            SpEffect::TokenMovePriced(r) => Some((r.to, r.here, r.there, r.radius, r.members, r.reports, r.needed)),
             _ => None,
         })
         .collect();

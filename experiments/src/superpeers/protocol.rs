@@ -305,7 +305,7 @@ impl<'w> Sim<'w> {
             | SpEffect::StopSuperPeer
             | SpEffect::Detached
             | SpEffect::TokenAcquired { .. }
-            | SpEffect::TokenMovePriced { .. } => {}
+            | SpEffect::TokenMovePriced(_) => {}
         }
     }
 

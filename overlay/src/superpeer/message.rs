@@ -245,6 +245,25 @@ pub struct MovePrice {
     pub point: Point,
 }
 
+/// A move by the force law as its holder priced it ([`SpEffect::TokenMovePriced`]): the token
+/// goes to `to`. `here` and `there` are the holder's own view of the cost of keeping the
+/// token and of the target, term by term; `radius` (s) the cluster radius the repulsion
+/// range scales with, `members` how many members it priced with, `holders` how many other
+/// holders the view counts, `reports` how many members' access reports it has, `needed` the
+/// fraction the move had to gain. Two holders that pass a token back and forth show here
+/// what they disagree on (module doc of `superpeer::node`, step 4, "A move's record").
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MoveRecord {
+    pub to: NodeId,
+    pub here: MovePrice,
+    pub there: MovePrice,
+    pub radius: f32,
+    pub members: u16,
+    pub holders: u16,
+    pub reports: u16,
+    pub needed: f32,
+}
+
 /// What a super-peer selection node asks its driver to do.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SpEffect {
@@ -285,23 +304,10 @@ pub enum SpEffect {
         token: TokenId,
         epoch: u32,
     },
-    /// A move by the force law was chosen: the token goes to `to` (a record for the driver's
-    /// log, nothing to do). `here` and `there` are the holder's own view of the cost of
-    /// keeping the token and of the target, term by term; `radius` (s) the cluster radius the
-    /// repulsion range scales with, `members` how many members it priced with, `holders` how
-    /// many other holders the view counts, `reports` how many members' access reports it
-    /// has, `needed` the fraction the move had to gain. Two holders that pass a token back and forth show here what they disagree
-    /// on (module doc of `superpeer::node`, step 4).
-    TokenMovePriced {
-        to: NodeId,
-        here: MovePrice,
-        there: MovePrice,
-        radius: f32,
-        members: u16,
-        holders: u16,
-        reports: u16,
-        needed: f32,
-    },
+    /// A move by the force law was chosen: what it was priced on, for the driver's log
+    /// (nothing to do). Boxed: it is rare and large, and effects are queued by the million in
+    /// the simulator.
+    TokenMovePriced(Box<MoveRecord>),
     /// Measure the round-trip time to `peer` (a ping, or a timed request/response) and answer
     /// with exactly one `SpInput::Rtt { peer, .. }` (`rtt: None` on failure). The node reads
     /// no clock: the driver times it.

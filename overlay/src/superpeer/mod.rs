@@ -31,6 +31,8 @@ pub mod token;
 
 pub use config::{prefix_bits, Method, SuperPeerConfig, SuperPeerConfigError};
 pub use estimate::{SizeEstimator, SizeSample};
-pub use message::{HeadEntry, HeadRole, MovePrice, PeerInfo, Query, SpEffect, SpInput, SpMessage, TokenEntry, TokenId};
+pub use message::{
+    HeadEntry, HeadRole, MovePrice, MoveRecord, PeerInfo, Query, SpEffect, SpInput, SpMessage, TokenEntry, TokenId,
+};
 pub use node::{slot_key, token_directory_key, CachedHead, SpContext, SuperPeerNode, PROVIDERS_PER_ANSWER};
 pub use point::Point;

@@ -243,7 +243,7 @@ impl SuperPeerNode {
                         point: c.point,
                     }
                 };
-                ctx.push(SpEffect::TokenMovePriced {
+                ctx.push(SpEffect::TokenMovePriced(Box::new(MoveRecord {
                     to: t.id,
                     here: price(&me),
                     there: price(&t),
@@ -252,7 +252,7 @@ impl SuperPeerNode {
                     holders: others.len().min(u16::MAX as usize) as u16,
                     reports: h.access.len().min(u16::MAX as usize) as u16,
                     needed: (cfg.min_gain * cool.max(1.0)) as f32,
-                });
+                })));
                 send_move(ctx, h, me, t.id, round, token, epoch);
                 return;
             }

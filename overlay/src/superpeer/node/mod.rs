@@ -579,7 +579,7 @@ use super::config::{prefix_bits, Method, SuperPeerConfig};
 use super::estimate::{SizeEstimator, SizeSample, MAX_SAMPLES_PER_MESSAGE};
 use super::medoid;
 use super::message::{
-    HeadEntry, HeadRole, MovePrice, PeerInfo, Query, SpEffect, SpInput, SpMessage, TokenEntry, TokenId,
+    HeadEntry, HeadRole, MovePrice, MoveRecord, PeerInfo, Query, SpEffect, SpInput, SpMessage, TokenEntry, TokenId,
 };
 use super::point::Point;
 use super::promotion::{aging, jump_aging};

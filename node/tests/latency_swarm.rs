@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn coordinates_from_emulated_pings_predict_the_model() {
     let seed = std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(21u64);
-    emulated_swarm_learns_coordinates(TransportKind::Memory, 10, 60, seed).await;
+    // 150 samples, not 60 (session 26): after 60 this swarm's median error was 0.13-0.28 on a
+    // quiet machine and 0.356 once in CI, over the bound, with the tests running side by side.
+    emulated_swarm_learns_coordinates(TransportKind::Memory, 10, 150, seed).await;
 }
 
 /// The same over TCP on loopback (`latency_transport::tcp_transport`): the delay sits between

@@ -197,6 +197,7 @@ pub fn mentioned_ids(msg: &SpMessage) -> Vec<NodeId> {
         | SpMessage::Detach
         | SpMessage::StepDown
         | SpMessage::HandoverRefuse { .. }
+        | SpMessage::HandoverStale { .. }
         | SpMessage::Access { .. }
         | SpMessage::MedoidCost { .. }
         | SpMessage::SizeSamples { .. }

@@ -121,6 +121,12 @@ pub enum SpMessage {
     /// Single-lookup estimates of N the sender pooled, its own newest first (`estimate`
     /// module doc, "Pooled samples"; at most `MAX_SAMPLES_PER_MESSAGE`).
     SizeSamples { samples: Vec<SizeSample> },
+    /// The receiver of a `Handover` did not take the token because the sender priced the
+    /// move with a copy of the receiver's position that its own `point` has left by more than
+    /// the smallest gain a move needs could absorb (`node` module doc, step 4, "A move priced
+    /// on a stale position is refused", session 26). Unlike `HandoverRefuse` the receiver may
+    /// be asked again at once: the sender takes `point` and prices its next round with it.
+    HandoverStale { token: TokenId, epoch: u32, point: Point },
 }
 
 impl SpMessage {
@@ -151,6 +157,7 @@ impl SpMessage {
             SpMessage::MedoidCost { .. } => "medoid-cost",
             SpMessage::SlotHeld { .. } => "slot-held",
             SpMessage::SizeSamples { .. } => "size-samples",
+            SpMessage::HandoverStale { .. } => "handover-stale",
         }
     }
 }

@@ -574,6 +574,10 @@ impl SuperPeerNode {
             ctx.send(from, SpMessage::HandoverRefuse { token, epoch });
             return;
         }
+        if self.priced_on_stale_position(from, token, epoch, &members) {
+            ctx.send(from, SpMessage::HandoverStale { token, epoch, point: self.me.point });
+            return;
+        }
         let me = self.me.id;
         let mut members: Vec<PeerInfo> = members.into_iter().filter(|m| m.id != me && m.point.is_valid()).collect();
         if members.len() > self.cfg.cluster_cap as usize {
@@ -611,6 +615,35 @@ impl SuperPeerNode {
                 ctx.send(from, SpMessage::HandoverAck { token, epoch, holder: self.me });
             }
         }
+    }
+
+    /// True when the move `from` hands us was priced on a copy of our position that ours has
+    /// left by more than the smallest gain a move needs could absorb (module doc, step 4, "A
+    /// move priced on a stale position is refused", session 26): the copy is our entry in the
+    /// handed member list, and the shift (Euclidean plus height) is compared with `min_gain`
+    /// times our mean predicted RTT to the other members. Records the refusal: the same
+    /// handover sent again is taken. A token a measured medoid step sends us (we answered its
+    /// `MedoidProbe`) was chosen by measurement, not positions, and is never refused here.
+    fn priced_on_stale_position(&mut self, from: NodeId, token: TokenId, epoch: u32, members: &[PeerInfo]) -> bool {
+        if self.stale_refused == Some((token.0 as u32, epoch)) {
+            return false;
+        }
+        if self.measuring.as_ref().is_some_and(|m| m.answered && m.head == from) {
+            return false;
+        }
+        let me = self.me;
+        let Some(copy) = members.iter().find(|m| m.id == me.id && m.point.is_valid()) else { return false };
+        let shift = copy.point.euclid(&me.point) + (copy.point.h - me.point.h).abs() as f64;
+        let (mut sum, mut n) = (0.0, 0usize);
+        for m in members.iter().filter(|m| m.id != me.id && m.point.is_valid()) {
+            sum += me.point.rtt(&m.point);
+            n += 1;
+        }
+        if n == 0 || shift <= self.cfg.min_gain * sum / n as f64 {
+            return false;
+        }
+        self.stale_refused = Some((token.0 as u32, epoch));
+        true
     }
 
     /// A view from `from` for the next epoch of the token our head holds, naming us: the

@@ -357,6 +357,31 @@ impl SuperPeerNode {
                     }
                 }
             }
+            SpMessage::HandoverStale { token, epoch, point } => {
+                let ours = self.head.as_ref().is_some_and(|h| {
+                    matches!(h.role, HeadRole::Token { token: t, epoch: e } if t == token && e.wrapping_add(1) == epoch)
+                        && h.transit.as_ref().is_some_and(|(to, _, _)| *to == from)
+                });
+                if !ours || !point.is_valid() {
+                    ctx.push(SpEffect::Rejected { from, reason: "stale-position refusal for no handover in flight" });
+                    return;
+                }
+                // The move was priced on a stale copy of the receiver's position (module doc,
+                // step 4, "A move priced on a stale position is refused", session 26): take its
+                // position, and price again next round; the receiver is not passed over, and a
+                // holder still for the hold time is promoted now, as after a refused move.
+                self.learn_position(PeerInfo { id: from, point });
+                let round = self.round;
+                let hold = self.cfg.hold_rounds;
+                if let Some(h) = self.head.as_mut() {
+                    h.transit = None;
+                    if !h.super_peer && round.wrapping_sub(h.since) >= hold {
+                        h.super_peer = true;
+                        h.promoted_at = round;
+                        ctx.push(SpEffect::BecomeSuperPeer);
+                    }
+                }
+            }
             SpMessage::Takeover { dead, role, head } => {
                 if !head.point.is_valid() || head.id == self.me.id {
                     ctx.push(SpEffect::Rejected { from, reason: "takeover with a bad head" });

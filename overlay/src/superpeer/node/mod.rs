@@ -240,6 +240,18 @@
 //!    it with (the copy lags the application coordinate's steps). Two rules against the move
 //!    back (a margin of the disagreement B saw first; no move back before the promotion)
 //!    were tried and not kept (docs/RESULTS.md, "Session 25").
+//!    **A move priced on a stale position is refused** (*ours*, session 26): the receiver of
+//!    a `Handover` finds the sender's copy of its position in the handed member list. If its
+//!    own position has left that copy by more than `min_gain` times its mean predicted RTT
+//!    to the other handed members (the shift, Euclidean plus height, could then outweigh the
+//!    smallest gain a move needs), it answers `HandoverStale` with its position and keeps
+//!    its state. The sender takes the position, ends the handover without passing the
+//!    receiver over (unlike `HandoverRefuse`), is promoted if still for the hold time (as
+//!    after a refused move), and prices again next round. A receiver refuses one token
+//!    epoch once: the same handover sent again (a lost answer, or a sender that predates
+//!    `HandoverStale` and refuses its frame) is taken. A token sent by a measured medoid step
+//!    (the receiver answered its `MedoidProbe`) was placed by measurement and is never
+//!    refused so. The simulator's positions never change, so a copy there is never stale.
 //!    **Split offers** (*ours*, session 6, [`super::token`] module doc): a settled holder
 //!    whose cluster would gain much from a second head sends `Split` to a holder it knows
 //!    (session 7: one, [`super::token::split_taker`]); a settled holder whose token is cheap
@@ -1099,6 +1111,13 @@ pub struct SuperPeerNode {
     early: Option<Box<Vec<EarlyElection>>>,
     /// Our head's `MedoidProbe` being measured (`medoid` module doc, session 8).
     measuring: Option<Box<Measuring>>,
+    /// The token and epoch of the last `Handover` we refused as priced on a stale copy of our
+    /// position (`HandoverStale`, module doc, step 4, session 26): the same handover sent
+    /// again is taken, so that a sender that did not learn our position (a lost message, or
+    /// a build that predates `HandoverStale`) still gets its token moved. The token id's low
+    /// 32 bits stand for it (two tokens alike in those and in the epoch, one after the other,
+    /// only cost a refusal), so the field fits the struct's padding (10^6 nodes).
+    stale_refused: Option<(u32, u32)>,
 }
 
 /// `Election` messages kept for a cluster we may learn we belong to (module doc, step 5).
@@ -1150,7 +1169,32 @@ impl SuperPeerNode {
             pending: None,
             early: None,
             measuring: None,
+            stale_refused: None,
         }
+    }
+
+    /// A peer's current position (`SpInput::PeerUp`, or the one a `HandoverStale` carries):
+    /// it refreshes the copy in our member list if it is our member (module doc, step 4,
+    /// "Members' positions are kept fresh", session 23) and our neighbour list.
+    fn learn_position(&mut self, info: PeerInfo) {
+        if info.id == self.me.id || !info.point.is_valid() {
+            return;
+        }
+        if let Some(m) = self.head.as_mut().and_then(|h| h.members.iter_mut().find(|m| m.id == info.id)) {
+            m.point = info.point;
+        }
+        self.neighbours.retain(|n| n.id != info.id);
+        let me = self.me.point;
+        if self.neighbours.len() < self.cfg.neighbours {
+            self.neighbours.push(info);
+        } else if self.neighbours.last().is_some_and(|far| me.rtt(&info.point) < me.rtt(&far.point)) {
+            // Full: a nearer newcomer takes the farthest one's place (see the module doc,
+            // step 3, "Nearest neighbours").
+            self.neighbours.pop();
+            self.neighbours.push(info);
+        }
+        // Nearest first (by predicted RTT), for the Vicinity-style exchange choice.
+        self.neighbours.sort_by(|a, b| me.rtt(&a.point).total_cmp(&me.rtt(&b.point)));
     }
 
     // ----- read-only views for drivers, tests and measurements -----
@@ -1381,28 +1425,7 @@ impl SuperPeerNode {
                 self.on_lookup(ctx, query, Some((key, answered)), peers)
             }
             SpInput::LookupFailed { query } => self.on_lookup_failed(ctx, query),
-            SpInput::PeerUp(info) => {
-                if info.id == self.me.id || !info.point.is_valid() {
-                    return;
-                }
-                // A member's new position refreshes its head's copy (module doc, step 4,
-                // "Members' positions are kept fresh", session 23).
-                if let Some(m) = self.head.as_mut().and_then(|h| h.members.iter_mut().find(|m| m.id == info.id)) {
-                    m.point = info.point;
-                }
-                self.neighbours.retain(|n| n.id != info.id);
-                let me = self.me.point;
-                if self.neighbours.len() < self.cfg.neighbours {
-                    self.neighbours.push(info);
-                } else if self.neighbours.last().is_some_and(|far| me.rtt(&info.point) < me.rtt(&far.point)) {
-                    // Full: a nearer newcomer takes the farthest one's place (see the module
-                    // doc, step 3, "Nearest neighbours").
-                    self.neighbours.pop();
-                    self.neighbours.push(info);
-                }
-                // Nearest first (by predicted RTT), for the Vicinity-style exchange choice.
-                self.neighbours.sort_by(|a, b| me.rtt(&a.point).total_cmp(&me.rtt(&b.point)));
-            }
+            SpInput::PeerUp(info) => self.learn_position(info),
             SpInput::PeerDown(id) => self.peer_down(ctx, id),
             SpInput::HeadNotServing(id) => {
                 // As a node that is no head answering `Refuse { full: false }` (step 5, "A head

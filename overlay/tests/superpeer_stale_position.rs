@@ -111,7 +111,10 @@ fn the_sender_takes_the_position_and_prices_again() {
     assert_eq!(moved.first().map(|m| m.0), Some(a.id), "control: no move to A (seed {seed})");
     // A is really 30 ms away from the members now.
     let far = at(0.0, 0.030);
-    let fx = b.feed(SpInput::Message { from: a.id, msg: SpMessage::HandoverStale { token: TokenId(7), epoch: 2, point: far } });
+    let fx = b.feed(SpInput::Message {
+        from: a.id,
+        msg: SpMessage::HandoverStale { token: TokenId(7), epoch: 2, point: far },
+    });
     assert!(!fx.iter().any(|e| matches!(e, SpEffect::Rejected { .. })), "refusal rejected: {fx:?} (seed {seed})");
     assert!(b.node.is_head(), "B gave the token up (seed {seed})");
     let held = b.node.members().iter().find(|m| m.id == a.id).map(|m| m.point);

@@ -411,6 +411,20 @@ pub fn net_force(me: &Point, others: &[Point], members: &[PeerInfo], cfg: &Super
     Some(Force { v, step, radius })
 }
 
+/// A move [`choose_target`] chose, with what it was priced on (the record of the move,
+/// `SpEffect::TokenMovePriced`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ChosenMove {
+    /// Where the token goes.
+    pub to: PeerInfo,
+    /// The holder's cost of keeping the token, term by term.
+    pub here: CostParts,
+    /// The cost at `to`, term by term.
+    pub there: CostParts,
+    /// The fraction of the cost of staying the move had to gain: `min_gain x cool`.
+    pub needed: f64,
+}
+
 /// Where the token should go: the cheapest of the `move_shortlist` candidates nearest to the
 /// wanted point `me + step x F` (step bounded by `max_step x R`; nearest counts distance plus
 /// `access_weight x` the access estimate), if it beats staying by the
@@ -427,7 +441,7 @@ pub fn choose_target(
     access: &AccessEstimate,
     cool: f64,
     cfg: &SuperPeerConfig,
-) -> Option<PeerInfo> {
+) -> Option<ChosenMove> {
     let mag = force.magnitude();
     if !(mag.is_finite() && mag > 0.0 && force.step.is_finite()) {
         return None;
@@ -445,13 +459,16 @@ pub fn choose_target(
     near.sort_by(|a, b| a.0.total_cmp(&b.0));
     near.dedup_by(|a, b| a.1.id == b.1.id);
     near.truncate(cfg.move_shortlist as usize);
-    let here = cost_parts(me, me, members, others, force.radius, access.of(me), cfg).total(cfg);
-    let best = near
+    let here = cost_parts(me, me, members, others, force.radius, access.of(me), cfg);
+    let (total, there, to) = near
         .into_iter()
-        .map(|(_, c)| (cost_parts(c, me, members, others, force.radius, access.of(c), cfg).total(cfg), *c))
+        .map(|(_, c)| {
+            let parts = cost_parts(c, me, members, others, force.radius, access.of(c), cfg);
+            (parts.total(cfg), parts, *c)
+        })
         .min_by(|a, b| a.0.total_cmp(&b.0))?;
     let needed = cfg.min_gain * cool.max(1.0);
-    (best.0.is_finite() && best.0 < here * (1.0 - needed)).then_some(best.1)
+    (total.is_finite() && total < here.total(cfg) * (1.0 - needed)).then_some(ChosenMove { to, here, there, needed })
 }
 
 /// Members farthest from the holder that [`split_gain`] tries as the second head.
@@ -628,7 +645,7 @@ mod tests {
         let me = peer(100, 0.0, 0.0);
         let f = net_force(&me.point, &[], &members, &cfg).unwrap();
         assert!(f.v[0] > 0.9, "{f:?}");
-        let t = choose_target(&me, &f, &members, &[], &members, |_| false, &NONE, 1.0, &cfg).unwrap();
+        let t = choose_target(&me, &f, &members, &[], &members, |_| false, &NONE, 1.0, &cfg).unwrap().to;
         assert!((t.point.x[0] - 0.05).abs() < 0.0045, "{t:?}");
         // After the move the old holder is a member and the new one is not. At the median
         // no candidate gains enough: the token stays.
@@ -703,14 +720,14 @@ mod tests {
         members.push(a);
         members.push(b);
         let f = net_force(&me.point, &[], &members, &cfg).unwrap();
-        let t = choose_target(&me, &f, &members, &[], &members, |_| false, &NONE, 1.0, &cfg).unwrap();
+        let t = choose_target(&me, &f, &members, &[], &members, |_| false, &NONE, 1.0, &cfg).unwrap().to;
         assert_eq!(t.id, b.id, "by the coordinates alone");
         // `a` is on a fast access link: its nearest RTT is 1 ms, everyone else's 5 ms.
         let mut reports: Vec<(NodeId, f32)> =
             members.iter().map(|m| (m.id, if m.id == a.id { 0.001 } else { 0.005 })).collect();
         reports.sort_by_key(|x| x.0);
         let acc = AccessEstimate::new(&me, Some(0.005), &members, &reports, &cfg);
-        let t = choose_target(&me, &f, &members, &[], &members, |_| false, &acc, 1.0, &cfg).unwrap();
+        let t = choose_target(&me, &f, &members, &[], &members, |_| false, &acc, 1.0, &cfg).unwrap().to;
         assert_eq!(t.id, a.id, "with the measured access delay");
     }
 
@@ -792,13 +809,13 @@ mod tests {
         let f = net_force(&me.point, &[], &members, &cfg).unwrap();
         let cands = [peer(10, 0.2, 0.0), peer(11, 0.99, 0.0)];
         // R = 1.0, so both are within reach; the nearer to the wanted point wins.
-        let t = choose_target(&me, &f, &members, &[], &cands, |_| false, &NONE, 1.0, &cfg).unwrap();
+        let t = choose_target(&me, &f, &members, &[], &cands, |_| false, &NONE, 1.0, &cfg).unwrap().to;
         assert_eq!(t.id, NodeId::from_u64(11));
         // A high access delay (height) makes a spot worse than a slightly further one.
         let mut slow = peer(12, 1.0, 0.002);
         slow.point.h = 0.2;
         let cands = [slow, peer(13, 0.9, 0.0)];
-        let t = choose_target(&me, &f, &members, &[], &cands, |_| false, &NONE, 1.0, &cfg).unwrap();
+        let t = choose_target(&me, &f, &members, &[], &cands, |_| false, &NONE, 1.0, &cfg).unwrap().to;
         assert_eq!(t.id, NodeId::from_u64(13));
         // Cooling: a token that moved many times needs a larger gain. Here staying costs
         // 1.0 and the candidate (with the old holder as a sixth member) 0.5.

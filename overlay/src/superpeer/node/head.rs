@@ -232,28 +232,25 @@ impl SuperPeerNode {
                 h.refused_targets.iter().any(|(r, at)| *r == id && round.wrapping_sub(*at) < cfg.hold_rounds)
             };
             let excluded = |c: &PeerInfo| holders.contains(&c.id) || refused(c.id);
-            if let Some(t) = choose_target(&me, &f, &h.members, &others, &cands, excluded, &access, cool, &cfg) {
-                let price = |c: &PeerInfo| {
-                    let p = cost_parts(c, &me, &h.members, &others, f.radius, access.of(c), &cfg);
-                    MovePrice {
-                        rtt: p.rtt as f32,
-                        access: p.access as f32,
-                        repulsion: p.repulsion as f32,
-                        total: p.total(&cfg) as f32,
-                        point: c.point,
-                    }
+            if let Some(m) = choose_target(&me, &f, &h.members, &others, &cands, excluded, &access, cool, &cfg) {
+                let price = |p: &CostParts, point: Point| MovePrice {
+                    rtt: p.rtt as f32,
+                    access: p.access as f32,
+                    repulsion: p.repulsion as f32,
+                    total: p.total(&cfg) as f32,
+                    point,
                 };
                 ctx.push(SpEffect::TokenMovePriced(Box::new(MoveRecord {
-                    to: t.id,
-                    here: price(&me),
-                    there: price(&t),
+                    to: m.to.id,
+                    here: price(&m.here, me.point),
+                    there: price(&m.there, m.to.point),
                     radius: f.radius as f32,
                     members: h.members.len().min(u16::MAX as usize) as u16,
                     holders: others.len().min(u16::MAX as usize) as u16,
                     reports: h.access.len().min(u16::MAX as usize) as u16,
-                    needed: (cfg.min_gain * cool.max(1.0)) as f32,
+                    needed: m.needed as f32,
                 })));
-                send_move(ctx, h, me, t.id, round, token, epoch);
+                send_move(ctx, h, me, m.to.id, round, token, epoch);
                 return;
             }
         }

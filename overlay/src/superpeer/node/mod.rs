@@ -596,8 +596,8 @@ use super::message::{
 use super::point::Point;
 use super::promotion::{aging, jump_aging};
 use super::token::{
-    awaiting_reports, choose_target, cooling, cost_parts, net_force, removal_plan, split_gain, split_reserve,
-    split_taker, AccessEstimate, Removal,
+    awaiting_reports, choose_target, cooling, net_force, removal_plan, split_gain, split_reserve, split_taker,
+    AccessEstimate, CostParts, Removal,
 };
 use crate::driver::{Context, Effect, Election, Input, Timer};
 use crate::election::Message;

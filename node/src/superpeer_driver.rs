@@ -73,7 +73,9 @@
 //!   dropped). A dial our own gate or the
 //!   peer refused drops the message, and the state machine's own timers ask again; an
 //!   election message is sent again instead, up to four times in 2 s while its election
-//!   runs ([`Resend`], session 21).
+//!   runs ([`Resend`], session 21). A refused `Handover` is also reported as `Refused`
+//!   (session 26): it was never sent, and the state machine passes its target over instead
+//!   of sending it again every 3 rounds for as long as the peer refuses.
 //! - `ElectionTimer` from a tokio deadline armed by `SetElectionTimer`; an answer timer is
 //!   held while a message of its election is still on its way ([`waits_for_delivery`]).
 //!   A member in a re-election keeps room at its gate for the election's group
@@ -1001,11 +1003,17 @@ impl SuperPeerDriver {
                                 // machine's own timers ask again.
                                 // An election message is sent again while its election runs
                                 // ([`Resend`]).
+                                // A refused handover is the state machine's to decide on
+                                // (`SpInput::Refused`): its target is passed over.
                                 SendFailure::RefusedLocally | SendFailure::RefusedByPeer => {
                                     match resend_after(class, refusals).filter(|_| self.election_runs(&msg)) {
                                         Some(wait) => {
                                             let at = Instant::now() + wait;
                                             self.resends.push(Resend { at, to, msg, refusals: refusals + 1 })
+                                        }
+                                        None if matches!(msg, SpMessage::Handover { .. }) => {
+                                            self.status.sends_dropped += 1;
+                                            self.run(sw, dir, SpInput::Refused { to, msg })
                                         }
                                         None => self.status.sends_dropped += 1,
                                     }

@@ -76,6 +76,7 @@ pub fn input_kind(input: &SpInput) -> &'static str {
         SpInput::PeerDown(_) => "peer-down",
         SpInput::HeadNotServing(_) => "head-not-serving",
         SpInput::SendFailed { .. } => "send-failed",
+        SpInput::Refused { .. } => "refused",
         SpInput::Coordinate(_) => "coordinate",
         SpInput::ElectionTimer(_) => "election-timer",
         SpInput::Rtt { .. } => "rtt",

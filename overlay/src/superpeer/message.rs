@@ -210,6 +210,12 @@ pub enum SpInput {
     HeadNotServing(NodeId),
     /// A message could not be delivered.
     SendFailed { to: NodeId, msg: SpMessage },
+    /// A message was never sent because the connection to `to` was refused (by `to`, alive
+    /// but at its connection limit, or by our own limit): unlike `SendFailed` the peer is not
+    /// down, and unlike a lost message `to` surely did not get it. A `Handover` refused so
+    /// counts as refused by its target (`node` module doc, step 4, "A handover whose
+    /// connection is refused", session 26); other messages are left to their own timers.
+    Refused { to: NodeId, msg: SpMessage },
     /// The node's own coordinate changed.
     Coordinate(Point),
     /// An election timer armed earlier fired.

@@ -1011,7 +1011,8 @@ impl SuperPeerDriver {
                                             let at = Instant::now() + wait;
                                             self.resends.push(Resend { at, to, msg, refusals: refusals + 1 })
                                         }
-                                        None if matches!(msg, SpMessage::Handover { .. }) => {
+                                        // Not our retry: its first copy may have arrived.
+                                        None if !retried && matches!(msg, SpMessage::Handover { .. }) => {
                                             self.status.sends_dropped += 1;
                                             self.run(sw, dir, SpInput::Refused { to, msg })
                                         }

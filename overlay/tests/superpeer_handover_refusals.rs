@@ -187,7 +187,7 @@ fn a_handover_whose_connection_is_refused_passes_its_target_over() {
         let fx = b.feed(input);
         assert!(fx.is_empty(), "a stray refusal had effects: {fx:?} (seed {seed})");
     }
-    b.feed(SpInput::Refused { to: a.id, msg: handover });
+    b.feed(SpInput::Refused { to: a.id, msg: handover.clone() });
     for r in 1..cfg.hold_rounds {
         let moved = handovers(&b.tick());
         assert!(
@@ -196,4 +196,14 @@ fn a_handover_whose_connection_is_refused_passes_its_target_over() {
         );
     }
     assert!(b.node.is_head(), "B gave the token up (seed {seed})");
+    // Once sent again, a refused dial does not end the handover: the first copy may have
+    // arrived and its answer been lost. It stays in transit and goes out again.
+    let (mut b, a) = holder(seed);
+    assert_eq!(handovers(&b.tick()).first().map(|m| m.0), Some(a.id), "control: no move to A (seed {seed})");
+    let again: usize = (0..3).map(|_| handovers(&b.tick()).len()).sum();
+    assert_eq!(again, 1, "control: not sent again (seed {seed})");
+    let fx = b.feed(SpInput::Refused { to: a.id, msg: handover });
+    assert!(fx.is_empty(), "a refused re-send had effects: {fx:?} (seed {seed})");
+    let again: usize = (0..3).map(|_| handovers(&b.tick()).len()).sum();
+    assert_eq!(again, 1, "a refused re-send ended the handover in transit (seed {seed})");
 }

@@ -212,9 +212,11 @@ pub enum SpInput {
     SendFailed { to: NodeId, msg: SpMessage },
     /// A message was never sent because the connection to `to` was refused (by `to`, alive
     /// but at its connection limit, or by our own limit): unlike `SendFailed` the peer is not
-    /// down, and unlike a lost message `to` surely did not get it. A `Handover` refused so
-    /// counts as refused by its target (`node` module doc, step 4, "A handover whose
-    /// connection is refused", session 26); other messages are left to their own timers.
+    /// down, and unlike a lost message `to` surely did not get it. Our token's first
+    /// `Handover` refused so counts as refused by its target (`node` module doc, step 4, "A
+    /// handover whose connection is refused", session 26); other messages are left to their
+    /// own timers. A driver reports only a first attempt, not its retry of a send that may
+    /// have arrived.
     Refused { to: NodeId, msg: SpMessage },
     /// The node's own coordinate changed.
     Coordinate(Point),

@@ -254,13 +254,16 @@
 //!    refused so. The simulator's positions never change, so a copy there is never stale.
 //!    **A handover whose connection is refused** (*ours*, session 26): the node driver
 //!    reports a message whose dial the peer (alive, at its connection limit) or our own limit
-//!    refused as `SpInput::Refused`: it was never sent. A `Handover` so refused counts as
-//!    refused by its target (`HandoverRefuse`: passed over for `hold_rounds`, and a holder
-//!    still for the hold time is promoted). Before, such a handover stayed in transit and
-//!    was sent again every 3 rounds: in a 200-node swarm a token stayed 6 minutes in
-//!    transit to a node whose gate refused 125 dials in a row, its holder never promoted
-//!    and the swarm converged only after 453 s. A relayed token goes to its next candidate.
-//!    The simulator never refuses a connection, so nothing changes there.
+//!    refused as `SpInput::Refused`: it was never sent. Our token's `Handover` so refused
+//!    counts as refused by its target (`HandoverRefuse`: passed over for `hold_rounds`, and
+//!    a holder still for the hold time is promoted), but only before it was sent again: a
+//!    re-sent handover may follow a copy that arrived, and its answer lost (the node driver
+//!    likewise reports only its first attempt, not its own retry of a send that may have
+//!    arrived). Before, such a handover stayed in transit and was sent again every 3
+//!    rounds: in a 200-node swarm a token stayed 6 minutes in transit to a node whose gate
+//!    refused 125 dials in a row, its holder never promoted and the swarm converged only
+//!    after 453 s. Relayed tokens keep their own re-sends. The simulator never refuses a
+//!    connection, so nothing changes there.
 //!    **Split offers** (*ours*, session 6, [`super::token`] module doc): a settled holder
 //!    whose cluster would gain much from a second head sends `Split` to a holder it knows
 //!    (session 7: one, [`super::token::split_taker`]); a settled holder whose token is cheap
@@ -1431,8 +1434,14 @@ impl SuperPeerNode {
             SpInput::Message { from, msg } => self.on_message(ctx, from, msg),
             SpInput::Refused { to, msg: SpMessage::Handover { token, epoch, .. } } => {
                 // Never delivered: as if `to` refused it (module doc, step 4, "A handover whose
-                // connection is refused"); that answer's handler checks that it is ours.
-                if to != self.me.id {
+                // connection is refused"), if it is our handover in flight and was not sent
+                // again yet (an earlier copy may have arrived); the answer's handler checks
+                // the token.
+                let round = self.round;
+                let first = self.head.as_ref().is_some_and(|h| {
+                    h.transit.as_ref().is_some_and(|(t, sent, _)| *t == to && round.wrapping_sub(*sent) < 3)
+                });
+                if first {
                     self.on_message(ctx, to, SpMessage::HandoverRefuse { token, epoch });
                 }
             }

@@ -1243,7 +1243,17 @@ impl SuperPeerDriver {
             SpEffect::TokenMovePriced(r) => {
                 // What the move was priced on (ms), for the record: two holders that pass a
                 // token back and forth show which term they disagree on.
-                let overlay::superpeer::MoveRecord { to, here, there, radius, members, holders, reports, needed } = *r;
+                let overlay::superpeer::MoveRecord {
+                    to,
+                    here,
+                    there,
+                    radius,
+                    members,
+                    holders,
+                    reports,
+                    needed,
+                    floor,
+                } = *r;
                 debug!(
                     to = %to.short(),
                     here_ms = ms(here.total),
@@ -1261,6 +1271,7 @@ impl SuperPeerDriver {
                     holders,
                     reports,
                     needed = (needed as f64 * 1e3).round() / 1e3,
+                    floor_ms = ms(floor),
                     "token move priced"
                 );
             }

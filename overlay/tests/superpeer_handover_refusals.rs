@@ -14,31 +14,16 @@
 //! Both ends are fed by hand. Deterministic; the ids come from a seeded RNG (`PEERAGE_SEED`
 //! replays).
 
-use overlay::superpeer::{
-    Method, PeerInfo, Point, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode, TokenId,
-};
-use std::sync::Arc;
+use overlay::superpeer::{Method, PeerInfo, Point, SpEffect, SpInput, SpMessage, SuperPeerConfig, TokenId};
 
 mod common;
 
-use common::{at, hand_token, handovers, seeded_ids, Fed as Node};
+use common::{at, hand_token, handovers, Fed as Node};
 
 fn config() -> SuperPeerConfig {
     let cfg = SuperPeerConfig { method: Method::RepulsionTokens, ..Default::default() };
     cfg.validate().unwrap();
     cfg
-}
-
-/// A started node at `point`, not a head yet.
-fn fresh(seed: u64, point: Point) -> (Node, Vec<PeerInfo>) {
-    let (rng, ids) = seeded_ids(seed, 6);
-    let b = SuperPeerNode::new(ids[0], point, Arc::new(config()));
-    let mut b = Node { rng, now: 0, node: b };
-    b.feed(SpInput::NearestRtt { rtt: 0.001 });
-    b.feed(SpInput::Start);
-    let spots = [(0.010, 0.0), (-0.010, 0.0), (0.0, 0.010), (0.0, -0.010), (0.0, 0.0)];
-    let others = (0..5).map(|i| PeerInfo { id: ids[1 + i], point: at(spots[i].0, spots[i].1) }).collect();
-    (b, others)
 }
 
 fn handover(members: Vec<PeerInfo>) -> SpMessage {
@@ -92,17 +77,12 @@ fn a_copy_within_the_smallest_gain_is_taken_at_once() {
     assert!(stale_answers(&fx).is_empty(), "a member-less handover refused (seed {seed})");
 }
 
-/// B at (5 ms, 0) takes token 7 from A at the origin with four members 10 ms around the
-/// origin (as `superpeer_member_positions.rs`): by these positions A is the better head, so
-/// B's first round hands the token back to A.
+fn fresh(seed: u64, point: Point) -> (Node, Vec<PeerInfo>) {
+    common::fresh(seed, point, config())
+}
+
 fn holder(seed: u64) -> (Node, PeerInfo) {
-    let (mut b, others) = fresh(seed, at(0.005, 0.0));
-    let now = b.now;
-    hand_token(&mut b.node, &mut b.rng, now, others[4].id, others.clone(), Vec::new());
-    for m in &others {
-        b.feed(SpInput::Message { from: m.id, msg: SpMessage::Access { nearest_rtt: 0.001 } });
-    }
-    (b, others[4])
+    common::holder_beside(seed, config())
 }
 
 #[test]

@@ -265,7 +265,8 @@ pub struct MovePrice {
 /// token and of the target, term by term; `radius` (s) the cluster radius the repulsion
 /// range scales with, `members` how many members it priced with, `holders` how many other
 /// holders the view counts, `reports` how many members' access reports it has, `needed` the
-/// fraction the move had to gain. Two holders that pass a token back and forth show here
+/// fraction the move had to gain, `floor` (s) the gain it had to beat besides (the holder's
+/// own drift). Two holders that pass a token back and forth show here
 /// what they disagree on (module doc of `superpeer::node`, step 4, "A move's record").
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MoveRecord {
@@ -277,6 +278,9 @@ pub struct MoveRecord {
     pub holders: u16,
     pub reports: u16,
     pub needed: f32,
+    /// The gain, seconds, the move had to beat besides `needed`: the holder's own point's
+    /// recent drift (`token` module doc, "The coordinates' own drift").
+    pub floor: f32,
 }
 
 /// What a super-peer selection node asks its driver to do.

@@ -6,12 +6,13 @@
 
 use overlay::superpeer::estimate::estimate_from_closest;
 use overlay::superpeer::{
-    token_directory_key, PeerInfo, Point, Query, SizeSample, SpContext, SpEffect, SpInput, SpMessage, SuperPeerNode,
-    TokenEntry, TokenId,
+    token_directory_key, PeerInfo, Point, Query, SizeSample, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig,
+    SuperPeerNode, TokenEntry, TokenId,
 };
 use overlay::{NodeId, Time};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use std::sync::Arc;
 
 /// The run's seed: `PEERAGE_SEED` if set, else `default`; printed so a failure replays.
 pub fn seed(default: u64) -> u64 {
@@ -282,4 +283,31 @@ impl Fed {
         self.now += 1_000_000;
         self.feed(SpInput::Tick)
     }
+}
+
+/// A started node at `point` with `cfg` (its nearest RTT 1 ms), not a head yet, and five
+/// peers: four 10 ms around the origin and one at the origin.
+pub fn fresh(seed: u64, point: Point, cfg: SuperPeerConfig) -> (Fed, Vec<PeerInfo>) {
+    let (rng, ids) = seeded_ids(seed, 6);
+    let b = SuperPeerNode::new(ids[0], point, Arc::new(cfg));
+    let mut b = Fed { rng, now: 0, node: b };
+    b.feed(SpInput::NearestRtt { rtt: 0.001 });
+    b.feed(SpInput::Start);
+    let spots = [(0.010, 0.0), (-0.010, 0.0), (0.0, 0.010), (0.0, -0.010), (0.0, 0.0)];
+    let others = (0..5).map(|i| PeerInfo { id: ids[1 + i], point: at(spots[i].0, spots[i].1) }).collect();
+    (b, others)
+}
+
+/// B at (5 ms, 0) takes token 7 from A at the origin with four members 10 ms around the
+/// origin (as `superpeer_member_positions.rs`), each of which reported its access: by these
+/// positions A is the better head, so B's first round hands the token back to A. Returns B
+/// and A.
+pub fn holder_beside(seed: u64, cfg: SuperPeerConfig) -> (Fed, PeerInfo) {
+    let (mut b, others) = fresh(seed, at(0.005, 0.0), cfg);
+    let now = b.now;
+    hand_token(&mut b.node, &mut b.rng, now, others[4].id, others.clone(), Vec::new());
+    for m in &others {
+        b.feed(SpInput::Message { from: m.id, msg: SpMessage::Access { nearest_rtt: 0.001 } });
+    }
+    (b, others[4])
 }

@@ -234,7 +234,10 @@ impl SuperPeerNode {
                 h.refused_targets.iter().any(|(r, at)| *r == id && round.wrapping_sub(*at) < cfg.hold_rounds)
             };
             let excluded = |c: &PeerInfo| holders.contains(&c.id) || refused(c.id);
-            if let Some(m) = choose_target(&me, &f, &h.members, &others, &cands, excluded, &access, cool, &cfg) {
+            // The gain must also beat our own point's recent drift (`token` module doc, "The
+            // coordinates' own drift", session 27).
+            let floor = drift(self.drift as f64, round.wrapping_sub(self.drift_at), &cfg);
+            if let Some(m) = choose_target(&me, &f, &h.members, &others, &cands, excluded, &access, cool, floor, &cfg) {
                 let price = |p: &CostParts, point: Point| MovePrice {
                     rtt: p.rtt as f32,
                     access: p.access as f32,
@@ -251,6 +254,7 @@ impl SuperPeerNode {
                     holders: others.len().min(u16::MAX as usize) as u16,
                     reports: h.access.len().min(u16::MAX as usize) as u16,
                     needed: m.needed as f32,
+                    floor: m.floor as f32,
                 })));
                 send_move(ctx, h, me, m.to.id, round, token, epoch);
                 return;
@@ -281,11 +285,7 @@ impl SuperPeerNode {
                 }
             }
         }
-        if !h.super_peer && round.wrapping_sub(h.since) >= cfg.hold_rounds {
-            h.super_peer = true;
-            h.promoted_at = round;
-            ctx.push(SpEffect::BecomeSuperPeer);
-        }
+        h.promote_if_held(ctx, round, cfg.hold_rounds);
     }
 
     // ----- discovery and attachment -----

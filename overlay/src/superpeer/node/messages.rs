@@ -349,11 +349,7 @@ impl SuperPeerNode {
                         // A refused move is no move: a holder still for the hold time is promoted
                         // now, as its round would have done without the attempt (module doc,
                         // step 4, "A refused move").
-                        if !h.super_peer && self.round.wrapping_sub(h.since) >= self.cfg.hold_rounds {
-                            h.super_peer = true;
-                            h.promoted_at = self.round;
-                            ctx.push(SpEffect::BecomeSuperPeer);
-                        }
+                        h.promote_if_held(ctx, self.round, self.cfg.hold_rounds);
                     }
                 }
             }
@@ -375,11 +371,7 @@ impl SuperPeerNode {
                 let hold = self.cfg.hold_rounds;
                 if let Some(h) = self.head.as_mut() {
                     h.transit = None;
-                    if !h.super_peer && round.wrapping_sub(h.since) >= hold {
-                        h.super_peer = true;
-                        h.promoted_at = round;
-                        ctx.push(SpEffect::BecomeSuperPeer);
-                    }
+                    h.promote_if_held(ctx, round, hold);
                 }
             }
             SpMessage::Takeover { dead, role, head } => {

@@ -252,6 +252,13 @@
 //!    `HandoverStale` and refuses its frame) is taken. A token sent by a measured medoid step
 //!    (the receiver answered its `MedoidProbe`) was placed by measurement and is never
 //!    refused so. The simulator's positions never change, so a copy there is never stale.
+//!    **A move must beat the coordinates' drift** (*ours*, session 27): a force-law move
+//!    must also gain more than how far the holder's own point moved lately (each change
+//!    after its coordinate became fit, summed and halved every `drift_half_life` rounds;
+//!    [`super::token::drift`], `token` module doc, "The coordinates' own drift"). A holder
+//!    that just took a token and whose point then moved prices the move back within that
+//!    noise, and no longer takes it for a gain smaller than its own shift. The simulator
+//!    never moves a point after its Vivaldi phase, so nothing changes there.
 //!    **A handover whose connection is refused** (*ours*, session 26): the node driver
 //!    reports a message whose dial the peer (alive, at its connection limit) or our own limit
 //!    refused as `SpInput::Refused`: it was never sent. Our token's `Handover` so refused
@@ -608,7 +615,7 @@ use super::message::{
 use super::point::Point;
 use super::promotion::{aging, jump_aging};
 use super::token::{
-    awaiting_reports, choose_target, cooling, net_force, removal_plan, split_gain, split_reserve, split_taker,
+    awaiting_reports, choose_target, cooling, drift, net_force, removal_plan, split_gain, split_reserve, split_taker,
     AccessEstimate, CostParts, Removal,
 };
 use crate::driver::{Context, Effect, Election, Input, Timer};
@@ -969,6 +976,17 @@ struct PendingRole {
 }
 
 impl Head {
+    /// Promotes a holder that has held its token still for `hold_rounds` (seed 000: a node
+    /// that holds a token for the hold time becomes super peer): at its round, and at once
+    /// after a refused move, which is no move (module doc, step 4, "A refused move").
+    fn promote_if_held(&mut self, ctx: &mut SpContext<'_>, round: u32, hold_rounds: u32) {
+        if !self.super_peer && round.wrapping_sub(self.since) >= hold_rounds {
+            self.super_peer = true;
+            self.promoted_at = round;
+            ctx.push(SpEffect::BecomeSuperPeer);
+        }
+    }
+
     /// The member count our token entries carry: the cap while a handover or a split jump's
     /// drain is under way (we refuse members then, and a jump leaves no room at all).
     fn advertised(&self, cap: u32) -> u32 {
@@ -1130,6 +1148,12 @@ pub struct SuperPeerNode {
     /// 32 bits stand for it (two tokens alike in those and in the epoch, one after the other,
     /// only cost a refusal), so the field fits the struct's padding (10^6 nodes).
     stale_refused: Option<(u32, u32)>,
+    /// How far our own point moved lately, seconds (Euclidean plus height, summed over the
+    /// changes since the coordinate became fit, halved every `drift_half_life` rounds), as
+    /// of round `drift_at`: a token move must gain more than this ([`super::token::drift`],
+    /// module doc, step 4, "A move must beat the coordinates' drift", session 27).
+    drift: f32,
+    drift_at: u32,
 }
 
 /// `Election` messages kept for a cluster we may learn we belong to (module doc, step 5).
@@ -1182,6 +1206,8 @@ impl SuperPeerNode {
             early: None,
             measuring: None,
             stale_refused: None,
+            drift: 0.0,
+            drift_at: 0,
         }
     }
 
@@ -1493,6 +1519,15 @@ impl SuperPeerNode {
             }
             SpInput::Coordinate(p) => {
                 if p.is_valid() {
+                    // Our own drift (module doc, step 4, "A move must beat the coordinates'
+                    // drift"): counted once the coordinate is fit; what it learned before
+                    // that is no drift the token's moves could have followed.
+                    if self.coordinate_fit && self.me.point.is_valid() {
+                        let shift = self.me.point.euclid(&p) + (self.me.point.h - p.h).abs() as f64;
+                        let now = drift(self.drift as f64, self.round.wrapping_sub(self.drift_at), &self.cfg);
+                        self.drift = (now + shift) as f32;
+                        self.drift_at = self.round;
+                    }
                     self.me.point = p;
                 }
             }

@@ -111,3 +111,15 @@ fn with_the_floor_off_drift_changes_nothing() {
     assert_eq!(handovers(&fx).first().map(|m| m.0), Some(a.id), "no move to A (seed {seed})");
     assert_eq!(priced(&fx).map(|r| r.floor), Some(0.0), "a floor with the floor off (seed {seed})");
 }
+
+#[test]
+fn a_point_thrown_far_away_still_counts_as_drift() {
+    let seed = common::seed(27);
+    gain_without_drift(seed);
+    // 10^38 s out and back: the squared distance overflows f32; the drift is kept at its cap
+    // (an hour), not lost as no floor at all.
+    let (mut b, _) = holder_beside(seed, config(5.0));
+    wobble(&mut b, 1e38);
+    let fx = b.tick();
+    assert!(handovers(&fx).is_empty(), "moved at once after a drift that overflowed: {fx:?} (seed {seed})");
+}

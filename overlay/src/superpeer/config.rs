@@ -41,12 +41,14 @@
 //! the RTTs around the member, `node` module doc, step 5): a first message to a member
 //! costs a dial and about two round trips on a real network, and a loaded machine adds
 //! more; 4 leaves a margin of two.
-//! Session 27: `drift_half_life` 5 rounds (`token` module doc, "The coordinates' own drift"),
-//! measured in 200-node swarms (`peerage swarm --nodes 200 --superpeers tokens --sp-share
-//! 0.05 --kill-superpeers 0.2`): 0-2 tokens went straight back per run in 4 runs (20-41
-//! moves), against 15 and 22 (71-83 moves) with it off, and 2-3 (33-49 moves) with it off
-//! and `min_gain` 5 %. The simulator's points never move after its Vivaldi phase, so its
-//! output is unchanged. Only 5 was measured.
+//! Session 27: `drift_half_life` 10 rounds (`token` module doc, "The coordinates' own
+//! drift"), measured in 200-node swarms (`peerage swarm --nodes 200 --superpeers tokens
+//! --sp-share 0.05 --kill-superpeers 0.2`, docs/RESULTS.md, "Session 27"): tokens went
+//! straight back 0 times a run (3 runs, 10-20 moves, converged in 88-103 s, mean latency
+//! 31.1-35.8 ms); with 5 rounds 0-2 times (7 runs, 19-41 moves, 115-204 s, 28.3-39.5 ms);
+//! with 2 rounds once (3 runs, 20-27 moves, 40.2-45.3 ms); with it off 15 and 22 times
+//! (71-83 moves), and 2-3 times with it off and `min_gain` 5 %. The simulator's points never
+//! move after its Vivaldi phase, so its output is unchanged.
 
 use crate::election::{ConfigError as ElectionConfigError, ElectionConfig};
 use serde::{Deserialize, Serialize};
@@ -246,7 +248,7 @@ impl Default for SuperPeerConfig {
             repulsion_range: 0.5,
             max_step: 1.0,
             min_gain: 0.01,
-            drift_half_life: 5.0,
+            drift_half_life: 10.0,
             cooling: 10.0,
             promoted_factor: 2.0,
             promoted_aging: 10.0,

@@ -1156,6 +1156,9 @@ pub struct SuperPeerNode {
     drift_at: u32,
 }
 
+/// The largest drift a node keeps, seconds (`SuperPeerNode::drift`).
+const MAX_DRIFT: f64 = 3600.0;
+
 /// `Election` messages kept for a cluster we may learn we belong to (module doc, step 5).
 const MAX_EARLY_ELECTIONS: usize = 8;
 /// Rounds such a message is kept.
@@ -1525,7 +1528,10 @@ impl SuperPeerNode {
                     if self.coordinate_fit && self.me.point.is_valid() {
                         let shift = self.me.point.euclid(&p) + (self.me.point.h - p.h).abs() as f64;
                         let now = drift(self.drift as f64, self.round.wrapping_sub(self.drift_at), &self.cfg);
-                        self.drift = (now + shift) as f32;
+                        // At most an hour: a point thrown far away must not overflow into
+                        // no floor at all.
+                        let sum = now + shift;
+                        self.drift = if sum.is_finite() { sum.min(MAX_DRIFT) } else { MAX_DRIFT } as f32;
                         self.drift_at = self.round;
                     }
                     self.me.point = p;

@@ -44,8 +44,8 @@
 //! Session 27: `drift_half_life` 10 rounds (`token` module doc, "The coordinates' own
 //! drift"), measured in 200-node swarms (`peerage swarm --nodes 200 --superpeers tokens
 //! --sp-share 0.05 --kill-superpeers 0.2`, docs/RESULTS.md, "Session 27"): tokens went
-//! straight back 0 times a run (3 runs, 10-20 moves, converged in 88-103 s, mean latency
-//! 31.1-35.8 ms); with 5 rounds 0-2 times (7 runs, 19-41 moves, 115-204 s, 28.3-39.5 ms);
+//! straight back 0-2 times a run (6 runs, 10-23 moves, converged in 88-131 s, mean latency
+//! 28.5-43.2 ms); with 5 rounds 0-2 times (7 runs, 19-41 moves, 115-204 s, 28.3-39.5 ms);
 //! with 2 rounds once (3 runs, 20-27 moves, 40.2-45.3 ms); with it off 15 and 22 times
 //! (71-83 moves), and 2-3 times with it off and `min_gain` 5 %. The simulator's points never
 //! move after its Vivaldi phase, so its output is unchanged.

@@ -44,6 +44,12 @@ impl Point {
         (s as f64).sqrt()
     }
 
+    /// How far a point moved to `o`, seconds: the Euclidean distance plus the change of
+    /// height (a node's own drift, a stale copy's shift).
+    pub fn shift(&self, o: &Point) -> f64 {
+        self.euclid(o) + (self.h - o.h).abs() as f64
+    }
+
     /// Predicted round-trip time, seconds: Euclidean distance plus both heights.
     pub fn rtt(&self, o: &Point) -> f64 {
         self.euclid(o) + self.h as f64 + o.h as f64

@@ -632,7 +632,7 @@ impl SuperPeerNode {
         }
         let me = self.me;
         let Some(copy) = members.iter().find(|m| m.id == me.id && m.point.is_valid()) else { return false };
-        let shift = copy.point.euclid(&me.point) + (copy.point.h - me.point.h).abs() as f64;
+        let shift = copy.point.shift(&me.point);
         let (mut sum, mut n) = (0.0, 0usize);
         for m in members.iter().filter(|m| m.id != me.id && m.point.is_valid()) {
             sum += me.point.rtt(&m.point);

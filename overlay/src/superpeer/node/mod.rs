@@ -1526,7 +1526,7 @@ impl SuperPeerNode {
                     // drift"): counted once the coordinate is fit; what it learned before
                     // that is no drift the token's moves could have followed.
                     if self.coordinate_fit && self.me.point.is_valid() {
-                        let shift = self.me.point.euclid(&p) + (self.me.point.h - p.h).abs() as f64;
+                        let shift = self.me.point.shift(&p);
                         let now = drift(self.drift as f64, self.round.wrapping_sub(self.drift_at), &self.cfg);
                         // At most an hour: a point thrown far away must not overflow into
                         // no floor at all.

@@ -185,12 +185,12 @@ impl SuperPeerNode {
                 ctx.send(r, SpMessage::TokenGossip { entries, reply: true });
             }
         }
-        // A handover in flight: re-send every 3 rounds without an answer (`sent` stays the
-        // round of the first send: a refused dial counts only before any re-send, see
-        // `SpInput::Refused`).
+        // A handover in flight: re-send every `HANDOVER_RESEND_ROUNDS` without an answer
+        // (`sent` stays the round of the first send: a refused dial counts only before any
+        // re-send, see `SpInput::Refused`).
         if let Some((to, sent, msg)) = h.transit.as_ref() {
             let age = round.wrapping_sub(*sent);
-            if age >= 3 && age % 3 == 0 {
+            if age >= HANDOVER_RESEND_ROUNDS && age % HANDOVER_RESEND_ROUNDS == 0 {
                 ctx.send(*to, msg.clone());
             }
             return;

@@ -1156,6 +1156,10 @@ pub struct SuperPeerNode {
     drift_at: u32,
 }
 
+/// Rounds without an answer after which a token's `Handover` in flight is sent again (module
+/// doc, step 4); a refused dial ends the handover only before the first re-send.
+const HANDOVER_RESEND_ROUNDS: u32 = 3;
+
 /// The largest drift a node keeps, seconds (`SuperPeerNode::drift`).
 const MAX_DRIFT: f64 = 3600.0;
 
@@ -1468,7 +1472,9 @@ impl SuperPeerNode {
                 // the token.
                 let round = self.round;
                 let first = self.head.as_ref().is_some_and(|h| {
-                    h.transit.as_ref().is_some_and(|(t, sent, _)| *t == to && round.wrapping_sub(*sent) < 3)
+                    h.transit
+                        .as_ref()
+                        .is_some_and(|(t, sent, _)| *t == to && round.wrapping_sub(*sent) < HANDOVER_RESEND_ROUNDS)
                 });
                 if first {
                     self.on_message(ctx, to, SpMessage::HandoverRefuse { token, epoch });

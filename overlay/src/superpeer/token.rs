@@ -445,18 +445,42 @@ pub struct ChosenMove {
     pub here: CostParts,
     /// The cost at `to`, term by term.
     pub there: CostParts,
-    /// The fraction of the cost of staying the move had to gain: `min_gain x cool`.
+    /// What the move had to beat.
+    pub bar: MoveBar,
+}
+
+/// What a move must beat to be taken (module doc, "Cooling" and "The coordinates' own
+/// drift"): a fraction `needed` of the cost of staying, and besides an absolute gain of more
+/// than `floor` seconds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MoveBar {
+    /// The fraction of the cost of staying a move must gain: `min_gain x cool`, `cool` (the
+    /// token's [`cooling`] and aging) at least 1.
     pub needed: f64,
-    /// The gain, seconds, the move had to beat besides: the holder's own [`drift`].
+    /// The gain, seconds, a move must exceed besides: the holder's own [`drift`] (a
+    /// non-finite or negative drift counts as 0).
     pub floor: f64,
+}
+
+impl MoveBar {
+    /// The bar of a token whose cooling (and aging) is `cool` and whose holder drifted
+    /// `floor` seconds lately.
+    pub fn new(cool: f64, floor: f64, cfg: &SuperPeerConfig) -> MoveBar {
+        let floor = if floor.is_finite() { floor.max(0.0) } else { 0.0 };
+        MoveBar { needed: cfg.min_gain * cool.max(1.0), floor }
+    }
+
+    /// Whether moving, at cost `there`, beats staying at cost `stay` (both finite totals).
+    pub fn beaten(&self, stay: f64, there: f64) -> bool {
+        there.is_finite() && there < stay * (1.0 - self.needed) && stay - there > self.floor
+    }
 }
 
 /// Where the token should go: the cheapest of the `move_shortlist` candidates nearest to the
 /// wanted point `me + step x F` (step bounded by `max_step x R`; nearest counts distance plus
-/// `access_weight x` the access estimate), if it beats staying by the
-/// fraction `min_gain x cool` and by more than `floor` seconds (the holder's own [`drift`];
-/// see the module doc). Candidates for which `excluded` is true, or with an invalid point,
-/// are skipped.
+/// `access_weight x` the access estimate), if it beats staying by the `bar` ([`MoveBar`]:
+/// a fraction of the cost and the holder's own [`drift`]; see the module doc). Candidates
+/// for which `excluded` is true, or with an invalid point, are skipped.
 #[allow(clippy::too_many_arguments)]
 pub fn choose_target(
     me: &PeerInfo,
@@ -466,8 +490,7 @@ pub fn choose_target(
     candidates: &[PeerInfo],
     excluded: impl Fn(&PeerInfo) -> bool,
     access: &AccessEstimate,
-    cool: f64,
-    floor: f64,
+    bar: MoveBar,
     cfg: &SuperPeerConfig,
 ) -> Option<ChosenMove> {
     let mag = force.magnitude();
@@ -495,16 +518,7 @@ pub fn choose_target(
             (parts.total(cfg), parts, *c)
         })
         .min_by(|a, b| a.0.total_cmp(&b.0))?;
-    let needed = cfg.min_gain * cool.max(1.0);
-    let stay = here.total(cfg);
-    let floor = if floor.is_finite() { floor.max(0.0) } else { 0.0 };
-    (total.is_finite() && total < stay * (1.0 - needed) && stay - total > floor).then_some(ChosenMove {
-        to,
-        here,
-        there,
-        needed,
-        floor,
-    })
+    bar.beaten(here.total(cfg), total).then_some(ChosenMove { to, here, there, bar })
 }
 
 /// Members farthest from the holder that [`split_gain`] tries as the second head.
@@ -678,16 +692,38 @@ mod tests {
         let members: Vec<PeerInfo> = (0..9).map(|i| peer(i + 1, 0.05 + 0.002 * (i as f64 - 4.0), 0.0)).collect();
         let me = peer(100, 0.0, 0.0);
         let f = net_force(&me.point, &[], &members, &cfg).unwrap();
-        let m = choose_target(&me, &f, &members, &[], &members, |_| false, &NONE, 1.0, 0.0, &cfg).unwrap();
+        let m = choose_target(&me, &f, &members, &[], &members, |_| false, &NONE, MoveBar::new(1.0, 0.0, &cfg), &cfg)
+            .unwrap();
         let gain = m.here.total(&cfg) - m.there.total(&cfg);
         assert!(gain > 0.01, "{m:?}");
-        assert_eq!(m.floor, 0.0);
-        let below = choose_target(&me, &f, &members, &[], &members, |_| false, &NONE, 1.0, 0.99 * gain, &cfg);
-        assert_eq!(below.map(|b| (b.to, b.floor)), Some((m.to, 0.99 * gain)));
-        let above = choose_target(&me, &f, &members, &[], &members, |_| false, &NONE, 1.0, 1.01 * gain, &cfg);
+        assert_eq!(m.bar.floor, 0.0);
+        let below = choose_target(
+            &me,
+            &f,
+            &members,
+            &[],
+            &members,
+            |_| false,
+            &NONE,
+            MoveBar::new(1.0, 0.99 * gain, &cfg),
+            &cfg,
+        );
+        assert_eq!(below.map(|b| (b.to, b.bar.floor)), Some((m.to, 0.99 * gain)));
+        let above = choose_target(
+            &me,
+            &f,
+            &members,
+            &[],
+            &members,
+            |_| false,
+            &NONE,
+            MoveBar::new(1.0, 1.01 * gain, &cfg),
+            &cfg,
+        );
         assert!(above.is_none(), "{above:?}");
         // A bad floor counts as none.
-        let bad = choose_target(&me, &f, &members, &[], &members, |_| false, &NONE, 1.0, f64::NAN, &cfg);
+        let bad =
+            choose_target(&me, &f, &members, &[], &members, |_| false, &NONE, MoveBar::new(1.0, f64::NAN, &cfg), &cfg);
         assert_eq!(bad.map(|b| b.to), Some(m.to));
         // Halved every half-life; nothing with the floor off or nothing moved.
         let hl = cfg.drift_half_life as u32;
@@ -709,18 +745,22 @@ mod tests {
         let me = peer(100, 0.0, 0.0);
         let f = net_force(&me.point, &[], &members, &cfg).unwrap();
         assert!(f.v[0] > 0.9, "{f:?}");
-        let t = choose_target(&me, &f, &members, &[], &members, |_| false, &NONE, 1.0, 0.0, &cfg).unwrap().to;
+        let t = choose_target(&me, &f, &members, &[], &members, |_| false, &NONE, MoveBar::new(1.0, 0.0, &cfg), &cfg)
+            .unwrap()
+            .to;
         assert!((t.point.x[0] - 0.05).abs() < 0.0045, "{t:?}");
         // After the move the old holder is a member and the new one is not. At the median
         // no candidate gains enough: the token stays.
         members.retain(|m| m.id != t.id);
         members.push(me);
         let f = net_force(&t.point, &[], &members, &cfg).unwrap();
-        let again = choose_target(&t, &f, &members, &[], &members, |_| false, &NONE, 1.0, 0.0, &cfg);
+        let again =
+            choose_target(&t, &f, &members, &[], &members, |_| false, &NONE, MoveBar::new(1.0, 0.0, &cfg), &cfg);
         assert!(again.is_none(), "{again:?}");
         // Everyone excluded: no move.
         let f = net_force(&me.point, &[], &members, &cfg).unwrap();
-        assert!(choose_target(&me, &f, &members, &[], &members, |_| true, &NONE, 1.0, 0.0, &cfg).is_none());
+        assert!(choose_target(&me, &f, &members, &[], &members, |_| true, &NONE, MoveBar::new(1.0, 0.0, &cfg), &cfg)
+            .is_none());
     }
 
     #[test]
@@ -784,14 +824,18 @@ mod tests {
         members.push(a);
         members.push(b);
         let f = net_force(&me.point, &[], &members, &cfg).unwrap();
-        let t = choose_target(&me, &f, &members, &[], &members, |_| false, &NONE, 1.0, 0.0, &cfg).unwrap().to;
+        let t = choose_target(&me, &f, &members, &[], &members, |_| false, &NONE, MoveBar::new(1.0, 0.0, &cfg), &cfg)
+            .unwrap()
+            .to;
         assert_eq!(t.id, b.id, "by the coordinates alone");
         // `a` is on a fast access link: its nearest RTT is 1 ms, everyone else's 5 ms.
         let mut reports: Vec<(NodeId, f32)> =
             members.iter().map(|m| (m.id, if m.id == a.id { 0.001 } else { 0.005 })).collect();
         reports.sort_by_key(|x| x.0);
         let acc = AccessEstimate::new(&me, Some(0.005), &members, &reports, &cfg);
-        let t = choose_target(&me, &f, &members, &[], &members, |_| false, &acc, 1.0, 0.0, &cfg).unwrap().to;
+        let t = choose_target(&me, &f, &members, &[], &members, |_| false, &acc, MoveBar::new(1.0, 0.0, &cfg), &cfg)
+            .unwrap()
+            .to;
         assert_eq!(t.id, a.id, "with the measured access delay");
     }
 
@@ -859,9 +903,9 @@ mod tests {
         let mut b = peer(2, 0.03, 0.0);
         b.point.h = 0.001;
         let f = net_force(&a.point, &[], &[b], &cfg).unwrap();
-        assert!(choose_target(&a, &f, &[b], &[], &[b], |_| false, &NONE, 1.0, 0.0, &cfg).is_none());
+        assert!(choose_target(&a, &f, &[b], &[], &[b], |_| false, &NONE, MoveBar::new(1.0, 0.0, &cfg), &cfg).is_none());
         let f = net_force(&b.point, &[], &[a], &cfg).unwrap();
-        assert!(choose_target(&b, &f, &[a], &[], &[a], |_| false, &NONE, 1.0, 0.0, &cfg).is_none());
+        assert!(choose_target(&b, &f, &[a], &[], &[a], |_| false, &NONE, MoveBar::new(1.0, 0.0, &cfg), &cfg).is_none());
     }
 
     #[test]
@@ -873,20 +917,26 @@ mod tests {
         let f = net_force(&me.point, &[], &members, &cfg).unwrap();
         let cands = [peer(10, 0.2, 0.0), peer(11, 0.99, 0.0)];
         // R = 1.0, so both are within reach; the nearer to the wanted point wins.
-        let t = choose_target(&me, &f, &members, &[], &cands, |_| false, &NONE, 1.0, 0.0, &cfg).unwrap().to;
+        let t = choose_target(&me, &f, &members, &[], &cands, |_| false, &NONE, MoveBar::new(1.0, 0.0, &cfg), &cfg)
+            .unwrap()
+            .to;
         assert_eq!(t.id, NodeId::from_u64(11));
         // A high access delay (height) makes a spot worse than a slightly further one.
         let mut slow = peer(12, 1.0, 0.002);
         slow.point.h = 0.2;
         let cands = [slow, peer(13, 0.9, 0.0)];
-        let t = choose_target(&me, &f, &members, &[], &cands, |_| false, &NONE, 1.0, 0.0, &cfg).unwrap().to;
+        let t = choose_target(&me, &f, &members, &[], &cands, |_| false, &NONE, MoveBar::new(1.0, 0.0, &cfg), &cfg)
+            .unwrap()
+            .to;
         assert_eq!(t.id, NodeId::from_u64(13));
         // Cooling: a token that moved many times needs a larger gain. Here staying costs
         // 1.0 and the candidate (with the old holder as a sixth member) 0.5.
         let cfg = SuperPeerConfig { min_gain: 0.3, ..cfg };
         let near = [peer(14, 0.5, 0.0)];
-        assert!(choose_target(&me, &f, &members, &[], &near, |_| false, &NONE, 1.0, 0.0, &cfg).is_some());
-        assert!(choose_target(&me, &f, &members, &[], &near, |_| false, &NONE, 2.0, 0.0, &cfg).is_none());
+        assert!(choose_target(&me, &f, &members, &[], &near, |_| false, &NONE, MoveBar::new(1.0, 0.0, &cfg), &cfg)
+            .is_some());
+        assert!(choose_target(&me, &f, &members, &[], &near, |_| false, &NONE, MoveBar::new(2.0, 0.0, &cfg), &cfg)
+            .is_none());
     }
 
     #[test]
@@ -914,7 +964,9 @@ mod tests {
             .find(|(_, g)| *g > 0.035 && *g < 0.045)
             .expect("a spot with a 3.5-4.5 % gain");
         let near = [c];
-        let moves = |cool: f64| choose_target(&me, &f, &members, &[], &near, |_| false, &NONE, cool, 0.0, &cfg);
+        let moves = |cool: f64| {
+            choose_target(&me, &f, &members, &[], &near, |_| false, &NONE, MoveBar::new(cool, 0.0, &cfg), &cfg)
+        };
         assert!(moves(cooling(0, false, &cfg)).is_some(), "gain {gain}");
         assert!(moves(3.0).is_some(), "the linear law (x 3 at epoch 20) moved it: gain {gain}");
         assert!(moves(cooling(20, false, &cfg)).is_none(), "a token at epoch 20 needs 5 %: gain {gain}");

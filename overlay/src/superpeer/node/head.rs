@@ -237,7 +237,8 @@ impl SuperPeerNode {
             // The gain must also beat our own point's recent drift (`token` module doc, "The
             // coordinates' own drift", session 27).
             let floor = drift(self.drift as f64, round.wrapping_sub(self.drift_at), &cfg);
-            if let Some(m) = choose_target(&me, &f, &h.members, &others, &cands, excluded, &access, cool, floor, &cfg) {
+            let bar = MoveBar::new(cool, floor, &cfg);
+            if let Some(m) = choose_target(&me, &f, &h.members, &others, &cands, excluded, &access, bar, &cfg) {
                 let price = |p: &CostParts, point: Point| MovePrice {
                     rtt: p.rtt as f32,
                     access: p.access as f32,
@@ -253,8 +254,8 @@ impl SuperPeerNode {
                     members: h.members.len().min(u16::MAX as usize) as u16,
                     holders: others.len().min(u16::MAX as usize) as u16,
                     reports: h.access.len().min(u16::MAX as usize) as u16,
-                    needed: m.needed as f32,
-                    floor: m.floor as f32,
+                    needed: m.bar.needed as f32,
+                    floor: m.bar.floor as f32,
                 })));
                 send_move(ctx, h, me, m.to.id, round, token, epoch);
                 return;

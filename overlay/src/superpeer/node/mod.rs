@@ -616,7 +616,7 @@ use super::point::Point;
 use super::promotion::{aging, jump_aging};
 use super::token::{
     awaiting_reports, choose_target, cooling, drift, net_force, removal_plan, split_gain, split_reserve, split_taker,
-    AccessEstimate, CostParts, Removal,
+    AccessEstimate, CostParts, MoveBar, Removal,
 };
 use crate::driver::{Context, Effect, Election, Input, Timer};
 use crate::election::Message;

@@ -692,38 +692,20 @@ mod tests {
         let members: Vec<PeerInfo> = (0..9).map(|i| peer(i + 1, 0.05 + 0.002 * (i as f64 - 4.0), 0.0)).collect();
         let me = peer(100, 0.0, 0.0);
         let f = net_force(&me.point, &[], &members, &cfg).unwrap();
-        let m = choose_target(&me, &f, &members, &[], &members, |_| false, &NONE, MoveBar::new(1.0, 0.0, &cfg), &cfg)
-            .unwrap();
+        // The move the holder would take, given the drift floor.
+        let pick = |floor: f64| {
+            choose_target(&me, &f, &members, &[], &members, |_| false, &NONE, MoveBar::new(1.0, floor, &cfg), &cfg)
+        };
+        let m = pick(0.0).unwrap();
         let gain = m.here.total(&cfg) - m.there.total(&cfg);
         assert!(gain > 0.01, "{m:?}");
         assert_eq!(m.bar.floor, 0.0);
-        let below = choose_target(
-            &me,
-            &f,
-            &members,
-            &[],
-            &members,
-            |_| false,
-            &NONE,
-            MoveBar::new(1.0, 0.99 * gain, &cfg),
-            &cfg,
-        );
+        let below = pick(0.99 * gain);
         assert_eq!(below.map(|b| (b.to, b.bar.floor)), Some((m.to, 0.99 * gain)));
-        let above = choose_target(
-            &me,
-            &f,
-            &members,
-            &[],
-            &members,
-            |_| false,
-            &NONE,
-            MoveBar::new(1.0, 1.01 * gain, &cfg),
-            &cfg,
-        );
+        let above = pick(1.01 * gain);
         assert!(above.is_none(), "{above:?}");
         // A bad floor counts as none.
-        let bad =
-            choose_target(&me, &f, &members, &[], &members, |_| false, &NONE, MoveBar::new(1.0, f64::NAN, &cfg), &cfg);
+        let bad = pick(f64::NAN);
         assert_eq!(bad.map(|b| b.to), Some(m.to));
         // Halved every half-life; nothing with the floor off or nothing moved.
         let hl = cfg.drift_half_life as u32;

@@ -31,8 +31,12 @@ use serde::{Deserialize, Serialize};
 
 /// The request-response protocol name.
 pub const SUPERPEER_PROTOCOL: &str = "/peerage/superpeer/1.0.0";
-/// The version this build speaks (first field of every frame).
-pub const SP_WIRE_VERSION: u16 = 1;
+/// The version this build speaks (first field of every frame). Version 2 (issue 4, session
+/// 29): the bytes are those of version 1, but the first id of a `ClusterView` and the first
+/// member of a `Handover` now name the cluster's heir, which ranks above the other members in
+/// a re-election (`overlay::superpeer::heir`); a version-1 node would rank them all alike and
+/// could elect a second leader.
+pub const SP_WIRE_VERSION: u16 = 2;
 /// Largest request frame accepted or sent. A cluster view of 150 members with their book
 /// entries is about 12 KiB; a handover of 150 members and 16 token entries about 20 KiB.
 pub const MAX_SP_FRAME_BYTES: usize = 64 * 1024;

@@ -630,7 +630,8 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
                 // A member-less head's role goes to the backup it named.
                 members.extend(sim.nodes[vs].backup().and_then(|b| w.index.get(&b)));
             }
-            expected.insert(v, NodeIdRankCheck { role: sim.nodes[vs].role(), members });
+            let heir = sim.nodes[vs].heir().and_then(|h| w.index.get(&h));
+            expected.insert(v, NodeIdRankCheck { role: sim.nodes[vs].role(), members, heir });
         }
         // Off by default: what each victim's cluster knew at the crash, printed for the roles
         // that end up lost (`PEERAGE_SP_DIAG=1`; issue 4, token conservation).
@@ -707,7 +708,8 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
                 eprintln!("DOUBLED {:02x?} held by {hs:?} (before: {:?})", &k[..8], d.get(k));
             }
         }
-        // Did the highest-ranked live member of each dead head's cluster take its role?
+        // Did the highest-ranked live member of each dead head's cluster take its role? The
+        // heir ranks highest, then the highest id (`overlay::superpeer::heir`).
         let mut reelected = 0;
         let mut highest = 0;
         for ck in expected.values() {
@@ -719,7 +721,7 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
                 .members
                 .iter()
                 .filter(|&&m| sim.alive[sim.slot_of[m as usize] as usize])
-                .max_by_key(|&&m| w.ids[m as usize]);
+                .max_by_key(|&&m| (Some(m) == ck.heir, w.ids[m as usize]));
             if best.is_some_and(|b| holders.contains(b)) {
                 highest += 1;
             }
@@ -852,6 +854,8 @@ fn print_after(sim: &Sim<'_>, text: &str) {
 struct NodeIdRankCheck {
     role: Option<HeadRole>,
     members: Vec<u32>,
+    /// The member the head named heir (first in its views), world index.
+    heir: Option<u32>,
 }
 
 fn role_key(r: &HeadRole) -> [u8; 32] {

@@ -16,12 +16,13 @@
 //!
 //! Files: [`config`] (settings), [`point`] (compact coordinate), [`estimate`] (each node's
 //! estimate of N), [`token`] (force law and move choice), [`promotion`] (settled super
-//! peers: their moves age), [`message`] (wire messages, inputs,
+//! peers: their moves age), [`heir`] (the member a head names to replace it), [`message`] (wire messages, inputs,
 //! effects), [`node`] (the state machine, one file per part; its doc describes the protocol step by
 //! step).
 
 pub mod config;
 pub mod estimate;
+pub mod heir;
 pub mod medoid;
 pub mod message;
 pub mod node;

@@ -67,6 +67,8 @@ impl SuperPeerNode {
             medoid_done: None,
             measured: false,
             recreated: promote && matches!(role, HeadRole::Token { .. }),
+            heir: None,
+            heir_at: self.round,
         }));
     }
 
@@ -298,16 +300,10 @@ impl SuperPeerNode {
         let me = self.me;
         let Some(h) = self.head.as_mut() else { return };
         h.last_view = round;
-        if h.dirty || h.ids.is_none() {
-            h.dirty = false;
-            let mut ids: Vec<NodeId> = h.members.iter().map(|m| m.id).collect();
-            ids.push(me.id);
-            h.ids = Some(ids.into());
-        }
-        if let Some(ids) = &h.ids {
-            for m in &h.members {
-                ctx.send(m.id, SpMessage::ClusterView { role: h.role, members: ids.clone() });
-            }
+        let ids = h.view_ids(&me, round, self.cfg.view_every, true);
+        h.dirty = false;
+        for m in &h.members {
+            ctx.send(m.id, SpMessage::ClusterView { role: h.role, members: ids.clone() });
         }
         // A head without members (token holder or slot owner) names its nearest
         // neighbour backup (the view [head, backup]), so that a crash of the head does
@@ -337,9 +333,7 @@ impl SuperPeerNode {
                 ctx.send(b.id, SpMessage::ClusterView { role: h.role, members: Arc::from(vec![me.id, b.id]) });
             }
         } else if let Some(b) = h.backup.take() {
-            if let Some(ids) = &h.ids {
-                ctx.send(b, SpMessage::ClusterView { role: h.role, members: ids.clone() });
-            }
+            ctx.send(b, SpMessage::ClusterView { role: h.role, members: ids });
         }
         if h.backup.is_none() {
             // A relayed (or jumped) token waits for its backup's confirmation (`ack_to`); with
@@ -465,22 +459,17 @@ impl SuperPeerNode {
         // The member learns the cluster view as part of attaching (module doc, step 5): a
         // crash right after the attach must not find it without a view. The other members
         // get the changed view at the next round (`head_tick`).
-        if h.dirty || h.ids.is_none() {
-            let mut ids: Vec<NodeId> = h.members.iter().map(|m| m.id).collect();
-            ids.push(head.id);
-            h.ids = Some(ids.into());
+        // (`dirty` stays set: the other members get the changed view at the next round.)
+        let ids = h.view_ids(&head, self.round, self.cfg.view_every, false);
+        ctx.send(from, SpMessage::ClusterView { role: h.role, members: ids.clone() });
+        // The first member releases the backup at once (a view that does not name it),
+        // so that member and backup never both hold a fresh view.
+        if let Some(b) = h.backup.take() {
+            ctx.send(b, SpMessage::ClusterView { role: h.role, members: ids });
         }
-        if let Some(ids) = &h.ids {
-            ctx.send(from, SpMessage::ClusterView { role: h.role, members: ids.clone() });
-            // The first member releases the backup at once (a view that does not name it),
-            // so that member and backup never both hold a fresh view.
-            if let Some(b) = h.backup.take() {
-                ctx.send(b, SpMessage::ClusterView { role: h.role, members: ids.clone() });
-            }
-            // A member has our view now: the node that relayed our token may let go.
-            if let Some((to, token, epoch)) = h.ack_to.take() {
-                ctx.send(to, SpMessage::HandoverAck { token, epoch, holder: head });
-            }
+        // A member has our view now: the node that relayed our token may let go.
+        if let Some((to, token, epoch)) = h.ack_to.take() {
+            ctx.send(to, SpMessage::HandoverAck { token, epoch, holder: head });
         }
     }
 
@@ -579,6 +568,9 @@ impl SuperPeerNode {
             return;
         }
         let me = self.me.id;
+        // What the old holder's views listed first comes first, its heir or itself: we keep it
+        // as our heir (`heir` module doc), unless it is us.
+        let inherited = members.first().map(|m| m.id).filter(|h| *h != me);
         let mut members: Vec<PeerInfo> = members.into_iter().filter(|m| m.id != me && m.point.is_valid()).collect();
         if members.len() > self.cfg.cluster_cap as usize {
             // Over the cap only with the old holder in it (the size check above): it finds
@@ -595,6 +587,7 @@ impl SuperPeerNode {
             h.view = view.into_iter().filter(|e| e.holder.id != me && e.holder.point.is_valid()).collect();
             h.measured = measured;
             h.recreated = false;
+            h.heir = inherited.filter(|x| h.members.iter().any(|m| m.id == *x));
         }
         let relayed = self.head.as_ref().is_some_and(|h| h.members.is_empty());
         if !relayed {

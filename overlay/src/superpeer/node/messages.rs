@@ -290,7 +290,7 @@ impl SuperPeerNode {
                 // We travel in the handed member list, so we belong to the new holder's cluster:
                 // we keep its view as the `Handover` made it (module doc, step 4, session 6) until
                 // its own view arrives, and take part in its re-election if it crashes first.
-                // A move hands the members along (with us last); a split jump hands none
+                // A move hands the members along (with us first or last); a split jump hands none
                 // (`on_split`: its members switched to the heads with room that the removal
                 // placed them at, `StepDownTo`, before the token went; session 7).
                 let jumped = self.head.as_ref().is_some_and(
@@ -298,8 +298,12 @@ impl SuperPeerNode {
                 );
                 let handed = self.head.as_ref().and_then(|h| match &h.transit {
                     Some((_, _, SpMessage::Handover { members, .. })) if !jumped => {
-                        let mut ids: Vec<NodeId> = members.iter().map(|m| m.id).filter(|id| *id != holder.id).collect();
-                        ids.push(holder.id);
+                        // In the handed order: the heir first, as in the views our members
+                        // make up for our successor (`heir` module doc).
+                        let mut ids: Vec<NodeId> = members.iter().map(|m| m.id).collect();
+                        if !ids.contains(&holder.id) {
+                            ids.push(holder.id);
+                        }
                         Some(ids)
                     }
                     _ => None,

@@ -334,6 +334,16 @@
 //!    winners; a winner that gets the other's `Takeover` for the same role keeps it if its id
 //!    is higher (and answers with its own `Takeover`), else steps down and attaches to the
 //!    other.
+//!    **The heir** (*ours*, session 29, [`super::heir`]): with every member at priority 0 the
+//!    election's winner is the highest id, wherever it stands in the cluster; at N = 10^5 with
+//!    reserved prefixes the orphans then kept leaving it for 13-17 rounds. A head names the
+//!    medoid of its members (by predicted RTT) its heir, with a view that goes to every member,
+//!    keeps it unless a member is 20 % cheaper, and lists it first; the election ranks the
+//!    view's first member at priority 1 (unless it is the dead head: a view without a heir
+//!    lists the head first). A `Handover` carries the heir first and the new holder keeps it,
+//!    so that the views members make up for a successor agree with its own. A member whose
+//!    last view is older may rank another member first; two winners are then settled by their
+//!    `Takeover`s, as above.
 //!    **A suspected head is checked** (*ours*, session 6, issue 4's 200-node tokens swarm: on
 //!    a loaded machine a slow head looked dead to some members, they re-elected, and every
 //!    member that got their `Election` joined at once, so the token was recreated at
@@ -466,9 +476,10 @@
 //!    pooled size samples pushed or not), and the median election messages fall from 5,205
 //!    to 4,415-4,697 per crash.
 //!    **A recreated token's first move keeps the promotion** (*ours*, session 18). The winner
-//!    takes the role as super peer at once, but it is whichever member ranks highest, rarely
-//!    where the dead head stood, so the placement law moves the token at once (at N = 5,000
-//!    with half the super peers crashed: all 25 recreated tokens moved in the crash round),
+//!    takes the role as super peer at once, but it was whichever member had the highest id
+//!    (before session 29's heir), rarely where the dead head stood, so the placement law
+//!    moved the token at once (at N = 5,000 with half the super peers crashed: all 25
+//!    recreated tokens moved in the crash round),
 //!    and a moved token's receiver had to hold it for `hold_rounds` before it promoted
 //!    itself: the crashed clusters were served by heads that were no super peers for 10-25
 //!    rounds, and the 200-node tokens swarms counted the kill as restored only after 46-90 s.
@@ -608,6 +619,7 @@
 
 use super::config::{prefix_bits, Method, SuperPeerConfig};
 use super::estimate::{SizeEstimator, SizeSample, MAX_SAMPLES_PER_MESSAGE};
+use super::heir;
 use super::medoid;
 use super::message::{
     HeadEntry, HeadRole, MovePrice, MoveRecord, PeerInfo, Query, SpEffect, SpInput, SpMessage, TokenEntry, TokenId,
@@ -796,7 +808,16 @@ fn send_jump(ctx: &mut SpContext<'_>, h: &mut Head, to: NodeId, round: u32, toke
 /// already names it (it attaches next, usually to the receiver).
 fn send_move(ctx: &mut SpContext<'_>, h: &mut Head, me: PeerInfo, to: NodeId, round: u32, token: TokenId, epoch: u32) {
     let mut members = h.members.clone();
-    members.push(me);
+    // First what our views list first, the heir or else us: the views our members make up
+    // for our successor, ours after the handover and the new holder's then agree on it
+    // (`heir` module doc).
+    match h.heir.and_then(|x| members.iter().position(|m| m.id == x)) {
+        Some(i) => {
+            members[..=i].rotate_right(1);
+            members.push(me);
+        }
+        None => members.insert(0, me),
+    }
     // Only a recreated token's first move, within the hold time, hands the promotion on
     // (module doc, step 5, session 18); any other move restarts the hold time.
     let promoted = h.super_peer && h.recreated;
@@ -929,6 +950,10 @@ struct Head {
     /// first move within `hold_rounds` keeps the promotion (module doc, step 5, "A recreated
     /// token's first move keeps the promotion", session 18).
     recreated: bool,
+    /// The member named to replace us, first in our views ([`super::heir`], module doc,
+    /// step 5, "The heir"), and the round it was last chosen.
+    heir: Option<NodeId>,
+    heir_at: u32,
 }
 
 /// A measured medoid step of a holder (`medoid` module doc, session 8): the sampled
@@ -985,6 +1010,27 @@ impl Head {
             self.promoted_at = round;
             ctx.push(SpEffect::BecomeSuperPeer);
         }
+    }
+
+    /// Our cluster view's member ids, rebuilt when the members changed, with the heir first
+    /// (module doc, step 5, "The heir"): the heir is chosen with `choose` (the round's view,
+    /// which goes to every member), at most every `every` rounds; a heir that left is dropped
+    /// at once (`heir` module doc).
+    fn view_ids(&mut self, me: &PeerInfo, round: u32, every: u32, choose: bool) -> Arc<[NodeId]> {
+        if let Some(ids) = self.ids.as_ref().filter(|_| !self.dirty) {
+            return ids.clone();
+        }
+        if self.heir.is_some_and(|x| !self.members.iter().any(|m| m.id == x)) {
+            // The heir left: none until the next choice, which goes to every member at once.
+            self.heir = None;
+        }
+        if choose && round.wrapping_sub(self.heir_at) >= every {
+            self.heir = heir::heir(&me.point, &self.members, self.heir);
+            self.heir_at = round;
+        }
+        let ids: Arc<[NodeId]> = heir::view_ids(&self.members, self.heir, me.id).into();
+        self.ids = Some(ids.clone());
+        ids
     }
 
     /// The member count our token entries carry: the cap while a handover or a split jump's
@@ -1064,7 +1110,6 @@ type EarlyElection = (NodeId, NodeId, crate::election::Message, u32);
 pub struct SuperPeerNode {
     cfg: Arc<SuperPeerConfig>,
     me: PeerInfo,
-    rank: Rank,
     round: u32,
     started: bool,
     est: SizeEstimator,
@@ -1174,7 +1219,6 @@ impl SuperPeerNode {
         SuperPeerNode {
             cfg,
             me: PeerInfo { id, point },
-            rank: Rank::new(0, id),
             round: 0,
             started: false,
             est: SizeEstimator::default(),
@@ -1270,6 +1314,11 @@ impl SuperPeerNode {
     /// True while the node serves a cluster (super peer or provisional token holder).
     pub fn is_head(&self) -> bool {
         self.head.is_some()
+    }
+    /// The member a head names to replace it, first in its views (module doc, step 5, "The
+    /// heir"); `None` for a node that serves no cluster or has no member.
+    pub fn heir(&self) -> Option<NodeId> {
+        self.head.as_ref().and_then(|h| h.heir)
     }
     pub fn role(&self) -> Option<HeadRole> {
         self.head.as_ref().map(|h| h.role)

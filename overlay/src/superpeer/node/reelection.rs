@@ -155,11 +155,14 @@ impl SuperPeerNode {
         if head != dead || (self.head.is_some() && !as_head) {
             return;
         }
-        let group = Arc::new(Membership::new(ids.iter().filter(|id| **id != dead).map(|id| Rank::new(0, *id))));
+        // The heir, first in the view, ranks above the other members (module doc, step 5,
+        // "The heir").
+        let rank = |id: NodeId| Rank::new(heir::priority(&ids, dead, id), id);
+        let group = Arc::new(Membership::new(ids.iter().filter(|id| **id != dead).map(|id| rank(*id))));
         if !group.contains(&self.me.id) {
             return;
         }
-        let election = AnyElection::new(self.rank, group.clone(), &self.election_config(head_rtt));
+        let election = AnyElection::new(rank(self.me.id), group.clone(), &self.election_config(head_rtt));
         self.election = Some(Box::new(ClusterElection {
             dead,
             role,
@@ -284,7 +287,10 @@ impl SuperPeerNode {
                 if h != dead {
                     return (h, r, ids);
                 }
-                let ids: Vec<NodeId> = ids.iter().copied().filter(|id| *id != dead).collect();
+                // The leader first: it names no heir before its first choice (`heir` module
+                // doc), and if it dies the view must rank nobody above the others.
+                let ids: Vec<NodeId> =
+                    std::iter::once(l).chain(ids.iter().copied().filter(|id| *id != dead && *id != l)).collect();
                 (l, recreated(role), ids.into())
             });
         }

@@ -1012,21 +1012,27 @@ impl Head {
         }
     }
 
-    /// Our cluster view's member ids, rebuilt when the members changed, with the heir first
-    /// (module doc, step 5, "The heir"): the heir is chosen with `choose` (the round's view,
-    /// which goes to every member), at most every `every` rounds; a heir that left is dropped
-    /// at once (`heir` module doc).
+    /// Our cluster view's member ids, rebuilt when the members or the heir changed, with the
+    /// heir first (module doc, step 5, "The heir"): the heir is chosen with `choose` (the
+    /// round's view, which goes to every member), at most every `every` rounds; a heir that
+    /// left is dropped at once (`heir` module doc).
     fn view_ids(&mut self, me: &PeerInfo, round: u32, every: u32, choose: bool) -> Arc<[NodeId]> {
-        if let Some(ids) = self.ids.as_ref().filter(|_| !self.dirty) {
-            return ids.clone();
-        }
+        let mut changed = self.dirty;
         if self.heir.is_some_and(|x| !self.members.iter().any(|m| m.id == x)) {
             // The heir left: none until the next choice, which goes to every member at once.
             self.heir = None;
+            changed = true;
         }
+        // Also with no member change: a cluster that formed in its head's first rounds would
+        // otherwise never name a heir, and members' positions drift.
         if choose && round.wrapping_sub(self.heir_at) >= every {
-            self.heir = heir::heir(&me.point, &self.members, self.heir);
+            let chosen = heir::heir(&me.point, &self.members, self.heir);
+            changed |= chosen != self.heir;
+            self.heir = chosen;
             self.heir_at = round;
+        }
+        if let Some(ids) = self.ids.as_ref().filter(|_| !changed) {
+            return ids.clone();
         }
         let ids: Arc<[NodeId]> = heir::view_ids(&self.members, self.heir, me.id).into();
         self.ids = Some(ids.clone());

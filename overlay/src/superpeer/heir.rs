@@ -33,7 +33,7 @@
 //!
 //! What is left: in a swarm some views never arrive (sends dropped under load), and a member
 //! whose last view names another heir, or none, takes another member for the highest. In one
-//! of four 200-node prefix swarms (s29p4 in docs/RESULTS.md, "Session 29") two members took a
+//! of nine 200-node prefix swarms (s29p4 in docs/RESULTS.md, "Session 29") two members took a
 //! killed slot for a moment; the later `Takeover`s left one (`node` module doc, step 5).
 
 use super::message::PeerInfo;

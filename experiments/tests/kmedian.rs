@@ -1,10 +1,13 @@
-//! The strong yardstick of `peerage-lab superpeers --kmedian` against brute force on small
-//! worlds: the exact assignment is optimal, the Lagrangian bound never exceeds the optimum,
-//! and the placement found is feasible and never below it.
+//! The yardsticks of `peerage-lab superpeers` against brute force on small worlds: the exact
+//! assignment is optimal, the auction's is within its certified gap, the nearest search and
+//! the medoid are exact, the Lagrangian bound never exceeds the optimum, and the placement
+//! found is feasible and never below it.
 
-use peerage_experiments::superpeers::kmedian::{assign_exact, solve, Params};
+use peerage_experiments::superpeers::assign::{self, Geometry, Nearest};
+use peerage_experiments::superpeers::kmedian::{assign_exact, medoid, solve, Params};
 use peerage_experiments::superpeers::world::World;
 use rand::seq::SliceRandom;
+use rand::Rng;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
@@ -101,22 +104,111 @@ fn bound_below_optimum_and_placement_feasible() {
         }
         let rest = (n - k) as f64;
         let p = Params { k, cap, iterations: 200, seed: s };
-        let out = solve(&w, &p, &[0, 1, 2], &[3, 4, 5], |_| {}).expect("solve");
+        let geo = Geometry::new(&w);
+        let starts = vec![("a".to_string(), vec![0, 1, 2]), ("b".to_string(), vec![3, 4, 5])];
+        let out = solve(&w, &geo, &p, starts, |_| {}).expect("solve");
         assert_eq!(out.heads.len(), k);
         let total = check_assignment(&w, &out.heads, &out.head_of, cap);
         assert!((total / rest - out.best_mean_ms).abs() < 1e-6);
         assert!(out.best_mean_ms >= opt / rest - 1e-6, "round {round}: below the optimum");
-        assert!(
-            out.bound_mean_ms <= opt / rest + 1e-6,
-            "round {round}: bound {} above the optimum {}",
-            out.bound_mean_ms,
-            opt / rest
-        );
+        let bound = out.bound_mean_ms.expect("small world: a bound");
+        assert!(bound <= opt / rest + 1e-6, "round {round}: bound {bound} above the optimum {}", opt / rest);
+        eprintln!("round {round}: optimum {:.3} ms, found {:.3}, bound {:.3}", opt / rest, out.best_mean_ms, bound);
+    }
+}
+
+/// The auction's assignment ([`assign::optimal`]) against the exact cycle-cancelling one:
+/// feasible, within its certified gap of the optimum, and the certificate never above it.
+#[test]
+fn auction_assignment_is_certified_against_the_exact_one() {
+    let s = seed();
+    let mut r = ChaCha8Rng::seed_from_u64(s);
+    for round in 0..12u64 {
+        let n = 80 + 40 * (round as usize % 4);
+        let w = world(n, s.wrapping_add(300 + round));
+        let geo = Geometry::new(&w);
+        let k = 3 + (round as usize % 5);
+        // Caps from tight (every slot needed) to loose.
+        let cap = ((n - k).div_ceil(k) + (round as usize % 3) * 5) as u64;
+        let mut all: Vec<u32> = (0..n as u32).collect();
+        all.shuffle(&mut r);
+        let heads = &all[..k];
+        let (_, exact) = assign_exact(&w, heads, cap).expect("feasible");
+        let a = assign::optimal(&w, &geo, heads, cap).expect("feasible");
+        let again = check_assignment(&w, heads, &a.head_of, cap);
+        assert!((again - a.total_ms).abs() < 1e-6);
+        assert!(a.bound_ms <= exact + 1e-6, "round {round}: certificate {} above the optimum {exact}", a.bound_ms);
+        assert!(a.total_ms >= exact - 1e-6, "round {round}: below the optimum");
+        assert!(a.total_ms - a.bound_ms <= 1e-3 * (n - k) as f64 + 1e-6, "round {round}: gap {}", a.gap_ms());
         eprintln!(
-            "round {round}: optimum {:.3} ms, found {:.3}, bound {:.3}",
-            opt / rest,
-            out.best_mean_ms,
-            out.bound_mean_ms
+            "round {round}: n {n} k {k} cap {cap}: exact {exact:.4}, auction {:.4}, bound {:.4}",
+            a.total_ms, a.bound_ms
         );
     }
+    let w = world(30, s);
+    assert!(assign::optimal(&w, &Geometry::new(&w), &[0, 1], 3).is_err(), "no room is an error");
+}
+
+/// The exact nearest search ([`Nearest`]) returns the brute-force nearest targets by TRUE
+/// RTT, and every target it leaves out is at least its threshold away.
+#[test]
+fn nearest_targets_match_brute_force() {
+    let s = seed();
+    let mut r = ChaCha8Rng::seed_from_u64(s ^ 7);
+    for (round, n) in [50usize, 400, 3000].into_iter().enumerate() {
+        let mut rng = ChaCha8Rng::seed_from_u64(s ^ round as u64);
+        let w = World::generate(n, 8, 8, s ^ round as u64, &mut rng).expect("world");
+        let geo = Geometry::new(&w);
+        let mut all: Vec<u32> = (0..n as u32).collect();
+        all.shuffle(&mut r);
+        let targets = &all[..n / 5];
+        let index = Nearest::new(&geo, targets);
+        let mut out = Vec::new();
+        for q in 0..200u32 {
+            let i = (q * 7919) % n as u32;
+            let l = 1 + (q as usize % 9);
+            let t = index.query(&w, i, l, &mut out);
+            let mut brute: Vec<(u32, f64)> =
+                targets.iter().filter(|&&j| j != i).map(|&j| (j, w.rtt_ms(i, j))).collect();
+            brute.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+            let want: Vec<f64> = brute.iter().take(l).map(|x| x.1).collect();
+            let got: Vec<f64> = out.iter().map(|x| x.1).collect();
+            assert_eq!(got, want, "n {n} node {i} l {l}");
+            for &(j, d) in &brute {
+                assert!(
+                    out.iter().any(|x| x.0 == j) || d >= t,
+                    "n {n} node {i}: target {j} at {d} below the threshold {t}"
+                );
+            }
+            for &(j, d) in &out {
+                assert!(geo.lower_bound(i, j) <= d, "the model's bound above its RTT");
+            }
+        }
+    }
+}
+
+/// The pruned medoid is the brute-force one, and the nearest-node floor is a bound.
+#[test]
+fn medoid_and_floor_match_brute_force() {
+    let s = seed();
+    let w = world(300, s);
+    let geo = Geometry::new(&w);
+    let mut r = ChaCha8Rng::seed_from_u64(s);
+    for _ in 0..20 {
+        let mut all: Vec<u32> = (0..300).collect();
+        all.shuffle(&mut r);
+        let cluster = &all[..1 + r.gen_range(0..60)];
+        let cost = |c: u32| cluster.iter().map(|&m| w.rtt_ms(m, c)).sum::<f64>();
+        let best = cluster.iter().map(|&c| cost(c)).fold(f64::INFINITY, f64::min);
+        assert_eq!(cost(medoid(&w, &geo, cluster)), best);
+    }
+    let nearest = assign::nearest_other(&w, &geo, 2);
+    for i in 0..300u32 {
+        let brute = (0..300u32).filter(|&j| j != i).map(|j| w.rtt_ms(i, j)).fold(f64::INFINITY, f64::min);
+        assert_eq!(nearest[i as usize], brute, "node {i}");
+    }
+    // Any placement of 3 heads pays at least the floor.
+    let floor = assign::floor_bound(&nearest, 3);
+    let a = assign::optimal(&w, &geo, &[0, 1, 2], 300).expect("room");
+    assert!(a.mean_ms() >= floor);
 }

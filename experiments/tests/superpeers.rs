@@ -122,3 +122,64 @@ fn recreated_tokens_are_super_peers_at_once() {
         f.crashed
     );
 }
+
+/// Every summary row of a run, and the summary over seeds, can be recomputed from the
+/// per-node files by `scripts/superpeers_check.py` (standard-library Python); a single
+/// changed per-node value makes it disagree.
+#[test]
+fn summary_rows_are_recomputed_from_the_per_node_files() {
+    use clap::Parser;
+    use peerage_records::{read_csv_gz, CsvGz, NodeRow, Role};
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: peerage_experiments::superpeers::SuperpeersArgs,
+    }
+    let s = seed() % 1_000_000;
+    let dir = tempfile::Builder::new().prefix("peerage-superpeers-files-").tempdir().expect("temp dir");
+    let out = dir.path().to_str().expect("utf-8 path");
+    let seeds = format!("{s}..{}", s + 2);
+    let cli = Cli::parse_from([
+        "superpeers",
+        "--nodes",
+        "300",
+        "--seeds",
+        &seeds,
+        "--share",
+        "0.03",
+        "--random-draws",
+        "12",
+        "--vivaldi-rounds",
+        "10",
+        "--max-rounds",
+        "40",
+        "--recovery-rounds",
+        "10",
+        "--no-plots",
+        "--out",
+        out,
+    ]);
+    peerage_experiments::superpeers::run(cli.args).expect("run");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/superpeers_check.py");
+    let check = || {
+        let o = std::process::Command::new("python3").arg(&script).arg(out).output().expect("python3 runs");
+        (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    let (ok, text) = check();
+    assert!(ok, "{text}");
+    assert!(text.contains(&format!("superpeers_n300_seeds{s}-{}.csv", s + 1)), "{text}");
+    assert!(text.contains(" 0 disagree"), "{text}");
+    // One member's RTT a little longer: its placement's mean and ratios no longer agree.
+    let path = dir.path().join(format!("superpeers_n300_s{s}_nodes_tokens.csv.gz"));
+    let mut rows: Vec<NodeRow> = read_csv_gz(&path).expect("read");
+    let m = rows.iter_mut().find(|r| r.role == Role::Member).expect("a member");
+    m.rtt_true_ms = m.rtt_true_ms.map(|x| x + 0.5);
+    let mut w = CsvGz::create(&path).expect("rewrite");
+    for r in &rows {
+        w.row(r).expect("row");
+    }
+    w.finish().expect("close");
+    let (ok, text) = check();
+    assert!(!ok, "a changed per-node file still agrees:\n{text}");
+    assert!(text.contains("tokens rtt_mean_ms"), "{text}");
+}

@@ -1,11 +1,10 @@
-//! The super-peer simulator's own machinery (issue 4, the 10^6-node run): the id index and the
-//! DHT oracle against brute force, and `--jobs` (methods run on threads, baselines on a second
-//! thread) giving byte-for-byte the output of running everything in turn. Randomised tests
+//! The super-peer simulator's own machinery: the id index and the DHT oracle against brute
+//! force, and `--jobs` (methods and random draws on threads, yardsticks on a second thread)
+//! giving byte-for-byte the output of running everything in turn. Randomised tests
 //! print their seed; replay with `PEERAGE_SEED=<seed>`.
 
 use clap::Parser;
 use overlay::NodeId;
-use peerage_experiments::superpeers::baseline::{floor_nearest_node, floor_nearest_node_full};
 use peerage_experiments::superpeers::world::{Dht, IdIndex, World};
 use peerage_experiments::superpeers::{run, SuperpeersArgs};
 use rand::{Rng, RngCore, SeedableRng};
@@ -110,21 +109,6 @@ fn dht_closest_after_removals_matches_brute_force() {
     }
 }
 
-/// The pruned nearest-node floor (scan in ascending access delay, stop at the access-delay
-/// bound) is the full scan's number, exactly, on the Internet latency model.
-#[test]
-fn floor_pruning_gives_the_full_scan() {
-    let s = seed();
-    for (k, n) in [2usize, 50, 3_000].into_iter().enumerate() {
-        let mut rng = ChaCha8Rng::seed_from_u64(s ^ k as u64);
-        let w = World::generate(n, 8, 8, s ^ k as u64, &mut rng).expect("model");
-        let fast = floor_nearest_node(&w, 300, s);
-        let full = floor_nearest_node_full(&w, 300, s);
-        assert!(fast.is_finite(), "n {n}: floor {fast}");
-        assert_eq!(fast.to_bits(), full.to_bits(), "n {n}: pruned {fast} != full {full}");
-    }
-}
-
 #[derive(Parser)]
 struct Cli {
     #[command(flatten)]
@@ -138,8 +122,10 @@ fn run_to(dir: &std::path::Path, jobs: &str, seed: u64) -> String {
         "superpeers",
         "--nodes",
         "300",
-        "--seed",
+        "--seeds",
         &seed,
+        "--random-draws",
+        "10",
         "--vivaldi-rounds",
         "40",
         "--max-rounds",
@@ -155,7 +141,7 @@ fn run_to(dir: &std::path::Path, jobs: &str, seed: u64) -> String {
         out,
     ]);
     run(cli.args).expect("run");
-    std::fs::read_to_string(dir.join("superpeers.csv")).expect("csv")
+    std::fs::read_to_string(dir.join(format!("superpeers_n300_s{seed}_summary.csv"))).expect("csv")
 }
 
 #[test]
@@ -165,6 +151,6 @@ fn jobs_do_not_change_the_results() {
     let base = tempfile::Builder::new().prefix("peerage-superpeers-jobs-").tempdir().expect("temp dir");
     let one = run_to(&base.path().join("one"), "1", s);
     let two = run_to(&base.path().join("two"), "2", s);
-    assert!(one.lines().count() == 5, "a header and four rows:\n{one}");
+    assert!(one.lines().count() == 6, "a header and five rows:\n{one}");
     assert_eq!(one, two, "--jobs 1 and --jobs 2 differ");
 }

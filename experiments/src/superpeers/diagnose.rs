@@ -1,13 +1,13 @@
-//! Where a protocol's placement loses against the capacitated k-median (issue 4, session 6,
-//! engineer "placement"): a decomposition of the gap, printed by `peerage-lab superpeers
-//! --kmedian` for every protocol run without a failure phase. Global knowledge of the TRUE
-//! RTT, like [`super::kmedian`]; a diagnostic only, no protocol reads it.
+//! Where a protocol's placement loses against the capacitated k-median: a decomposition of
+//! the gap, printed by `peerage-lab superpeers --diagnose` for every protocol run. Global
+//! knowledge of the TRUE RTT, like [`super::kmedian`]; a diagnostic only, no protocol reads
+//! it.
 //!
 //! For the protocol's heads `P` (with its own assignment) and the k-median's heads `K`:
-//! - **assignment loss**: `P` assigned exactly on the TRUE RTT ([`kmedian::assign_exact`])
+//! - **assignment loss**: `P` assigned optimally on the TRUE RTT ([`assign::optimal`])
 //!   against the protocol's own assignment;
 //! - **local optimum**: `P` improved by the same capacitated k-medoids alternation the
-//!   k-median uses ([`kmedian::refine_from`]): if that ends near `K`'s mean, the protocol's
+//!   k-median uses ([`kmedian::refine`]): if that ends near `K`'s mean, the protocol's
 //!   heads are merely not settled; if it ends far above it, they sit in a poorer basin and
 //!   local moves cannot close the gap;
 //! - **cost split** of the mean RTT (members only, heads not counted, as in
@@ -21,6 +21,7 @@
 //! Choices: cities are the model's (the unit in which a node's nearest peers live); "served
 //! from another city" compares the member's and the head's city indices.
 
+use super::assign::{self, Geometry};
 use super::kmedian;
 use super::world::World;
 
@@ -122,15 +123,15 @@ fn split(w: &World, heads: &[u32], head_of: &[u32], cap: u64) -> Split {
 /// k-median's `km_heads`/`km_of`. Errors only if the exact assignment is infeasible.
 pub fn diagnose(
     w: &World,
+    geo: &Geometry,
     heads: &[u32],
     head_of: &[u32],
     km_heads: &[u32],
     km_of: &[u32],
     cap: u64,
 ) -> Result<Diagnosis, kmedian::KMedianError> {
-    let rest = (w.len() - heads.len()).max(1) as f64;
-    let (_, exact) = kmedian::assign_exact(w, heads, cap)?;
-    let (_, _, medoids) = kmedian::refine_from(w, heads.to_vec(), cap)?;
+    let exact = assign::optimal(w, geo, heads, cap)?.mean_ms();
+    let medoids = kmedian::refine(w, geo, heads.to_vec(), cap)?.1.mean_ms();
     let m = &w.model;
     let cities = (0..w.len()).map(|i| m.city_of(i)).max().map_or(0, |c| c + 1);
     let mut nodes = vec![0usize; cities];
@@ -179,8 +180,8 @@ pub fn diagnose(
     Ok(Diagnosis {
         protocol: split(w, heads, head_of, cap),
         kmedian: split(w, km_heads, km_of, cap),
-        exact_mean_ms: exact / rest,
-        medoids_mean_ms: medoids / rest,
+        exact_mean_ms: exact,
+        medoids_mean_ms: medoids,
         cities: order.len(),
         cities_with_protocol_head: hp.iter().filter(|&&x| x > 0).count(),
         cities_with_kmedian_head: hk.iter().filter(|&&x| x > 0).count(),
@@ -228,12 +229,11 @@ pub fn print(name: &str, d: &Diagnosis) {
     }
 }
 
-/// Session 8 (engineer "placement"): the gap split without the k-median search, cheap
-/// enough for every run (`peerage-lab superpeers --diagnose`). Times in ms, means over the
+/// The gap split without the k-median search (`peerage-lab superpeers --diagnose`). Times in ms, means over the
 /// members (heads not counted).
 ///
 /// - `mean_ms`: the protocol's own placement and assignment;
-/// - `exact_ms`: its heads, assigned exactly on the TRUE RTT (`mean - exact` = what the
+/// - `exact_ms`: its heads, assigned optimally on the TRUE RTT (`mean - exact` = what the
 ///   assignment loses);
 /// - `medoids_true_ms`: from there, capacitated k-medoids with each medoid chosen on the
 ///   TRUE RTT (what a local medoid step could still gain if nodes knew the true RTTs, e.g.
@@ -256,12 +256,15 @@ pub struct Gap {
 
 /// Computes [`Gap`] for `heads`/`head_of` (every node alive). Errors only if the exact
 /// assignment is infeasible.
-pub fn gap(w: &World, heads: &[u32], head_of: &[u32], cap: u64) -> Result<Gap, kmedian::KMedianError> {
-    let rest = (w.len() - heads.len()).max(1) as f64;
-    let (_, exact) = kmedian::assign_exact(w, heads, cap)?;
-    let (_, _, medoids_true) = kmedian::refine_from(w, heads.to_vec(), cap)?;
+pub fn gap(w: &World, geo: &Geometry, heads: &[u32], head_of: &[u32], cap: u64) -> Result<Gap, kmedian::KMedianError> {
+    let exact = assign::optimal(w, geo, heads, cap)?.mean_ms();
+    let medoids_true = kmedian::refine(w, geo, heads.to_vec(), cap)?.1.mean_ms();
     let pred = |x: u32, c: u32| if x == c { 0.0 } else { 1000.0 * w.points[x as usize].rtt(&w.points[c as usize]) };
-    let (_, _, medoids_pred) = kmedian::refine_by(w, heads.to_vec(), cap, pred)?;
+    let pred_medoid = |cluster: &[u32]| {
+        let cost = |c: u32| cluster.iter().map(|&x| pred(x, c)).sum::<f64>();
+        cluster.iter().copied().min_by(|&a, &b| cost(a).total_cmp(&cost(b))).unwrap_or(cluster[0])
+    };
+    let medoids_pred = kmedian::refine_by(w, geo, heads.to_vec(), cap, pred_medoid)?.1.mean_ms();
     let (mut n, mut sum, mut psum, mut err) = (0usize, 0.0, 0.0, 0.0);
     for (i, &h) in head_of.iter().enumerate() {
         if h == u32::MAX || h as usize == i {
@@ -276,9 +279,9 @@ pub fn gap(w: &World, heads: &[u32], head_of: &[u32], cap: u64) -> Result<Gap, k
     let d = n.max(1) as f64;
     Ok(Gap {
         mean_ms: sum / d,
-        exact_ms: exact / rest,
-        medoids_true_ms: medoids_true / rest,
-        medoids_pred_ms: medoids_pred / rest,
+        exact_ms: exact,
+        medoids_true_ms: medoids_true,
+        medoids_pred_ms: medoids_pred,
         pred_ms: psum / d,
         abs_err_ms: err / d,
     })

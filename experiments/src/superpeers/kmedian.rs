@@ -1,48 +1,48 @@
-//! What any super-peer placement can achieve on a world: a strong, capacity-aware yardstick
-//! and a lower bound, both on the TRUE (model) RTT with global knowledge (issue 4, session 3).
+//! The capacitated k-median on the TRUE RTT: the strongest yardstick of `peerage-lab
+//! superpeers`, and a lower bound on what any placement can achieve.
 //!
-//! The problem every method of `peerage-lab superpeers` faces is the **capacitated k-median**
-//! problem: choose exactly `k` heads among the `N` nodes and assign every other node to a head
-//! with at most `cap` members, minimising the mean RTT of the normal nodes to their head (a
-//! head is its own super peer and is not counted, as in [`super::measure`]). Here it is
-//! attacked with the textbook tools, on the TRUE RTT (access delays of both ends, route
-//! inflation, per-pair noise and detours included), which no protocol can see:
+//! Every method faces the **capacitated k-median** problem: choose exactly `k` heads among
+//! the `N` nodes and assign every other node to a head with at most `cap` members, minimising
+//! the mean RTT of the normal nodes to their head (a head is its own super peer and is not
+//! counted, as in [`super::measure`]). It is attacked with the textbook tools, on the TRUE RTT
+//! (access delays of both ends, route inflation, per-pair noise and detours included), which
+//! no protocol can see:
 //!
-//! - **Exact assignment** for a fixed set of heads ([`assign_exact`]): a transportation
-//!   problem, solved by a greedy start (nodes in decreasing regret take their best head with
-//!   room) and then **cycle cancelling** on the graph of heads (edge `s -> t` weighs the cheapest
-//!   `d(i, t) - d(i, s)` over the members `i` of `s`, plus a free edge from every head with
-//!   room back to every head): a negative cycle is an improving chain of moves (Bellman-Ford
-//!   finds one); when none is left the assignment is optimal (min-cost-flow optimality: the
-//!   condensed graph has a negative cycle iff the residual graph does).
-//! - **Lower bound** ([`lagrangian`]): Lagrangian relaxation of the "every node is a head or
-//!   assigned once" constraints with multipliers `λ_i`. For fixed `λ` the relaxed problem
-//!   splits by head: opening `j` is worth `v_j = -λ_j + Σ` of the `cap` most negative
-//!   `d(i, j) - λ_i`, and the `k` smallest `v_j` are opened, so
-//!   `L(λ) = Σ λ_i + Σ_{k smallest} v_j` <= the optimum for every `λ` (the bound of the
-//!   LP relaxation with `x_ij <= y_j` and the capacities, at the best `λ`). `λ` is improved
-//!   by subgradient steps (Polyak step toward the best upper bound, halved after stalls).
-//!   To keep memory at `O(N·m)` each node's `λ_i` is capped at `T_i`, its RTT to its
-//!   `m`-th nearest node (`m = max(3·cap, 64)`): pairs with `d(i, j) >= T_i` then never enter
-//!   a `v_j`, so dropping them is exact and the bound stays valid (only possibly looser).
-//! - **Yardstick** (upper bound): head sets from the k-means yardstick, from random, and from
-//!   the relaxation (the `k` heads it opens at its best iterations) are each assigned exactly,
-//!   then improved by **capacitated k-medoids** alternation (each cluster's head moves to the
-//!   member minimising the cluster's total RTT, then the exact assignment again) while the
-//!   cost drops. The best is reported. The gap to the bound says how far from optimal it is.
+//! - **Assignment** for a fixed set of heads: [`super::assign::optimal`] (auction with a
+//!   certified gap, any N). [`assign_exact`] is the exact cycle-cancelling solution of the same
+//!   transportation problem for small worlds (the tests compare the two): a greedy start, then
+//!   negative cycles on the graph of heads (edge `s -> t` weighs the cheapest
+//!   `d(i, t) - d(i, s)` over the members `i` of `s`, plus free edges through a "room" node)
+//!   are cancelled until none is left.
+//! - **Capacitated k-medoids** ([`refine`]): each cluster's head moves to the member with the
+//!   least total RTT to the cluster ([`medoid`], pruned by the model's lower bound), then the
+//!   assignment again, while the total drops by more than 0.01 %.
+//! - **Lower bound** ([`lagrangian`], N <= [`MAX_NODES`]): Lagrangian relaxation of the
+//!   "every node is a head or assigned once" constraints with multipliers `λ_i`. For fixed `λ`
+//!   the relaxed problem splits by head: opening `j` is worth `v_j = -λ_j + Σ` of the `cap`
+//!   most negative `d(i, j) - λ_i`, and the `k` smallest `v_j` are opened, so
+//!   `L(λ) = Σ λ_i + Σ_{k smallest} v_j` <= the optimum for every `λ`. `λ` is improved by
+//!   subgradient steps (Polyak step toward the best placement found, halved after stalls).
+//!   To keep memory at `O(N·m)` each `λ_i` is capped at `T_i`, its RTT to its `m`-th nearest
+//!   node (`m = max(3·cap, 64)`): pairs with `d(i, j) >= T_i` then never enter a `v_j`, so
+//!   dropping them is exact and the bound stays valid (only possibly looser). Building the
+//!   lists costs `N²` RTT evaluations, hence the limit.
+//! - **Search** ([`solve`]): the given starts (k-means' and random heads) and, up to
+//!   [`MAX_NODES`], the head sets the relaxation opens at its best iterations, each refined
+//!   by k-medoids; the best is the yardstick. Its distance to the bound says how far from the
+//!   optimum it can be.
 //!
-//! Cost: `N²` model RTT evaluations to build the candidate lists (the model holds no matrix),
-//! so this runs only up to [`MAX_NODES`] nodes (N = 10,000 takes ~10^8 evaluations).
 //! Choices where the literature leaves room: the number of subgradient iterations
-//! ([`Params::iterations`]), `m`, and the medoid refinement as the only local search (no
-//! open/close swap search: the relaxation's own head sets stand in for it).
+//! ([`Params::iterations`]), `m`, and k-medoids as the only local search (no open/close swap
+//! search: the relaxation's own head sets stand in for it).
 
+use super::assign::{self, AssignError, Geometry};
 use super::world::World;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-/// Largest population this module accepts (its cost is `N²` RTT evaluations).
+/// Largest population for which the relaxation runs (its lists cost `N²` RTT evaluations).
 pub const MAX_NODES: usize = 20_000;
 
 /// Settings of the search.
@@ -62,8 +62,11 @@ pub struct Outcome {
     pub head_of: Vec<u32>,
     /// Mean TRUE RTT of the normal nodes to their head in the best placement, ms.
     pub best_mean_ms: f64,
-    /// Lower bound on that mean for any placement of `k` heads with the cap, ms.
-    pub bound_mean_ms: f64,
+    /// The certified gap of that placement's assignment ([`assign::Assigned::gap_ms`]), ms.
+    pub assign_gap_ms: f64,
+    /// Lower bound on that mean for any placement of `k` heads with the cap, ms (the
+    /// relaxation's; none above [`MAX_NODES`]).
+    pub bound_mean_ms: Option<f64>,
     /// Which start gave the best placement.
     pub best_start: String,
     /// Mean of each start after exact assignment, before and after the medoid refinement.
@@ -73,10 +76,10 @@ pub struct Outcome {
 /// Why the search was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum KMedianError {
-    #[error("capacitated k-median: N = {0} is above the limit of {MAX_NODES} (N² RTT evaluations)")]
-    TooLarge(usize),
     #[error("capacitated k-median: {k} heads with cap {cap} cannot hold the other {rest} nodes")]
     Infeasible { k: usize, cap: u64, rest: usize },
+    #[error("capacitated k-median: {0}")]
+    Assign(#[from] AssignError),
 }
 
 /// Exact capacitated assignment of every non-head to `heads` on the TRUE RTT (see the module
@@ -235,67 +238,79 @@ pub fn assign_exact(w: &World, heads: &[u32], cap: u64) -> Result<(Vec<u32>, f64
     Ok((head_of, total))
 }
 
-/// Capacitated k-medoids refinement of `heads` (exact assignment first; module doc), as the
-/// search does it from its starts: for diagnosing another method's placement
-/// ([`super::diagnose`]). Returns the improved heads, assignment and total, ms.
-pub fn refine_from(w: &World, heads: Vec<u32>, cap: u64) -> Result<(Vec<u32>, Vec<u32>, f64), KMedianError> {
-    refine(w, heads, cap)
+/// Capacitated k-medoids from `heads` (module doc): returns the improved heads and their
+/// assignment.
+pub fn refine(
+    w: &World,
+    geo: &Geometry,
+    heads: Vec<u32>,
+    cap: u64,
+) -> Result<(Vec<u32>, assign::Assigned), KMedianError> {
+    refine_by(w, geo, heads, cap, |cluster| medoid(w, geo, cluster))
 }
 
-/// Capacitated k-medoids refinement of an exactly assigned placement (module doc). Returns
-/// the improved heads, assignment and total.
-fn refine(w: &World, heads: Vec<u32>, cap: u64) -> Result<(Vec<u32>, Vec<u32>, f64), KMedianError> {
-    refine_by(w, heads, cap, |x, c| w.rtt_ms(x, c))
-}
-
-/// [`refine_from`] with each cluster's medoid chosen by `medoid_cost(member, candidate)`
-/// instead of the TRUE RTT (session 8, [`super::diagnose`]: the medoid judged by the
-/// predicted RTT shows what the coordinates' error costs a placement). The assignment is
-/// still exact on the TRUE RTT, and a step is kept only if it lowers the TRUE total.
-#[expect(clippy::needless_range_loop, reason = "parallel arrays indexed by node")]
+/// [`refine`] with each cluster's new head chosen by `medoid_of(cluster)` (the cluster's
+/// nodes, its head first): [`super::diagnose`] also chooses it by the predicted RTT, to show
+/// what the coordinates' error costs a placement. The assignment is always on the TRUE RTT,
+/// and a step is kept only if it lowers the TRUE total.
 pub fn refine_by(
     w: &World,
+    geo: &Geometry,
     mut heads: Vec<u32>,
     cap: u64,
-    medoid_cost: impl Fn(u32, u32) -> f64,
-) -> Result<(Vec<u32>, Vec<u32>, f64), KMedianError> {
-    let (mut head_of, mut total) = assign_exact(w, &heads, cap)?;
+    medoid_of: impl Fn(&[u32]) -> u32,
+) -> Result<(Vec<u32>, assign::Assigned), KMedianError> {
+    let n = w.len();
+    let mut best = assign::optimal(w, geo, &heads, cap)?;
     for _ in 0..30 {
-        let n = w.len();
         let mut slot = vec![u32::MAX; n];
         for (s, &h) in heads.iter().enumerate() {
             slot[h as usize] = s as u32;
         }
-        let mut members: Vec<Vec<u32>> = vec![Vec::new(); heads.len()];
-        for i in 0..n {
-            let h = head_of[i];
-            if h != u32::MAX {
-                members[slot[h as usize] as usize].push(i as u32);
+        let mut clusters: Vec<Vec<u32>> = heads.iter().map(|&h| vec![h]).collect();
+        for (i, &h) in best.head_of.iter().enumerate() {
+            if h != u32::MAX && h != i as u32 {
+                clusters[slot[h as usize] as usize].push(i as u32);
             }
         }
-        let mut new_heads = heads.clone();
-        for (s, m) in members.iter().enumerate() {
-            let mut best = (f64::INFINITY, heads[s]);
-            for &c in m {
-                let cost: f64 = m.iter().map(|&x| medoid_cost(x, c)).sum();
-                if cost < best.0 {
-                    best = (cost, c);
-                }
-            }
-            new_heads[s] = best.1;
-        }
+        let new_heads: Vec<u32> = clusters.iter().map(|c| medoid_of(c)).collect();
         if new_heads == heads {
             break;
         }
-        let (ho, t) = assign_exact(w, &new_heads, cap)?;
-        if t >= total - 1e-6 {
+        let next = assign::optimal(w, geo, &new_heads, cap)?;
+        if next.total_ms >= best.total_ms * (1.0 - 1e-4) {
+            if next.total_ms < best.total_ms {
+                (heads, best) = (new_heads, next);
+            }
             break;
         }
-        heads = new_heads;
-        head_of = ho;
-        total = t;
+        (heads, best) = (new_heads, next);
     }
-    Ok((heads, head_of, total))
+    Ok((heads, best))
+}
+
+/// The node of `cluster` with the least total TRUE RTT to the others (ties: the first).
+/// Candidates are tried in order of the model's lower bound on that total
+/// ([`Geometry::lower_bound`]) and the search stops once the bound reaches the best total.
+pub fn medoid(w: &World, geo: &Geometry, cluster: &[u32]) -> u32 {
+    let mut by_bound: Vec<(f64, usize)> = cluster
+        .iter()
+        .enumerate()
+        .map(|(a, &c)| (cluster.iter().filter(|&&m| m != c).map(|&m| geo.lower_bound(m, c)).sum::<f64>(), a))
+        .collect();
+    by_bound.sort_unstable_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+    let mut best = (f64::INFINITY, usize::MAX);
+    for &(lb, a) in &by_bound {
+        if lb >= best.0 {
+            break;
+        }
+        let c = cluster[a];
+        let cost: f64 = cluster.iter().map(|&m| w.rtt_ms(m, c)).sum();
+        if cost < best.0 || (cost == best.0 && a < best.1) {
+            best = (cost, a);
+        }
+    }
+    cluster.get(best.1).copied().unwrap_or(cluster[0])
 }
 
 /// The relaxation's candidate lists: for every head `j`, the nodes `i` with `d(i, j) < T_i`.
@@ -430,65 +445,64 @@ fn lagrangian(l: &Lists, k: usize, cap: usize, ub: f64, iterations: usize, keep:
     (best, sets)
 }
 
-/// Runs the whole search (module doc). `kmeans_heads` and `random_heads` are the other
-/// yardsticks' placements, used as starts. `progress(stage)` reports the phase.
+/// Runs the whole search (module doc) from the named `starts` (each `k` distinct heads).
+/// `progress(stage)` reports the phase.
 pub fn solve(
     w: &World,
+    geo: &Geometry,
     p: &Params,
-    kmeans_heads: &[u32],
-    random_heads: &[u32],
+    starts: Vec<(String, Vec<u32>)>,
     mut progress: impl FnMut(&str),
 ) -> Result<Outcome, KMedianError> {
     let n = w.len();
-    if n > MAX_NODES {
-        return Err(KMedianError::TooLarge(n));
-    }
     let k = p.k.clamp(1, n);
     let rest = n - k;
     if (k as u64) * p.cap < rest as u64 {
         return Err(KMedianError::Infeasible { k, cap: p.cap, rest });
     }
     let cap = p.cap as usize;
-    let mut starts: Vec<(String, f64, f64)> = Vec::new();
-    let mut best: Option<(f64, String, Vec<u32>, Vec<u32>)> = None;
-    let mut consider = |name: String,
-                        heads: Vec<u32>,
-                        best: &mut Option<(f64, String, Vec<u32>, Vec<u32>)>|
-     -> Result<(), KMedianError> {
-        let (_, before) = assign_exact(w, &heads, p.cap)?;
-        let (h, ho, after) = refine(w, heads, p.cap)?;
-        starts.push((name.clone(), before / rest as f64, after / rest as f64));
-        if best.as_ref().is_none_or(|b| after < b.0) {
-            *best = Some((after, name, h, ho));
+    let mut tried: Vec<(String, f64, f64)> = Vec::new();
+    let mut best: Option<(String, Vec<u32>, assign::Assigned)> = None;
+    let mut consider = |name: String, heads: Vec<u32>, best: &mut Option<(String, Vec<u32>, assign::Assigned)>| {
+        let before = assign::optimal(w, geo, &heads, p.cap)?;
+        let (h, a) = refine(w, geo, heads, p.cap)?;
+        tried.push((name.clone(), before.mean_ms(), a.mean_ms()));
+        if best.as_ref().is_none_or(|b| a.total_ms < b.2.total_ms) {
+            *best = Some((name, h, a));
         }
-        Ok(())
+        Ok::<(), KMedianError>(())
     };
-    progress("k-means start");
-    consider("kmeans".into(), kmeans_heads.to_vec(), &mut best)?;
-    progress("random start");
-    consider("random".into(), random_heads.to_vec(), &mut best)?;
-    progress("candidate lists");
-    let m = (3 * cap).max(64);
-    let l = lists(w, m, |_| {});
-    progress("relaxation");
-    let ub = best.as_ref().map_or(f64::INFINITY, |b| b.0);
-    let (bound, sets) = lagrangian(&l, k, cap, ub, p.iterations, 3);
-    drop(l);
-    let mut r = ChaCha8Rng::seed_from_u64(p.seed);
-    for (e, mut s) in sets.into_iter().enumerate() {
-        progress("relaxation start");
-        // A relaxation's open set has exactly k distinct heads; shuffle only to make the
-        // slot order independent of node indices.
-        s.shuffle(&mut r);
-        consider(format!("lagrangian-{e}"), s, &mut best)?;
+    for (name, heads) in starts {
+        progress(&format!("{name} start"));
+        consider(name, heads, &mut best)?;
     }
-    let (total, name, heads, head_of) = best.ok_or(KMedianError::Infeasible { k, cap: p.cap, rest })?;
+    let mut bound = None;
+    if n <= MAX_NODES {
+        progress("candidate lists");
+        let m = (3 * cap).max(64);
+        let l = lists(w, m, |_| {});
+        progress("relaxation");
+        let ub = best.as_ref().map_or(f64::INFINITY, |b| b.2.total_ms);
+        let (b, sets) = lagrangian(&l, k, cap, ub, p.iterations, 3);
+        drop(l);
+        bound = Some(b / rest.max(1) as f64);
+        let mut r = ChaCha8Rng::seed_from_u64(p.seed);
+        for (e, mut s) in sets.into_iter().enumerate() {
+            progress("relaxation start");
+            // A relaxation's open set has exactly k distinct heads; shuffle only to make the
+            // slot order independent of node indices.
+            s.shuffle(&mut r);
+            consider(format!("lagrangian-{e}"), s, &mut best)?;
+        }
+    }
+    let (name, heads, a) = best.ok_or(KMedianError::Infeasible { k, cap: p.cap, rest })?;
     Ok(Outcome {
         heads,
-        head_of,
-        best_mean_ms: total / rest as f64,
-        bound_mean_ms: bound / rest as f64,
+        best_mean_ms: a.mean_ms(),
+        assign_gap_ms: a.gap_ms(),
+        head_of: a.head_of,
+        bound_mean_ms: bound,
         best_start: name,
-        starts,
+        starts: tried,
     })
 }

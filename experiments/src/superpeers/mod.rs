@@ -1,43 +1,52 @@
-//! `peerage-lab superpeers`: super-peer selection at scale (issue 4; seed 000, "Elections in
-//! large-scale systems").
+//! `peerage-lab superpeers`: super-peer selection at scale (seed 000, "Elections in
+//! large-scale systems"), judged against yardsticks at least as strong as the protocols.
 //!
-//! For each population size N: build the Internet latency model and neighbour sets, run the
-//! Vivaldi coordinate phase once ([`world`]), then run each selection method — reserved
-//! prefix and repulsion tokens — as a message-level simulation of the sans-IO
+//! For each population size N and each seed: build the Internet latency model and neighbour
+//! sets, run the Vivaldi coordinate phase once ([`world`]), then run each selection method,
+//! reserved prefix and repulsion tokens, as a message-level simulation of the sans-IO
 //! [`overlay::superpeer::SuperPeerNode`] ([`protocol`]), optionally crash a share of the super
-//! peers and let the clusters re-elect; compute the two baselines with global knowledge
-//! (random and the centralised k-means yardstick, [`baseline`]); measure everything on the
-//! TRUE model latency ([`measure`]); write CSV, JSON and plots ([`plot`]).
+//! peers and let the clusters re-elect. Meanwhile the yardsticks are computed with global
+//! knowledge ([`yardstick`]): random placements (mean over many draws), k-means and the
+//! capacitated k-median, every one attached by the optimal capacitated assignment on the TRUE
+//! RTT ([`assign`]), and a lower bound on any placement. Everything is measured on the TRUE
+//! RTT ([`measure`]); every placement is written node by node, and the summary rows can be
+//! recomputed from those files ([`output`], `scripts/superpeers_check.py`); several seeds
+//! give a summary over seeds and the share of seeds meeting each target ([`report`]); plots
+//! ([`plot`]).
 //!
-//! Threads: the baselines run on their own thread while the protocols run, and `--jobs 2`
-//! runs the two methods at once; the output is the same for any `--jobs` (each method seeds
-//! its own RNG; everything is measured in order afterwards).
+//! Threads: the yardsticks run on their own thread while the protocols run, and `--jobs 2`
+//! runs the two methods (and the random draws) two at a time; the output is the same for any
+//! `--jobs` (each method and each draw seeds its own RNG).
 //!
 //! Memory: per node, the latency model (~30 B), ids and index (~70 B), neighbour lists (64 B),
 //! Vivaldi clients during the coordinate phase only, and each running method's protocol
-//! nodes (~2.3 KB). The run samples the RSS and jemalloc's counters per phase ([`memory`]);
-//! the peak comes in a method's first rounds (live data, not allocator overhead: session 4,
-//! RESULTS.md), which `--stagger-rounds` keeps apart for the two methods.
+//! nodes (~2.7 KB). The run samples the RSS and jemalloc's counters per phase ([`memory`]);
+//! the peak comes in a method's first rounds, which `--stagger-rounds` keeps apart for the
+//! two methods.
 
+pub mod assign;
 pub mod baseline;
 pub mod churn;
 pub mod diagnose;
 pub mod kmedian;
 pub mod measure;
 pub mod memory;
+pub mod output;
 pub mod plot;
 pub mod prefetch;
 pub mod protocol;
+pub mod report;
 pub mod world;
+pub mod yardstick;
 
+use crate::lab::spec::SeedRange;
 use anyhow::Context as _;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use measure::{measure, Measures};
+use measure::measure;
 use overlay::superpeer::{Method, SuperPeerConfig};
 use overlay::Algorithm;
 use protocol::{ProtoOutcome, ProtoParams, RoundStat};
-use rand::{RngCore, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use report::{MeasuresF, SummaryRow, Verdict};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -62,9 +71,11 @@ pub struct SuperpeersArgs {
     /// Election algorithm for the cluster re-election.
     #[arg(long, default_value = "bully")]
     pub algorithm: String,
-    /// Seed of everything (model, ids, protocol RNG).
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
+    /// Seeds: one (`7`) or a range `A..B` (A included, B not: `1..21` is seeds 1-20). Each
+    /// seed is a new world, protocol run and set of yardsticks; with several, a summary over
+    /// them follows each population size.
+    #[arg(long, alias = "seed", default_value = "1")]
+    pub seeds: SeedRange,
     /// Vivaldi rounds; in each, every node samples each of its neighbours and
     /// `--vivaldi-fresh` random peers (see `world::VivaldiPhase`).
     #[arg(long, default_value_t = 40)]
@@ -125,7 +136,7 @@ pub struct SuperpeersArgs {
     #[arg(long, default_value_t = 6)]
     pub cache_size: usize,
     /// RTT measurements (pings) a normal node starts per round at most; 0 = attach by
-    /// predicted RTT only (before session 4). Default: `SuperPeerConfig::default()`.
+    /// predicted RTT only. Default: `SuperPeerConfig::default()`.
     #[arg(long)]
     pub probes_per_round: Option<u32>,
     /// A cached head is measured only if predicted below this factor x the current head's RTT.
@@ -134,15 +145,15 @@ pub struct SuperpeersArgs {
     /// Candidates nearest to a token's wanted point whose cost is evaluated for a move.
     #[arg(long)]
     pub move_shortlist: Option<u32>,
-    /// Weight of the measured access-delay estimate in a token's cost (0 = the session-4
-    /// law, no `HeadRtt` reports). Default: `SuperPeerConfig::default()`.
+    /// Weight of the measured access-delay estimate in a token's cost (0 = none, no
+    /// `HeadRtt` reports). Default: `SuperPeerConfig::default()`.
     #[arg(long)]
     pub access_weight: Option<f64>,
     /// Shrinkage of one member's access estimate, in [0, 1].
     #[arg(long)]
     pub access_shrink: Option<f64>,
     /// Split offers: a settled token jumps to an offered point if its removal cost is below
-    /// this fraction of the offered gain; 0 = off (the session-5 law). Default:
+    /// this fraction of the offered gain; 0 = off. Default:
     /// `SuperPeerConfig::default()` (0.5).
     #[arg(long)]
     pub split_ratio: Option<f64>,
@@ -157,52 +168,46 @@ pub struct SuperpeersArgs {
     #[arg(long)]
     pub estimate_parallel: Option<u32>,
     /// Peers a node pushes its pooled size-estimate samples to after each lookup; 0 = every
-    /// node makes all its lookups itself (the law before session 17, with
-    /// `--estimate-parallel 8`). Default: `SuperPeerConfig::default()`.
+    /// node makes all its lookups itself. Default: `SuperPeerConfig::default()`.
     #[arg(long)]
     pub estimate_push_peers: Option<u32>,
     /// The measured medoid step (`overlay::superpeer::medoid`): members a settled holder asks
-    /// to measure its cluster as candidate heads; 0 = off (the session-7 law). Default:
+    /// to measure its cluster as candidate heads; 0 = off. Default:
     /// `SuperPeerConfig::default()`.
     #[arg(long)]
     pub medoid_candidates: Option<u32>,
     /// Members each candidate (and the holder) pings for the measured medoid step.
     #[arg(long)]
     pub medoid_sample: Option<u32>,
+    /// Random placements behind the `random` yardstick (its mean and confidence interval).
+    #[arg(long, default_value_t = 100)]
+    pub random_draws: u32,
     /// Lloyd iterations of the k-means yardstick.
     #[arg(long, default_value_t = 15)]
     pub kmeans_iters: usize,
-    /// Also search the strong yardstick on the TRUE RTT (capacitated k-median: exact
-    /// assignment, k-medoids refinement, Lagrangian lower bound; [`kmedian`]); N <= 20,000.
-    /// Adds the rows `random-x` (random heads, exact TRUE assignment) and `kmedian`.
-    #[arg(long)]
-    pub kmedian: bool,
-    /// Also offer the random and k-means placements the protocol's attachment by measured
-    /// RTT ([`baseline::assign_measured`]): rows `random-m` and `kmeans-m`.
-    #[arg(long)]
-    pub measured_baselines: bool,
-    /// Subgradient iterations of the k-median lower bound.
+    /// Subgradient iterations of the k-median's lower bound (N <= 20,000).
     #[arg(long, default_value_t = 300)]
     pub kmedian_iters: usize,
-    /// Print, for every protocol run without a failure phase, where its placement loses
-    /// without the k-median search ([`diagnose::gap`]: own heads assigned exactly on the
-    /// TRUE RTT, then k-medoids by TRUE and by predicted RTT; global knowledge, a diagnostic).
+    /// Print, for every protocol run, where its placement loses against the k-median
+    /// ([`diagnose`]: own heads assigned optimally on the TRUE RTT, then k-medoids by TRUE and
+    /// by predicted RTT, and a per-city comparison; global knowledge, a diagnostic).
     #[arg(long)]
     pub diagnose: bool,
-    /// Neighbours per node from its own city, and random ones.
+    /// Neighbours per node from its own and nearby cities.
     #[arg(long, default_value_t = 8)]
     pub near: usize,
+    /// Neighbours per node drawn uniformly from the whole population.
     #[arg(long, default_value_t = 8)]
     pub random: usize,
-    /// Output directory (CSV, JSON, PNG, SVG).
+    /// Output directory (per-node gzipped CSV, summary CSV, JSON, PNG, SVG; see [`output`]).
     #[arg(long, default_value = "target/superpeers")]
     pub out: PathBuf,
     /// Skip the plots.
     #[arg(long)]
     pub no_plots: bool,
-    /// Threads: methods simulated at the same time, and the Vivaldi phase's threads (the
-    /// results do not depend on it). Each running method holds its own copy of the protocol
-    /// state.
+    /// Threads: methods simulated at the same time, and the threads of the Vivaldi phase and
+    /// of the random draws (the results do not depend on it). Each running method holds its
+    /// own copy of the protocol state.
     #[arg(long, default_value_t = 1)]
     pub jobs: usize,
     /// With `--jobs` >= 2: a method starts only once the one before it in its batch has run
@@ -213,38 +218,28 @@ pub struct SuperpeersArgs {
     pub stagger_rounds: u32,
 }
 
-/// One row of the results table.
-#[derive(Debug, Clone, Serialize)]
-pub struct Row {
-    pub nodes: usize,
-    pub method: String,
-    #[serde(flatten)]
-    pub m: Measures,
-    pub rtt_vs_kmeans: f64,
-    pub rtt_vs_random: f64,
-    pub convergence_s: Option<f64>,
-    pub messages_per_node: Option<f64>,
-    pub lookup_messages_per_node: Option<f64>,
-    pub token_moves: Option<u64>,
-    pub max_members_seen: Option<u64>,
-}
-
 #[derive(Debug, Serialize)]
 struct RunReport {
     nodes: usize,
     seed: u64,
     share: f64,
     cap: u32,
+    wanted_super_peers: usize,
     algorithm: String,
     vivaldi_rounds: usize,
-    coord_error_p50: f64,
-    coord_error_p90: f64,
-    /// Mean TRUE RTT from a sampled node to its nearest other node: a floor under any
-    /// placement's mean latency ([`baseline::floor_nearest_node`]).
-    floor_nearest_node_ms: f64,
-    /// The strong yardstick and the bound (`--kmedian`).
-    kmedian: Option<KMedianReport>,
-    rows: Vec<Row>,
+    vivaldi_err_p50: f64,
+    vivaldi_err_p90: f64,
+    bound_ms: f64,
+    bound_floor_ms: f64,
+    bound_lagrangian_ms: Option<f64>,
+    random_draws: u32,
+    kmedian_start: String,
+    /// (start, mean after the optimal assignment, after k-medoids), ms.
+    kmedian_starts: Vec<(String, f64, f64)>,
+    seconds_random: f64,
+    seconds_kmedian: f64,
+    rows: Vec<SummaryRow>,
+    verdicts: Vec<(String, Verdict)>,
     protocols: Vec<(String, ProtoOutcome)>,
     seconds: f64,
     peak_rss_mib: Option<f64>,
@@ -252,22 +247,9 @@ struct RunReport {
     memory: Vec<memory::MemSample>,
 }
 
-/// What `--kmedian` found ([`kmedian::solve`]).
-#[derive(Debug, Clone, Serialize)]
-pub struct KMedianReport {
-    /// Lower bound on the mean TRUE RTT of any placement of k heads with the cap, ms.
-    pub bound_mean_ms: f64,
-    /// Mean TRUE RTT of the best placement found, ms.
-    pub best_mean_ms: f64,
-    pub best_start: String,
-    /// (start, mean after exact assignment, mean after the k-medoids refinement), ms.
-    pub starts: Vec<(String, f64, f64)>,
-    pub seconds: f64,
-}
-
 fn bar(len: u64, what: &str) -> ProgressBar {
     let pb = ProgressBar::new(len);
-    if let Ok(style) = ProgressStyle::with_template("{prefix:>28} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}") {
+    if let Ok(style) = ProgressStyle::with_template("{prefix:>30} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}") {
         pb.set_style(style);
     }
     pb.set_prefix(what.to_string());
@@ -290,6 +272,9 @@ pub fn config_of(args: &SuperpeersArgs) -> anyhow::Result<(Vec<Method>, SuperPee
     }
     if args.kmeans_iters == 0 {
         anyhow::bail!("--kmeans-iters must be at least 1");
+    }
+    if args.random_draws == 0 {
+        anyhow::bail!("--random-draws must be at least 1");
     }
     if !(0.0..=1.0).contains(&args.crash) {
         anyhow::bail!("--crash must be in [0, 1]");
@@ -330,437 +315,433 @@ pub fn config_of(args: &SuperpeersArgs) -> anyhow::Result<(Vec<Method>, SuperPee
     Ok((methods, cfg))
 }
 
-/// Runs the experiment.
+/// The seeds as text for file names and tables: `7`, or `1-20` (both ends included).
+pub fn seeds_label(s: &SeedRange) -> String {
+    if s.end - s.start == 1 {
+        s.start.to_string()
+    } else {
+        format!("{}-{}", s.start, s.end - 1)
+    }
+}
+
+/// Runs the experiment: every size, every seed; the exit code is 0 whatever the targets say
+/// (they are experiment results, printed and written).
 pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
     let (methods, base_cfg) = config_of(&args)?;
     std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
-    let mut all_rows: Vec<Row> = Vec::new();
-    let mut conv_rows: Vec<(usize, String, RoundStat)> = Vec::new();
-    let mut targets_ok = true;
+    let label = seeds_label(&args.seeds);
     for &n in &args.nodes {
-        let t0 = Instant::now();
-        let mem = memory::MemLog::new();
-        let seed = args.seed ^ (n as u64).rotate_left(17);
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let pb = bar(args.vivaldi_rounds as u64, &format!("N={n} coordinates"));
-        let mut w = world::World::generate(n, args.near, args.random, seed, &mut rng)?;
-        let phase = world::VivaldiPhase {
-            rounds: args.vivaldi_rounds,
-            fresh: args.vivaldi_fresh,
-            jobs: args.jobs,
-            in_place: args.vivaldi_in_place,
-        };
-        mem.sample("world");
-        w.run_vivaldi(&phase, &mut rng, || pb.inc(1))?;
-        mem.sample("coordinates");
-        pb.finish_with_message(format!("median rel. error {:.2}", w.coord_error_p50));
-        let cap = base_cfg.cluster_cap as u64;
-        let k = base_cfg.wanted(n as f64) as usize;
-
-        let mut results: Vec<(String, Measures, Option<ProtoOutcome>)> = Vec::new();
-        let mut assignments: Vec<(String, Vec<u32>, Vec<u32>)> = Vec::new();
-        // The baselines need only the world: they run on a second thread while the protocols
-        // run. Their RNG is the run's RNG as it would be after the protocols' measurements
-        // (one draw each), so the numbers are exactly those of running everything in turn.
-        let mut brng = rng.clone();
-        for _ in 0..methods.len() {
-            brng.next_u64();
-        }
-        let multi = MultiProgress::new();
-        let mut floor = f64::NAN;
-        let baselines = std::thread::scope(|scope| -> anyhow::Result<_> {
-            let w = &w;
-            let kmeans_iters = args.kmeans_iters;
-            let (want_kmedian, kmedian_iters) = (args.kmedian, args.kmedian_iters);
-            let want_measured = args.measured_baselines;
-            let bpb = multi.add(bar(kmeans_iters as u64, &format!("N={n} baselines")));
-            let handle = scope.spawn(move || {
-                let r = baseline::random(w, k, cap, &mut brng);
-                let km = baseline::kmeans(w, k, cap, kmeans_iters, &mut brng, || bpb.inc(1));
-                bpb.finish();
-                let mr = measure(w, &r.heads, &r.head_of, cap, &mut brng);
-                let mk = measure(w, &km.heads, &km.head_of, cap, &mut brng);
-                // The strong yardstick draws from its own generators, so the rows above do
-                // not depend on `--kmedian`.
-                let strong = want_kmedian.then(|| -> anyhow::Result<_> {
-                    let t = Instant::now();
-                    let mut mrng = ChaCha8Rng::seed_from_u64(seed ^ 0x6b6d_6564);
-                    let (rx_of, _) = kmedian::assign_exact(w, &r.heads, cap)?;
-                    let p = kmedian::Params { k, cap, iterations: kmedian_iters, seed: seed ^ 0x6b6d };
-                    let out = kmedian::solve(w, &p, &km.heads, &r.heads, |_| {})?;
-                    let mrx = measure(w, &r.heads, &rx_of, cap, &mut mrng);
-                    let mkm = measure(w, &out.heads, &out.head_of, cap, &mut mrng);
-                    let rep = KMedianReport {
-                        bound_mean_ms: out.bound_mean_ms,
-                        best_mean_ms: out.best_mean_ms,
-                        best_start: out.best_start.clone(),
-                        starts: out.starts.clone(),
-                        seconds: t.elapsed().as_secs_f64(),
-                    };
-                    Ok((mrx, rx_of, mkm, out, rep))
-                });
-                // Same attachment rule as the protocol (own generator: the rows above do not
-                // depend on `--measured-baselines`).
-                let measured = want_measured.then(|| {
-                    let mut arng = ChaCha8Rng::seed_from_u64(seed ^ 0x6d65_6173);
-                    let rm_of = baseline::assign_measured(w, &r.heads, cap, &mut arng);
-                    let km_of = baseline::assign_measured(w, &km.heads, cap, &mut arng);
-                    let mrm = measure(w, &r.heads, &rm_of, cap, &mut arng);
-                    let mkmm = measure(w, &km.heads, &km_of, cap, &mut arng);
-                    (mrm, rm_of, mkmm, km_of)
-                });
-                (r, km, mr, mk, strong, measured)
-            });
-            // The floor scans all N nodes for each of 2,000 sampled ones (2 x 10^9 model RTTs
-            // at N = 10^6): on its own thread it fills the CPU the protocols leave idle (a
-            // staggered method's wait, the other's tail) instead of running at the end.
-            let floor_handle = scope.spawn(move || baseline::floor_nearest_node(w, 2000, seed ^ 0xf1_0012));
-            // The methods' runs are independent (each seeds its own RNG from `seed`): with
-            // `--jobs 2` they run at the same time; they are measured in order afterwards, so
-            // the output does not depend on `--jobs`.
-            let run_method = |method: Method, wait_for: Option<&AtomicU32>, done: &AtomicU32| {
-                // Marks this method's progress for the next one in the batch (`--stagger-rounds`),
-                // finished (u32::MAX) however the run ends.
-                struct Finished<'a>(&'a AtomicU32);
-                impl Drop for Finished<'_> {
-                    fn drop(&mut self) {
-                        self.0.store(u32::MAX, Ordering::Release);
-                    }
-                }
-                let _finished = Finished(done);
-                if let Some(before) = wait_for {
-                    while before.load(Ordering::Acquire) < args.stagger_rounds {
-                        std::thread::sleep(std::time::Duration::from_millis(50));
-                    }
-                }
-                let cfg = SuperPeerConfig { method, ..base_cfg.clone() };
-                let pb = multi.add(bar(args.max_rounds as u64, &format!("N={n} {method}")));
-                let params = ProtoParams {
-                    cfg,
-                    max_rounds: args.max_rounds,
-                    stable_rounds: args.stable_rounds,
-                    crash_fraction: args.crash,
-                    recovery_rounds: args.recovery_rounds,
-                    seed,
-                };
-                let mem = &mem;
-                let out = protocol::run(w, &params, |r, st| {
-                    done.store(r, Ordering::Release);
-                    if r <= 3 || r % 10 == 0 {
-                        mem.sample(&format!("{method} round {r}"));
-                    }
-                    pb.set_position(r as u64);
-                    pb.set_message(format!(
-                        "heads {} attached {:.3} rtt {:.1} ms moves {}",
-                        st.heads, st.attached_fraction, st.sample_rtt_ms, st.token_moves
-                    ));
-                })?;
-                pb.finish();
-                mem.sample(&format!("{method} done"));
-                anyhow::Ok(out)
-            };
-            let mut outs: Vec<anyhow::Result<ProtoOutcome>> = Vec::with_capacity(methods.len());
-            for batch in methods.chunks(args.jobs) {
-                let run_method = &run_method;
-                let rounds_done: Vec<AtomicU32> = batch.iter().map(|_| AtomicU32::new(0)).collect();
-                let rounds_done = &rounds_done;
-                std::thread::scope(|batch_scope| -> anyhow::Result<()> {
-                    let handles: Vec<_> = batch
-                        .iter()
-                        .enumerate()
-                        .map(|(k, &m)| {
-                            let wait_for = (k > 0 && args.stagger_rounds > 0).then(|| &rounds_done[k - 1]);
-                            batch_scope.spawn(move || run_method(m, wait_for, &rounds_done[k]))
-                        })
-                        .collect();
-                    for h in handles {
-                        outs.push(h.join().map_err(|_| anyhow::anyhow!("a protocol thread panicked"))?);
-                    }
-                    Ok(())
-                })?;
+        let mut rows: Vec<SummaryRow> = Vec::new();
+        let mut ratio_points: Vec<(u64, String, f64, f64)> = Vec::new();
+        for seed in args.seeds.start..args.seeds.end {
+            let seed_rows = run_one(&args, &methods, &base_cfg, n, seed)?;
+            for r in seed_rows.iter().filter(|r| r.kind == "protocol") {
+                ratio_points.push((seed, r.method.clone(), r.x_kmedian, r.x_random));
             }
-            for (&method, out) in methods.iter().zip(outs) {
-                let out = out?;
-                let m = measure(w, &out.heads, &out.head_of, cap, &mut rng);
-                for st in &out.rounds {
-                    conv_rows.push((n, method.name().to_string(), st.clone()));
-                }
-                assignments.push((method.name().to_string(), out.heads.clone(), out.head_of.clone()));
-                results.push((method.name().to_string(), m, Some(out)));
-            }
-            floor = floor_handle.join().map_err(|_| anyhow::anyhow!("the floor thread panicked"))?;
-            let b = handle.join().map_err(|_| anyhow::anyhow!("the baseline thread panicked"));
-            mem.sample("protocols and baselines measured");
-            b
-        })?;
-        let (r, km, mr, mk, strong, measured) = baselines;
-        let strong = strong.transpose()?;
-        results.push(("random".into(), mr.clone(), None));
-        results.push(("kmeans".into(), mk.clone(), None));
-        assignments.push(("random".into(), r.heads.clone(), r.head_of));
-        assignments.push(("kmeans".into(), km.heads.clone(), km.head_of));
-        if let Some((mrm, rm_of, mkmm, km_of)) = measured {
-            results.push(("random-m".into(), mrm, None));
-            results.push(("kmeans-m".into(), mkmm, None));
-            assignments.push(("random-m".into(), r.heads.clone(), rm_of));
-            assignments.push(("kmeans-m".into(), km.heads, km_of));
+            rows.extend(seed_rows);
         }
-        let mut kmedian_report = None;
-        if let Some((mrx, rx_of, mkm, out, rep)) = strong {
-            results.push(("random-x".into(), mrx, None));
-            results.push(("kmedian".into(), mkm, None));
-            assignments.push(("random-x".into(), r.heads, rx_of));
-            assignments.push(("kmedian".into(), out.heads, out.head_of));
-            kmedian_report = Some(rep);
-        }
-
-        let mut rows = Vec::new();
-        for (name, m, out) in &results {
-            let row = Row {
-                nodes: n,
-                method: name.clone(),
-                m: m.clone(),
-                rtt_vs_kmeans: m.rtt_mean_ms / mk.rtt_mean_ms,
-                rtt_vs_random: m.rtt_mean_ms / mr.rtt_mean_ms,
-                convergence_s: out.as_ref().and_then(|o| o.convergence_s),
-                messages_per_node: out.as_ref().map(|o| o.messages_per_node),
-                lookup_messages_per_node: out.as_ref().map(|o| o.lookup_messages_per_node),
-                token_moves: out.as_ref().map(|o| o.token_moves),
-                max_members_seen: out.as_ref().map(|o| o.max_members_seen),
-            };
-            if name == "tokens" {
-                let ok = row.rtt_vs_kmeans <= 1.15 && row.rtt_vs_random <= 0.6 && m.clusters_over_cap == 0;
-                targets_ok &= ok;
-            }
-            rows.push(row);
-        }
-        print_table(n, &rows);
-        if !args.no_plots {
-            let pca = plot::Pca::fit(&w);
-            let panels: Vec<plot::MapPanel> = assignments
+        let over = report::over_seeds(n, &label, &rows);
+        report::print_seeds(&over);
+        let stem = format!("superpeers_n{n}_seeds{label}");
+        output::write_csv(&args.out.join(format!("{stem}.csv")), over.iter())?;
+        if !args.no_plots && args.seeds.end - args.seeds.start > 1 {
+            let bound_ok: Vec<(u64, bool)> = rows
                 .iter()
-                .map(|(name, heads, head_of)| plot::MapPanel {
-                    title: format!("{name}: {} super peers", heads.len()),
-                    heads,
-                    head_of,
-                })
+                .filter(|r| r.method == "kmedian")
+                .map(|r| (r.seed, r.bound_x_random <= report::TARGET_X_RANDOM))
                 .collect();
-            plot::map(&args.out, &format!("superpeers_map_{n}"), &w, &pca, &panels)?;
-            let series: Vec<plot::Series> = results
-                .iter()
-                .filter_map(|(name, _, o)| o.as_ref().map(|o| plot::Series { name: name.clone(), rounds: &o.rounds }))
-                .collect();
-            let baselines = vec![("random".to_string(), mr.rtt_mean_ms), ("k-means".to_string(), mk.rtt_mean_ms)];
-            plot::convergence(&args.out, &format!("superpeers_convergence_{n}"), &series, &baselines)?;
+            plot::ratios(&args.out, &format!("{stem}_ratios"), n, &ratio_points, &bound_ok)?;
         }
-        mem.sample("plots");
-        let report = RunReport {
-            floor_nearest_node_ms: floor,
-            kmedian: kmedian_report.clone(),
-            nodes: n,
-            seed: args.seed,
-            share: args.share,
-            cap: base_cfg.cluster_cap,
-            algorithm: base_cfg.election.algorithm.to_string(),
-            vivaldi_rounds: args.vivaldi_rounds,
-            coord_error_p50: w.coord_error_p50,
-            coord_error_p90: w.coord_error_p90,
-            rows: rows.clone(),
-            protocols: results.into_iter().filter_map(|(name, _, o)| o.map(|o| (name, o))).collect(),
-            seconds: t0.elapsed().as_secs_f64(),
-            peak_rss_mib: memory::peak_rss_mib(),
-            memory: {
-                mem.sample("report");
-                mem.samples()
-            },
-        };
-        let path = args.out.join(format!("superpeers_{n}.json"));
-        std::fs::write(&path, serde_json::to_string_pretty(&report)?)
-            .with_context(|| format!("writing {}", path.display()))?;
-        println!(
-            "N={n}: floor under any placement (mean RTT to the nearest other node, 2,000 sampled nodes): {floor:.1} ms = {:.3} x random, {:.3} x k-means",
-            floor / mr.rtt_mean_ms,
-            floor / mk.rtt_mean_ms
-        );
-        println!(
-            "N={n}: {:.1} s, peak RSS {:.0} MiB, coordinates median rel. error {:.3} (p90 {:.3}); wrote {}",
-            report.seconds,
-            report.peak_rss_mib.unwrap_or(f64::NAN),
-            w.coord_error_p50,
-            w.coord_error_p90,
-            path.display()
-        );
-        for m in &report.memory {
+        for r in over.iter().filter(|r| r.kmedian_met.is_some()) {
             println!(
-                "  memory at {:>7.1} s {:<32} RSS {:>7.0} MiB (peak {:>7.0}), jemalloc allocated {:>7.0} MiB, resident {:>7.0} MiB",
-                m.secs, m.phase, m.rss_mib, m.peak_rss_mib, m.allocated_mib, m.resident_mib
+                "N={n} {}: mean RTT <= {:.2} x k-median on {} of {} seeds; <= {:.1} x random on {} of the {} seeds where the bound allows it; no cluster over the cap and no node unattached on {} of {}",
+                r.method,
+                report::TARGET_X_KMEDIAN,
+                r.kmedian_met.unwrap_or(0),
+                r.runs,
+                report::TARGET_X_RANDOM,
+                r.random_met.unwrap_or(0),
+                r.random_eligible.unwrap_or(0),
+                r.load_met.unwrap_or(0),
+                r.runs
             );
         }
-        if let Some(km) = &kmedian_report {
-            let tokens = rows.iter().find(|r| r.method == "tokens").map(|r| r.m.rtt_mean_ms);
-            println!(
-                "N={n}: capacitated k-median on the TRUE RTT: best {:.2} ms (start {}), lower bound {:.2} ms (gap {:.1} %); best = {:.3} x random, bound = {:.3} x random; tokens = {} x best; {:.1} s",
-                km.best_mean_ms,
-                km.best_start,
-                km.bound_mean_ms,
-                100.0 * (km.best_mean_ms / km.bound_mean_ms - 1.0),
-                km.best_mean_ms / mr.rtt_mean_ms,
-                km.bound_mean_ms / mr.rtt_mean_ms,
-                tokens.map_or("-".into(), |t| format!("{:.3}", t / km.best_mean_ms)),
-                km.seconds
-            );
-            for (name, before, after) in &km.starts {
-                println!(
-                    "  k-median start {name}: {before:.2} ms after exact assignment, {after:.2} ms after k-medoids"
-                );
-            }
-            // Placement against assignment: a protocol's own heads, assigned exactly on the
-            // TRUE RTT (only without a failure phase, where every node is alive).
-            for (name, o) in &report.protocols {
-                if o.failure.is_none() {
-                    if let Ok((_, total)) = kmedian::assign_exact(&w, &o.heads, cap) {
-                        let mean = total / (n - o.heads.len()).max(1) as f64;
-                        println!(
-                            "  {name} heads with the exact TRUE assignment: {mean:.2} ms = {:.3} x random, {:.3} x best",
-                            mean / mr.rtt_mean_ms,
-                            mean / km.best_mean_ms
-                        );
-                    }
-                }
-            }
-            // Where each protocol's placement loses against the k-median (session 6).
-            if let Some((_, km_heads, km_of)) = assignments.iter().find(|a| a.0 == "kmedian") {
-                for (name, o) in &report.protocols {
-                    if o.failure.is_none() {
-                        match diagnose::diagnose(&w, &o.heads, &o.head_of, km_heads, km_of, cap) {
-                            Ok(d) => diagnose::print(name, &d),
-                            Err(e) => println!("  diag {name}: {e}"),
-                        }
-                    }
-                }
-            }
-            // The heads' own access delay (paid by every member), against all nodes'.
-            let access =
-                |hs: &[u32]| hs.iter().map(|&h| w.model.access_ms(h as usize)).sum::<f64>() / hs.len().max(1) as f64;
-            let all: Vec<u32> = (0..n as u32).collect();
-            let mut line = format!("  heads' mean access delay: all nodes {:.2} ms", access(&all));
-            for (name, heads, _) in &assignments {
-                line.push_str(&format!(", {name} {:.2}", access(heads)));
-            }
-            println!("{line}");
-        }
-        if args.diagnose {
-            for (name, o) in &report.protocols {
-                if o.failure.is_none() {
-                    match diagnose::gap(&w, &o.heads, &o.head_of, cap) {
-                        Ok(g) => diagnose::print_gap(name, &g),
-                        Err(e) => println!("  gap {name}: {e}"),
-                    }
-                }
-            }
-        }
-        for (name, o) in &report.protocols {
-            println!(
-                "  {name}: protocol state {:.0} B/node ({} B struct + heap), size estimate error mean {:.3}",
-                o.state_bytes_per_node, o.node_struct_bytes, o.estimate_error_mean
-            );
-            if let Some(f) = &o.failure {
-                println!(
-                    "  {name} after crashing {} super peers: recovered in {:?} rounds, unattached {}, roles {} -> {} (lost {}, duplicated {}), re-elected {} of which highest-ranked {}",
-                    f.crashed, f.recovery_rounds, f.unattached_after, f.roles_before, f.roles_after, f.roles_lost,
-                    f.roles_duplicated, f.reelected, f.reelected_highest_rank
-                );
-            }
-        }
-        all_rows.extend(rows);
     }
-    write_csv(&args.out.join("superpeers.csv"), all_rows.iter())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One population size and seed: world, protocols, yardsticks, files; the summary rows.
+fn run_one(
+    args: &SuperpeersArgs,
+    methods: &[Method],
+    base_cfg: &SuperPeerConfig,
+    n: usize,
+    seed: u64,
+) -> anyhow::Result<Vec<SummaryRow>> {
+    use rand::SeedableRng;
+    let t0 = Instant::now();
+    let mem = memory::MemLog::new();
+    let run_seed = seed ^ (n as u64).rotate_left(17);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(run_seed);
+    let multi = MultiProgress::new();
+    let pb = multi.add(bar(args.vivaldi_rounds as u64, &format!("N={n} s{seed} coordinates")));
+    let mut w = world::World::generate(n, args.near, args.random, run_seed, &mut rng)?;
+    let phase = world::VivaldiPhase {
+        rounds: args.vivaldi_rounds,
+        fresh: args.vivaldi_fresh,
+        jobs: args.jobs,
+        in_place: args.vivaldi_in_place,
+    };
+    mem.sample("world");
+    w.run_vivaldi(&phase, &mut rng, || pb.inc(1))?;
+    mem.sample("coordinates");
+    let (err_p50, err_p90) =
+        output::write_pairs(&output::path(&args.out, n, seed, "pairs.csv.gz"), &w, 20_000, run_seed)?;
+    pb.finish_with_message(format!("median relative error {err_p50:.3}"));
+    let geo = assign::Geometry::new(&w);
+    let cap = base_cfg.cluster_cap as u64;
+    let k = base_cfg.wanted(n as f64) as usize;
+
+    let ys = yardstick::Params {
+        k,
+        cap,
+        draws: args.random_draws,
+        kmeans_iters: args.kmeans_iters,
+        kmedian_iters: args.kmedian_iters,
+        seed: run_seed,
+        jobs: args.jobs,
+    };
+    let (outs, mut yard) = std::thread::scope(|scope| -> anyhow::Result<_> {
+        let (w, geo, mem, multi) = (&w, &geo, &mem, &multi);
+        let ybar = multi.add(bar(args.random_draws as u64, &format!("N={n} s{seed} random draws")));
+        let yard_handle = scope.spawn(move || {
+            let progress = |step: yardstick::Step| match step {
+                yardstick::Step::Draw => ybar.inc(1),
+                yardstick::Step::Stage(s) => ybar.set_message(format!("then {s}")),
+            };
+            let y = yardstick::compute(w, geo, &ys, &progress);
+            ybar.finish_with_message("yardsticks done");
+            mem.sample("yardsticks");
+            y
+        });
+        // The methods' runs are independent (each seeds its own RNG from the run's seed):
+        // with `--jobs 2` they run at the same time; the output does not depend on `--jobs`.
+        let run_method = |method: Method, wait_for: Option<&AtomicU32>, done: &AtomicU32| {
+            // Marks this method's progress for the next one in the batch (`--stagger-rounds`),
+            // finished (u32::MAX) however the run ends.
+            struct Finished<'a>(&'a AtomicU32);
+            impl Drop for Finished<'_> {
+                fn drop(&mut self) {
+                    self.0.store(u32::MAX, Ordering::Release);
+                }
+            }
+            let _finished = Finished(done);
+            if let Some(before) = wait_for {
+                while before.load(Ordering::Acquire) < args.stagger_rounds {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+            }
+            let cfg = SuperPeerConfig { method, ..base_cfg.clone() };
+            let most = args.max_rounds + if args.crash > 0.0 { args.recovery_rounds } else { 0 };
+            let pb = multi.add(bar(most as u64, &format!("N={n} s{seed} {method} rounds")));
+            let params = ProtoParams {
+                cfg,
+                max_rounds: args.max_rounds,
+                stable_rounds: args.stable_rounds,
+                crash_fraction: args.crash,
+                recovery_rounds: args.recovery_rounds,
+                seed: run_seed,
+            };
+            let out = protocol::run(w, &params, |r, st| {
+                done.store(r, Ordering::Release);
+                if r <= 3 || r % 10 == 0 {
+                    mem.sample(&format!("{method} round {r}"));
+                }
+                pb.set_position(r as u64);
+                pb.set_message(format!(
+                    "{} heads, {:.1} % attached, {:.1} ms, {} token moves",
+                    st.heads,
+                    100.0 * st.attached_fraction,
+                    st.sample_rtt_ms,
+                    st.token_moves
+                ));
+            })?;
+            // The bar ends at the rounds that ran (the run stops once it is stable).
+            pb.set_length(out.rounds.len() as u64);
+            pb.set_position(out.rounds.len() as u64);
+            pb.finish();
+            mem.sample(&format!("{method} done"));
+            anyhow::Ok(out)
+        };
+        let mut outs: Vec<ProtoOutcome> = Vec::with_capacity(methods.len());
+        for batch in methods.chunks(args.jobs) {
+            let run_method = &run_method;
+            let rounds_done: Vec<AtomicU32> = batch.iter().map(|_| AtomicU32::new(0)).collect();
+            let rounds_done = &rounds_done;
+            let results = std::thread::scope(|batch_scope| {
+                let handles: Vec<_> = batch
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &m)| {
+                        let wait_for = (k > 0 && args.stagger_rounds > 0).then(|| &rounds_done[k - 1]);
+                        batch_scope.spawn(move || run_method(m, wait_for, &rounds_done[k]))
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().map_err(|_| anyhow::anyhow!("a protocol thread panicked"))?)
+                    .collect::<Vec<_>>()
+            });
+            for r in results {
+                outs.push(r?);
+            }
+        }
+        let yard = yard_handle.join().map_err(|_| anyhow::anyhow!("the yardstick thread panicked"))??;
+        Ok((outs, yard))
+    })?;
+    mem.sample("protocols and yardsticks");
+    for d in &mut yard.draws {
+        d.seed = seed;
+    }
+
+    // Measures, rows and per-node files.
+    let bound = yard.bound_ms();
+    let random_mean: Vec<f64> = yard.draws.iter().map(|d| d.m.rtt_mean_ms).collect();
+    let (rand_mean, _, rand_lo, rand_hi) = yardstick::ci95(&random_mean);
+    let kmedian_mean = yard.kmedian.measured.m.rtt_mean_ms;
+    let row = |method: &str, kind: &str, m: MeasuresF| SummaryRow {
+        nodes: n,
+        seed,
+        method: method.to_string(),
+        kind: kind.to_string(),
+        x_kmedian: m.rtt_mean_ms / kmedian_mean,
+        x_random: m.rtt_mean_ms / rand_mean,
+        m,
+        draws: None,
+        rtt_mean_ci95_lo: None,
+        rtt_mean_ci95_hi: None,
+        assign_gap_ms: None,
+        bound_ms: bound,
+        bound_floor_ms: yard.bound_floor_ms,
+        bound_lagrangian_ms: yard.bound_lagrangian_ms,
+        bound_x_random: bound / rand_mean,
+        vivaldi_err_p50: err_p50,
+        vivaldi_err_p90: err_p90,
+        convergence_s: None,
+        messages_per_node: None,
+        lookup_messages_per_node: None,
+        token_moves: None,
+        max_members_seen: None,
+    };
+    let mut rows = Vec::new();
+    let mut placements: Vec<(String, &[u32], &[u32])> = Vec::new();
+    for (method, out) in methods.iter().zip(&outs) {
+        let m = measure(&w, &geo, &out.heads, &out.head_of, cap);
+        let name = method.name();
+        output::write_nodes(
+            &output::path(&args.out, n, seed, &format!("nodes_{name}.csv.gz")),
+            &w,
+            &out.heads,
+            &out.head_of,
+            &m,
+        )?;
+        let mut r = row(name, "protocol", MeasuresF::from(&m.m));
+        r.convergence_s = out.convergence_s;
+        r.messages_per_node = Some(out.messages_per_node);
+        r.lookup_messages_per_node = Some(out.lookup_messages_per_node);
+        r.token_moves = Some(out.token_moves);
+        r.max_members_seen = Some(out.max_members_seen);
+        rows.push(r);
+    }
+    let draw_measures: Vec<&measure::Measures> = yard.draws.iter().map(|d| &d.m).collect();
+    let mut r = row("random", "yardstick", report::over_draws(&draw_measures));
+    r.draws = Some(yard.draws.len() as u32);
+    r.rtt_mean_ci95_lo = Some(rand_lo).filter(|x| x.is_finite());
+    r.rtt_mean_ci95_hi = Some(rand_hi).filter(|x| x.is_finite());
+    r.assign_gap_ms = Some(yard.draws.iter().map(|d| d.assign_gap_ms).fold(0.0, f64::max));
+    rows.push(r);
+    for (name, p) in [("kmeans", &yard.kmeans), ("kmedian", &yard.kmedian)] {
+        let mut r = row(name, "yardstick", MeasuresF::from(&p.measured.m));
+        r.assign_gap_ms = Some(p.gap_ms);
+        rows.push(r);
+    }
+    for (name, p) in [("random", &yard.random_first), ("kmeans", &yard.kmeans), ("kmedian", &yard.kmedian)] {
+        output::write_nodes(
+            &output::path(&args.out, n, seed, &format!("nodes_{name}.csv.gz")),
+            &w,
+            &p.heads,
+            &p.head_of,
+            &p.measured,
+        )?;
+    }
+    output::write_world(&output::path(&args.out, n, seed, "world.csv.gz"), &w, &yard.nearest_other)?;
+    output::write_csv(&output::path(&args.out, n, seed, "random_draws.csv"), yard.draws.iter())?;
+    output::write_csv(&output::path(&args.out, n, seed, "summary.csv"), rows.iter())?;
     #[derive(Serialize)]
     struct C<'a> {
         nodes: usize,
+        seed: u64,
         method: &'a str,
         #[serde(flatten)]
         st: &'a RoundStat,
     }
-    write_csv(
-        &args.out.join("superpeers_convergence.csv"),
-        conv_rows.iter().map(|(n, m, st)| C { nodes: *n, method: m, st }),
-    )?;
-    println!(
-        "targets (tokens mean RTT <= 1.15 x k-means and <= 0.6 x random, no cluster over cap): {}",
-        if targets_ok { "met" } else { "NOT met" }
-    );
-    Ok(ExitCode::SUCCESS)
-}
-
-/// Writes records as CSV; nested (flattened) structs become columns, in key order.
-fn write_csv<T: Serialize>(path: &std::path::Path, rows: impl Iterator<Item = T>) -> anyhow::Result<()> {
-    let mut wtr = csv::Writer::from_path(path).with_context(|| format!("writing {}", path.display()))?;
-    let mut header: Option<Vec<String>> = None;
-    for r in rows {
-        let serde_json::Value::Object(map) = serde_json::to_value(&r)? else {
-            anyhow::bail!("a CSV row must be a struct");
-        };
-        if header.is_none() {
-            let h: Vec<String> = map.keys().cloned().collect();
-            wtr.write_record(&h)?;
-            header = Some(h);
-        }
-        let cells: Vec<String> = header
+    output::write_csv(
+        &output::path(&args.out, n, seed, "convergence.csv"),
+        methods
             .iter()
-            .flatten()
-            .map(|k| match map.get(k) {
-                Some(serde_json::Value::String(s)) => s.clone(),
-                Some(serde_json::Value::Null) | None => String::new(),
-                Some(v) => v.to_string(),
-            })
-            .collect();
-        wtr.write_record(&cells)?;
-    }
-    wtr.flush()?;
-    Ok(())
-}
-
-fn print_table(n: usize, rows: &[Row]) {
-    println!("\nN = {n}");
+            .zip(&outs)
+            .flat_map(|(m, o)| o.rounds.iter().map(move |st| C { nodes: n, seed, method: m.name(), st })),
+    )?;
+    mem.sample("files");
+    report::print_rows(n, seed, &rows);
     println!(
-        "{:<8} {:>6} {:>7} {:>8} {:>8} {:>8} {:>8} {:>6} {:>7} {:>5} {:>5} {:>8} {:>7} {:>7} {:>9} {:>8}",
-        "method",
-        "SPs",
-        "share",
-        "mean ms",
-        "p50",
-        "p95",
-        "max",
-        "CV",
-        "nnSP ms",
-        "min",
-        "max",
-        "overcap",
-        "xkmeans",
-        "xrandom",
-        "conv s",
-        "msg/node"
+        "N={n} s{seed}: random = mean of {} draws; lower bound on any placement {bound:.2} ms = {:.3} x random (nearest-node floor {:.2} ms{}); k-median {kmedian_mean:.2} ms from the {} start, its assignment within {:.4} ms of optimal; Vivaldi median relative error {err_p50:.3} (p90 {err_p90:.3})",
+        yard.draws.len(),
+        bound / rand_mean,
+        yard.bound_floor_ms,
+        yard.bound_lagrangian_ms.map_or(String::new(), |b| format!(", Lagrangian {b:.2} ms")),
+        yard.kmedian_start,
+        yard.kmedian.gap_ms,
     );
-    for r in rows {
+    let verdicts: Vec<(String, Verdict)> =
+        rows.iter().filter(|r| r.kind == "protocol").map(|r| (r.method.clone(), Verdict::of(r))).collect();
+    for (name, v) in &verdicts {
+        let yes = |b: bool| if b { "met" } else { "missed" };
         println!(
-            "{:<8} {:>6} {:>7.4} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>6.2} {:>7.1} {:>5} {:>5} {:>8} {:>7.3} {:>7.3} {:>9} {:>8}",
-            r.method,
-            r.m.super_peers,
-            r.m.share,
-            r.m.rtt_mean_ms,
-            r.m.rtt_p50_ms,
-            r.m.rtt_p95_ms,
-            r.m.rtt_max_ms,
-            r.m.cluster_cv,
-            r.m.nearest_sp_mean_ms,
-            r.m.cluster_min,
-            r.m.cluster_max,
-            r.m.clusters_over_cap,
-            r.rtt_vs_kmeans,
-            r.rtt_vs_random,
-            r.convergence_s.map_or("-".into(), |c| format!("{c:.0}")),
-            r.messages_per_node.map_or("-".into(), |c| format!("{c:.1}")),
+            "N={n} s{seed} {name} targets: <= {:.2} x k-median {}; <= {:.1} x random {}; no cluster over the cap and no node unattached {}",
+            report::TARGET_X_KMEDIAN,
+            yes(v.kmedian_met),
+            report::TARGET_X_RANDOM,
+            if v.random_eligible { yes(v.random_met) } else { "not reachable (bound above it)" },
+            yes(v.load_met),
         );
     }
+    if args.diagnose {
+        for (method, out) in methods.iter().zip(&outs) {
+            let name = method.name();
+            match diagnose::gap(&w, &geo, &out.heads, &out.head_of, cap) {
+                Ok(g) => diagnose::print_gap(name, &g),
+                Err(e) => println!("  gap {name}: {e}"),
+            }
+            match diagnose::diagnose(
+                &w,
+                &geo,
+                &out.heads,
+                &out.head_of,
+                &yard.kmedian.heads,
+                &yard.kmedian.head_of,
+                cap,
+            ) {
+                Ok(d) => diagnose::print(name, &d),
+                Err(e) => println!("  diag {name}: {e}"),
+            }
+        }
+    }
+    for (method, o) in methods.iter().zip(&outs) {
+        let name = method.name();
+        println!(
+            "  {name}: protocol state {:.0} B/node ({} B struct + heap), size estimate error mean {:.3}",
+            o.state_bytes_per_node, o.node_struct_bytes, o.estimate_error_mean
+        );
+        if let Some(f) = &o.failure {
+            println!(
+                "  {name} after crashing {} super peers: {}, unattached {}, roles {} -> {} (lost {}, duplicated {}), re-elected {} of which highest-ranked {}",
+                f.crashed,
+                f.recovery_rounds.map_or(format!("not recovered in {} rounds", args.recovery_rounds), |r| format!("recovered in {r} rounds")),
+                f.unattached_after,
+                f.roles_before,
+                f.roles_after,
+                f.roles_lost,
+                f.roles_duplicated,
+                f.reelected,
+                f.reelected_highest_rank
+            );
+        }
+    }
+    if !args.no_plots {
+        for (method, out) in methods.iter().zip(&outs) {
+            placements.push((method.name().to_string(), &out.heads, &out.head_of));
+        }
+        placements.push(("random (first draw)".into(), &yard.random_first.heads, &yard.random_first.head_of));
+        placements.push(("kmeans".into(), &yard.kmeans.heads, &yard.kmeans.head_of));
+        placements.push(("kmedian".into(), &yard.kmedian.heads, &yard.kmedian.head_of));
+        let stem = output::stem(n, seed);
+        let pca = plot::Pca::fit(&w);
+        let panels: Vec<plot::MapPanel> = placements
+            .iter()
+            .map(|(name, heads, head_of)| plot::MapPanel {
+                title: format!("{name}: {} super peers", heads.len()),
+                heads,
+                head_of,
+            })
+            .collect();
+        plot::map(&args.out, &format!("{stem}_map"), &w, &pca, &panels)?;
+        let series: Vec<plot::Series> = methods
+            .iter()
+            .zip(&outs)
+            .map(|(m, o)| plot::Series { name: m.name().to_string(), rounds: &o.rounds })
+            .collect();
+        let lines = vec![("random (mean of draws)".to_string(), rand_mean), ("k-median".to_string(), kmedian_mean)];
+        plot::convergence(&args.out, &format!("{stem}_convergence"), &series, &lines)?;
+        let cdf: Vec<(String, Vec<f64>)> = placements
+            .iter()
+            .map(|(name, _, head_of)| {
+                let v = head_of
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, &h)| h != u32::MAX && h as usize != i)
+                    .map(|(i, &h)| w.rtt_ms(i as u32, h))
+                    .collect();
+                (name.clone(), v)
+            })
+            .collect();
+        plot::cdf(&args.out, &format!("{stem}_cdf"), n, &cdf)?;
+        mem.sample("plots");
+    }
+    let report = RunReport {
+        nodes: n,
+        seed,
+        share: args.share,
+        cap: base_cfg.cluster_cap,
+        wanted_super_peers: k,
+        algorithm: base_cfg.election.algorithm.to_string(),
+        vivaldi_rounds: args.vivaldi_rounds,
+        vivaldi_err_p50: err_p50,
+        vivaldi_err_p90: err_p90,
+        bound_ms: bound,
+        bound_floor_ms: yard.bound_floor_ms,
+        bound_lagrangian_ms: yard.bound_lagrangian_ms,
+        random_draws: args.random_draws,
+        kmedian_start: yard.kmedian_start.clone(),
+        kmedian_starts: yard.kmedian_starts.clone(),
+        seconds_random: yard.seconds_random,
+        seconds_kmedian: yard.seconds_kmedian,
+        rows: rows.clone(),
+        verdicts,
+        protocols: methods.iter().map(|m| m.name().to_string()).zip(outs).collect(),
+        seconds: t0.elapsed().as_secs_f64(),
+        peak_rss_mib: memory::peak_rss_mib(),
+        memory: {
+            mem.sample("report");
+            mem.samples()
+        },
+    };
+    let path = args.out.join(format!("{}.json", output::stem(n, seed)));
+    std::fs::write(&path, serde_json::to_string_pretty(&report)?)
+        .with_context(|| format!("writing {}", path.display()))?;
+    println!(
+        "N={n} s{seed}: {:.1} s (random draws {:.1} s, k-median {:.1} s), peak RSS {}; wrote {}",
+        report.seconds,
+        report.seconds_random,
+        report.seconds_kmedian,
+        report.peak_rss_mib.map_or("unknown".into(), |m| format!("{m:.0} MiB")),
+        path.display()
+    );
+    for m in &report.memory {
+        println!(
+            "  memory at {:>7.1} s {:<32} RSS {:>7.0} MiB (peak {:>7.0}), jemalloc allocated {:>7.0} MiB, resident {:>7.0} MiB",
+            m.secs, m.phase, m.rss_mib, m.peak_rss_mib, m.allocated_mib, m.resident_mib
+        );
+    }
+    Ok(rows)
 }

@@ -4,23 +4,23 @@
 //! (protocol name configurable, default `/peerage/kad/1.0.0`; periodic bootstrap as
 //! configured, record republication off since the node stores no records); gossipsub with
 //! signed messages and strict validation (carries election broadcasts, see
-//! `election_driver.rs`); identify; ping; and two request-response protocols over the raw
+//! `node/src/election/driver.rs`); identify; ping; and two request-response protocols over the raw
 //! [`FrameCodec`]: `/peerage/election/1.0.0` (one `overlay::wire` frame per request) and
-//! `/peerage/members/1.0.0` (membership sync, `members.rs`).
+//! `/peerage/members/1.0.0` (membership sync, `node/src/directory/members.rs`).
 //!
 //! Transports: TCP + noise + yamux and QUIC for `peerage run`; libp2p's in-process memory
 //! transport (+ noise + yamux) for big one-process swarms, where TCP would exhaust the file
 //! descriptors (both ends of every loopback connection live in the process). Emulated link
 //! latency (`peerage swarm --latency internet`) is inserted between noise and yamux, where
-//! both sides know the remote peer id (`latency_transport.rs`): `build_swarm_with_latency`
+//! both sides know the remote peer id (`node/src/net/latency_transport.rs`): `build_swarm_with_latency`
 //! is the one place that assembles transports. `/peerage/coords/1.0.0` exchanges Vivaldi
-//! coordinates (`coords_driver.rs`).
+//! coordinates (`node/src/coords/driver.rs`).
 
-use crate::codec::FrameCodec;
 use crate::config::NodeConfig;
-use crate::gate::Gate;
-use crate::latency_transport::{self, EmulatedLink};
-use crate::quiet_kad::QuietKad;
+use crate::net::codec::FrameCodec;
+use crate::net::gate::Gate;
+use crate::net::latency_transport::{self, EmulatedLink};
+use crate::net::quiet_kad::QuietKad;
 use libp2p::core::{transport::MemoryTransport, upgrade::Version, Transport};
 use libp2p::identity::Keypair;
 use libp2p::swarm::NetworkBehaviour;
@@ -39,14 +39,14 @@ pub const ELECTION_PROTOCOL: &str = "/peerage/election/1.0.0";
 pub const MEMBERS_PROTOCOL: &str = "/peerage/members/1.0.0";
 /// The identify protocol version string.
 pub const IDENTIFY_PROTOCOL: &str = "/peerage/id/1.0.0";
-/// The Vivaldi coordinate exchange protocol (`coords_driver.rs`).
+/// The Vivaldi coordinate exchange protocol (`node/src/coords/driver.rs`).
 pub const COORDS_PROTOCOL: &str = "/peerage/coords/1.0.0";
 
 #[derive(NetworkBehaviour)]
 pub struct Behaviour {
     pub limits: connection_limits::Behaviour,
     pub gate: Gate,
-    /// Kademlia; its automatic bootstrap walks do not dial (`quiet_kad.rs`).
+    /// Kademlia; its automatic bootstrap walks do not dial (`node/src/net/quiet_kad.rs`).
     pub kad: QuietKad,
     pub gossipsub: gossipsub::Behaviour,
     pub identify: identify::Behaviour,
@@ -54,7 +54,7 @@ pub struct Behaviour {
     pub election: request_response::Behaviour<FrameCodec>,
     pub members: request_response::Behaviour<FrameCodec>,
     pub coords: request_response::Behaviour<FrameCodec>,
-    /// `/peerage/superpeer/1.0.0` (`superpeer_wire.rs`, `superpeer_driver.rs`).
+    /// `/peerage/superpeer/1.0.0` (`node/src/superpeer/wire.rs`, `node/src/superpeer/driver.rs`).
     pub superpeer: request_response::Behaviour<FrameCodec>,
 }
 
@@ -91,8 +91,8 @@ fn make_behaviour(key: &Keypair, cfg: &NodeConfig, unreadable: &Arc<AtomicU64>) 
     kcfg.set_replication_interval(None);
     kcfg.set_publication_interval(None);
     kcfg.set_provider_publication_interval(None);
-    kcfg.set_kbucket_size(NonZeroUsize::new(crate::node::KAD_K).ok_or("bucket size")?);
-    // Entries come from the member directory (`node.rs`, `fill_routing_table`), never from
+    kcfg.set_kbucket_size(NonZeroUsize::new(crate::runtime::node::KAD_K).ok_or("bucket size")?);
+    // Entries come from the member directory (`node/src/runtime/node.rs`, `fill_routing_table`), never from
     // connections: with automatic inserts a new connection to a peer whose bucket is full
     // makes kad dial the bucket's oldest disconnected entry to test it, a dial per
     // connection that the gate then refuses.
@@ -139,13 +139,13 @@ fn make_behaviour(key: &Keypair, cfg: &NodeConfig, unreadable: &Arc<AtomicU64>) 
         rr_cfg.clone(),
     );
     let coords = request_response::Behaviour::with_codec(
-        FrameCodec::with_counter(crate::coords_driver::MAX_COORDS_FRAME, unreadable.clone()),
+        FrameCodec::with_counter(crate::coords::driver::MAX_COORDS_FRAME, unreadable.clone()),
         [(StreamProtocol::new(COORDS_PROTOCOL), request_response::ProtocolSupport::Full)],
         rr_cfg.clone(),
     );
     let superpeer = request_response::Behaviour::with_codec(
-        FrameCodec::with_counter(crate::superpeer_wire::MAX_SP_FRAME_BYTES, unreadable.clone()),
-        [(StreamProtocol::new(crate::superpeer_wire::SUPERPEER_PROTOCOL), request_response::ProtocolSupport::Full)],
+        FrameCodec::with_counter(crate::superpeer::wire::MAX_SP_FRAME_BYTES, unreadable.clone()),
+        [(StreamProtocol::new(crate::superpeer::wire::SUPERPEER_PROTOCOL), request_response::ProtocolSupport::Full)],
         rr_cfg.with_request_timeout(Duration::from_secs(3)),
     );
     Ok(Behaviour { limits, gate, kad, gossipsub, identify, ping, election, members, coords, superpeer })
@@ -162,7 +162,7 @@ pub fn build_swarm(
     build_swarm_with_latency(key, cfg, transport, unreadable, None)
 }
 
-/// [`build_swarm`], optionally with emulated link latency (`latency_transport.rs`): the
+/// [`build_swarm`], optionally with emulated link latency (`node/src/net/latency_transport.rs`): the
 /// delay sits between noise and yamux. With latency, `TcpQuic` means TCP only (QUIC brings
 /// its own muxer, which this wrapper does not delay).
 pub fn build_swarm_with_latency(

@@ -63,7 +63,7 @@ impl BookEntry {
     /// The entry's peer, node id and parseable addresses; `None` for a bad peer id.
     pub fn parse(&self) -> Option<(PeerId, NodeId, Vec<Multiaddr>)> {
         let peer = PeerId::from_bytes(&self.peer).ok()?;
-        let id = crate::members::node_id_of(&peer);
+        let id = crate::directory::members::node_id_of(&peer);
         let addrs = self.addrs.iter().filter_map(|a| Multiaddr::try_from(a.clone()).ok()).collect();
         Some((peer, id, addrs))
     }
@@ -236,10 +236,10 @@ mod tests {
         assert_eq!(msg, view());
         let (pp, id, addrs) = book[0].parse().unwrap();
         assert_eq!(pp, peer);
-        assert_eq!(id, crate::members::node_id_of(&peer));
+        assert_eq!(id, crate::directory::members::node_id_of(&peer));
         assert_eq!(addrs, vec![addr]);
         let rep = encode_reply(p, true).unwrap();
-        assert!(rep.len() <= crate::codec::MAX_RESPONSE_BYTES as usize);
+        assert!(rep.len() <= crate::net::codec::MAX_RESPONSE_BYTES as usize);
         assert_eq!(decode_reply(&rep).unwrap(), SpReply { version: SP_WIRE_VERSION, point: p, accepted: true });
         let attach = SpMessage::Attach { point: p };
         assert!(mentioned_ids(&attach).is_empty());

@@ -41,11 +41,11 @@
 //!   *and* the last [`SETTLED_STREAK`] digest comparisons (sent or received) were equal. A
 //!   comparison with a random peer is a sample of the whole swarm, so a streak of equal
 //!   digests is the node's local evidence that the directory has converged swarm-wide; the
-//!   node uses it to decide when an election may start (`node.rs`).
+//!   node uses it to decide when an election may start (`node/src/runtime/node.rs`).
 //!
 //! Every node counts what its sync did ([`SyncStats`]: digests, deltas, pushes, entries
 //! sent/received/new, failures, rumours); `peerage swarm` reports them per node
-//! (`members_report.rs`) to find where convergence lags.
+//! (`node/src/directory/report.rs`) to find where convergence lags.
 //!
 //! All three messages travel as requests (the codec's responses are one-byte
 //! acknowledgements), so the protocol needs no large responses.
@@ -85,7 +85,7 @@ pub const MAX_ADDRS: usize = 4;
 /// Equal digest comparisons in a row that count as "settled".
 pub const SETTLED_STREAK: u32 = 3;
 /// Acknowledgement of a `Digest` request that found the digests equal (the other codes are in
-/// `codec.rs`).
+/// `node/src/net/codec.rs`).
 pub const ACK_EQUAL: u8 = 2;
 
 /// One member as it travels.
@@ -758,7 +758,7 @@ mod tests {
 
     /// Rounds until every directory on a random sparse graph holds all `n` members, with one
     /// digest exchange per node per round and, with `fanout` > 0, each node's changed
-    /// entries pushed to `fanout` random neighbours once per round (as `node.rs` does per tick).
+    /// entries pushed to `fanout` random neighbours once per round (as `node/src/runtime/node.rs` does per tick).
     fn rounds_to_converge(n: usize, fanout: usize, seed: u64) -> (usize, u64) {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let mut dirs: Vec<Directory> = (0..n).map(|i| dir(i as u64)).collect();

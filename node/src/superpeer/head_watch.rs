@@ -16,7 +16,7 @@
 //!   trouble, not as many.
 //! - **Scored failures**: a probe that finds the head unreachable (the dial failed with no
 //!   connection) scores 2, an ambiguous one (timeout, closed stream) 1; a probe our own node
-//!   refused to dial (our gate or `connection_limits`, [`crate::send_failure`]) scores 0.
+//!   refused to dial (our gate or `connection_limits`, [`crate::net::send_failure`]) scores 0.
 //! - **Down only after silence**: the head is reported down when the score reaches
 //!   `down_score` *and* nothing was heard from it for `min_silence`. A crashed head is still
 //!   found: its members keep probing every round until both hold (the failover then costs
@@ -37,7 +37,7 @@
 //!   hear meanwhile). A probe fails with a timeout or a closed stream just as well when our
 //!   own event loop ran seconds late (a saturated machine: every task waits in the run queue)
 //!   as when the head is gone. A failed probe during which our loop's tick ran later than
-//!   `max_stall` ([`crate::stall::StallMeter`]) counts nothing; the next probe waits
+//!   `max_stall` ([`crate::runtime::stall::StallMeter`]) counts nothing; the next probe waits
 //!   `spacing` as after any failure. In issue 4's 200-node prefix swarms (session 18) the
 //!   emulated deliveries ran up to seconds late once the first slot heads were loaded, their
 //!   members' probes failed, 15-57 alive heads per run were reported down, and each report's
@@ -53,7 +53,7 @@
 //! - **Refusing is not serving** (*ours*, session 24): a refusal proves the head alive, not
 //!   that it still serves us. A node that handed its token on and whose `Moved` never reached
 //!   a member is no longer a head: its gate keeps only `inbound_gate` connections
-//!   ([`crate::gate`]) and refuses that member's dials, and the member, taking every refusal
+//!   ([`crate::net::gate`]) and refuses that member's dials, and the member, taking every refusal
 //!   for life, stayed attached to it for good (issue 4, session 23's run s23cd: three members
 //!   for over 400 s, so the swarm never converged). So the watch also keeps when the head last
 //!   *served* us (a request or reply from it; refusals do not count), and a refused probe
@@ -63,7 +63,7 @@
 //!
 //! Pure and clock-free (the caller passes `now`), so it is tested without a network.
 
-use crate::send_failure::SendFailure;
+use crate::net::send_failure::SendFailure;
 use overlay::NodeId;
 use std::time::{Duration, Instant};
 
@@ -212,7 +212,7 @@ impl HeadWatch {
     }
 
     /// The probe to `to` failed with `class`; `stall` is the worst lateness of our own loop
-    /// while it was out ([`crate::stall::StallMeter::worst_during`] its start).
+    /// while it was out ([`crate::runtime::stall::StallMeter::worst_during`] its start).
     pub fn failed(&mut self, to: NodeId, class: SendFailure, now: Instant, stall: Duration) -> Verdict {
         if Some(to) != self.head {
             return Verdict::Uncounted;

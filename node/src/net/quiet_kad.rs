@@ -4,10 +4,10 @@
 //! bucket-refresh lookup per bucket) 500 ms after an entry is inserted into a routing table
 //! that holds fewer than `K_VALUE` (20) entries. The throttle that controls this
 //! (`Config::set_automatic_bootstrap_throttle`) is `pub(crate)` and compiled only for kad's
-//! own tests; `set_periodic_bootstrap_interval(None)` (set in `behaviour.rs`) turns off only
+//! own tests; `set_periodic_bootstrap_interval(None)` (set in `node/src/net/behaviour.rs`) turns off only
 //! the periodic walk. A walk asks every table entry it is not connected to by dialling it,
 //! and in a Peerage node those dials are all unwanted (the routing table is filled from the
-//! member directory, `node.rs`; the gate refused them before any handshake, ~5 per node at
+//! member directory, `node/src/runtime/node.rs`; the gate refused them before any handshake, ~5 per node at
 //! N = 200-1,000 and ~20 per node at N = 50 in session 2, because kad starts the walk and
 //! yields its first dials inside one `poll` call, before the node's event loop can finish it).
 //!
@@ -17,9 +17,9 @@
 //!   refresh step that kad continued in the previous poll ends before it asks anyone;
 //! - when kad yields `ToSwarm::Dial` and no query other than a walk is running, the dial is
 //!   the walk's (kad's only other dial, the liveness probe of a full bucket's oldest entry,
-//!   does not happen here: `node.rs` inserts only into buckets with room): it finishes the
+//!   does not happen here: `node/src/runtime/node.rs` inserts only into buckets with room): it finishes the
 //!   walk and drops the dial (counted in [`QuietKad::walk_dials_dropped`]). A dial while another query (a super-peer lookup,
-//!   `superpeer_driver.rs`) runs is passed to the swarm as before, since it cannot be told
+//!   `node/src/superpeer/driver.rs`) runs is passed to the swarm as before, since it cannot be told
 //!   apart; the gate decides it.
 //!
 //! A dropped dial leaves nothing behind in kad: the only state a dial leaves is the query's

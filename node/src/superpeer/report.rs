@@ -26,13 +26,13 @@
 //!   live node is attached again and stable, the roles (token ids / slot keys) held before and
 //!   after, how many were lost (held by a victim and by no live node afterwards) and how many
 //!   are held twice.
-//! - **Timeline**: load and progress every 5 s (`superpeer_timeline.rs`).
+//! - **Timeline**: load and progress every 5 s (`node/src/superpeer/timeline.rs`).
 
-use crate::latency_transport::LatencyNet;
-use crate::status::Snapshot;
-use crate::superpeer_driver::SpStatus;
-use crate::superpeer_timeline::{SpSample, Timeline};
-use crate::swarm_runner::LocalSwarm;
+use crate::net::latency_transport::LatencyNet;
+use crate::runtime::status::Snapshot;
+use crate::superpeer::driver::SpStatus;
+use crate::superpeer::timeline::{SpSample, Timeline};
+use crate::swarm::runner::LocalSwarm;
 use indicatif::ProgressBar;
 use overlay::stats::{Sample, Summary};
 use overlay::superpeer::{Point, SuperPeerConfig};
@@ -137,7 +137,7 @@ struct MemberCache {
     own_measured_ms: Option<f64>,
 }
 
-/// One cached head of a member (see [`crate::superpeer_driver::CacheStatus`]), by node index.
+/// One cached head of a member (see [`crate::superpeer::driver::CacheStatus`]), by node index.
 #[derive(Debug, Clone, Copy, Default)]
 struct MemberEntry {
     head: usize,
@@ -264,29 +264,29 @@ pub struct SpMeasures {
     /// `Hello` requests per node (coordinate learning, head probes).
     pub hellos_per_node: f64,
     /// RTT measurements (timed `Hello`s) per node, and those dropped because the node's loop
-    /// stalled during them (`stall.rs`).
+    /// stalled during them (`node/src/runtime/stall.rs`).
     pub rtt_measurements_per_node: f64,
     pub rtt_stalled_per_node: f64,
     pub lookups_per_node: f64,
     pub token_moves: u64,
     pub send_failures: u64,
-    /// Messages dropped after a failure that did not show the peer down (`send_failure.rs`).
+    /// Messages dropped after a failure that did not show the peer down (`node/src/net/send_failure.rs`).
     pub sends_dropped: u64,
     /// Failed requests whose dial the live peer refused before the handshake.
     pub refused_by_peer: u64,
-    /// Election messages sent again after the peer refused them (`superpeer_driver.rs`).
+    /// Election messages sent again after the peer refused them (`node/src/superpeer/driver.rs`).
     pub election_resends: u64,
     /// Election timer checks held back while a message of the election was on its way.
     pub election_timers_deferred: u64,
     /// Heads that members' probes reported down.
     pub heads_reported_down: u64,
-    /// Of those, reported because the probes found nothing listening (`head_watch.rs`).
+    /// Of those, reported because the probes found nothing listening (`node/src/superpeer/head_watch.rs`).
     pub heads_found_gone: u64,
     /// Heads that members left because they refused them and served nothing for the whole
-    /// silence (`head_watch.rs`, "Refusing is not serving").
+    /// silence (`node/src/superpeer/head_watch.rs`, "Refusing is not serving").
     pub heads_not_serving: u64,
     /// Failed head probes not counted because the member's own loop stalled meanwhile
-    /// (`head_watch.rs`, "A stalled loop judges nobody").
+    /// (`node/src/superpeer/head_watch.rs`, "A stalled loop judges nobody").
     pub probes_stalled: u64,
     /// Cluster re-elections joined, summed over the nodes.
     pub elections_joined: u64,
@@ -368,7 +368,7 @@ pub struct SuperPeerReport {
     pub at_convergence: SpMeasures,
     pub kill: Option<SpKillReport>,
     /// Load and progress every 5 s through the phase, the kill's wait included
-    /// (`superpeer_timeline.rs`).
+    /// (`node/src/superpeer/timeline.rs`).
     pub timeline: Vec<SpSample>,
 }
 

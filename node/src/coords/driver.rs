@@ -2,7 +2,7 @@
 //! `/peerage/coords/1.0.0`, and the sans-IO `overlay::coords::VivaldiClient` doing the math.
 //!
 //! Issue 4 item 1/5: every node learns a latency coordinate from real (in a swarm:
-//! emulated, `latency_transport.rs`) round-trip times. Vivaldi (Dabek et al., SIGCOMM 2004)
+//! emulated, `node/src/net/latency_transport.rs`) round-trip times. Vivaldi (Dabek et al., SIGCOMM 2004)
 //! needs, for each RTT sample to a peer, that peer's current coordinate and error; the
 //! client (`overlay::coords`) owns the update rule, this file only gathers the inputs. Like
 //! the election driver it does no I/O itself: the node's event loop hands it ping results
@@ -34,7 +34,7 @@
 //!
 //! # Lateness gate (session 3, emulated swarms only)
 //!
-//! The emulation (`latency_transport.rs`) knows how late it released bytes on each link; a
+//! The emulation (`node/src/net/latency_transport.rs`) knows how late it released bytes on each link; a
 //! ping's RTT is inflated by at most the lateness of the ping's chunk at the remote plus the
 //! pong's chunk here. The node passes the link's recent lateness (largest of the last 1-2 s,
 //! both directions summed: an over-estimate of what this one ping paid) to
@@ -58,7 +58,7 @@
 //! a saturated machine that wait dominates: in the 200-node super-peer swarms of session 11
 //! the gate dropped 91 % of the samples and the rest still carried seconds of delay (Vivaldi's
 //! median absolute error 0.5-2 s while the DHT lookups ran). The node therefore also passes
-//! the worst lateness of its own event loop's tick during the sample (`stall.rs`:
+//! the worst lateness of its own event loop's tick during the sample (`node/src/runtime/stall.rs`:
 //! the sample's span plus one tick period), and the sample is dropped, counted in
 //! `dropped_stall`, when that exceeds the same bound `max(late_floor, late_share × RTT)`.
 //! This works outside an emulated swarm too (a real node whose machine is overloaded). A node
@@ -91,7 +91,7 @@
 //! measures both (`median_rel_error` for the coordinate, `point_median_rel_error` for the
 //! Point; docs/RESULTS.md has the before/after runs).
 
-use crate::members::node_id_of;
+use crate::directory::members::node_id_of;
 use libp2p::PeerId;
 use overlay::coords::{
     Coordinate, UpdateFilter, UpdateFilterConfig, UpdateFilterConfigError, VivaldiClient, VivaldiConfig,
@@ -205,8 +205,8 @@ impl Default for CoordsConfig {
         CoordsConfig {
             max_age: Duration::from_secs(30),
             refresh: Duration::from_secs(10),
-            late_floor: crate::stall::STALL_FLOOR,
-            late_share: crate::stall::STALL_SHARE,
+            late_floor: crate::runtime::stall::STALL_FLOOR,
+            late_share: crate::runtime::stall::STALL_SHARE,
             app_filter: UpdateFilterConfig::default(),
         }
     }

@@ -1,5 +1,5 @@
 //! How late the node's own event loop runs: a record of scheduling stalls, used to drop RTT
-//! samples that a stall may have inflated (`coords_driver.rs`, "Scheduling gate").
+//! samples that a stall may have inflated (`node/src/coords/driver.rs`, "Scheduling gate").
 //!
 //! A ping's round trip is time-stamped by connection tasks on the same runtime as the node's
 //! event loop. When the machine is saturated (a one-process swarm of hundreds of nodes while
@@ -7,7 +7,7 @@
 //! before it is polled, and each of the four hops of a ping (send, remote read, remote reply,
 //! local read) pays that wait: measured RTTs grow by seconds (docs/RESULTS.md, session 11: a
 //! median absolute Vivaldi error of 0.5-2 s while the lookups ran). The emulation's own
-//! lateness (`latency_transport.rs`) sees only the part spent before its timers fire, not the
+//! lateness (`node/src/net/latency_transport.rs`) sees only the part spent before its timers fire, not the
 //! wait before a reading task is woken.
 //!
 //! The node loop knows when each of its periodic ticks was due; how late it ran is the
@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 pub const MAX_MARKS: usize = 1024;
 
 /// The stall a measurement of `rtt` tolerates: `max(10 ms, 5 % of rtt)`, the bound of the
-/// emulation's lateness gate (`coords_driver.rs`, "Lateness gate": Vivaldi's floor on the
+/// emulation's lateness gate (`node/src/coords/driver.rs`, "Lateness gate": Vivaldi's floor on the
 /// latency model is about 0.075 median relative error, so a sample may carry only a few per
 /// cent of inflation, and 10 ms stays clear of tokio's 1 ms timer granularity).
 pub fn tolerated(rtt: Duration) -> Duration {

@@ -5,7 +5,7 @@
 //! periodic tick (`members_sync_ms`), and shutdown. Everything the elections learn comes in
 //! as `overlay::Input`s:
 //! - `Message` from the election request-response protocol or from an addressed gossipsub
-//!   election broadcast (`election_driver.rs` explains the routing);
+//!   election broadcast (`node/src/election/driver.rs` explains the routing);
 //! - `Timer` when a timer armed through `Effect::SetTimer` is due;
 //! - `Membership` when the member directory changed (at most once per tick);
 //! - `SendFailed` when a point-to-point election request fails; a failure to *dial* the
@@ -18,7 +18,7 @@
 //!
 //! When elections start (issue 3 leaves it to the node; recorded here):
 //! - nothing starts before the member directory has *settled*: unchanged for `settle_ms` and
-//!   the last few digest comparisons with random peers equal (`members.rs`), the node's
+//!   the last few digest comparisons with random peers equal (`node/src/directory/members.rs`), the node's
 //!   local evidence that every node has the same group and so the same highest member;
 //! - start-up: the highest-ranked member then starts an election (`Input::Start`); the
 //!   others wait, so that start-up costs one election, not N concurrent ones;
@@ -48,7 +48,7 @@
 //! Node-initiated starts are at least `settle_ms + fallback_ms` apart.
 //!
 //! Connections (session 2): the member directory syncs by digest anti-entropy with one random
-//! peer per period (`members.rs`); Kademlia's routing table is filled from the directory
+//! peer per period (`node/src/directory/members.rs`); Kademlia's routing table is filled from the directory
 //! without dialling (`kad_add`); for the ring algorithms the peer manager keeps the
 //! connections to both ring neighbours, so an election lap does not dial one connection per
 //! hop; one-to-many election sends go over the gossipsub mesh (`route`). Once settled a node
@@ -58,23 +58,23 @@
 //! a bootstrap round whose dials all fail is retried after 1, 2 and 4 s before the node gives
 //! up (a handshake can time out although the peer is there; such nodes used to stay alone for
 //! good), and one that meanwhile has peers carries on. Changed directory entries can also be
-//! pushed as rumours once per tick (`members.rs`, off by default), and the O(N) work on a directory change
+//! pushed as rumours once per tick (`node/src/directory/members.rs`, off by default), and the O(N) work on a directory change
 //! (group for the election, routing table, address book) runs at most every 2 s while the
 //! directory changes every tick.
 
-use crate::behaviour::{build_swarm_with_latency, Behaviour, BehaviourEvent, TransportKind};
-use crate::codec::{ACK_OK, ACK_REJECTED};
 use crate::config::NodeConfig;
-use crate::coords_driver::{CoordsConfig, CoordsDriver, SampleDelays};
-use crate::election_driver::{group_sends, BroadcastFrame, ElectionDriver, Recipients, BROADCAST_VERSION};
-use crate::latency_transport::EmulatedLink;
-use crate::members::{node_id_of, Directory, SyncPacer, ACK_EQUAL};
-use crate::metrics::Metrics;
-use crate::peer_manager::{self, PeerInfo, Policy};
-use crate::send_failure::{classify, DialRefusal};
-use crate::stall::StallMeter;
-use crate::status::{Probe, Snapshot, StatusSink};
-use crate::superpeer_driver::SuperPeerDriver;
+use crate::coords::driver::{CoordsConfig, CoordsDriver, SampleDelays};
+use crate::directory::members::{node_id_of, Directory, SyncPacer, ACK_EQUAL};
+use crate::election::driver::{group_sends, BroadcastFrame, ElectionDriver, Recipients, BROADCAST_VERSION};
+use crate::net::behaviour::{build_swarm_with_latency, Behaviour, BehaviourEvent, TransportKind};
+use crate::net::codec::{ACK_OK, ACK_REJECTED};
+use crate::net::latency_transport::EmulatedLink;
+use crate::net::peer_manager::{self, PeerInfo, Policy};
+use crate::net::send_failure::{classify, DialRefusal};
+use crate::runtime::metrics::Metrics;
+use crate::runtime::stall::StallMeter;
+use crate::runtime::status::{Probe, Snapshot, StatusSink};
+use crate::superpeer::driver::SuperPeerDriver;
 use futures::StreamExt;
 use libp2p::identity::Keypair;
 use libp2p::multiaddr::Protocol;
@@ -113,7 +113,7 @@ pub struct NodeOptions {
     pub status: StatusSink,
     pub metrics: Option<Arc<Metrics>>,
     pub seed: u64,
-    /// Emulated link latency (in-process swarms only; `latency_transport.rs`).
+    /// Emulated link latency (in-process swarms only; `node/src/net/latency_transport.rs`).
     pub latency: Option<EmulatedLink>,
 }
 
@@ -196,13 +196,13 @@ struct Node {
     /// once settled means nobody joined after it: it joined a swarm that had settled
     /// (`maybe_start`, late joiner).
     first_group_version: Option<u64>,
-    /// Vivaldi coordinates from ping (`coords_driver.rs`).
+    /// Vivaldi coordinates from ping (`node/src/coords/driver.rs`).
     coords: CoordsDriver,
     /// Emulated link latency, when on: its recent lateness gates ping samples.
     latency: Option<EmulatedLink>,
-    /// How late this node's loop ran its ticks: gates ping samples (`stall.rs`).
+    /// How late this node's loop ran its ticks: gates ping samples (`node/src/runtime/stall.rs`).
     stall: StallMeter,
-    /// Super-peer selection and clusters (`superpeer_driver.rs`), when configured.
+    /// Super-peer selection and clusters (`node/src/superpeer/driver.rs`), when configured.
     superpeer: Option<SuperPeerDriver>,
 }
 
@@ -219,7 +219,7 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
         ..CoordsConfig::default()
     };
     let coords =
-        CoordsDriver::new(crate::coords_driver::node_vivaldi_config(), coords_cfg, opts.seed ^ 0x5eed_c00d_5eed_c00d)?;
+        CoordsDriver::new(crate::coords::driver::node_vivaldi_config(), coords_cfg, opts.seed ^ 0x5eed_c00d_5eed_c00d)?;
     for addr in &opts.cfg.listen {
         swarm.listen_on(addr.clone()).map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
     }
@@ -358,7 +358,7 @@ impl Node {
             }
             if let Some(sp) = self.superpeer.as_mut() {
                 if now >= sp.next_deadline() {
-                    // The application coordinate (`coords_driver.rs`, "Application coordinate").
+                    // The application coordinate (`node/src/coords/driver.rs`, "Application coordinate").
                     let point = overlay::superpeer::Point::from(self.coords.app_coordinate());
                     let late = self.stall.worst_since(now.checked_sub(LATENESS_WINDOW).unwrap_or(now));
                     sp.poll(&mut self.swarm, &self.directory, now, point, self.coords.is_fit(), late);
@@ -449,7 +449,7 @@ impl Node {
         self.refresh_snapshot();
     }
 
-    /// Carry out one grouped send (see `election_driver.rs` for the routing choice).
+    /// Carry out one grouped send (see `node/src/election/driver.rs` for the routing choice).
     fn route(&mut self, msg: Message, to: Vec<NodeId>) {
         let kind = msg.kind();
         let far =
@@ -897,7 +897,7 @@ impl Node {
                         self.feed(Input::PeerUp(node));
                     }
                     // A joining node pulls a snapshot of the directory from its first peer at
-                    // once (`members.rs`); everyone else waits for the periodic digest.
+                    // once (`node/src/directory/members.rs`); everyone else waits for the periodic digest.
                     if !self.directory.has_exchanged() {
                         self.send_digest(peer_id);
                     }
@@ -1068,7 +1068,7 @@ impl Node {
                     };
                     let class = classify(&error, self.swarm.is_connected(&peer), refusal);
                     self.feed(Input::SendFailed { to, msg });
-                    // Only an unreachable peer is reported down (`send_failure.rs`): a dial our
+                    // Only an unreachable peer is reported down (`node/src/net/send_failure.rs`): a dial our
                     // own gate refused says nothing about it, a timeout may be a slow peer.
                     if class.unreachable() {
                         self.report_down(to);
@@ -1189,7 +1189,7 @@ impl Node {
     /// each other but not yet to the rest of the swarm, and backing off then stretched the
     /// convergence tail (measured at N = 200: members complete after 23 s).
     fn on_equal_digest(&mut self) {
-        if self.directory.equal_streak() >= crate::members::SETTLED_STREAK {
+        if self.directory.equal_streak() >= crate::directory::members::SETTLED_STREAK {
             self.pacer.on_equal();
         }
     }
@@ -1214,7 +1214,7 @@ impl Node {
         }
     }
 
-    /// Member-directory rumours (`members.rs`): the entries that changed here since the last
+    /// Member-directory rumours (`node/src/directory/members.rs`): the entries that changed here since the last
     /// tick, pushed once to `members_push_fanout` random connected peers (infect-and-die; the
     /// digest exchange repairs what this misses). With fan-out 0 the changes are dropped.
     fn push_rumours(&mut self) {
@@ -1233,7 +1233,7 @@ impl Node {
         }
     }
 
-    /// Send this node's member digest to `peer` (`members.rs`).
+    /// Send this node's member digest to `peer` (`node/src/directory/members.rs`).
     fn send_digest(&mut self, peer: PeerId) {
         if let Some(frame) = self.directory.digest_frame() {
             self.swarm.behaviour_mut().members.send_request(&peer, frame);
@@ -1243,7 +1243,7 @@ impl Node {
     /// Put `peer` into the Kademlia routing table, but only into a k-bucket that has room:
     /// adding to a full bucket makes kad dial the bucket's oldest disconnected entry to test
     /// it (libp2p-kad 0.49 `add_address`), which is exactly the dialling a quiet overlay must
-    /// not do. Buckets are filled with `BucketInserts::Manual` (`behaviour.rs`), so this is
+    /// not do. Buckets are filled with `BucketInserts::Manual` (`node/src/net/behaviour.rs`), so this is
     /// the only way entries get in.
     fn kad_add(&mut self, peer: PeerId, addrs: &[Multiaddr]) {
         let kad = &mut self.swarm.behaviour_mut().kad;
@@ -1277,7 +1277,7 @@ pub const BOOTSTRAP_ROUNDS: u32 = 4;
 /// and address book) at most this often (`tick`).
 const MEMBERSHIP_FEED_EVERY: Duration = Duration::from_secs(2);
 
-/// Kademlia's bucket size (`behaviour.rs` sets the same value; libp2p's `K_VALUE`).
+/// Kademlia's bucket size (`node/src/net/behaviour.rs` sets the same value; libp2p's `K_VALUE`).
 pub const KAD_K: usize = 20;
 
 fn is_unspecified(a: &Multiaddr) -> bool {

@@ -16,7 +16,7 @@
 //!   delays a connection (a timeout, [`SendFailure::Unreachable`]) rather than refuse it
 //!   (Linux drops a SYN when the accept queue is full). The strongest sign of a crash a
 //!   dialler gets (*ours*, issue 4 session 22: a member's watch reports its head down on it
-//!   without waiting for the silence, `head_watch.rs`). Wherever the caller only asks
+//!   without waiting for the silence, `node/src/superpeer/head_watch.rs`). Wherever the caller only asks
 //!   "unreachable?", it is unreachable ([`SendFailure::unreachable`]).
 //! - [`SendFailure::RefusedLocally`]: our own connection gate refused the dial at its hard
 //!   cap (`Gate::refused_locally`). Nothing was sent, and nothing is known about the peer.

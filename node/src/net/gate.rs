@@ -39,7 +39,7 @@
 //! session 8: in session 7's 200-node run d200, 78 head probes "failed to dial" while their
 //! nodes ran lookups, and such a refusal was counted as an unreachable head).
 
-use crate::send_failure::{closed_before_handshake, no_listener, DialRefusal};
+use crate::net::send_failure::{closed_before_handshake, no_listener, DialRefusal};
 use libp2p::core::{transport::PortUse, Endpoint, Multiaddr};
 use libp2p::swarm::{
     behaviour::ConnectionEstablished, dummy, ConnectionClosed, ConnectionDenied, ConnectionId, DialError, DialFailure,
@@ -202,7 +202,7 @@ impl Gate {
 
     /// Who refused the last failed dial to `peer` within `WANT_TTL`, if anyone: our own node
     /// ([`Self::refused_locally`]), the peer itself, which closed the connection before the
-    /// handshake (session 10: it is alive; `send_failure.rs`), or nobody because nothing
+    /// handshake (session 10: it is alive; `node/src/net/send_failure.rs`), or nobody because nothing
     /// listened at any of its addresses (session 22: it is gone).
     ///
     /// The marks are *not* consumed (*ours*, issue 4 session 11): one failed dial fails
@@ -258,7 +258,7 @@ impl Gate {
     }
 
     /// Let every outbound dial through (up to the hard cap) until `until`. The super-peer
-    /// driver (`superpeer_driver.rs`) opens the gate while its own Kademlia lookups run, so
+    /// driver (`node/src/superpeer/driver.rs`) opens the gate while its own Kademlia lookups run, so
     /// that an iterative lookup reaches the peers it discovers instead of being refused.
     pub fn open_outbound_until(&mut self, until: Instant) {
         if self.open_until.is_none_or(|t| t < until) {

@@ -57,7 +57,7 @@
 //!
 //! Every mark's release is compared with its due time: a global histogram (the swarm
 //! report's `emulation_lateness`) and, per link direction, the largest lateness of the
-//! last 1-2 s ([`LatencyNet::recent_lateness`]), which `coords_driver.rs` uses to drop RTT
+//! last 1-2 s ([`LatencyNet::recent_lateness`]), which `node/src/coords/driver.rs` uses to drop RTT
 //! samples the emulation itself inflated. Not seen: the delay between bytes reaching the
 //! wire and this reader's task being woken to time-stamp them (a loaded runtime adds it
 //! before the due time is computed); the sender's bytes carry no send time (the noise
@@ -320,7 +320,7 @@ impl LatencyNet {
     /// How late the emulation recently (the last 1-2 s) released bytes on the link between
     /// model nodes `a` and `b`, summed over both directions: the most a round trip measured on
     /// that link just now can be inflated by the emulation's own timer and scheduling delay
-    /// (bytes read from the wire late are not seen; see `coords_driver.rs`). `None` when no
+    /// (bytes read from the wire late are not seen; see `node/src/coords/driver.rs`). `None` when no
     /// connection between them was ever delayed.
     pub fn recent_lateness(&self, a: usize, b: usize) -> Option<Duration> {
         let bucket = self.bucket(Instant::now());

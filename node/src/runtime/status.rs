@@ -34,25 +34,25 @@ pub struct Snapshot {
     pub listen: Vec<String>,
     /// Why the node stopped on its own (for example: no bootstrap peer reachable).
     pub fatal: Option<String>,
-    /// This node's Vivaldi coordinate (`coords_driver.rs`; distances in seconds).
+    /// This node's Vivaldi coordinate (`node/src/coords/driver.rs`; distances in seconds).
     pub coordinate: Option<overlay::coords::Coordinate>,
     /// RTT samples Vivaldi accepted so far.
     pub vivaldi_samples: u64,
-    /// RTT samples dropped because the emulated link was recently late (`coords_driver.rs`).
+    /// RTT samples dropped because the emulated link was recently late (`node/src/coords/driver.rs`).
     pub vivaldi_dropped_late: u64,
-    /// RTT samples dropped because the node's event loop ran late during them (`stall.rs`).
+    /// RTT samples dropped because the node's event loop ran late during them (`node/src/runtime/stall.rs`).
     pub vivaldi_dropped_stall: u64,
     /// Times the application-level coordinate (what super-peer selection sees) moved
-    /// (`coords_driver.rs`, "Application coordinate").
+    /// (`node/src/coords/driver.rs`, "Application coordinate").
     pub app_coordinate_updates: u64,
-    /// How late the node's event loop ran its last periodic tick, ms (`stall.rs`).
+    /// How late the node's event loop ran its last periodic tick, ms (`node/src/runtime/stall.rs`).
     pub loop_lateness_ms: f64,
-    /// The latest the node's event loop ever ran a periodic tick, ms (`stall.rs`).
+    /// The latest the node's event loop ever ran a periodic tick, ms (`node/src/runtime/stall.rs`).
     pub loop_lateness_worst_ms: f64,
-    /// Super-peer role, cluster and token (`superpeer_driver.rs`), when super peers are on.
-    pub superpeer: Option<crate::superpeer_driver::SpStatus>,
-    /// Member-directory sync counters (`members.rs`).
-    pub sync: crate::members::SyncStats,
+    /// Super-peer role, cluster and token (`node/src/superpeer/driver.rs`), when super peers are on.
+    pub superpeer: Option<crate::superpeer::driver::SpStatus>,
+    /// Member-directory sync counters (`node/src/directory/members.rs`).
+    pub sync: crate::directory::members::SyncStats,
     /// The current member-sync period (ms; grows while settled).
     pub sync_period_ms: u64,
     /// When the member directory last changed (for the swarm runner; not serialised).

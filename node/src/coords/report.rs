@@ -14,10 +14,10 @@
 //!
 //! Besides the full coordinate's error, the report gives the error of the super-peer
 //! [`Point`] made from it (Euclidean components + height, no adjustment term): that is what
-//! super-peer selection predicts with (`coords_driver.rs`, "No adjustment term").
+//! super-peer selection predicts with (`node/src/coords/driver.rs`, "No adjustment term").
 
-use crate::latency_transport::{LatencyNet, LatenessReport};
-use crate::status::Probe;
+use crate::net::latency_transport::{LatencyNet, LatenessReport};
+use crate::runtime::status::Probe;
 use overlay::coords::Coordinate;
 use overlay::stats::Sample;
 use overlay::superpeer::Point;
@@ -52,7 +52,7 @@ pub struct CoordsPoint {
     /// Ping samples dropped by the scheduling gate so far, summed over nodes.
     pub dropped_stall: u64,
     /// Moves of the application-level coordinate (what super-peer selection sees) so far,
-    /// summed over nodes (`coords_driver.rs`, "Application coordinate"); compare `samples`.
+    /// summed over nodes (`node/src/coords/driver.rs`, "Application coordinate"); compare `samples`.
     pub app_updates: u64,
     /// The nodes' event-loop lateness at their last tick, ms: median and largest.
     pub loop_lateness_ms_p50_max: [f64; 2],

@@ -6,19 +6,19 @@
 //! (0, 0.5]), `cluster_cap` (most members per super peer), `tick_ms` (length of one protocol
 //! round; the simulator uses 1 s), `hold_rounds` (rounds a token must stay put before its
 //! holder promotes itself), `cluster_algorithm` (the election a cluster runs when its super
-//! peer dies; default bully), `lookup_bits` (see `superpeer_driver.rs`: how many leading bits
+//! peer dies; default bully), `lookup_bits` (see `node/src/superpeer/driver.rs`: how many leading bits
 //! of a closest-peer lookup's target match the wanted key), `start_delay_ms` (how long after
 //! start-up the node waits before its first lookups, so that its routing table has entries),
 //! `suspect_after_ms` (how long a member must have heard nothing from its super peer before
 //! failed probes report it down, and how long a super peer may refuse its member's dials
-//! without serving it before the member leaves it; `head_watch.rs`), `probe_stall_ms` (a failed probe counts
+//! without serving it before the member leaves it; `node/src/superpeer/head_watch.rs`), `probe_stall_ms` (a failed probe counts
 //! nothing if the node's own loop ran later than this while it was out; 0 = no limit;
-//! `head_watch.rs`, "A stalled loop judges nobody"), `gone_after_probes` (probes in a row
+//! `node/src/superpeer/head_watch.rs`, "A stalled loop judges nobody"), `gone_after_probes` (probes in a row
 //! that find nothing listening at the super peer's addresses and report it down without
-//! waiting for `suspect_after_ms`; 0 = off; `head_watch.rs`, "Nothing listening is down"),
+//! waiting for `suspect_after_ms`; 0 = off; `node/src/superpeer/head_watch.rs`, "Nothing listening is down"),
 //! `coord_window` and `coord_threshold_ms` (the update filter between Vivaldi and super-peer
 //! selection: samples per window, 0 = off, and the energy distance that moves the application
-//! coordinate; `coords_driver.rs`, "Application coordinate"), `estimate_parallel` and
+//! coordinate; `node/src/coords/driver.rs`, "Application coordinate"), `estimate_parallel` and
 //! `estimate_push_peers` (the size estimate's own lookups at a time, and the peers each
 //! sample is pushed to; 0 = no sharing: `overlay::superpeer::estimate`, "Pooled samples").
 //! Everything else keeps `SuperPeerConfig`'s defaults (the ones the simulator measured).
@@ -30,7 +30,7 @@
 //! member, and an inbound refusal would look like a dead super peer to the member that dials
 //! it, so a node that serves a cluster takes inbound connections up to that cap
 //! (`Gate::set_serving`). Other nodes keep `inbound_gate`, below the cap their own DHT lookups
-//! dial to (`gate.rs`, session 8).
+//! dial to (`node/src/net/gate.rs`, session 8).
 
 use overlay::coords::{UpdateFilterConfig, UpdateFilterConfigError};
 use overlay::superpeer::{Method, SuperPeerConfig};
@@ -126,15 +126,15 @@ pub struct SuperPeerSettings {
     pub tick: Duration,
     pub lookup_bits: u32,
     pub start_delay: Duration,
-    /// Silence before failed probes may report the head down (`head_watch.rs`).
+    /// Silence before failed probes may report the head down (`node/src/superpeer/head_watch.rs`).
     pub suspect_after: Duration,
-    /// Our loop's lateness beyond which a failed probe counts nothing (`head_watch.rs`).
+    /// Our loop's lateness beyond which a failed probe counts nothing (`node/src/superpeer/head_watch.rs`).
     pub probe_stall: Duration,
     /// Probes in a row finding no listener that report the head down at once (0: off;
-    /// `head_watch.rs`).
+    /// `node/src/superpeer/head_watch.rs`).
     pub gone_after_probes: u32,
     /// The update filter that makes the coordinate super-peer selection sees
-    /// (`coords_driver.rs`, "Application coordinate").
+    /// (`node/src/coords/driver.rs`, "Application coordinate").
     pub coord_filter: UpdateFilterConfig,
 }
 

@@ -8,7 +8,7 @@
 //!   has an entry;
 //!   `Tick` every `tick` (one protocol round; 1 s by default, as in the simulator).
 //! - `Message` from the `/peerage/superpeer/1.0.0` request-response protocol (wire format in
-//!   `superpeer_wire.rs`; a malformed frame is logged, counted, answered "refused" and
+//!   `node/src/superpeer/wire.rs`; a malformed frame is logged, counted, answered "refused" and
 //!   otherwise ignored).
 //! - `LookupResult` from Kademlia: `Query::Closest` runs `get_closest_peers`,
 //!   `Query::Providers` runs `get_providers`; `Provide`/`Unprovide` are `start_providing` /
@@ -57,14 +57,14 @@
 //!   has not heard from it for `PROBE_AFTER_TICKS` rounds or its connection to the head closed
 //!   with an error; probes are spaced a round apart and scored (unreachable 2, timed out or
 //!   closed 1, refused by our own node 0), and a score of 4 reports the head down only once
-//!   nothing was heard from it for `suspect_after` ([`crate::head_watch`], session 8). A
+//!   nothing was heard from it for `suspect_after` ([`crate::superpeer::head_watch`], session 8). A
 //!   probe that failed while the node's own loop ran later than `probe_stall` counts nothing
 //!   (session 19, "A stalled loop judges nobody"). Two probes in a row that found nothing
 //!   listening at the head's addresses report it down at once (session 22, "Nothing
 //!   listening is down": the failover no longer waits out `suspect_after`). The report
 //!   starts the cluster's re-election inside the state machine.
 //! - `SendFailed` (crash-stop's "not delivered, peer down", as in the simulator) only when a
-//!   failure shows the peer unreachable ([`crate::send_failure`], *ours*, issue 4 session 6:
+//!   failure shows the peer unreachable ([`crate::net::send_failure`], *ours*, issue 4 session 6:
 //!   timeouts reported as failed sends duplicated tokens on a loaded machine). A message that
 //!   timed out is sent once more (every super-peer message is safe to receive twice); if that
 //!   fails without an answer too, a `Hello` asks whether the peer is there, and only an
@@ -92,15 +92,15 @@
 //! and `stop_providing` only drops the local record, so a key's remote records outlive their
 //! provider until kad's record TTL; a stale record costs a refused `Hello` or `Attach`.
 
-use crate::behaviour::Behaviour;
-use crate::gate::Gate;
-use crate::head_watch::{HeadWatch, Verdict, WatchConfig};
-use crate::members::{node_id_of, Directory};
-use crate::send_failure::{classify, DialRefusal, SendFailure};
-use crate::stall::StallMeter;
-use crate::status::StatusSink;
-use crate::superpeer_config::SuperPeerSettings;
-use crate::superpeer_wire::{
+use crate::config::superpeer::SuperPeerSettings;
+use crate::directory::members::{node_id_of, Directory};
+use crate::net::behaviour::Behaviour;
+use crate::net::gate::Gate;
+use crate::net::send_failure::{classify, DialRefusal, SendFailure};
+use crate::runtime::stall::StallMeter;
+use crate::runtime::status::StatusSink;
+use crate::superpeer::head_watch::{HeadWatch, Verdict, WatchConfig};
+use crate::superpeer::wire::{
     decode_reply, decode_request, encode_reply, encode_request, mentioned_ids, BookEntry, SpBody, SpWireError,
     MAX_BOOK_ENTRIES,
 };
@@ -188,7 +188,7 @@ pub struct SpStatus {
     pub rtt_measurements: u64,
     pub rtt_failures: u64,
     /// RTT measurements dropped (reported failed) because the node's loop stalled during
-    /// them (`stall.rs`).
+    /// them (`node/src/runtime/stall.rs`).
     pub rtt_stalled: u64,
     /// Whether the node's coordinate is fit to place tokens by (`SpInput::CoordinateFit`).
     pub coordinate_fit: bool,
@@ -207,11 +207,11 @@ pub struct SpStatus {
     pub rejected: u64,
     pub bad_frames: u64,
     pub send_failures: u64,
-    /// Messages dropped after a failure that did not show the peer down (`send_failure.rs`):
+    /// Messages dropped after a failure that did not show the peer down (`node/src/net/send_failure.rs`):
     /// refused by our own gate, or undelivered-or-not while the peer still answers.
     pub sends_dropped: u64,
     /// Failed requests whose dial the peer refused before the handshake (it is alive;
-    /// `send_failure.rs`).
+    /// `node/src/net/send_failure.rs`).
     pub refused_by_peer: u64,
     /// Election messages sent again after the peer refused them ([`Resend`]).
     pub election_resends: u64,
@@ -220,13 +220,13 @@ pub struct SpStatus {
     pub election_timers_deferred: u64,
     pub heads_reported_down: u64,
     /// Of those, reported because probes found nothing listening at the head's addresses
-    /// (`head_watch.rs`, "Nothing listening is down").
+    /// (`node/src/superpeer/head_watch.rs`, "Nothing listening is down").
     pub heads_found_gone: u64,
     /// Heads this member left because they refused it and served nothing for the whole
-    /// silence (`head_watch.rs`, "Refusing is not serving").
+    /// silence (`node/src/superpeer/head_watch.rs`, "Refusing is not serving").
     pub heads_not_serving: u64,
     /// Failed head probes not counted because this node's own loop stalled beyond the
-    /// watch's limit while they were out (`head_watch.rs`, "A stalled loop judges nobody").
+    /// watch's limit while they were out (`node/src/superpeer/head_watch.rs`, "A stalled loop judges nobody").
     pub probes_stalled: u64,
     /// Milliseconds since the driver started when the role or the head last changed.
     pub last_change_ms: u64,
@@ -327,7 +327,7 @@ enum Sent {
     /// delivered (`SendFailure::Ambiguous`): if `to` turns out unreachable, the state machine
     /// gets `SendFailed { to, msg }`; if it answers, nothing (its own timers re-ask). A check
     /// that fails while our own loop stalls beyond the head watch's limit (sent at `at`)
-    /// judges nobody either (`head_watch.rs`, "A stalled loop judges nobody").
+    /// judges nobody either (`node/src/superpeer/head_watch.rs`, "A stalled loop judges nobody").
     Check {
         to: NodeId,
         msg: SpMessage,
@@ -391,7 +391,7 @@ pub struct SuperPeerDriver {
     resends: Vec<Resend>,
     /// The election (dead head, group size) whose group the gate keeps room for.
     gate_election: Option<(NodeId, usize)>,
-    /// The member's failure detector for its head (`head_watch.rs`).
+    /// The member's failure detector for its head (`node/src/superpeer/head_watch.rs`).
     watch: HeadWatch,
     /// The last dial error per peer, for the log of a failed probe (bounded).
     dial_errors: HashMap<PeerId, String>,
@@ -525,9 +525,9 @@ impl SuperPeerDriver {
 
     /// Timers, rounds, probes and lookup deadlines. Call whenever `next_deadline` passed (and
     /// harmlessly more often).
-    /// `point` is the node's current coordinate (`coords_driver.rs`).
+    /// `point` is the node's current coordinate (`node/src/coords/driver.rs`).
     /// `late` is the worst lateness of the node's own loop over the last seconds
-    /// (`stall.rs`), told to the state machine when it changed (`SpInput::Lateness`).
+    /// (`node/src/runtime/stall.rs`), told to the state machine when it changed (`SpInput::Lateness`).
     pub fn poll(
         &mut self,
         sw: &mut Swarm<Behaviour>,
@@ -952,7 +952,7 @@ impl SuperPeerDriver {
                     if warm {
                         let rtt = at.elapsed();
                         // A round trip the node's loop stalled in is not this path's delay
-                        // (`stall.rs`): reported as failed, so the state machine asks again
+                        // (`node/src/runtime/stall.rs`): reported as failed, so the state machine asks again
                         // later instead of keeping an inflated minimum for good.
                         let rtt = if stall.spoils(at, rtt) {
                             self.status.rtt_stalled += 1;
@@ -992,14 +992,14 @@ impl SuperPeerDriver {
                             self.probe_head(sw, dir);
                         } else {
                             match class {
-                                // Crash-stop's "not delivered, peer down" (`send_failure.rs`).
+                                // Crash-stop's "not delivered, peer down" (`node/src/net/send_failure.rs`).
                                 SendFailure::Unreachable | SendFailure::NoListener => {
                                     info!(me = %self.me_id.short(), to = %to.short(), kind = msg.kind(), "super-peer message undeliverable, the peer is taken for down: {error}");
                                     self.run(sw, dir, SpInput::SendFailed { to, msg })
                                 }
                                 // Never sent, and nothing known about the peer (or the peer
                                 // is alive and refused the connection: no crash to report,
-                                // `send_failure.rs`): the message is dropped, the state
+                                // `node/src/net/send_failure.rs`): the message is dropped, the state
                                 // machine's own timers ask again.
                                 // An election message is sent again while its election runs
                                 // ([`Resend`]).
@@ -1029,7 +1029,7 @@ impl SuperPeerDriver {
                     Sent::Check { to, msg, at } => {
                         let stalled = stall.worst_during(at);
                         // A stall excuses a failed dial, not one that found nothing listening
-                        // (no timeout is involved: `head_watch.rs`, "Nothing listening is down").
+                        // (no timeout is involved: `node/src/superpeer/head_watch.rs`, "Nothing listening is down").
                         if class == SendFailure::Unreachable && self.watch.stalled(stalled) {
                             self.status.sends_dropped += 1;
                             info!(me = %self.me_id.short(), to = %to.short(), kind = msg.kind(), stall_ms = stalled.as_millis() as u64, "super-peer message undeliverable after a check while our own loop stalled: dropped, the peer is not taken for down ({error})");
@@ -1042,7 +1042,7 @@ impl SuperPeerDriver {
                     }
                     Sent::Hello { to, probe } => {
                         // Scored, spaced, and down only after a silence, or after probes in a row
-                        // that found nothing listening (`head_watch.rs`); the next probe goes out
+                        // that found nothing listening (`node/src/superpeer/head_watch.rs`); the next probe goes out
                         // from `probe_head` once a round has passed.
                         if probe && Some(to) == self.sm.attached_to() {
                             let dial = self.dial_errors.remove(&peer).unwrap_or_default();

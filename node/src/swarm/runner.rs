@@ -17,19 +17,19 @@
 //!
 //! `dht_filled_s` (session 2 definition): the first time every node's Kademlia routing table
 //! holds at least min(k, N-1) peers, k = 20 (`node::KAD_K`). Entries come from the member
-//! directory into k-buckets with room, without dialling (`node.rs`, `fill_routing_table`),
+//! directory into k-buckets with room, without dialling (`node/src/runtime/node.rs`, `fill_routing_table`),
 //! so the measure says "every node could start a Kademlia lookup now, with a full first
 //! hop", not "kad's random walks finished" (periodic walks are off by default; they only
 //! dialled peers the gate then refused). Before session 2 it counted entries that kad had
 //! learned by connecting, which the connection bound keeps below k: it was never reached.
 
-use crate::behaviour::TransportKind;
 use crate::config::{BootstrapPeer, FileConfig, NodeConfig};
-use crate::coords_report::{CoordsReport, CoordsSampler};
-use crate::latency_transport::{EmulatedLink, LatencyNet};
-use crate::node::{self, NodeHandle, NodeOptions};
-use crate::status::{Snapshot, StatusSink};
-use crate::sysstat;
+use crate::coords::report::{CoordsReport, CoordsSampler};
+use crate::net::behaviour::TransportKind;
+use crate::net::latency_transport::{EmulatedLink, LatencyNet};
+use crate::runtime::node::{self, NodeHandle, NodeOptions};
+use crate::runtime::status::{Snapshot, StatusSink};
+use crate::runtime::sysstat;
 use indicatif::{ProgressBar, ProgressStyle};
 use libp2p::identity::Keypair;
 use libp2p::multiaddr::Protocol;
@@ -57,7 +57,7 @@ pub struct LocalSwarmConfig {
     /// Bootstrap peers per joining node.
     pub bootstrap_peers: usize,
     /// `Some(seed)`: emulate the Internet latency model (`overlay::latency`, seeded) on every
-    /// link (`latency_transport.rs`); node i is model node i. `None`: no added latency.
+    /// link (`node/src/net/latency_transport.rs`); node i is model node i. `None`: no added latency.
     pub latency_seed: Option<u64>,
 }
 
@@ -84,7 +84,7 @@ pub struct LocalSwarm {
     peers: Vec<libp2p::PeerId>,
     pub started: Instant,
     net: Option<Arc<LatencyNet>>,
-    probes: Vec<Arc<crate::status::Probe>>,
+    probes: Vec<Arc<crate::runtime::status::Probe>>,
 }
 
 impl LocalSwarm {
@@ -228,7 +228,7 @@ impl LocalSwarm {
     }
 
     /// Every node's status probe, by index (also crashed nodes', marked `fatal`).
-    pub fn probes(&self) -> &[Arc<crate::status::Probe>] {
+    pub fn probes(&self) -> &[Arc<crate::runtime::status::Probe>] {
         &self.probes
     }
 
@@ -288,9 +288,9 @@ pub struct SwarmOptions {
     pub measure: Duration,
     pub kills: Vec<Kill>,
     pub progress: bool,
-    /// Super-peer phase (`superpeer_report.rs`): with it, `run` measures super-peer
+    /// Super-peer phase (`node/src/superpeer/report.rs`): with it, `run` measures super-peer
     /// selection (and its kills) instead of the leader milestones and leader kills.
-    pub superpeers: Option<crate::superpeer_report::SpPhaseOptions>,
+    pub superpeers: Option<crate::superpeer::report::SpPhaseOptions>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -340,9 +340,9 @@ pub struct SwarmReport {
     /// Vivaldi accuracy against the emulated latency model (only with latency emulation).
     pub coords: Option<CoordsReport>,
     /// Super-peer measures (`peerage swarm --superpeers`).
-    pub superpeers: Option<crate::superpeer_report::SuperPeerReport>,
-    /// The member directory's convergence, node by node (`members_report.rs`).
-    pub sync: Option<crate::members_report::MembersReport>,
+    pub superpeers: Option<crate::superpeer::report::SuperPeerReport>,
+    /// The member directory's convergence, node by node (`node/src/directory/report.rs`).
+    pub sync: Option<crate::directory::report::MembersReport>,
 }
 
 fn totals(snaps: &[(usize, Snapshot)]) -> (u64, u64, u64) {
@@ -372,7 +372,7 @@ pub async fn run(opts: SwarmOptions) -> anyhow::Result<SwarmReport> {
         .map(|net| CoordsSampler::start(net.clone(), swarm.probes().to_vec(), t0, Duration::from_secs(2)));
     if let Some(sp) = &opts.superpeers {
         let mut swarm = swarm;
-        let spr = crate::superpeer_report::run_phase(&mut swarm, sp, t0, bar.as_ref()).await;
+        let spr = crate::superpeer::report::run_phase(&mut swarm, sp, t0, bar.as_ref()).await;
         finish(bar);
         let leader = swarm.agreed_leader();
         let mut r = report(&opts, start_s, None, None, None, None, leader, None, Vec::new(), &swarm);
@@ -383,9 +383,9 @@ pub async fn run(opts: SwarmOptions) -> anyhow::Result<SwarmReport> {
         return Ok(r);
     }
     let (mut connected, mut members, mut dht, mut agreed) = (None, None, None, None);
-    let dht_target = (n.saturating_sub(1)).min(crate::node::KAD_K);
+    let dht_target = (n.saturating_sub(1)).min(crate::runtime::node::KAD_K);
     let deadline = t0 + opts.timeout;
-    let mut tracker = crate::members_report::MembersTracker::new(n, t0);
+    let mut tracker = crate::directory::report::MembersTracker::new(n, t0);
     while Instant::now() < deadline {
         let snaps = swarm.snapshots();
         tracker.observe(&snaps);

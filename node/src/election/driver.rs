@@ -302,7 +302,7 @@ impl ElectionDriver {
 
 /// A `NodeId` for a libp2p peer.
 pub fn node_id(peer: &PeerId) -> NodeId {
-    crate::members::node_id_of(peer)
+    crate::directory::members::node_id_of(peer)
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! override them, validated into a [`NodeConfig`].
 //!
 //! Every limit is set on purpose rather than left at a library default (issue 3): connection
-//! counts (see `gate.rs` and `peer_manager.rs` for why each number), frame sizes, timeouts.
+//! counts (see `node/src/net/gate.rs` and `node/src/net/peer_manager.rs` for why each number), frame sizes, timeouts.
 //! The numbers follow the measurements in `shared/notes/libp2p-swarm-probe.md`: a node
 //! refuses unwanted outbound dials before dialling once it has `outbound_gate` connections and
 //! inbound connections before the handshake at `inbound_gate`; the peer manager keeps between
@@ -34,6 +34,7 @@
 //!
 //! Unknown keys are errors (`deny_unknown_fields`), so a typo in a config file is reported,
 //! not ignored.
+pub mod superpeer;
 
 use libp2p::{multiaddr::Protocol, Multiaddr, PeerId};
 use overlay::{Algorithm, ElectionConfig};
@@ -112,7 +113,7 @@ impl Default for Limits {
     }
 }
 
-/// Most peers in a node's gossipsub mesh (`mesh_n_high`, `behaviour.rs`).
+/// Most peers in a node's gossipsub mesh (`mesh_n_high`, `node/src/net/behaviour.rs`).
 pub const GOSSIP_MESH_HIGH: u32 = 8;
 
 /// The largest accepted `members_push_fanout` (more only multiplies the traffic).
@@ -128,14 +129,14 @@ pub struct Timing {
     /// settling starts an election itself.
     pub fallback_ms: u64,
     /// Base period of the member-directory anti-entropy: one digest to one random connected
-    /// peer per period (`members.rs`); also the node's housekeeping tick.
+    /// peer per period (`node/src/directory/members.rs`); also the node's housekeeping tick.
     pub members_sync_ms: u64,
     /// The digest period doubles after each equal comparison up to this (a converged swarm is
     /// quiet: one small digest per node per this period).
     pub members_sync_max_ms: u64,
     /// Rumour fan-out of the member directory: once per `members_sync_ms`, the entries that
     /// changed since the last time are pushed to this many random connected peers, once
-    /// (`members.rs`); 0 (the default) turns it off: digest anti-entropy only. Off by default
+    /// (`node/src/directory/members.rs`); 0 (the default) turns it off: digest anti-entropy only. Off by default
     /// because at N = 1,000 on the loaded 2-core machine fan-out 3 did not converge faster
     /// (it multiplies the sync requests, and the swarm was CPU-starved; docs/RESULTS.md).
     pub members_push_fanout: u32,
@@ -143,7 +144,7 @@ pub struct Timing {
     pub status_ms: u64,
     /// Period of Kademlia bootstrap (random walk); 0 (the default) turns periodic bootstrap
     /// off: the routing table is filled from the member directory without dialling (see
-    /// `node.rs`), so a periodic walk would only dial peers the gate then refuses.
+    /// `node/src/runtime/node.rs`), so a periodic walk would only dial peers the gate then refuses.
     pub kad_bootstrap_s: u64,
     /// Ping period (RTT samples for later Vivaldi coordinates).
     pub ping_s: u64,
@@ -188,8 +189,8 @@ pub struct FileConfig {
     pub election: ElectionConfig,
     pub limits: Limits,
     pub timing: Timing,
-    /// `[superpeer]`: super-peer selection and clusters (`superpeer_config.rs`).
-    pub superpeer: crate::superpeer_config::SuperPeerFileConfig,
+    /// `[superpeer]`: super-peer selection and clusters (`node/src/config/superpeer.rs`).
+    pub superpeer: crate::config::superpeer::SuperPeerFileConfig,
 }
 
 impl Default for FileConfig {
@@ -236,7 +237,7 @@ pub enum ConfigError {
     #[error("bad limits: {0}")]
     Limits(String),
     #[error(transparent)]
-    SuperPeer(#[from] crate::superpeer_config::SuperPeerSettingsError),
+    SuperPeer(#[from] crate::config::superpeer::SuperPeerSettingsError),
 }
 
 /// A bootstrap peer: an address, with the peer id if the address ends in `/p2p/<id>`.
@@ -259,8 +260,8 @@ pub struct NodeConfig {
     pub election: ElectionConfig,
     pub limits: Limits,
     pub timing: Timing,
-    /// Super-peer selection (`superpeer_config.rs`); `None` when off.
-    pub superpeer: Option<crate::superpeer_config::SuperPeerSettings>,
+    /// Super-peer selection (`node/src/config/superpeer.rs`); `None` when off.
+    pub superpeer: Option<crate::config::superpeer::SuperPeerSettings>,
 }
 
 impl FileConfig {
@@ -320,10 +321,10 @@ impl FileConfig {
         let mut limits = self.limits.clone();
         if let Some(sp) = &superpeer {
             // A super peer keeps one connection per member: make room for a full cluster on
-            // top of the node's usual peers (documented in `superpeer_config.rs`). Only a
+            // top of the node's usual peers (documented in `node/src/config/superpeer.rs`). Only a
             // node that serves a cluster takes inbound connections up to that hard cap
             // (`Gate::set_serving`); the others keep the inbound gate, below the cap to
-            // which their own lookups dial (`gate.rs`).
+            // which their own lookups dial (`node/src/net/gate.rs`).
             //
             // The peer manager keeps the state machine's neighbours (`SuperPeerDriver::keeps`),
             // so it prunes above room for them and a gossipsub mesh on top of the usual

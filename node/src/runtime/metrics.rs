@@ -37,7 +37,7 @@ pub struct Metrics {
     pub vivaldi_error: Gauge<f64, AtomicU64>,
     pub vivaldi_height_seconds: Gauge<f64, AtomicU64>,
     pub vivaldi_samples: Gauge,
-    /// Super-peer role (`superpeer_driver.rs`): 0 starting, 1 unattached, 2 member, 3 token
+    /// Super-peer role (`node/src/superpeer/driver.rs`): 0 starting, 1 unattached, 2 member, 3 token
     /// holder before its hold time, 4 super peer.
     pub superpeer_role: Gauge,
     /// Members of this node's cluster (0 unless it serves one).

@@ -26,7 +26,7 @@ pub struct PeerInfo {
     pub connected_since: Instant,
     pub last_election_use: Option<Instant>,
     /// Never pruned: a gossipsub mesh peer, or (ring algorithms) a ring neighbour that
-    /// election laps run over (`node.rs`).
+    /// election laps run over (`node/src/runtime/node.rs`).
     pub in_mesh: bool,
 }
 

@@ -12,9 +12,9 @@
 //! nodes are in a cluster re-election (and for how many dead heads), and the super-peer
 //! messages by kind (session 10: to see what a post-kill election storm is made of).
 
-use crate::latency_transport::{LatencyNet, LATENESS_BOUNDS_MS};
-use crate::status::Snapshot;
-use crate::sysstat;
+use crate::net::latency_transport::{LatencyNet, LATENESS_BOUNDS_MS};
+use crate::runtime::status::Snapshot;
+use crate::runtime::sysstat;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! section): where the time to "every node knows every member" goes.
 //!
 //! Read from every node's status snapshot (`Snapshot::members`, `Snapshot::sync`, the
-//! counters of `members.rs`), polled by the swarm runner (every 100 ms while it waits for the
+//! counters of `node/src/directory/members.rs`), polled by the swarm runner (every 100 ms while it waits for the
 //! milestones):
 //! - **progress**: every 2 s, how many nodes know all N members, the fewest members any node
 //!   knows, the 10th percentile and the mean, and the swarm's sync traffic so far;
@@ -18,8 +18,8 @@
 //! It assumes nothing about the protocol beyond the counters; it is a measurement, never
 //! part of the node.
 
-use crate::members::SyncStats;
-use crate::status::Snapshot;
+use crate::directory::members::SyncStats;
+use crate::runtime::status::Snapshot;
 use overlay::stats::Sample;
 use serde::Serialize;
 use std::time::{Duration, Instant};

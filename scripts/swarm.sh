@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run `peerage swarm` benchmarks (issue 3) and keep each JSON report under out/swarm/.
+# Run `peerage swarm` benchmarks and keep each JSON report under out/swarm/.
 # Usage: scripts/swarm.sh [N ...]   (default: 50 200 500 1000)
 # Extra flags for peerage swarm can be given in PEERAGE_SWARM_ARGS, e.g.
 #   PEERAGE_SWARM_ARGS="--algorithm villadangos --kill-leader-at 5" scripts/swarm.sh 200

@@ -4,7 +4,7 @@ use clap::Parser;
 use peerage_experiments::lab::cli::Cli;
 use std::process::ExitCode;
 
-/// jemalloc instead of glibc's malloc (issue 4, session 4): the `superpeers` run at N = 10^6
+/// jemalloc instead of glibc's malloc: the `superpeers` run at N = 10^6
 /// held about 3 GB more resident than its live state in glibc's per-thread arenas, and the
 /// protocol simulation allocates and frees a small buffer per message (docs/RESULTS.md).
 #[global_allocator]
@@ -12,8 +12,8 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// jemalloc's start-up options, which jemalloc reads from this symbol (tikv-jemalloc-sys
 /// builds it with the `_rjem_` prefix; a NUL-terminated string behind a thin pointer, as C's
-/// `const char *malloc_conf`). `thp:always`: transparent huge pages for jemalloc's memory
-/// (session 15). This machine's kernel gives huge pages only on request (`madvise` in
+/// `const char *malloc_conf`). `thp:always`: transparent huge pages for jemalloc's memory.
+/// This machine's kernel gives huge pages only on request (`madvise` in
 /// /sys/kernel/mm/transparent_hugepage/enabled), and the simulator reads node states, ids
 /// and coordinates at random places across gigabytes: with 4 KiB pages nearly every such
 /// read also missed the TLB (in a VM, a two-level page walk). N = 10^6 took 777 s instead of

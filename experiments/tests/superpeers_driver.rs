@@ -5,7 +5,7 @@
 
 use clap::Parser;
 use overlay::NodeId;
-use peerage_experiments::superpeers::world::{Dht, IdIndex, World};
+use peerage_experiments::superpeers::world::{Dht, IdIndex};
 use peerage_experiments::superpeers::{run, SuperpeersArgs};
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;

@@ -181,17 +181,17 @@ pub struct SwarmArgs {
     pub sp_estimate_push_peers: Option<u32>,
     /// A member's failed probe of its super peer counts nothing if the member's own loop ran
     /// later than this many milliseconds while the probe was out (default 1000; 0 = every
-    /// failure counts, the law before session 19; `head_watch.rs`).
+    /// failure counts, the law before session 19; `node/src/superpeer/head_watch.rs`).
     #[arg(long)]
     pub sp_probe_stall_ms: Option<u64>,
     /// A member reports its super peer down after this many probes in a row found nothing
     /// listening at its addresses, without waiting for the silence (default 2; 0 = off, the
-    /// law before session 22; `head_watch.rs`).
+    /// law before session 22; `node/src/superpeer/head_watch.rs`).
     #[arg(long)]
     pub sp_gone_after_probes: Option<u32>,
     /// Vivaldi samples per window of the update filter that makes the coordinate super-peer
     /// selection sees (default 16; 0 = off: every Vivaldi update reaches it, the law before
-    /// session 23; `coords_driver.rs`, "Application coordinate").
+    /// session 23; `node/src/coords/driver.rs`, "Application coordinate").
     #[arg(long)]
     pub sp_coord_window: Option<usize>,
     /// Energy distance, ms, between the filter's windows that moves that coordinate

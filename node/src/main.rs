@@ -6,9 +6,10 @@ use anyhow::Context as _;
 use clap::Parser;
 use peerage_node::cli::{Cli, Command, RunArgs, SwarmArgs, SwarmLatency, SwarmTransport};
 use peerage_node::config::FileConfig;
-use peerage_node::status::StatusSink;
-use peerage_node::swarm_runner::{self, Kill, LocalSwarmConfig, SwarmOptions};
-use peerage_node::{identity, metrics, node, TransportKind};
+use peerage_node::runtime::status::StatusSink;
+use peerage_node::runtime::{metrics, node};
+use peerage_node::swarm::runner::{self as swarm_runner, Kill, LocalSwarmConfig, SwarmOptions};
+use peerage_node::{identity, TransportKind};
 use std::time::Duration;
 use tracing_subscriber::EnvFilter;
 
@@ -253,8 +254,8 @@ fn superpeer_phase(
     seed: u64,
     sc: &mut LocalSwarmConfig,
     leader_kills: bool,
-) -> anyhow::Result<Option<peerage_node::superpeer_report::SpPhaseOptions>> {
-    use peerage_node::superpeer_config::SuperPeerMode;
+) -> anyhow::Result<Option<peerage_node::superpeer::report::SpPhaseOptions>> {
+    use peerage_node::config::superpeer::SuperPeerMode;
     let mode: SuperPeerMode = args.superpeers.parse()?;
     let method = match mode {
         SuperPeerMode::Off => {
@@ -321,7 +322,7 @@ fn superpeer_phase(
         None => (2_000 + 20 * n as u64).min(30_000),
     };
     sc.template.superpeer.resolve()?;
-    Ok(Some(peerage_node::superpeer_report::SpPhaseOptions {
+    Ok(Some(peerage_node::superpeer::report::SpPhaseOptions {
         cluster_cap: cap,
         method: method.name().to_string(),
         stable: secs(args.sp_stable_s)?,

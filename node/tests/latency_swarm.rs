@@ -1,10 +1,10 @@
-//! A small in-process swarm with emulated Internet latency (`latency_transport.rs`): every
-//! node learns a Vivaldi coordinate from ping (`coords_driver.rs`), and the coordinates
+//! A small in-process swarm with emulated Internet latency (`node/src/net/latency_transport.rs`): every
+//! node learns a Vivaldi coordinate from ping (`node/src/coords/driver.rs`), and the coordinates
 //! predict the model's RTTs. Fails if pings do not feed Vivaldi, if coordinates are not
 //! exchanged, or if the emulated delays are not what the model says (then the coordinates
 //! would predict something else). Loopback only: the memory transport, and TCP on 127.0.0.1.
 
-use peerage_node::coords_report::pair_errors;
+use peerage_node::coords::report::pair_errors;
 use peerage_node::LocalSwarm;
 use peerage_node::LocalSwarmConfig;
 use peerage_node::TransportKind;

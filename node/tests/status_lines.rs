@@ -1,4 +1,4 @@
-//! The JSON status lines of `peerage run` (`status.rs`), read from two real processes on
+//! The JSON status lines of `peerage run` (`node/src/runtime/status.rs`), read from two real processes on
 //! 127.0.0.1 and parsed with serde into typed events: every stdout line is a status object;
 //! `started` comes first and carries the node id, priority and algorithm; `listening` gives a
 //! dialable address ending in the node's own `/p2p/<peer id>`; `peers` and `members` follow

@@ -9,8 +9,8 @@ use libp2p::swarm::SwarmEvent;
 use libp2p::{noise, yamux, StreamProtocol, SwarmBuilder};
 use overlay::wire::{self, Body};
 use overlay::{Algorithm, ElectionConfig, Message};
-use peerage_node::behaviour::ELECTION_PROTOCOL;
-use peerage_node::codec::{FrameCodec, ACK_OK, ACK_REJECTED};
+use peerage_node::net::behaviour::ELECTION_PROTOCOL;
+use peerage_node::net::codec::{FrameCodec, ACK_OK, ACK_REJECTED};
 use peerage_node::{LocalSwarm, LocalSwarmConfig};
 use std::time::Duration;
 

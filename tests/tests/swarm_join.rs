@@ -1,5 +1,5 @@
 //! A node that joins a swarm which already agreed on a leader learns that leader through the
-//! algorithm's own recovery rule (`node.rs`, "late joiner"), not through the node's slow
+//! algorithm's own recovery rule (`node/src/runtime/node.rs`, "late joiner"), not through the node's slow
 //! fallback election.
 //!
 //! Ten nodes (priority 2i, so node 9 leads) start on the in-process memory transport and
@@ -28,7 +28,7 @@ mod common;
 use common::{init_log, seed};
 use libp2p::identity::Keypair;
 use overlay::{Algorithm, ElectionConfig};
-use peerage_node::status::StatusSink;
+use peerage_node::runtime::status::StatusSink;
 use peerage_node::{spawn, LocalSwarm, LocalSwarmConfig, NodeOptions, TransportKind};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};

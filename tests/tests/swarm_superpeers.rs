@@ -6,7 +6,7 @@
 //!
 //! - `prefix` runs on loopback (no added latency).
 //! - `tokens` runs with the emulated Internet latency model (`LocalSwarmConfig::latency_seed`,
-//!   `latency_transport.rs`), as `peerage swarm --latency internet` does: on loopback the
+//!   `node/src/net/latency_transport.rs`), as `peerage swarm --latency internet` does: on loopback the
 //!   coordinates are ping noise and the tokens kept moving (212 moves in 150 s, no holder
 //!   promoted; session 2), so a tokens swarm never converges there. The latency model's seed
 //!   is the run's seed, so a failure replays the same geography.
@@ -18,7 +18,7 @@ mod common;
 
 use common::{init_log, seed};
 use overlay::ElectionConfig;
-use peerage_node::superpeer_report::{run_phase, SpPhaseOptions};
+use peerage_node::superpeer::report::{run_phase, SpPhaseOptions};
 use peerage_node::{LocalSwarm, LocalSwarmConfig};
 use std::time::{Duration, Instant};
 
@@ -81,7 +81,7 @@ async fn forms_clusters_and_replaces(method: &str, latency: bool) {
     assert_eq!(k.roles_lost, 0, "{method}: the killed super peer's role was lost: {k:?}");
     assert_eq!(k.roles_taken_over, 1, "{method}: the killed super peer's role was not taken over: {k:?}");
     // Its members found nothing listening at its address and said so without waiting out
-    // the silence (`head_watch.rs`, "Nothing listening is down", session 22).
+    // the silence (`node/src/superpeer/head_watch.rs`, "Nothing listening is down", session 22).
     assert!(k.after.heads_found_gone >= 1, "{method}: no member found the crashed head gone: {k:?}");
     swarm.shutdown().await;
 }

@@ -16,14 +16,15 @@
 
 use super::measure::Measured;
 use super::world::World;
+use crate::records::CsvGz;
 use anyhow::Context as _;
-use peerage_records::{CsvGz, NodeRow, PairRow, Role};
+use overlay::superpeer::record::{NodeRow, PairRow, Role};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
-const _: () = assert!(overlay::superpeer::point::DIMS == peerage_records::COORD_DIMS);
+const _: () = assert!(overlay::superpeer::point::DIMS == overlay::superpeer::record::COORD_DIMS);
 
 /// The stem of one run's files.
 pub fn stem(n: usize, seed: u64) -> String {

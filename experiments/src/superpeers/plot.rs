@@ -485,6 +485,9 @@ where
     Ok(())
 }
 
+/// Reads one value of a per-seed point (seed, method, x kmedian, x random).
+type SeedValue = fn(&(u64, String, f64, f64)) -> f64;
+
 /// Writes `<stem>.png` and `<stem>.svg`: per seed, each protocol's mean RTT over the
 /// k-median's and over the random draws' mean, with the targets; `points` are (seed, method,
 /// x k-median, x random), `bound_ok` says per seed whether the lower bound lets any placement
@@ -525,7 +528,7 @@ where
         }
     }
     let halves = root.split_evenly((2, 1));
-    let panels: [(&str, f64, fn(&(u64, String, f64, f64)) -> f64); 2] = [
+    let panels: [(&str, f64, SeedValue); 2] = [
         ("mean RTT / capacitated k-median's (target <= 1.10)", 1.10, |p| p.2),
         ("mean RTT / mean of the random draws (target <= 0.6; hollow: no placement can)", 0.6, |p| p.3),
     ];

@@ -107,13 +107,16 @@ fn place(w: &World, geo: &Geometry, heads: Vec<u32>, cap: u64) -> Result<Placeme
     Ok(Placement { gap_ms: a.gap_ms(), head_of: a.head_of, heads, measured })
 }
 
+/// One random draw's row, and its placement when it is kept for the per-node files.
+type DrawResult = anyhow::Result<(DrawRow, Option<Placement>)>;
+
 /// Computes every yardstick (module doc). `progress` is called from the worker threads.
 pub fn compute(w: &World, geo: &Geometry, p: &Params, progress: &(dyn Fn(Step) + Sync)) -> anyhow::Result<Yardsticks> {
     let n = w.len();
     let t0 = Instant::now();
     // Random draws on `jobs` threads; draw d always uses the same generator.
     let jobs = p.jobs.max(1).min(p.draws.max(1) as usize);
-    let mut results: Vec<(u32, anyhow::Result<(DrawRow, Option<Placement>)>)> = Vec::new();
+    let mut results: Vec<(u32, DrawResult)> = Vec::new();
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..jobs)
             .map(|t| {

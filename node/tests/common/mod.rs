@@ -1,7 +1,7 @@
 //! Shared helpers for the tests that start real `peerage run` processes on 127.0.0.1.
 //!
 //! A [`Peerage`] process has its stdout read on a thread: every line must be one JSON status
-//! object (`status.rs`), parsed with serde into a typed [`Line`] as it arrives; a line that does
+//! object (`node/src/runtime/status.rs`), parsed with serde into a typed [`Line`] as it arrives; a line that does
 //! not parse is kept in `bad_lines`, so a test can assert there were none. stderr (the logs) is
 //! kept too, for failure messages. Dropping a [`Peerage`] kills the process.
 //!
@@ -26,7 +26,7 @@ pub struct Line {
     pub event: Event,
 }
 
-/// The events of `status.rs`, with the fields the tests read.
+/// The events of `node/src/runtime/status.rs`, with the fields the tests read.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {

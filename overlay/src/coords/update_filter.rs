@@ -3,7 +3,7 @@
 //! Vivaldi moves a node's coordinate with every RTT sample, by a few per cent of the sample's
 //! error, so on a real network the coordinate jitters around where it belongs and now and
 //! then shifts for good (a route changed, the node learned more). An application that acts
-//! on every jitter acts on noise: in the 200-node tokens swarm (issue 4, session 23) a
+//! on every jitter acts on noise: in a 200-node tokens swarm a
 //! node's coordinate moved 2-30 ms between two of its token moves, more than the gains the
 //! moves were made for (3-20 %), and tokens went back and forth between two or three nodes
 //! up to 20 times.

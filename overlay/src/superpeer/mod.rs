@@ -28,6 +28,7 @@ pub mod message;
 pub mod node;
 pub mod point;
 pub mod promotion;
+pub mod record;
 pub mod token;
 
 pub use config::{prefix_bits, Method, SuperPeerConfig, SuperPeerConfigError};

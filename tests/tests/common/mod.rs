@@ -21,7 +21,7 @@ pub fn template(fallback_ms: u64) -> FileConfig {
 }
 
 /// Logs to the test output when `RUST_LOG` is set (e.g.
-/// `RUST_LOG=peerage_node::superpeer_driver=debug`); silent otherwise.
+/// `RUST_LOG=peerage_node::superpeer::driver=debug`); silent otherwise.
 pub fn init_log() {
     if std::env::var_os("RUST_LOG").is_some() {
         let _ = tracing_subscriber::fmt()

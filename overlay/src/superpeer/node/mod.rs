@@ -229,7 +229,7 @@
 //!    refreshes the member's entry in its head's list. The simulator's positions never change,
 //!    so nothing changes there. (The positions themselves are the driver's application-level
 //!    coordinates, which move only when a node's coordinate shifted, not with its jitter:
-//!    `node/src/coords_driver.rs`, "Application coordinate".)
+//!    `node/src/coords/driver.rs`, "Application coordinate".)
 //!    **A move's record** (*ours*, session 25): every move by the force law also emits
 //!    [`SpEffect::TokenMovePriced`], the holder's view of the cost of staying and of the
 //!    target term by term ([`super::token::cost_parts`]), which the node driver logs. In the

@@ -1,0 +1,1289 @@
+//! One Peerage node: the libp2p swarm, the member directory, the election driver, the peer
+//! manager and the status/metrics outputs, in one event loop.
+//!
+//! The loop waits on three things: a swarm event, the earliest election timer or the
+//! periodic tick (`members_sync_ms`), and shutdown. Everything the elections learn comes in
+//! as `overlay::Input`s:
+//! - `Message` from the election request-response protocol or from an addressed gossipsub
+//!   election broadcast (`node/src/election/driver.rs` explains the routing);
+//! - `Timer` when a timer armed through `Effect::SetTimer` is due;
+//! - `Membership` when the member directory changed (at most once per tick);
+//! - `SendFailed` when a point-to-point election request fails; a failure to *dial* the
+//!   peer also reports it `PeerDown`;
+//! - `PeerUp`/`PeerDown`: for the echo election, which runs over the actual topology, on the
+//!   first connection to / loss of the last connection to a peer; for the other algorithms
+//!   `PeerDown` is reported only when a peer is lost for good: the connection to the leader
+//!   closed with an error and a redial failed, or a dial failed; `PeerUp` when a peer reported
+//!   down connects again.
+//!
+//! When elections start (issue 3 leaves it to the node; recorded here):
+//! - nothing starts before the member directory has *settled*: unchanged for `settle_ms` and
+//!   the last few digest comparisons with random peers equal (`node/src/directory/members.rs`), the node's
+//!   local evidence that every node has the same group and so the same highest member;
+//! - start-up: the highest-ranked member then starts an election (`Input::Start`); the
+//!   others wait, so that start-up costs one election, not N concurrent ones;
+//! - fallback: a node that names no leader `fallback_ms` + 20 ms per member (an election over
+//!   N members takes O(N) hops) + random up to `fallback_ms` after settling, and has heard no
+//!   election message for `fallback_ms`, starts one itself;
+//! - a higher-ranked member appears: it is the highest member it knows, so it starts an
+//!   election once settled if the leader it names ranks lower;
+//! - the leader is reported down (`PeerDown`) and, one answer+coordinator timeout later, the
+//!   node still names it and is not in an election: it starts one. The algorithms' own
+//!   heartbeats (T1) cover leaders that no one is connected to;
+//! - a *late joiner* (session 3): a node that is not the highest member, names no leader,
+//!   has started nothing yet, and whose directory has not changed since its first snapshot
+//!   of the group (nobody joined after it, so the swarm had settled, and elected, before it
+//!   came) runs the algorithm's own recovery rule (`Input::Recover`) as soon as it has
+//!   settled, instead of waiting for the fallback (~8 s in session 2). Per algorithm: bully
+//!   holds an election (seeds 000/001: "a process that comes back up holds an election"; the
+//!   coordinator answers and announces itself again); fast bully sends `IamUp` and admits the
+//!   coordinator named in the `View`s (seed 002); the list ring holds an election at epoch
+//!   0 (the ring's recovery rule); Chang-Roberts holds its recovery election (epoch 1: while
+//!   the swarm is still at its start-up epoch 1 it is not answered as a lagging process's,
+//!   and the joiner learns the leader only after its lap timeout, 12.6 s measured; weak);
+//!   Villadangos starts an epoch; echo starts an echo election over its neighbours. With heartbeats on, a bully-family joiner usually admits
+//!   the coordinator's `Alive` while it settles and so never needs to recover. Nodes that
+//!   join together see each other arrive and take the fallback path.
+//!
+//! Node-initiated starts are at least `settle_ms + fallback_ms` apart.
+//!
+//! Connections (session 2): the member directory syncs by digest anti-entropy with one random
+//! peer per period (`node/src/directory/members.rs`); Kademlia's routing table is filled from the directory
+//! without dialling (`kad_add`); for the ring algorithms the peer manager keeps the
+//! connections to both ring neighbours, so an election lap does not dial one connection per
+//! hop; one-to-many election sends go over the gossipsub mesh (`route`). Once settled a node
+//! therefore dials only when it falls below `target_low`.
+//!
+//! Start-up under load (session 3, measured at N = 1,000 in one process on a busy machine):
+//! a bootstrap round whose dials all fail is retried after 1, 2 and 4 s before the node gives
+//! up (a handshake can time out although the peer is there; such nodes used to stay alone for
+//! good), and one that meanwhile has peers carries on. Changed directory entries can also be
+//! pushed as rumours once per tick (`node/src/directory/members.rs`, off by default), and the O(N) work on a directory change
+//! (group for the election, routing table, address book) runs at most every 2 s while the
+//! directory changes every tick.
+
+use crate::config::NodeConfig;
+use crate::coords::driver::{CoordsConfig, CoordsDriver, SampleDelays};
+use crate::directory::members::{node_id_of, Directory, SyncPacer, ACK_EQUAL};
+use crate::election::driver::{group_sends, BroadcastFrame, ElectionDriver, Recipients, BROADCAST_VERSION};
+use crate::net::behaviour::{build_swarm_with_latency, Behaviour, BehaviourEvent, TransportKind};
+use crate::net::codec::{ACK_OK, ACK_REJECTED};
+use crate::net::latency_transport::EmulatedLink;
+use crate::net::peer_manager::{self, PeerInfo, Policy};
+use crate::net::send_failure::{classify, DialRefusal};
+use crate::runtime::metrics::Metrics;
+use crate::runtime::stall::StallMeter;
+use crate::runtime::status::{Probe, Snapshot, StatusSink};
+use crate::superpeer::driver::SuperPeerDriver;
+use futures::StreamExt;
+use libp2p::identity::Keypair;
+use libp2p::multiaddr::Protocol;
+use libp2p::swarm::{dial_opts::DialOpts, ConnectionError, ConnectionId, SwarmEvent};
+use libp2p::{gossipsub, identify, kad, request_response, Multiaddr, PeerId, Swarm};
+use overlay::wire::{self, Body};
+use overlay::{Algorithm, Effect, Input, Message, NodeId, Rank};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+/// Inputs processed per batch before yielding back to the swarm (loopback and synthetic
+/// failures), so that a misbehaving algorithm cannot spin the loop forever.
+const MAX_CHAINED_INPUTS: usize = 10_000;
+/// Peer manager period.
+const PEER_MANAGER_PERIOD: Duration = Duration::from_secs(2);
+/// How long the loop's tick lateness is remembered: longer than any ping's round trip
+/// (libp2p ping times out after 20 s).
+const STALL_HORIZON: Duration = Duration::from_secs(30);
+/// The span over which the super-peer driver is told the loop's worst lateness
+/// (`SpInput::Lateness`: the cluster election's timeouts add it).
+const LATENESS_WINDOW: Duration = Duration::from_secs(10);
+
+/// Everything needed to start a node.
+pub struct NodeOptions {
+    pub cfg: NodeConfig,
+    pub key: Keypair,
+    pub transport: TransportKind,
+    pub status: StatusSink,
+    pub metrics: Option<Arc<Metrics>>,
+    pub seed: u64,
+    /// Emulated link latency (in-process swarms only; `node/src/net/latency_transport.rs`).
+    pub latency: Option<EmulatedLink>,
+}
+
+/// A running node's public face.
+pub struct NodeHandle {
+    pub peer_id: PeerId,
+    pub node_id: NodeId,
+    pub rank: Rank,
+    pub probe: Arc<Probe>,
+    shutdown: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl NodeHandle {
+    /// Ask the node to stop cleanly and wait for it.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        let _ = self.task.await;
+    }
+    /// Crash the node: drop it at once (no goodbye), like a killed process.
+    pub fn crash(self) {
+        self.task.abort();
+    }
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+    /// Wait until the node stops on its own (a fatal error, see `Snapshot::fatal`).
+    pub async fn wait(&mut self) {
+        let _ = (&mut self.task).await;
+    }
+}
+
+struct Conn {
+    since: Instant,
+    last_election_use: Option<Instant>,
+}
+
+struct Node {
+    swarm: Swarm<Behaviour>,
+    cfg: NodeConfig,
+    me: Rank,
+    peer_id: PeerId,
+    scope_topic: gossipsub::IdentTopic,
+    directory: Directory,
+    fed_version: u64,
+    pacer: SyncPacer,
+    kad_seen: HashSet<PeerId>,
+    driver: ElectionDriver,
+    echo: bool,
+    pending: HashMap<request_response::OutboundRequestId, (NodeId, Message)>,
+    queue: VecDeque<Input>,
+    conns: HashMap<PeerId, Conn>,
+    reported_down: HashSet<NodeId>,
+    leader_redial: Option<(PeerId, Instant)>,
+    leader_down_at: Option<Instant>,
+    last_leader: Option<NodeId>,
+    last_start: Option<Instant>,
+    fallback_at: Option<Instant>,
+    closing: HashSet<PeerId>,
+    rng: StdRng,
+    status: StatusSink,
+    metrics: Option<Arc<Metrics>>,
+    probe: Arc<Probe>,
+    snap: Snapshot,
+    last_peers_reported: usize,
+    last_members_reported: usize,
+    bootstrap_dials: HashSet<ConnectionId>,
+    bootstrap_errors: Vec<String>,
+    bootstrap_ok: bool,
+    /// Rounds of bootstrap dials so far, and when the next round is due after all dials of
+    /// the last one failed (`retry_bootstrap`).
+    bootstrap_rounds: u32,
+    bootstrap_retry_at: Option<Instant>,
+    /// When the directory was last fed into the election (`tick`).
+    last_membership_feed: Option<Instant>,
+    unreadable: Arc<AtomicU64>,
+    own_bad_frames: u64,
+    last_election_rx: Option<Instant>,
+    /// The directory version when this node first knew another member; still the version
+    /// once settled means nobody joined after it: it joined a swarm that had settled
+    /// (`maybe_start`, late joiner).
+    first_group_version: Option<u64>,
+    /// Vivaldi coordinates from ping (`node/src/coords/driver.rs`).
+    coords: CoordsDriver,
+    /// Emulated link latency, when on: its recent lateness gates ping samples.
+    latency: Option<EmulatedLink>,
+    /// How late this node's loop ran its ticks: gates ping samples (`node/src/runtime/stall.rs`).
+    stall: StallMeter,
+    /// Super-peer selection and clusters (`node/src/superpeer/driver.rs`), when configured.
+    superpeer: Option<SuperPeerDriver>,
+}
+
+/// Build the swarm, start listening and dialling, and spawn the event loop on the current
+/// tokio runtime.
+pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
+    let peer_id = opts.key.public().to_peer_id();
+    let node_id = node_id_of(&peer_id);
+    let me = Rank::new(opts.cfg.priority, node_id);
+    let unreadable = Arc::new(AtomicU64::new(0));
+    let mut swarm = build_swarm_with_latency(opts.key, &opts.cfg, opts.transport, &unreadable, opts.latency.as_ref())?;
+    let coords_cfg = CoordsConfig {
+        app_filter: opts.cfg.superpeer.as_ref().map_or_else(Default::default, |s| s.coord_filter),
+        ..CoordsConfig::default()
+    };
+    let coords =
+        CoordsDriver::new(crate::coords::driver::node_vivaldi_config(), coords_cfg, opts.seed ^ 0x5eed_c00d_5eed_c00d)?;
+    for addr in &opts.cfg.listen {
+        swarm.listen_on(addr.clone()).map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+    }
+    let topic = gossipsub::IdentTopic::new(format!("peerage/election/{}", opts.cfg.scope));
+    swarm
+        .behaviour_mut()
+        .gossipsub
+        .subscribe(&topic)
+        .map_err(|e| anyhow::anyhow!("cannot subscribe to the election topic: {e}"))?;
+    let mut bootstrap_dials = HashSet::new();
+    let mut bootstrap_errors = Vec::new();
+    for b in &opts.cfg.bootstrap {
+        if let Some(p) = b.peer {
+            swarm.behaviour_mut().gate.want(p);
+            swarm.behaviour_mut().gate.add_addresses(p, [b.addr.clone()]);
+            swarm.behaviour_mut().kad.add_address(&p, b.addr.clone());
+        }
+        let dial = match b.peer {
+            Some(p) => DialOpts::peer_id(p).addresses(vec![b.addr.clone()]).build(),
+            None => DialOpts::unknown_peer_id().address(b.addr.clone()).build(),
+        };
+        let id = dial.connection_id();
+        match swarm.dial(dial) {
+            Ok(()) => {
+                bootstrap_dials.insert(id);
+            }
+            Err(e) => {
+                warn!(addr = %b.addr, "cannot dial bootstrap address: {e}");
+                bootstrap_errors.push(format!("{}: {e}", b.addr));
+            }
+        }
+    }
+    if !opts.cfg.bootstrap.is_empty() && bootstrap_dials.is_empty() {
+        anyhow::bail!("none of the bootstrap addresses can be dialled: {}", bootstrap_errors.join("; "));
+    }
+    let incarnation =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(1);
+    let directory = Directory::new(peer_id, opts.cfg.priority, incarnation, vec![]);
+    let driver = ElectionDriver::new(me, &opts.cfg.election, opts.seed);
+    let probe = Arc::new(Probe::default());
+    let (tx, rx) = watch::channel(false);
+    let now = Instant::now();
+    let superpeer =
+        opts.cfg.superpeer.clone().map(|sp| SuperPeerDriver::new(peer_id, sp, opts.seed, opts.status.clone()));
+    let node = Node {
+        swarm,
+        me,
+        peer_id,
+        scope_topic: topic,
+        directory,
+        fed_version: 0,
+        pacer: SyncPacer::new(
+            Duration::from_millis(opts.cfg.timing.members_sync_ms),
+            Duration::from_millis(opts.cfg.timing.members_sync_max_ms),
+            now,
+        ),
+        kad_seen: HashSet::new(),
+        driver,
+        echo: opts.cfg.election.algorithm == Algorithm::Echo,
+        pending: HashMap::new(),
+        queue: VecDeque::new(),
+        conns: HashMap::new(),
+        reported_down: HashSet::new(),
+        leader_redial: None,
+        leader_down_at: None,
+        last_leader: None,
+        last_start: None,
+        fallback_at: None,
+        closing: HashSet::new(),
+        rng: StdRng::seed_from_u64(opts.seed ^ 0x9e37_79b9_7f4a_7c15),
+        status: opts.status,
+        metrics: opts.metrics,
+        probe: probe.clone(),
+        snap: Snapshot::default(),
+        last_peers_reported: 0,
+        last_members_reported: 0,
+        bootstrap_dials,
+        bootstrap_errors,
+        bootstrap_ok: false,
+        bootstrap_rounds: 1,
+        bootstrap_retry_at: None,
+        last_membership_feed: None,
+        unreadable,
+        own_bad_frames: 0,
+        last_election_rx: None,
+        first_group_version: None,
+        coords,
+        latency: opts.latency,
+        stall: StallMeter::new(tick_period(&opts.cfg), STALL_HORIZON),
+        superpeer,
+        cfg: opts.cfg,
+    };
+    node.status.emit(
+        "started",
+        json!({ "node_id": node_id.to_string(), "priority": me.priority, "algorithm": node.cfg.election.algorithm.name() }),
+    );
+    let task = tokio::spawn(node.run(rx));
+    Ok(NodeHandle { peer_id, node_id, rank: me, probe, shutdown: tx, task })
+}
+
+/// Period of the node's housekeeping tick (also the stall meter's resolution).
+fn tick_period(cfg: &NodeConfig) -> Duration {
+    Duration::from_millis(cfg.timing.members_sync_ms.max(50))
+}
+
+impl Node {
+    async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+        let tick = tick_period(&self.cfg);
+        let mut next_tick = Instant::now() + tick;
+        let mut next_manage = Instant::now() + PEER_MANAGER_PERIOD;
+        let mut next_status = Instant::now() + Duration::from_millis(self.cfg.timing.status_ms.max(100));
+        loop {
+            let wake = self.driver.next_deadline().map_or(next_tick, |d| d.min(next_tick));
+            let wake = self.superpeer.as_ref().map_or(wake, |sp| wake.min(sp.next_deadline()));
+            tokio::select! {
+                changed = shutdown.changed() => {
+                    if changed.is_err() || *shutdown.borrow() {
+                        break;
+                    }
+                }
+                ev = self.swarm.select_next_some() => {
+                    self.on_swarm_event(ev);
+                    self.stop_kad_walks();
+                }
+                _ = tokio::time::sleep_until(wake.into()) => {}
+            }
+            if let Some(f) = &self.snap.fatal {
+                tracing::error!("{f}");
+                self.status.emit("fatal", json!({ "error": f }));
+                self.probe.set(self.snap.clone());
+                return;
+            }
+            let now = Instant::now();
+            for t in self.driver.take_due(now) {
+                self.feed(Input::Timer(t));
+            }
+            if let Some(sp) = self.superpeer.as_mut() {
+                if now >= sp.next_deadline() {
+                    // The application coordinate (`node/src/coords/driver.rs`, "Application coordinate").
+                    let point = overlay::superpeer::Point::from(self.coords.app_coordinate());
+                    let late = self.stall.worst_since(now.checked_sub(LATENESS_WINDOW).unwrap_or(now));
+                    sp.poll(&mut self.swarm, &self.directory, now, point, self.coords.is_fit(), late);
+                }
+            }
+            if now >= next_tick {
+                self.stall.record(next_tick, now);
+                next_tick = now + tick;
+                self.tick(now);
+            }
+            if now >= next_manage {
+                next_manage = now + PEER_MANAGER_PERIOD;
+                self.manage_peers(now);
+            }
+            if now >= next_status {
+                next_status = now + Duration::from_millis(self.cfg.timing.status_ms.max(100));
+                self.status.emit("status", json!(self.snap));
+            }
+        }
+        self.status.emit("shutdown", json!({}));
+        info!(peer = %self.peer_id, "node stopped");
+    }
+
+    // ---------------------------------------------------------------- elections
+
+    /// Feed one input and everything it causes (loopback sends, synthetic failures).
+    fn feed(&mut self, input: Input) {
+        self.queue.push_back(input);
+        let mut n = 0;
+        while let Some(i) = self.queue.pop_front() {
+            n += 1;
+            if n > MAX_CHAINED_INPUTS {
+                warn!("more than {MAX_CHAINED_INPUTS} chained election inputs; dropping the rest");
+                self.queue.clear();
+                break;
+            }
+            let effects = self.driver.feed(i);
+            self.apply(effects);
+        }
+        self.after_election_change();
+    }
+
+    fn apply(&mut self, effects: Vec<Effect>) {
+        for (msg, to) in group_sends(&effects) {
+            self.route(msg, to);
+        }
+        for e in effects {
+            match e {
+                Effect::ElectionStarted => {
+                    if let Some(m) = &self.metrics {
+                        m.elections_started.inc();
+                    }
+                    self.status.emit("election_started", json!({ "state": self.driver.state() }));
+                }
+                Effect::Rejected { from, reason } => {
+                    warn!(from = %from.short(), reason, "election message rejected");
+                    self.status.emit("rejected", json!({ "from": from.to_string(), "reason": reason }));
+                }
+                Effect::Leader(l) if l == self.me.id => {
+                    if let Some(m) = &self.metrics {
+                        m.elections_won.inc();
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn after_election_change(&mut self) {
+        let leader = self.driver.leader();
+        if leader != self.last_leader {
+            let old = self.last_leader.map(|l| l.to_string());
+            let new = leader.map(|l| l.to_string());
+            if let Some(m) = &self.metrics {
+                m.set_leader(old.as_deref(), new.as_deref(), leader == Some(self.me.id));
+            }
+            let leader_peer = leader.and_then(|l| self.directory.peer_of(&l)).map(|p| p.to_string());
+            info!(leader = ?leader.map(|l| l.short()), group = self.driver.group().len(), me = %self.me.id.short(), "leader changed");
+            self.status.emit(
+                "leader",
+                json!({ "leader": new, "leader_peer": leader_peer, "previous": old,
+                        "is_me": leader == Some(self.me.id), "state": self.driver.state() }),
+            );
+            self.last_leader = leader;
+            self.leader_down_at = None;
+            self.leader_redial = None;
+        }
+        self.refresh_snapshot();
+    }
+
+    /// Carry out one grouped send (see `node/src/election/driver.rs` for the routing choice).
+    fn route(&mut self, msg: Message, to: Vec<NodeId>) {
+        let kind = msg.kind();
+        let far =
+            to.iter().filter(|id| self.directory.peer_of(id).is_none_or(|p| !self.swarm.is_connected(&p))).count();
+        // Echo runs over the actual topology and refuses messages from non-neighbours: it
+        // only ever sends point to point.
+        let broadcast_min = 3;
+        if !self.echo && to.len() >= broadcast_min && far * 2 >= to.len() {
+            let recipients = Recipients::describe(self.driver.group(), self.me, &to);
+            match self.broadcast(&msg, recipients) {
+                Ok(()) => {
+                    self.snap.broadcasts_sent += 1;
+                    self.snap.messages_sent += to.len() as u64;
+                    if let Some(m) = &self.metrics {
+                        m.message("sent", kind);
+                    }
+                    return;
+                }
+                Err(e) => debug!("broadcast of {kind} failed ({e}); sending point to point"),
+            }
+        }
+        for id in to {
+            self.unicast(id, msg.clone());
+        }
+    }
+
+    fn broadcast(&mut self, msg: &Message, to: Recipients) -> anyhow::Result<()> {
+        let frame = wire::encode(&Body::Election { scope: self.cfg.scope, msg: msg.clone() })?;
+        let bytes = postcard::to_stdvec(&BroadcastFrame { version: BROADCAST_VERSION, to, frame })?;
+        self.swarm.behaviour_mut().gossipsub.publish(self.scope_topic.clone(), bytes)?;
+        Ok(())
+    }
+
+    fn unicast(&mut self, to: NodeId, msg: Message) {
+        if let Some(m) = &self.metrics {
+            m.message("sent", msg.kind());
+        }
+        self.snap.messages_sent += 1;
+        if to == self.me.id {
+            self.queue.push_back(Input::Message { from: self.me.id, msg });
+            return;
+        }
+        let Some(peer) = self.directory.peer_of(&to) else {
+            debug!(to = %to.short(), "election message to an unknown member");
+            self.queue.push_back(Input::SendFailed { to, msg });
+            return;
+        };
+        let bytes = match wire::encode(&Body::Election { scope: self.cfg.scope, msg: msg.clone() }) {
+            Ok(b) => b,
+            Err(e) => {
+                warn!("cannot encode {}: {e}", msg.kind());
+                self.queue.push_back(Input::SendFailed { to, msg });
+                return;
+            }
+        };
+        let addrs: Vec<Multiaddr> = self.directory.get(&peer).map(|m| m.addrs.clone()).unwrap_or_default();
+        let b = self.swarm.behaviour_mut();
+        b.gate.want(peer);
+        let rid = b.election.send_request_with_addresses(&peer, bytes, addrs);
+        if let Some(c) = self.conns.get_mut(&peer) {
+            c.last_election_use = Some(Instant::now());
+        }
+        self.pending.insert(rid, (to, msg));
+    }
+
+    /// A frame that arrived (point to point or addressed broadcast) from `peer`.
+    fn on_election_frame(&mut self, peer: PeerId, bytes: &[u8]) -> bool {
+        match wire::decode(bytes) {
+            Ok(Body::Election { scope, msg }) if scope == self.cfg.scope => {
+                if let Some(m) = &self.metrics {
+                    m.message("received", msg.kind());
+                }
+                self.snap.messages_received += 1;
+                self.last_election_rx = Some(Instant::now());
+                if let Some(c) = self.conns.get_mut(&peer) {
+                    c.last_election_use = Some(Instant::now());
+                }
+                let from = node_id_of(&peer);
+                if self.reported_down.remove(&from) {
+                    self.queue.push_back(Input::PeerUp(from));
+                }
+                self.feed(Input::Message { from, msg });
+                true
+            }
+            Ok(Body::Election { scope, .. }) => {
+                warn!(%peer, scope, my_scope = self.cfg.scope, "election message for another scope, ignored");
+                self.bad_frame();
+                false
+            }
+            Err(e) => {
+                warn!(%peer, len = bytes.len(), "malformed election frame: {e}");
+                self.bad_frame();
+                false
+            }
+        }
+    }
+
+    fn bad_frame(&mut self) {
+        self.own_bad_frames += 1;
+        if let Some(m) = &self.metrics {
+            m.bad_frames.inc();
+        }
+    }
+
+    fn maybe_start(&mut self, now: Instant) {
+        if self.driver.in_election() || !self.cfg.timing.leader_election {
+            return;
+        }
+        let settle = Duration::from_millis(self.cfg.timing.settle_ms);
+        let fallback = Duration::from_millis(self.cfg.timing.fallback_ms);
+        // Only once the directory has settled swarm-wide (as far as this node can tell:
+        // unchanged for `settle_ms` and its last digests equal those of random peers), so
+        // that every node computes the same group and the same highest member.
+        // A node alone (no bootstrap, no peer, knows only itself) has nobody to compare
+        // digests with: quiet for `settle_ms` is all it can wait for.
+        let alone = self.cfg.bootstrap.is_empty()
+            && self.conns.is_empty()
+            && self.directory.len() == 1
+            && now.saturating_duration_since(self.directory.changed_at()) >= settle;
+        if !alone && !self.directory.settled(now, settle) {
+            return;
+        }
+        if self.last_start.is_some_and(|t| now.duration_since(t) < settle + fallback) {
+            return;
+        }
+        let group = self.driver.group().clone();
+        let top = group.highest() == Some(self.me);
+        let leader = self.driver.leader();
+        let leader_rank = leader.and_then(|l| group.rank_of(&l));
+        // A late joiner: its directory has not changed since its first snapshot of the group,
+        // so nobody joined after it and the others settled (and elected) before it came.
+        let joined_settled = self.first_group_version == Some(self.directory.version());
+        let reason = match leader {
+            None if top => Some("start-up: highest known member"),
+            None if joined_settled && self.last_start.is_none() => {
+                info!("joined a settled swarm: recovering (the algorithm's recovery rule)");
+                self.last_start = Some(now);
+                self.fallback_at = None;
+                self.feed(Input::Recover);
+                return;
+            }
+            None => {
+                // The fallback grows with the group (an election over N members may need
+                // O(N) hops) and is postponed while election traffic is still arriving, so
+                // that a large swarm runs one election rather than one per impatient node.
+                let per_member = Duration::from_millis(20) * group.len().min(100_000) as u32;
+                let at = *self.fallback_at.get_or_insert_with(|| {
+                    now + fallback
+                        + per_member
+                        + Duration::from_millis(self.rng.gen_range(0..=self.cfg.timing.fallback_ms))
+                });
+                let quiet = self.last_election_rx.is_none_or(|t| now.duration_since(t) >= fallback);
+                (now >= at && quiet).then_some("no leader after fallback delay")
+            }
+            Some(_) if top && leader_rank.is_some_and(|r| r < self.me) => Some("a lower-ranked leader is named"),
+            Some(l) => {
+                let grace = Duration::from_millis(
+                    self.cfg.election.answer_timeout_ms + self.cfg.election.coordinator_timeout_ms,
+                );
+                match self.leader_down_at {
+                    Some(t) if now.duration_since(t) >= grace && self.reported_down.contains(&l) => {
+                        Some("leader reported down")
+                    }
+                    _ => None,
+                }
+            }
+        };
+        if let Some(reason) = reason {
+            info!(reason, "starting an election");
+            self.last_start = Some(now);
+            self.fallback_at = None;
+            self.feed(Input::Start);
+        }
+    }
+
+    fn report_down(&mut self, node: NodeId) {
+        if self.reported_down.insert(node) {
+            if Some(node) == self.driver.leader() {
+                self.leader_down_at = Some(Instant::now());
+            }
+            self.feed(Input::PeerDown(node));
+        }
+    }
+
+    // ---------------------------------------------------------------- periodic work
+
+    /// Every dial of a bootstrap round failed. Under load (a 1,000-node swarm in one process
+    /// on a busy machine) a handshake can miss its timeout although the peer is there; a
+    /// node that gave up then stayed alone for good (measured: ~10% of the nodes at N =
+    /// 1,000). So: another round after 1, 2, 4 s ([`BOOTSTRAP_ROUNDS`] in all); after the
+    /// last, a node that meanwhile has peers (someone dialled it) carries on, one that has
+    /// none stops with a clear error.
+    fn bootstrap_round_failed(&mut self) {
+        if self.bootstrap_rounds < BOOTSTRAP_ROUNDS {
+            let wait = Duration::from_secs(1 << (self.bootstrap_rounds - 1));
+            warn!(round = self.bootstrap_rounds, "no bootstrap peer reached; retrying in {wait:?}");
+            self.bootstrap_retry_at = Some(Instant::now() + wait);
+        } else if self.conns.is_empty() {
+            self.snap.fatal = Some(format!(
+                "no bootstrap peer could be reached ({} rounds): {}",
+                self.bootstrap_rounds,
+                self.bootstrap_errors.join("; ")
+            ));
+        } else {
+            warn!("no bootstrap peer reached, but other peers connected to this node; carrying on");
+        }
+    }
+
+    /// The next round of bootstrap dials, when due (`bootstrap_round_failed`).
+    fn retry_bootstrap(&mut self, now: Instant) {
+        if self.bootstrap_retry_at.is_none_or(|t| now < t) {
+            return;
+        }
+        self.bootstrap_retry_at = None;
+        if self.bootstrap_ok {
+            return;
+        }
+        self.bootstrap_rounds += 1;
+        for b in self.cfg.bootstrap.clone() {
+            if let Some(p) = b.peer {
+                if self.swarm.is_connected(&p) {
+                    self.bootstrap_ok = true;
+                    continue;
+                }
+                self.swarm.behaviour_mut().gate.want(p);
+            }
+            let dial = match b.peer {
+                Some(p) => DialOpts::peer_id(p).addresses(vec![b.addr.clone()]).build(),
+                None => DialOpts::unknown_peer_id().address(b.addr.clone()).build(),
+            };
+            let id = dial.connection_id();
+            match self.swarm.dial(dial) {
+                Ok(()) => {
+                    self.bootstrap_dials.insert(id);
+                }
+                Err(e) => self.bootstrap_errors.push(format!("{}: {e}", b.addr)),
+            }
+        }
+        if self.bootstrap_dials.is_empty() && !self.bootstrap_ok {
+            self.bootstrap_round_failed();
+        }
+    }
+
+    fn tick(&mut self, now: Instant) {
+        self.swarm.behaviour_mut().gate.expire(now);
+        self.retry_bootstrap(now);
+        // Own addresses into the directory.
+        let mine: Vec<Multiaddr> = self.swarm.listeners().filter(|a| !is_unspecified(a)).cloned().collect();
+        self.directory.set_my_addrs(mine);
+        // Member-directory anti-entropy: one digest to one random connected peer per period.
+        if !self.conns.is_empty() && self.pacer.due(now) {
+            let i = self.rng.gen_range(0..self.conns.len());
+            if let Some(p) = self.conns.keys().nth(i).copied() {
+                self.send_digest(p);
+            }
+        }
+        self.push_rumours();
+        // Group changes into the election. Building the group, refilling the routing table
+        // and the address book are O(N) each; while the directory still changes every tick
+        // (joining), do it at most every MEMBERSHIP_FEED_EVERY, and at once when a tick
+        // brought no change. Elections start only once the directory has been quiet for
+        // `settle_ms`, so they always see the whole group.
+        let feed_due =
+            self.last_membership_feed.is_none_or(|t| now.saturating_duration_since(t) >= MEMBERSHIP_FEED_EVERY)
+                || now.saturating_duration_since(self.directory.changed_at())
+                    >= Duration::from_millis(self.cfg.timing.members_sync_ms.min(self.cfg.timing.settle_ms));
+        if self.directory.version() != self.fed_version {
+            self.pacer.on_change(now);
+        }
+        if self.directory.version() != self.fed_version && feed_due {
+            self.last_membership_feed = Some(now);
+            self.note_new_addresses();
+            self.fed_version = self.directory.version();
+            if self.first_group_version.is_none() && self.directory.len() > 1 {
+                self.first_group_version = Some(self.fed_version);
+            }
+            self.fill_routing_table();
+            let m = self.directory.membership();
+            self.feed(Input::Membership(m));
+            if self.directory.len() != self.last_members_reported {
+                self.last_members_reported = self.directory.len();
+                if let Some(m) = &self.metrics {
+                    m.members.set(self.directory.len() as i64);
+                }
+                self.status.emit("members", json!({ "members": self.directory.len() }));
+            }
+        }
+        // Leader lost for good?
+        if let Some((p, t)) = self.leader_redial {
+            if now.duration_since(t) > Duration::from_millis(self.cfg.limits.request_timeout_ms) {
+                self.leader_redial = None;
+                if !self.swarm.is_connected(&p) {
+                    self.report_down(node_id_of(&p));
+                }
+            }
+        }
+        self.maybe_start(now);
+        self.refresh_snapshot();
+    }
+
+    /// The ring neighbours this node keeps connections to (ring algorithms only): the
+    /// neighbour its ring messages go to, which it dials, and the one they come from, which
+    /// dials it. Both are kept out of pruning, so an election lap runs over open connections
+    /// instead of dialling (and later pruning) one connection per hop.
+    fn ring_neighbours(&self) -> (Option<PeerId>, Option<PeerId>) {
+        let group = self.driver.group();
+        let (to, from) = match self.cfg.election.algorithm {
+            // Villadangos sends to the next lower rank (seed 004's `neighbor`).
+            Algorithm::Villadangos => (group.predecessor(&self.me.id), group.successor(&self.me.id)),
+            Algorithm::Ring | Algorithm::ChangRoberts => (group.successor(&self.me.id), group.predecessor(&self.me.id)),
+            _ => (None, None),
+        };
+        let peer = |r: Option<Rank>| r.filter(|r| r.id != self.me.id).and_then(|r| self.directory.peer_of(&r.id));
+        (peer(to), peer(from))
+    }
+
+    fn manage_peers(&mut self, now: Instant) {
+        let mesh: HashSet<PeerId> = self.swarm.behaviour().gossipsub.all_mesh_peers().copied().collect();
+        let settled = self.directory.settled(now, Duration::from_millis(self.cfg.timing.settle_ms));
+        let (ring_to, ring_from) = if settled { self.ring_neighbours() } else { (None, None) };
+        let infos: Vec<PeerInfo> = self
+            .conns
+            .iter()
+            .map(|(p, c)| PeerInfo {
+                peer: *p,
+                connected_since: c.since,
+                last_election_use: c.last_election_use.max(self.superpeer.as_ref().and_then(|sp| sp.last_use(p))),
+                in_mesh: mesh.contains(p)
+                    || Some(*p) == ring_to
+                    || Some(*p) == ring_from
+                    || self.superpeer.as_ref().is_some_and(|sp| sp.keeps(p)),
+            })
+            .collect();
+        let l = &self.cfg.limits;
+        let policy = Policy {
+            target_low: l.target_low as usize,
+            target_high: l.target_high as usize,
+            prune_min_age: Duration::from_millis(l.prune_min_age_ms),
+            election_keep: Duration::from_millis(l.election_keep_ms),
+        };
+        // Candidates to dial below `target_low`: random members of the directory (it knows
+        // every member's addresses; no lookup needed).
+        let mut candidates = Vec::new();
+        if infos.len() < policy.target_low {
+            candidates = self
+                .directory
+                .iter()
+                .map(|(p, _)| *p)
+                .filter(|p| *p != self.peer_id && !self.conns.contains_key(p))
+                .collect();
+        }
+        let mut plan = peer_manager::plan(&policy, &infos, &candidates, now, &mut self.rng);
+        if let Some(p) = ring_to.filter(|p| !self.conns.contains_key(p) && !plan.dial.contains(p)) {
+            plan.dial.push(p);
+        }
+        for p in plan.prune {
+            debug!(peer = %p, "pruning");
+            self.closing.insert(p);
+            let _ = self.swarm.disconnect_peer_id(p);
+        }
+        for p in plan.dial {
+            self.swarm.behaviour_mut().gate.want(p);
+            if let Err(e) = self.swarm.dial(DialOpts::peer_id(p).build()) {
+                debug!(peer = %p, "peer manager dial failed: {e}");
+            }
+        }
+    }
+
+    fn refresh_snapshot(&mut self) {
+        let counters = self.swarm.behaviour().gate.counters();
+        let rt: usize = self.swarm.behaviour_mut().kad.kbuckets().map(|b| b.num_entries()).sum();
+        let s = &mut self.snap;
+        s.leader = self.driver.leader().map(|l| l.to_string());
+        s.state = self.driver.state().to_string();
+        s.in_election = self.driver.in_election();
+        s.peers = self.conns.len();
+        s.connections = self.swarm.behaviour().gate.established();
+        s.members = self.directory.len();
+        s.sync = self.directory.stats();
+        s.sync_period_ms = self.pacer.period().as_millis() as u64;
+        s.members_changed_at = Some(self.directory.changed_at());
+        s.routing_table = rt;
+        s.elections_started = self.driver.started;
+        s.elections_won = self.driver.won;
+        s.connections_opened = counters.established_total;
+        s.refused_inbound = counters.refused_inbound;
+        s.refused_outbound = counters.refused_outbound;
+        s.bad_frames = self.own_bad_frames + self.unreadable.load(Ordering::Relaxed);
+        s.coordinate = Some(*self.coords.coordinate());
+        s.vivaldi_samples = self.coords.stats().applied;
+        s.vivaldi_dropped_late = self.coords.stats().dropped_late;
+        s.vivaldi_dropped_stall = self.coords.stats().dropped_stall;
+        s.app_coordinate_updates = self.coords.app_updates();
+        s.loop_lateness_ms = self.stall.last().as_secs_f64() * 1e3;
+        s.loop_lateness_worst_ms = self.stall.worst_ever().as_secs_f64() * 1e3;
+        s.superpeer = self.superpeer.as_ref().map(|sp| sp.status().clone());
+        if let (Some(m), Some(sp)) = (&self.metrics, &s.superpeer) {
+            m.superpeer_role.set(sp.role_code());
+            m.superpeer_cluster_size.set(sp.cluster_size as i64);
+            m.superpeer_messages_sent.set(sp.messages_sent as i64);
+            m.superpeer_token_moves.set(sp.token_moves as i64);
+        }
+        if let Some(m) = &self.metrics {
+            m.vivaldi_error.set(self.coords.coordinate().error);
+            m.vivaldi_height_seconds.set(self.coords.coordinate().height);
+            m.vivaldi_samples.set(self.coords.stats().applied as i64);
+        }
+        self.probe.set(s.clone());
+        if self.conns.len() != self.last_peers_reported {
+            self.last_peers_reported = self.conns.len();
+            if let Some(m) = &self.metrics {
+                m.peers.set(self.conns.len() as i64);
+            }
+            self.status.emit("peers", json!({ "peers": self.conns.len() }));
+        }
+    }
+
+    // ---------------------------------------------------------------- swarm events
+
+    fn on_swarm_event(&mut self, ev: SwarmEvent<BehaviourEvent>) {
+        if let Some(m) = &self.metrics {
+            use libp2p::metrics::Recorder;
+            m.libp2p.record(&ev);
+        }
+        match ev {
+            SwarmEvent::NewListenAddr { address, .. } => {
+                let full = address.clone().with(Protocol::P2p(self.peer_id));
+                info!(%full, "listening");
+                self.snap.listen.push(full.to_string());
+                self.status.emit("listening", json!({ "addr": full.to_string() }));
+            }
+            SwarmEvent::ConnectionEstablished { peer_id, endpoint, num_established, connection_id, .. } => {
+                if self.bootstrap_dials.remove(&connection_id) {
+                    self.bootstrap_ok = true;
+                }
+                if num_established.get() == 1 {
+                    self.conns.insert(peer_id, Conn { since: Instant::now(), last_election_use: None });
+                    if endpoint.is_dialer() {
+                        let addr = endpoint.get_remote_address().clone();
+                        self.kad_add(peer_id, std::slice::from_ref(&addr));
+                        self.swarm.behaviour_mut().gate.add_addresses(peer_id, [addr]);
+                    }
+                    let node = node_id_of(&peer_id);
+                    if self.echo || self.reported_down.remove(&node) {
+                        self.feed(Input::PeerUp(node));
+                    }
+                    // A joining node pulls a snapshot of the directory from its first peer at
+                    // once (`node/src/directory/members.rs`); everyone else waits for the periodic digest.
+                    if !self.directory.has_exchanged() {
+                        self.send_digest(peer_id);
+                    }
+                    if let Some(sp) = self.superpeer.as_mut() {
+                        let addr = endpoint.is_dialer().then(|| endpoint.get_remote_address().clone());
+                        sp.on_connection_established(&mut self.swarm, &self.directory, peer_id, addr);
+                    }
+                }
+            }
+            SwarmEvent::ConnectionClosed { peer_id, num_established: 0, cause, .. } => {
+                self.conns.remove(&peer_id);
+                self.coords.peer_gone(&peer_id);
+                if let Some(sp) = self.superpeer.as_mut() {
+                    sp.on_connection_closed(&mut self.swarm, &self.directory, peer_id, cause.as_ref());
+                }
+                let pruned = self.closing.remove(&peer_id);
+                let node = node_id_of(&peer_id);
+                if self.echo {
+                    self.feed(Input::PeerDown(node));
+                } else if !pruned
+                    && Some(node) == self.driver.leader()
+                    && !matches!(cause, None | Some(ConnectionError::KeepAliveTimeout))
+                {
+                    // The leader's connection broke: find out whether it is gone for good.
+                    debug!(%peer_id, ?cause, "connection to the leader lost; redialling");
+                    self.swarm.behaviour_mut().gate.want(peer_id);
+                    let _ = self.swarm.dial(DialOpts::peer_id(peer_id).build());
+                    self.leader_redial = Some((peer_id, Instant::now()));
+                }
+            }
+            SwarmEvent::OutgoingConnectionError { peer_id, error, connection_id } => {
+                if self.bootstrap_dials.remove(&connection_id) {
+                    warn!("bootstrap dial failed: {error}");
+                    self.bootstrap_errors.push(error.to_string());
+                    if self.bootstrap_dials.is_empty() && !self.bootstrap_ok {
+                        self.bootstrap_round_failed();
+                    }
+                }
+                let Some(p) = peer_id else { return };
+                debug!(peer = %p, "dial failed: {error}");
+                if let Some(sp) = self.superpeer.as_mut() {
+                    sp.on_dial_error(p, &error);
+                }
+                if self.leader_redial.is_some_and(|(lp, _)| lp == p) && !self.swarm.is_connected(&p) {
+                    self.leader_redial = None;
+                    self.report_down(node_id_of(&p));
+                }
+            }
+            SwarmEvent::IncomingConnectionError { error, .. } => debug!("incoming connection failed: {error}"),
+            SwarmEvent::Behaviour(b) => self.on_behaviour_event(b),
+            _ => {}
+        }
+    }
+
+    fn on_behaviour_event(&mut self, ev: BehaviourEvent) {
+        match ev {
+            BehaviourEvent::Election(e) => self.on_election_rr(e),
+            BehaviourEvent::Members(e) => self.on_members_rr(e),
+            BehaviourEvent::Gossipsub(e) => {
+                if let Some(m) = &self.metrics {
+                    use libp2p::metrics::Recorder;
+                    m.libp2p.record(&e);
+                }
+                if let gossipsub::Event::Message { message, .. } = e {
+                    self.on_broadcast(message);
+                }
+            }
+            BehaviourEvent::Identify(e) => {
+                if let Some(m) = &self.metrics {
+                    use libp2p::metrics::Recorder;
+                    m.libp2p.record(&e);
+                }
+                if let identify::Event::Received { peer_id, info, .. } = e {
+                    let addrs: Vec<Multiaddr> =
+                        info.listen_addrs.into_iter().filter(|a| !is_unspecified(a)).take(8).collect();
+                    self.kad_add(peer_id, &addrs);
+                    self.swarm.behaviour_mut().gate.add_addresses(peer_id, addrs);
+                }
+            }
+            BehaviourEvent::Kad(e) => {
+                if let Some(m) = &self.metrics {
+                    use libp2p::metrics::Recorder;
+                    m.libp2p.record(&e);
+                }
+                if let Some(sp) = self.superpeer.as_mut() {
+                    sp.on_kad(&mut self.swarm, &self.directory, &e);
+                }
+                if let kad::Event::RoutingUpdated { peer, addresses, .. } = e {
+                    self.swarm.behaviour_mut().gate.add_addresses(peer, addresses.iter().cloned());
+                }
+            }
+            BehaviourEvent::Ping(e) => {
+                if let Some(m) = &self.metrics {
+                    use libp2p::metrics::Recorder;
+                    m.libp2p.record(&e);
+                }
+                if let (Some(sp), Ok(rtt)) = (self.superpeer.as_mut(), &e.result) {
+                    sp.on_ping(e.peer, *rtt);
+                }
+                self.on_ping(e);
+            }
+            BehaviourEvent::Coords(e) => self.on_coords_rr(e),
+            BehaviourEvent::Superpeer(e) => {
+                if let Some(sp) = self.superpeer.as_mut() {
+                    sp.on_rr(&mut self.swarm, &self.directory, &self.stall, e);
+                } else if let request_response::Event::Message {
+                    peer,
+                    message: request_response::Message::Request { channel, .. },
+                    ..
+                } = e
+                {
+                    debug!(%peer, "super-peer request while super peers are off; refused");
+                    let _ = self.swarm.behaviour_mut().superpeer.send_response(channel, vec![ACK_REJECTED]);
+                }
+            }
+            BehaviourEvent::Limits(v) | BehaviourEvent::Gate(v) => match v {},
+        }
+    }
+
+    fn on_broadcast(&mut self, message: gossipsub::Message) {
+        let Some(source) = message.source else {
+            warn!("unsigned election broadcast dropped");
+            self.bad_frame();
+            return;
+        };
+        if source == self.peer_id {
+            return;
+        }
+        let frame: BroadcastFrame = match postcard::from_bytes(&message.data) {
+            Ok(f) => f,
+            Err(e) => {
+                warn!(%source, "malformed election broadcast: {e}");
+                self.bad_frame();
+                return;
+            }
+        };
+        if frame.version != BROADCAST_VERSION {
+            warn!(%source, version = frame.version, "election broadcast of an unknown version");
+            self.bad_frame();
+            return;
+        }
+        if frame.to.includes(&self.me, &node_id_of(&source)) {
+            self.on_election_frame(source, &frame.frame);
+        }
+    }
+
+    fn on_election_rr(&mut self, e: request_response::Event<Vec<u8>, Vec<u8>>) {
+        use request_response::{Event, Message as RrMessage, OutboundFailure};
+        match e {
+            Event::Message { peer, message: RrMessage::Request { request, channel, .. }, .. } => {
+                let ok = self.on_election_frame(peer, &request);
+                let ack = vec![if ok { ACK_OK } else { ACK_REJECTED }];
+                let _ = self.swarm.behaviour_mut().election.send_response(channel, ack);
+            }
+            Event::Message { peer, message: RrMessage::Response { request_id, response }, .. } => {
+                self.pending.remove(&request_id);
+                if response.first() != Some(&ACK_OK) {
+                    debug!(%peer, "peer refused our election frame");
+                }
+            }
+            Event::OutboundFailure { peer, request_id, error, .. } => {
+                if let Some((to, msg)) = self.pending.remove(&request_id) {
+                    debug!(%peer, kind = msg.kind(), "election send failed: {error}");
+                    let refusal = if matches!(error, OutboundFailure::DialFailure) {
+                        self.swarm.behaviour_mut().gate.dial_refusal(&peer)
+                    } else {
+                        DialRefusal::None
+                    };
+                    let class = classify(&error, self.swarm.is_connected(&peer), refusal);
+                    self.feed(Input::SendFailed { to, msg });
+                    // Only an unreachable peer is reported down (`node/src/net/send_failure.rs`): a dial our
+                    // own gate refused says nothing about it, a timeout may be a slow peer.
+                    if class.unreachable() {
+                        self.report_down(to);
+                    }
+                }
+            }
+            Event::InboundFailure { peer, error, .. } => {
+                warn!(%peer, "election request from peer failed: {error}");
+                // Requests that cannot be read at all are counted by the codec.
+            }
+            Event::ResponseSent { .. } => {}
+        }
+    }
+
+    fn on_members_rr(&mut self, e: request_response::Event<Vec<u8>, Vec<u8>>) {
+        use request_response::{Event, Message as RrMessage};
+        match e {
+            Event::Message { peer, message: RrMessage::Request { request, channel, .. }, .. } => {
+                let ack = match self.directory.handle(&request) {
+                    Ok(h) => {
+                        if !h.equal {
+                            // Someone differs from us: the swarm has not converged, sync at
+                            // the base period again.
+                            self.pacer.on_change(Instant::now());
+                        }
+                        if h.bad > 0 {
+                            warn!(%peer, bad = h.bad, "members frame with bad entries");
+                        }
+                        if let Some(reply) = h.reply {
+                            self.swarm.behaviour_mut().members.send_request(&peer, reply);
+                        }
+                        if h.equal {
+                            self.on_equal_digest();
+                            ACK_EQUAL
+                        } else {
+                            ACK_OK
+                        }
+                    }
+                    Err(e) => {
+                        warn!(%peer, "{e}");
+                        self.bad_frame();
+                        ACK_REJECTED
+                    }
+                };
+                let _ = self.swarm.behaviour_mut().members.send_response(channel, vec![ack]);
+            }
+            Event::Message { message: RrMessage::Response { response, .. }, .. }
+                if response.first() == Some(&ACK_EQUAL) =>
+            {
+                self.directory.digest_acknowledged_equal();
+                self.on_equal_digest();
+            }
+            Event::OutboundFailure { peer, error, .. } => {
+                // Anti-entropy repairs a lost frame in a later round; nothing to undo.
+                debug!(%peer, "members sync failed: {error}");
+                self.directory.note_failure();
+            }
+            Event::InboundFailure { peer, error, .. } => warn!(%peer, "members request from peer failed: {error}"),
+            _ => {}
+        }
+    }
+
+    /// A ping RTT: a Vivaldi sample (asks the peer for its coordinate when needed).
+    fn on_ping(&mut self, e: libp2p::ping::Event) {
+        let Ok(rtt) = e.result else { return };
+        let now = Instant::now();
+        let delays = SampleDelays {
+            emulation: self.latency.as_ref().and_then(|l| l.recent_lateness(&e.peer)).unwrap_or_default(),
+            scheduling: self.stall.worst_during(now.checked_sub(rtt).unwrap_or(now)),
+        };
+        if let Some(frame) = self.coords.on_rtt_late(e.peer, rtt, delays, now) {
+            self.swarm.behaviour_mut().coords.send_request(&e.peer, frame);
+        }
+    }
+
+    fn on_coords_rr(&mut self, e: request_response::Event<Vec<u8>, Vec<u8>>) {
+        use request_response::{Event, Message as RrMessage};
+        let now = Instant::now();
+        match e {
+            Event::Message { peer, message: RrMessage::Request { request, channel, .. }, .. } => {
+                match self.coords.on_request(peer, &request, now) {
+                    Ok(answer) => {
+                        let _ = self.swarm.behaviour_mut().coords.send_response(channel, answer);
+                    }
+                    Err(e) => {
+                        warn!(%peer, "coordinate request refused: {e}");
+                        self.bad_frame();
+                    }
+                }
+            }
+            Event::Message { peer, message: RrMessage::Response { response, .. }, .. } => {
+                if let Err(e) = self.coords.on_response(peer, &response, now) {
+                    warn!(%peer, "coordinate answer refused: {e}");
+                    self.bad_frame();
+                }
+            }
+            Event::OutboundFailure { peer, error, .. } => debug!(%peer, "coordinate request failed: {error}"),
+            Event::InboundFailure { peer, error, .. } => debug!(%peer, "coordinate request from peer failed: {error}"),
+            Event::ResponseSent { .. } => {}
+        }
+    }
+
+    /// Hand member addresses to the gate's address book (used when dialling on demand).
+    fn note_new_addresses(&mut self) {
+        let entries: Vec<(PeerId, Vec<Multiaddr>)> = self
+            .directory
+            .iter()
+            .filter(|(p, m)| !m.addrs.is_empty() && self.swarm.behaviour().gate.addresses_of(p).is_empty())
+            .map(|(p, m)| (*p, m.addrs.clone()))
+            .collect();
+        for (p, a) in entries {
+            self.swarm.behaviour_mut().gate.add_addresses(p, a);
+        }
+    }
+
+    /// A digest comparison found our directory equal to a peer's. The sync period backs off
+    /// only once the streak counts as settled: while nodes join, neighbours are often equal to
+    /// each other but not yet to the rest of the swarm, and backing off then stretched the
+    /// convergence tail (measured at N = 200: members complete after 23 s).
+    fn on_equal_digest(&mut self) {
+        if self.directory.equal_streak() >= crate::directory::members::SETTLED_STREAK {
+            self.pacer.on_equal();
+        }
+    }
+
+    /// End Kademlia's automatic bootstrap walks at the first chance, unless periodic walks
+    /// were asked for (`kad_bootstrap_s` > 0). libp2p-kad 0.49 starts a walk whenever an entry
+    /// is inserted while the table holds fewer than 20 (this cannot be switched off from
+    /// outside), and a walk tries every peer it hears of: the gate refused ~470 such dials per
+    /// node at N = 200. The routing table is filled from the member directory instead
+    /// (`fill_routing_table`), so the walk has nothing to add. Limit of this cut: a dial the
+    /// gate refuses produces no swarm event, so within one poll of the swarm a walk step
+    /// runs through every disconnected table entry until it waits on a request to a
+    /// connected peer; it is finished there, before the answers bring more peers to dial.
+    fn stop_kad_walks(&mut self) {
+        if self.cfg.timing.kad_bootstrap_s > 0 {
+            return;
+        }
+        for mut q in self.swarm.behaviour_mut().kad.iter_queries_mut() {
+            if matches!(q.info(), kad::QueryInfo::Bootstrap { .. }) {
+                q.finish();
+            }
+        }
+    }
+
+    /// Member-directory rumours (`node/src/directory/members.rs`): the entries that changed here since the last
+    /// tick, pushed once to `members_push_fanout` random connected peers (infect-and-die; the
+    /// digest exchange repairs what this misses). With fan-out 0 the changes are dropped.
+    fn push_rumours(&mut self) {
+        let fanout = self.cfg.timing.members_push_fanout as usize;
+        if fanout == 0 {
+            self.directory.forget_hot();
+            return;
+        }
+        if self.conns.is_empty() {
+            return;
+        }
+        let Some(frame) = self.directory.hot_frame() else { return };
+        let peers: Vec<PeerId> = self.conns.keys().copied().collect();
+        for p in peers.choose_multiple(&mut self.rng, fanout) {
+            self.swarm.behaviour_mut().members.send_request(p, frame.clone());
+        }
+    }
+
+    /// Send this node's member digest to `peer` (`node/src/directory/members.rs`).
+    fn send_digest(&mut self, peer: PeerId) {
+        if let Some(frame) = self.directory.digest_frame() {
+            self.swarm.behaviour_mut().members.send_request(&peer, frame);
+        }
+    }
+
+    /// Put `peer` into the Kademlia routing table, but only into a k-bucket that has room:
+    /// adding to a full bucket makes kad dial the bucket's oldest disconnected entry to test
+    /// it (libp2p-kad 0.49 `add_address`), which is exactly the dialling a quiet overlay must
+    /// not do. Buckets are filled with `BucketInserts::Manual` (`node/src/net/behaviour.rs`), so this is
+    /// the only way entries get in.
+    fn kad_add(&mut self, peer: PeerId, addrs: &[Multiaddr]) {
+        let kad = &mut self.swarm.behaviour_mut().kad;
+        let room = kad.kbucket(peer).is_some_and(|b| b.num_entries() < KAD_K);
+        if room {
+            for a in addrs {
+                kad.add_address(&peer, a.clone());
+            }
+        }
+    }
+
+    /// Fill the routing table from the member directory: every member not offered yet, into
+    /// a bucket with room, without dialling (`dht_filled` in the swarm report measures this).
+    fn fill_routing_table(&mut self) {
+        let fresh: Vec<(PeerId, Vec<Multiaddr>)> = self
+            .directory
+            .iter()
+            .filter(|(p, m)| **p != self.peer_id && !m.addrs.is_empty() && !self.kad_seen.contains(*p))
+            .map(|(p, m)| (*p, m.addrs.clone()))
+            .collect();
+        for (p, addrs) in fresh {
+            self.kad_seen.insert(p);
+            self.kad_add(p, &addrs);
+        }
+    }
+}
+
+/// Rounds of bootstrap dials before a node with no peer gives up (`bootstrap_round_failed`).
+pub const BOOTSTRAP_ROUNDS: u32 = 4;
+/// While the directory changes every tick, feed it into the election (and the routing table
+/// and address book) at most this often (`tick`).
+const MEMBERSHIP_FEED_EVERY: Duration = Duration::from_secs(2);
+
+/// Kademlia's bucket size (`node/src/net/behaviour.rs` sets the same value; libp2p's `K_VALUE`).
+pub const KAD_K: usize = 20;
+
+fn is_unspecified(a: &Multiaddr) -> bool {
+    a.iter().any(|p| match p {
+        Protocol::Ip4(ip) => ip.is_unspecified(),
+        Protocol::Ip6(ip) => ip.is_unspecified(),
+        _ => false,
+    })
+}

@@ -1,0 +1,112 @@
+//! Status output: JSON lines on stdout for `peerage run`, and a shared snapshot for the
+//! in-process swarm runner and tests.
+//!
+//! Every line is one JSON object with `ts` (Unix ms), `event` and `peer` (this node's peer
+//! id). Events: `started`, `listening`, `peers` (count changed), `members` (count changed),
+//! `election_started`, `leader` (the named leader changed), `rejected`, `status` (periodic),
+//! `shutdown`. Lines are written whole and flushed, so a reader can parse them as they come.
+
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::sync::Mutex;
+
+/// A point-in-time view of one node, shared with the swarm runner.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Snapshot {
+    pub leader: Option<String>,
+    pub state: String,
+    pub in_election: bool,
+    pub peers: usize,
+    pub connections: usize,
+    pub members: usize,
+    pub routing_table: usize,
+    pub elections_started: u64,
+    pub elections_won: u64,
+    pub connections_opened: u64,
+    pub refused_inbound: u64,
+    pub refused_outbound: u64,
+    pub messages_sent: u64,
+    pub messages_received: u64,
+    pub broadcasts_sent: u64,
+    pub bad_frames: u64,
+    /// Listen addresses (with `/p2p/<id>`).
+    pub listen: Vec<String>,
+    /// Why the node stopped on its own (for example: no bootstrap peer reachable).
+    pub fatal: Option<String>,
+    /// This node's Vivaldi coordinate (`node/src/coords/driver.rs`; distances in seconds).
+    pub coordinate: Option<overlay::coords::Coordinate>,
+    /// RTT samples Vivaldi accepted so far.
+    pub vivaldi_samples: u64,
+    /// RTT samples dropped because the emulated link was recently late (`node/src/coords/driver.rs`).
+    pub vivaldi_dropped_late: u64,
+    /// RTT samples dropped because the node's event loop ran late during them (`node/src/runtime/stall.rs`).
+    pub vivaldi_dropped_stall: u64,
+    /// Times the application-level coordinate (what super-peer selection sees) moved
+    /// (`node/src/coords/driver.rs`, "Application coordinate").
+    pub app_coordinate_updates: u64,
+    /// How late the node's event loop ran its last periodic tick, ms (`node/src/runtime/stall.rs`).
+    pub loop_lateness_ms: f64,
+    /// The latest the node's event loop ever ran a periodic tick, ms (`node/src/runtime/stall.rs`).
+    pub loop_lateness_worst_ms: f64,
+    /// Super-peer role, cluster and token (`node/src/superpeer/driver.rs`), when super peers are on.
+    pub superpeer: Option<crate::superpeer::driver::SpStatus>,
+    /// Member-directory sync counters (`node/src/directory/members.rs`).
+    pub sync: crate::directory::members::SyncStats,
+    /// The current member-sync period (ms; grows while settled).
+    pub sync_period_ms: u64,
+    /// When the member directory last changed (for the swarm runner; not serialised).
+    #[serde(skip)]
+    pub members_changed_at: Option<std::time::Instant>,
+}
+
+/// The latest snapshot of a node.
+#[derive(Debug, Default)]
+pub struct Probe {
+    snap: Mutex<Snapshot>,
+}
+
+impl Probe {
+    pub fn set(&self, s: Snapshot) {
+        if let Ok(mut g) = self.snap.lock() {
+            *g = s;
+        }
+    }
+    pub fn get(&self) -> Snapshot {
+        self.snap.lock().map(|g| g.clone()).unwrap_or_default()
+    }
+}
+
+/// Writes JSON status lines (to stdout, or nowhere).
+#[derive(Debug, Clone)]
+pub struct StatusSink {
+    enabled: bool,
+    peer: String,
+}
+
+impl StatusSink {
+    pub fn stdout(peer: String) -> Self {
+        StatusSink { enabled: true, peer }
+    }
+    pub fn silent() -> Self {
+        StatusSink { enabled: false, peer: String::new() }
+    }
+
+    pub fn emit(&self, event: &str, fields: Value) {
+        if !self.enabled {
+            return;
+        }
+        let ts = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let mut obj = json!({ "ts": ts, "event": event, "peer": self.peer });
+        if let (Some(o), Value::Object(extra)) = (obj.as_object_mut(), fields) {
+            o.extend(extra);
+        }
+        let mut out = std::io::stdout().lock();
+        // A closed stdout (reader gone) must not stop the node.
+        let _ = writeln!(out, "{obj}");
+        let _ = out.flush();
+    }
+}

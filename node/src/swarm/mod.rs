@@ -1,0 +1,3 @@
+//! Many nodes in one process: `peerage swarm` and the integration tests' `LocalSwarm`.
+
+pub mod runner;

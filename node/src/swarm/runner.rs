@@ -1,0 +1,566 @@
+//! `peerage swarm`: N nodes in one process, and the [`LocalSwarm`] API the integration tests
+//! use.
+//!
+//! Transport: libp2p's memory transport by default (`/memory/<port>`): a TCP swarm of N
+//! nodes holds both ends of every loopback connection in this process and the descriptor
+//! limit here is 20,000 (see `shared/notes/libp2p-swarm-probe.md`); TCP on 127.0.0.1 is an
+//! option for small N.
+//!
+//! Bootstrap: node 0 starts alone; node i > 0 dials up to 3 random earlier nodes (by peer id
+//! and address). From there kad, membership sync and the peer manager take over.
+//!
+//! Report (JSON on stdout; a progress bar on stderr meanwhile): seconds until every node has a
+//! peer, knows every member, has a filled routing table and names the same live leader; then, after `settle_s`, a steady-state window of `measure_s`:
+//! CPU (% of one core, whole process), RSS (whole process and per node), connections per
+//! node, new connections per second; then each scheduled kill (the leader, or a random
+//! fraction) with the time until the survivors agree again.
+//!
+//! `dht_filled_s` (session 2 definition): the first time every node's Kademlia routing table
+//! holds at least min(k, N-1) peers, k = 20 (`node::KAD_K`). Entries come from the member
+//! directory into k-buckets with room, without dialling (`node/src/runtime/node.rs`, `fill_routing_table`),
+//! so the measure says "every node could start a Kademlia lookup now, with a full first
+//! hop", not "kad's random walks finished" (periodic walks are off by default; they only
+//! dialled peers the gate then refused). Before session 2 it counted entries that kad had
+//! learned by connecting, which the connection bound keeps below k: it was never reached.
+
+use crate::config::{BootstrapPeer, FileConfig, NodeConfig};
+use crate::coords::report::{CoordsReport, CoordsSampler};
+use crate::net::behaviour::TransportKind;
+use crate::net::latency_transport::{EmulatedLink, LatencyNet};
+use crate::runtime::node::{self, NodeHandle, NodeOptions};
+use crate::runtime::status::{Snapshot, StatusSink};
+use crate::runtime::sysstat;
+use indicatif::{ProgressBar, ProgressStyle};
+use libp2p::identity::Keypair;
+use libp2p::multiaddr::Protocol;
+use libp2p::Multiaddr;
+use overlay::ElectionConfig;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How to build a local swarm.
+#[derive(Debug, Clone)]
+pub struct LocalSwarmConfig {
+    pub nodes: usize,
+    pub election: ElectionConfig,
+    pub transport: TransportKind,
+    pub seed: u64,
+    /// Per-node priorities (default: all 0, the id decides).
+    pub priorities: Option<Vec<u64>>,
+    /// Template for every node's settings (limits, timing); listen/bootstrap are set here.
+    pub template: FileConfig,
+    /// Bootstrap peers per joining node.
+    pub bootstrap_peers: usize,
+    /// `Some(seed)`: emulate the Internet latency model (`overlay::latency`, seeded) on every
+    /// link (`node/src/net/latency_transport.rs`); node i is model node i. `None`: no added latency.
+    pub latency_seed: Option<u64>,
+}
+
+impl LocalSwarmConfig {
+    pub fn new(nodes: usize, election: ElectionConfig, seed: u64) -> Self {
+        LocalSwarmConfig {
+            nodes,
+            election,
+            transport: TransportKind::Memory,
+            seed,
+            priorities: None,
+            template: FileConfig::default(),
+            bootstrap_peers: 3,
+            latency_seed: None,
+        }
+    }
+}
+
+/// N nodes running on the current tokio runtime.
+pub struct LocalSwarm {
+    nodes: Vec<Option<NodeHandle>>,
+    node_ids: Vec<String>,
+    addrs: Vec<Multiaddr>,
+    peers: Vec<libp2p::PeerId>,
+    pub started: Instant,
+    net: Option<Arc<LatencyNet>>,
+    probes: Vec<Arc<crate::runtime::status::Probe>>,
+}
+
+impl LocalSwarm {
+    /// Start every node. Node i bootstraps from up to `bootstrap_peers` earlier nodes.
+    pub async fn start(cfg: &LocalSwarmConfig) -> anyhow::Result<LocalSwarm> {
+        let mut rng = StdRng::seed_from_u64(cfg.seed);
+        let base: u64 = rng.gen_range(1_000_000..u64::MAX / 2);
+        let mut nodes = Vec::with_capacity(cfg.nodes);
+        let mut node_ids = Vec::with_capacity(cfg.nodes);
+        let mut addrs: Vec<Multiaddr> = Vec::with_capacity(cfg.nodes);
+        let mut peers = Vec::with_capacity(cfg.nodes);
+        let started = Instant::now();
+        let net = match cfg.latency_seed {
+            Some(s) => Some(LatencyNet::internet(cfg.nodes, s)?),
+            None => None,
+        };
+        let mut probes = Vec::with_capacity(cfg.nodes);
+        for i in 0..cfg.nodes {
+            let key = Keypair::generate_ed25519();
+            let peer = key.public().to_peer_id();
+            // Registered before the node starts, so every peer that can connect is known.
+            let latency = match &net {
+                Some(net) => {
+                    net.register(peer, i)?;
+                    Some(EmulatedLink::new(net.clone(), i)?)
+                }
+                None => None,
+            };
+            let mut fc = cfg.template.clone();
+            fc.election = cfg.election.clone();
+            fc.algorithm = None;
+            fc.metrics = None;
+            fc.identity = None;
+            fc.priority = cfg.priorities.as_ref().and_then(|p| p.get(i).copied()).unwrap_or(0);
+            fc.listen = vec![match cfg.transport {
+                TransportKind::Memory => format!("/memory/{}", base + i as u64),
+                TransportKind::TcpQuic => "/ip4/127.0.0.1/tcp/0".to_string(),
+            }];
+            fc.bootstrap = vec![];
+            let mut ncfg: NodeConfig = fc.resolve()?;
+            let mut earlier: Vec<usize> = (0..i).collect();
+            earlier.shuffle(&mut rng);
+            ncfg.bootstrap = earlier
+                .into_iter()
+                .take(cfg.bootstrap_peers)
+                .map(|j| BootstrapPeer { addr: addrs[j].clone(), peer: Some(peers[j]) })
+                .collect();
+            let handle = node::spawn(NodeOptions {
+                cfg: ncfg,
+                key,
+                transport: cfg.transport,
+                status: StatusSink::silent(),
+                metrics: None,
+                seed: cfg.seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                latency,
+            })?;
+            probes.push(handle.probe.clone());
+            let addr = match cfg.transport {
+                TransportKind::Memory => format!("/memory/{}", base + i as u64).parse::<Multiaddr>()?,
+                TransportKind::TcpQuic => wait_listen(&handle).await?,
+            };
+            addrs.push(addr.with(Protocol::P2p(peer)));
+            peers.push(peer);
+            node_ids.push(handle.node_id.to_string());
+            nodes.push(Some(handle));
+            if i % 25 == 24 {
+                tokio::task::yield_now().await;
+            }
+        }
+        Ok(LocalSwarm { nodes, node_ids, addrs, peers, started, net, probes })
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+    pub fn alive(&self) -> usize {
+        self.nodes.iter().filter(|n| n.is_some()).count()
+    }
+    /// Node i's address, ending in `/p2p/<peer id>`.
+    pub fn addr(&self, i: usize) -> &Multiaddr {
+        &self.addrs[i]
+    }
+    pub fn peer_id(&self, i: usize) -> libp2p::PeerId {
+        self.peers[i]
+    }
+    pub fn node_id(&self, i: usize) -> &str {
+        &self.node_ids[i]
+    }
+    pub fn index_of(&self, node_id: &str) -> Option<usize> {
+        self.node_ids.iter().position(|n| n == node_id)
+    }
+    pub fn is_alive(&self, i: usize) -> bool {
+        self.nodes.get(i).is_some_and(|n| n.is_some())
+    }
+
+    /// Snapshots of the live nodes, by index.
+    pub fn snapshots(&self) -> Vec<(usize, Snapshot)> {
+        self.nodes.iter().enumerate().filter_map(|(i, n)| n.as_ref().map(|h| (i, h.probe.get()))).collect()
+    }
+
+    /// The leader every live node names, if they all name the same live node.
+    pub fn agreed_leader(&self) -> Option<String> {
+        self.agreed_in(&self.snapshots())
+    }
+
+    /// [`Self::agreed_leader`] from snapshots already taken (the runner polls 1,000 nodes
+    /// every 100 ms: one copy of every snapshot per poll, not two).
+    pub fn agreed_in(&self, snaps: &[(usize, Snapshot)]) -> Option<String> {
+        let first = snaps.first()?.1.leader.clone()?;
+        let alive = self.index_of(&first).is_some_and(|i| self.is_alive(i));
+        (alive && snaps.iter().all(|(_, s)| s.leader.as_deref() == Some(first.as_str()))).then_some(first)
+    }
+
+    /// How many live nodes name the most common leader.
+    pub fn largest_agreement(&self) -> usize {
+        let mut count: HashMap<String, usize> = HashMap::new();
+        for (_, s) in self.snapshots() {
+            if let Some(l) = s.leader {
+                *count.entry(l).or_default() += 1;
+            }
+        }
+        count.values().copied().max().unwrap_or(0)
+    }
+
+    /// Crash node `i` (dropped at once, no goodbye).
+    pub fn crash(&mut self, i: usize) {
+        if let Some(h) = self.nodes.get_mut(i).and_then(|n| n.take()) {
+            let probe = h.probe.clone();
+            h.crash();
+            // Readers of the shared probes (the coordinate sampler) skip crashed nodes.
+            probe.set(Snapshot { fatal: Some("crashed by the swarm runner".into()), ..Snapshot::default() });
+        }
+    }
+
+    /// The emulated network, when latency emulation is on.
+    pub fn latency_net(&self) -> Option<&Arc<LatencyNet>> {
+        self.net.as_ref()
+    }
+
+    /// Every node's status probe, by index (also crashed nodes', marked `fatal`).
+    pub fn probes(&self) -> &[Arc<crate::runtime::status::Probe>] {
+        &self.probes
+    }
+
+    /// Wait until every live node names the same live leader; `None` on timeout.
+    pub async fn wait_agreement(&self, timeout: Duration, bar: Option<&ProgressBar>) -> Option<String> {
+        let until = Instant::now() + timeout;
+        loop {
+            if let Some(l) = self.agreed_leader() {
+                return Some(l);
+            }
+            if let Some(b) = bar {
+                b.set_position(self.largest_agreement() as u64);
+            }
+            if Instant::now() >= until {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Stop every node cleanly.
+    pub async fn shutdown(self) {
+        for h in self.nodes.into_iter().flatten() {
+            h.shutdown().await;
+        }
+    }
+}
+
+async fn wait_listen(h: &NodeHandle) -> anyhow::Result<Multiaddr> {
+    for _ in 0..200 {
+        if let Some(a) = h.probe.get().listen.first() {
+            // The snapshot's address ends in /p2p/<id>; strip it, the caller adds it back.
+            let mut addr: Multiaddr = a.parse()?;
+            addr.pop();
+            return Ok(addr);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    anyhow::bail!("node {} did not report a listen address", h.peer_id)
+}
+
+/// A scheduled fault.
+#[derive(Debug, Clone, Copy)]
+pub enum Kill {
+    /// Crash the current leader `at` after the steady-state window.
+    Leader { at: Duration },
+    /// Crash a random fraction of the nodes (the leader may be among them).
+    Fraction { fraction: f64, at: Duration },
+}
+
+/// `peerage swarm` options.
+#[derive(Debug, Clone)]
+pub struct SwarmOptions {
+    pub swarm: LocalSwarmConfig,
+    pub timeout: Duration,
+    pub settle: Duration,
+    pub measure: Duration,
+    pub kills: Vec<Kill>,
+    pub progress: bool,
+    /// Super-peer phase (`node/src/superpeer/report.rs`): with it, `run` measures super-peer
+    /// selection (and its kills) instead of the leader milestones and leader kills.
+    pub superpeers: Option<crate::superpeer::report::SpPhaseOptions>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Steady {
+    pub window_s: f64,
+    pub cpu_percent_of_one_core: Option<f64>,
+    pub rss_bytes: Option<u64>,
+    pub rss_bytes_per_node: Option<u64>,
+    pub connections_per_node_mean: f64,
+    pub connections_per_node_max: usize,
+    pub connections_per_node_min: usize,
+    pub new_connections_per_s: f64,
+    pub election_messages_per_s: f64,
+    pub broadcasts_per_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct KillReport {
+    pub after_steady_s: f64,
+    pub killed: usize,
+    pub killed_leader: bool,
+    pub old_leader: Option<String>,
+    pub new_leader: Option<String>,
+    pub reelected_s: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SwarmReport {
+    pub nodes: usize,
+    pub transport: String,
+    pub algorithm: String,
+    pub seed: u64,
+    pub t1_ms: Option<u64>,
+    pub t2_ms: u64,
+    pub start_s: f64,
+    pub all_connected_s: Option<f64>,
+    pub members_complete_s: Option<f64>,
+    pub dht_filled_s: Option<f64>,
+    pub leader_agreed_s: Option<f64>,
+    pub leader: Option<String>,
+    pub elections_started: u64,
+    pub refused_inbound: u64,
+    pub refused_outbound: u64,
+    pub bad_frames: u64,
+    pub steady: Option<Steady>,
+    pub kills: Vec<KillReport>,
+    /// Vivaldi accuracy against the emulated latency model (only with latency emulation).
+    pub coords: Option<CoordsReport>,
+    /// Super-peer measures (`peerage swarm --superpeers`).
+    pub superpeers: Option<crate::superpeer::report::SuperPeerReport>,
+    /// The member directory's convergence, node by node (`node/src/directory/report.rs`).
+    pub sync: Option<crate::directory::report::MembersReport>,
+}
+
+fn totals(snaps: &[(usize, Snapshot)]) -> (u64, u64, u64) {
+    snaps
+        .iter()
+        .fold((0, 0, 0), |(c, m, b), (_, s)| (c + s.connections_opened, m + s.messages_sent, b + s.broadcasts_sent))
+}
+
+/// Run `peerage swarm` and return its report.
+pub async fn run(opts: SwarmOptions) -> anyhow::Result<SwarmReport> {
+    let n = opts.swarm.nodes;
+    let bar = if opts.progress {
+        let b = ProgressBar::new(n as u64);
+        b.set_style(
+            ProgressStyle::with_template("{elapsed_precise} {msg:<28} [{bar:40}] {pos}/{len}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        Some(b)
+    } else {
+        None
+    };
+    let t0 = Instant::now();
+    let swarm = LocalSwarm::start(&opts.swarm).await?;
+    let start_s = t0.elapsed().as_secs_f64();
+    let sampler = swarm
+        .latency_net()
+        .map(|net| CoordsSampler::start(net.clone(), swarm.probes().to_vec(), t0, Duration::from_secs(2)));
+    if let Some(sp) = &opts.superpeers {
+        let mut swarm = swarm;
+        let spr = crate::superpeer::report::run_phase(&mut swarm, sp, t0, bar.as_ref()).await;
+        finish(bar);
+        let leader = swarm.agreed_leader();
+        let mut r = report(&opts, start_s, None, None, None, None, leader, None, Vec::new(), &swarm);
+        r.superpeers = Some(spr);
+        if let Some(s) = sampler {
+            r.coords = s.finish().await;
+        }
+        return Ok(r);
+    }
+    let (mut connected, mut members, mut dht, mut agreed) = (None, None, None, None);
+    let dht_target = (n.saturating_sub(1)).min(crate::runtime::node::KAD_K);
+    let deadline = t0 + opts.timeout;
+    let mut tracker = crate::directory::report::MembersTracker::new(n, t0);
+    while Instant::now() < deadline {
+        let snaps = swarm.snapshots();
+        tracker.observe(&snaps);
+        let el = t0.elapsed().as_secs_f64();
+        if connected.is_none() && snaps.iter().all(|(_, s)| s.peers > 0 || n == 1) {
+            connected = Some(el);
+        }
+        if members.is_none() && snaps.iter().all(|(_, s)| s.members == n) {
+            members = Some(el);
+        }
+        if dht.is_none() && snaps.iter().all(|(_, s)| s.routing_table >= dht_target) {
+            dht = Some(el);
+        }
+        if agreed.is_none() && swarm.agreed_in(&snaps).is_some() {
+            agreed = Some(el);
+        }
+        if let Some(b) = &bar {
+            let phase = if members.is_none() {
+                b.set_position(snaps.iter().filter(|(_, s)| s.members == n).count() as u64);
+                "learning members"
+            } else {
+                b.set_position(swarm.largest_agreement() as u64);
+                "agreeing on a leader"
+            };
+            b.set_message(phase);
+        }
+        if connected.is_some() && members.is_some() && dht.is_some() && agreed.is_some() {
+            break;
+        }
+        // Once agreed, give the slower milestones (a full routing table) at most 10 s more.
+        if agreed.is_some_and(|a| el > a + 10.0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let leader = swarm.agreed_leader();
+    let sync = Some(tracker.finish(&swarm.snapshots()));
+    let mut steady = None;
+    let mut kills = Vec::new();
+    if agreed.is_some() {
+        if let Some(b) = &bar {
+            b.set_message("settling");
+        }
+        tokio::time::sleep(opts.settle).await;
+        if let Some(b) = &bar {
+            b.set_message("measuring steady state");
+        }
+        let before = totals(&swarm.snapshots());
+        let cpu = sysstat::CpuWindow::start();
+        let w0 = Instant::now();
+        tokio::time::sleep(opts.measure).await;
+        let window = w0.elapsed().as_secs_f64();
+        let snaps = swarm.snapshots();
+        let after = totals(&snaps);
+        let conns: Vec<usize> = snaps.iter().map(|(_, s)| s.connections).collect();
+        let rss = sysstat::rss_bytes();
+        steady = Some(Steady {
+            window_s: window,
+            cpu_percent_of_one_core: cpu.percent_of_one_core(),
+            rss_bytes: rss,
+            rss_bytes_per_node: rss.map(|r| r / n.max(1) as u64),
+            connections_per_node_mean: overlay::stats::Sample::collect(conns.iter().map(|&c| c as f64))
+                .ok()
+                .and_then(|s| s.mean())
+                .unwrap_or(0.0),
+            connections_per_node_max: conns.iter().copied().max().unwrap_or(0),
+            connections_per_node_min: conns.iter().copied().min().unwrap_or(0),
+            new_connections_per_s: after.0.saturating_sub(before.0) as f64 / window,
+            election_messages_per_s: after.1.saturating_sub(before.1) as f64 / window,
+            broadcasts_per_s: after.2.saturating_sub(before.2) as f64 / window,
+        });
+        let mut swarm = swarm;
+        let mut rng = StdRng::seed_from_u64(opts.swarm.seed ^ 0xdead);
+        let steady_end = Instant::now();
+        for k in &opts.kills {
+            let at = match k {
+                Kill::Leader { at } | Kill::Fraction { at, .. } => *at,
+            };
+            if let Some(wait) = (steady_end + at).checked_duration_since(Instant::now()) {
+                if let Some(b) = &bar {
+                    b.set_message("waiting to kill");
+                }
+                tokio::time::sleep(wait).await;
+            }
+            let old = swarm.agreed_leader();
+            let victims: Vec<usize> = match k {
+                Kill::Leader { .. } => old.as_deref().and_then(|l| swarm.index_of(l)).into_iter().collect(),
+                Kill::Fraction { fraction, .. } => {
+                    let mut alive: Vec<usize> = (0..swarm.len()).filter(|&i| swarm.is_alive(i)).collect();
+                    alive.shuffle(&mut rng);
+                    let count = ((alive.len() as f64) * fraction.clamp(0.0, 1.0)).round() as usize;
+                    alive.into_iter().take(count.min(swarm.alive().saturating_sub(1))).collect()
+                }
+            };
+            let killed_leader = old.as_deref().is_some_and(|l| victims.iter().any(|&v| swarm.node_id(v) == l));
+            let t_kill = Instant::now();
+            for &v in &victims {
+                swarm.crash(v);
+            }
+            if let Some(b) = &bar {
+                b.set_length(swarm.alive() as u64);
+                b.set_message("re-electing");
+            }
+            let new = swarm.wait_agreement(opts.timeout, bar.as_ref()).await;
+            kills.push(KillReport {
+                after_steady_s: at.as_secs_f64(),
+                killed: victims.len(),
+                killed_leader,
+                old_leader: old,
+                reelected_s: new.as_ref().map(|_| t_kill.elapsed().as_secs_f64()),
+                new_leader: new,
+            });
+        }
+        finish(bar);
+        let mut r = report(&opts, start_s, connected, members, dht, agreed, leader, steady, kills, &swarm);
+        r.sync = sync;
+        if let Some(s) = sampler {
+            r.coords = s.finish().await;
+        }
+        return Ok(r);
+    }
+    finish(bar);
+    let mut r = report(&opts, start_s, connected, members, dht, agreed, leader, steady, kills, &swarm);
+    r.sync = sync;
+    if let Some(s) = sampler {
+        r.coords = s.finish().await;
+    }
+    Ok(r)
+}
+
+fn finish(bar: Option<ProgressBar>) {
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn report(
+    opts: &SwarmOptions,
+    start_s: f64,
+    connected: Option<f64>,
+    members: Option<f64>,
+    dht: Option<f64>,
+    agreed: Option<f64>,
+    leader: Option<String>,
+    steady: Option<Steady>,
+    kills: Vec<KillReport>,
+    swarm: &LocalSwarm,
+) -> SwarmReport {
+    let snaps = swarm.snapshots();
+    let e = &opts.swarm.election;
+    SwarmReport {
+        nodes: opts.swarm.nodes,
+        transport: match opts.swarm.transport {
+            TransportKind::Memory => "memory".into(),
+            TransportKind::TcpQuic => "tcp".into(),
+        },
+        algorithm: e.algorithm.name().into(),
+        seed: opts.swarm.seed,
+        t1_ms: e.t1().map(|d| d.as_millis() as u64),
+        t2_ms: e.answer_timeout_ms,
+        start_s,
+        all_connected_s: connected,
+        members_complete_s: members,
+        dht_filled_s: dht,
+        leader_agreed_s: agreed,
+        leader,
+        elections_started: snaps.iter().map(|(_, s)| s.elections_started).sum(),
+        refused_inbound: snaps.iter().map(|(_, s)| s.refused_inbound).sum(),
+        refused_outbound: snaps.iter().map(|(_, s)| s.refused_outbound).sum(),
+        bad_frames: snaps.iter().map(|(_, s)| s.bad_frames).sum(),
+        steady,
+        kills,
+        coords: None,
+        superpeers: None,
+        sync: None,
+    }
+}

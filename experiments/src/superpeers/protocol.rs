@@ -44,7 +44,7 @@ use super::churn::Churn;
 use super::prefetch::{prefetch, prefetch_raw};
 use super::world::{Dht, IdIndex, World};
 use overlay::superpeer::{
-    HeadRole, PeerInfo, Query, SpContext, SpEffect, SpInput, SuperPeerConfig, SuperPeerNode, TokenId,
+    HeadRole, LookupReport, PeerInfo, Query, SpContext, SpEffect, SpInput, SuperPeerConfig, SuperPeerNode, TokenId,
 };
 use overlay::{Time, Timer};
 use rand::seq::SliceRandom;
@@ -265,17 +265,17 @@ impl<'w> Sim<'w> {
                     prefetch(&self.w.points[wi]);
                 }
                 let peers: Vec<PeerInfo> = found.into_iter().map(|i| self.info(i)).collect();
-                self.work.push_back((node, SpInput::LookupResult { query, peers }));
+                self.work.push_back((node, SpInput::LookupResult { query, report: LookupReport::complete(peers) }));
             }
             SpEffect::Provide { key } => self.dht.provide(key, node),
             SpEffect::Unprovide { key } => self.dht.unprovide(&key, node),
-            SpEffect::SetElectionTimer { timer, after } => {
+            SpEffect::SetTimer { timer, after } => {
                 self.seq += 1;
                 self.armed.insert((node, timer), self.seq);
                 let at = self.now + after.as_micros() as u64;
                 self.timers.push(Reverse((at, self.seq, node, timer)));
             }
-            SpEffect::CancelElectionTimer { timer } => {
+            SpEffect::CancelTimer { timer } => {
                 self.armed.remove(&(node, timer));
             }
             SpEffect::TokenReleased { .. } => {
@@ -301,6 +301,7 @@ impl<'w> Sim<'w> {
             }
             SpEffect::AttachedTo(_) => self.attach_changes += 1,
             SpEffect::Rejected { .. } => self.rejected += 1,
+            SpEffect::LookupUnusable { .. } => {}
             SpEffect::BecomeSuperPeer
             | SpEffect::StopSuperPeer
             | SpEffect::Detached
@@ -334,7 +335,7 @@ impl<'w> Sim<'w> {
             }
             self.armed.remove(&(node, timer));
             self.now = self.now.max(at);
-            self.deliver(node, SpInput::ElectionTimer(timer));
+            self.deliver(node, SpInput::Timer(timer));
             self.drain();
         }
     }

@@ -177,7 +177,7 @@ pub struct SuperPeerConfig {
     /// Rounds after which an un-refreshed token entry is dropped from a view.
     pub token_ttl: u32,
     /// RTT measurements (`SpEffect::MeasureRtt`) a normal node starts per round at most
-    /// (0 = attach by predicted RTT only, as before session 4).
+    /// (0 = attach by predicted RTT only, as before).
     pub probes_per_round: u32,
     /// A cached head is measured only if its predicted RTT is below this factor times the
     /// RTT to the node's current head (measured if known, else predicted).
@@ -199,7 +199,7 @@ pub struct SuperPeerConfig {
     pub split_min: f64,
     /// Rounds between two split offers of one holder.
     pub split_every: u32,
-    /// The measured medoid step (`medoid`, session 8): members a settled holder asks to
+    /// The measured medoid step (`medoid`): members a settled holder asks to
     /// measure its cluster at once, as candidate heads. 0 = off (the session-7 law).
     /// **Default 0 (off)**, the lead's decision at the end of session 8: at N = 10^4 the step
     /// lowers the tokens' mean latency by ~8 % (6 gives 11.67/10.03/11.36 -> 10.80/9.77/10.32 ms,

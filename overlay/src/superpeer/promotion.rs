@@ -41,7 +41,7 @@
 //! peer has served [`JUMP_AGING_AFTER`] x `hold_rounds` (30 rounds by default), then at the
 //! moves' rate. Measured with a delay of 20 and 30 rounds: both converged at 10^5 seed 1
 //! (72 and 65 rounds) with 10^4 seeds 1-3 at the splits' latency (docs/RESULTS.md,
-//! session 8).
+//!).
 //!
 //! This does not loosen the simulator's convergence rule: every move still counts, and every
 //! member that follows it as an attachment change; fewer moves happen.

@@ -46,7 +46,7 @@
 //!   by the fraction `min_gain x cool`. Every move therefore lowers the cost: together with
 //!   the members' switching (which also only lowers their RTT) this is a descent, so tokens
 //!   settle.
-//! - **The coordinates' own drift** (*ours*, issue 4 session 27; the seed assumes fixed
+//! - **The coordinates' own drift** (*ours*; the seed assumes fixed
 //!   positions): a move must also gain more than [`drift`], how far the holder's own point
 //!   moved lately (Euclidean plus height, each change since its coordinate became fit
 //!   summed, the sum halved every `drift_half_life` rounds). On a real network the
@@ -74,7 +74,7 @@
 //!   members) that had moved 20 times or more and still found 3 % gains (their members come
 //!   and go), at 10^4 promoted tokens on 2-3 % predicted gains. The law leaves the first
 //!   `cooling` moves as before and stops the wanderers (docs/RESULTS.md, "Session 6 (engineer tokconv)").
-//! - **Measured access delay** (*ours*, issue 4 session 5; the seed says nothing about it):
+//! - **Measured access delay** (*ours*; the seed says nothing about it):
 //!   every member pays its head's access delay, and the coordinates cannot tell a node on a
 //!   fast access link from one on a slow link (the access delay is a per-node constant in
 //!   every RTT, which a Euclidean point with a height only partly carries). Measured, the
@@ -118,7 +118,7 @@
 //!   with too few reports to act on still moves by the coordinates in its second round
 //!   (`overlay/tests/superpeer_measure.rs`). Not chosen: carrying the old holder's reports in
 //!   the `Handover` (a wire change to every `Handover`, and the new holder would still not
-//!   hear from members that joined since); a longer wait (3 rounds, tried in session 8) also
+//!   hear from members that joined since); a longer wait (3 rounds, tried in) also
 //!   holds back the moves of every holder with one silent member. With `access_weight = 0`
 //!   there is nothing to wait for. `overlay/tests/superpeer_fresh_holder.rs`.
 //!
@@ -128,7 +128,7 @@
 //!   and a member's mean residual over all its measurements (35.5 ms). With every node's
 //!   TRUE access delay (an oracle, simulator only) the same rule gave 33.0 ms at N = 1,000
 //!   and 8.1 against 9.1 ms at N = 100,000; the nearest RTT gave 32.8 and 8.2 ms.
-//! - **Split offers** (*ours*, issue 4 session 6; the seed's "repulsion spreads the tokens"
+//! - **Split offers** (*ours*; the seed's "repulsion spreads the tokens"
 //!   read as spreading them by *demand*): the moves above are local (one cluster radius, and
 //!   only if the token's own members gain), so tokens stay where the random claimers put
 //!   them: in proportion to the nodes. Measured against the capacitated k-median at
@@ -142,10 +142,10 @@
 //!     [`SPLIT_CANDIDATES`] farthest that, as a second head, would save the most predicted
 //!     RTT (what `c` and up to `cap - 1` members nearer to `c` than to the holder save). If
 //!     that gain is above `split_min` x the cluster's total predicted RTT, it sends
-//!     `Split { at: c, gain }` to the holders in its view (session 6; session 7: to one of
+//!     `Split { at: c, gain }` to the holders in its view (to one of
 //!     them, [`split_taker`], below);
 //!   - a holder that gets an offer, has been still for the hold time, has no handover in
-//!     flight and is in no election computes its token's **removal cost** (session 6: every
+//!     flight and is in no election computes its token's **removal cost** (every
 //!     member and itself go to the nearest other token it knows, rooms ignored; session 7:
 //!     with rooms, [`removal_plan`], below). If that cost x the cooling of a move (`promoted_factor` once
 //!     promoted, x `1 + epoch / cooling`) is below `split_ratio` x the gain, the token
@@ -565,7 +565,7 @@ pub fn split_gain(me: &PeerInfo, members: &[PeerInfo], cap: usize) -> Option<(Pe
     best.map(|(c, g)| (c, g, cost))
 }
 
-/// The holder a split offer goes to (module doc, "Split offers", session 7): of the known
+/// The holder a split offer goes to (module doc, "Split offers"): of the known
 /// holders `holders` (point and gossiped member count; those at the cap are draining,
 /// moving or full and are left out), the one whose token looks cheapest to remove from
 /// where the offering holder `me` stands: its members and itself, `members + 1`, times its
@@ -589,7 +589,7 @@ pub fn split_taker(me: &Point, holders: &[(Point, u32)], cap: u32) -> Option<usi
 }
 
 /// Places a jumping holder keeps free in every other cluster when it counts their room
-/// ([`removal_plan`]; *ours*, session 7): the member counts it knows are up to a few rounds
+/// ([`removal_plan`]; (*ours*): the member counts it knows are up to a few rounds
 /// old and other nodes attach meanwhile, so a plan that fills clusters to the cap sends
 /// members to heads that refuse them. A tenth of the cap (3 at cap 30, 15 at cap 150).
 pub fn split_reserve(cap: usize) -> usize {
@@ -609,7 +609,7 @@ pub struct Removal {
     pub me: usize,
 }
 
-/// What the removal of the token at `me` would cost (module doc, "Split offers", session 7):
+/// What the removal of the token at `me` would cost (module doc, "Split offers"):
 /// every member, and `me` itself, goes to one of the other known tokens `others` (its point
 /// and its room, `cap` minus the member count its holder gossiped) **with room**: the pairs
 /// (member, token) are taken cheapest first (the increase of predicted RTT over the RTT to

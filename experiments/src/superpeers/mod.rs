@@ -22,6 +22,7 @@
 pub mod baseline;
 pub mod churn;
 pub mod diagnose;
+pub mod faults;
 pub mod kmedian;
 pub mod measure;
 pub mod memory;
@@ -88,6 +89,14 @@ pub struct SuperpeersArgs {
     /// Rounds allowed for recovery after the crash.
     #[arg(long, default_value_t = 60)]
     pub recovery_rounds: u32,
+    /// What hurt the real swarm, simulated ([`faults`]): `off`, or `swarm` (rough figures of
+    /// the 200-node swarms, not calibrated).
+    #[arg(long, value_enum, default_value = "off")]
+    pub faults: FaultPreset,
+    /// A TOML file of fault settings (the keys of [`faults::Faults`]); keys it leaves out take
+    /// the preset's values.
+    #[arg(long)]
+    pub faults_config: Option<PathBuf>,
     /// Token force law (see `overlay::superpeer::token`); each defaults to
     /// `SuperPeerConfig::default()`. Weight of the members' pull (0 = repulsion only).
     #[arg(long)]
@@ -213,6 +222,34 @@ pub struct SuperpeersArgs {
     pub stagger_rounds: u32,
 }
 
+/// The fault model's presets (`--faults`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FaultPreset {
+    Off,
+    Swarm,
+}
+
+/// The fault settings of a run: the preset, then the file's keys.
+pub fn faults_of(args: &SuperpeersArgs) -> anyhow::Result<faults::Faults> {
+    let preset = match args.faults {
+        FaultPreset::Off => faults::Faults::default(),
+        FaultPreset::Swarm => faults::Faults::swarm(),
+    };
+    let f = match &args.faults_config {
+        None => preset,
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            let mut table: toml::Table =
+                toml::to_string(&preset).ok().and_then(|t| t.parse().ok()).context("the preset as TOML")?;
+            let over: toml::Table = text.parse().with_context(|| format!("{}: not TOML", path.display()))?;
+            table.extend(over);
+            toml::Value::Table(table).try_into().with_context(|| format!("{}: bad fault settings", path.display()))?
+        }
+    };
+    f.validate().context("fault settings")?;
+    Ok(f)
+}
+
 /// One row of the results table.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
@@ -333,6 +370,7 @@ pub fn config_of(args: &SuperpeersArgs) -> anyhow::Result<(Vec<Method>, SuperPee
 /// Runs the experiment.
 pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
     let (methods, base_cfg) = config_of(&args)?;
+    let faults = faults_of(&args)?;
     std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
     let mut all_rows: Vec<Row> = Vec::new();
     let mut conv_rows: Vec<(usize, String, RoundStat)> = Vec::new();
@@ -442,6 +480,7 @@ pub fn run(args: SuperpeersArgs) -> anyhow::Result<ExitCode> {
                     crash_fraction: args.crash,
                     recovery_rounds: args.recovery_rounds,
                     seed,
+                    faults: faults.clone(),
                 };
                 let mem = &mem;
                 let out = protocol::run(w, &params, |r, st| {

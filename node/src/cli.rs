@@ -181,12 +181,12 @@ pub struct SwarmArgs {
     pub sp_estimate_push_peers: Option<u32>,
     /// A member's failed probe of its super peer counts nothing if the member's own loop ran
     /// later than this many milliseconds while the probe was out (default 1000; 0 = every
-    /// failure counts, the law before session 19; `node/src/superpeer/head_watch.rs`).
+    /// failure counts, the law before session 19; `overlay::detect::head_watch`).
     #[arg(long)]
     pub sp_probe_stall_ms: Option<u64>,
     /// A member reports its super peer down after this many probes in a row found nothing
     /// listening at its addresses, without waiting for the silence (default 2; 0 = off, the
-    /// law before session 22; `node/src/superpeer/head_watch.rs`).
+    /// law before session 22; `overlay::detect::head_watch`).
     #[arg(long)]
     pub sp_gone_after_probes: Option<u32>,
     /// Vivaldi samples per window of the update filter that makes the coordinate super-peer

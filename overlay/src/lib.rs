@@ -10,6 +10,8 @@
 //! - [`id`]: 256-bit node identifiers, priorities and ranks (the total order elections use).
 //! - [`time`]: the caller-supplied clock type.
 //! - [`membership`]: the a-priori known process group (seed 001: "a process knows all process numbers").
+//! - [`core`]: the contract every protocol shares with its driver: context, effects, one timer table.
+//! - [`detect`]: failure detection and the rules a node applies to what its network tells it.
 //! - [`driver`]: the one driver interface shared by every election.
 //! - [`election`]: the six election algorithms, one module each.
 //! - [`wire`]: versioned wire envelope and a decoder that never panics.
@@ -19,6 +21,8 @@
 //! - `testkit` (tests and the `testkit` feature): a lock-step deterministic pump for exact tests.
 
 pub mod coords;
+pub mod core;
+pub mod detect;
 pub mod driver;
 pub mod election;
 pub mod id;

@@ -8,7 +8,8 @@
 
 use overlay::superpeer::estimate::{estimate_from_closest, MAX_SAMPLES_PER_MESSAGE};
 use overlay::superpeer::{
-    Method, PeerInfo, Point, Query, SizeSample, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode,
+    LookupReport, Method, PeerInfo, Point, Query, SizeSample, SpEffect, SpInput, SpMessage, SuperPeerConfig,
+    SuperPeerNode,
 };
 use overlay::NodeId;
 use std::collections::{HashMap, VecDeque};
@@ -79,7 +80,7 @@ fn a_node_decides_on_its_peers_samples_and_stops_looking_up() {
     // and one lookup runs).
     let (q1, k1) = own[0];
     let peers1 = w.closest(me, &k1);
-    let fx = w.feed(&mut node, SpInput::LookupResult { query: q1, peers: peers1.clone() });
+    let fx = w.feed(&mut node, SpInput::LookupResult { query: q1, report: LookupReport::complete(peers1.clone()) });
     assert_eq!(node.wanted(), 0, "decided on seven samples: a repeated one was counted");
     assert!(sample_lookups(&fx).is_empty(), "a lookup started outside the round's tick");
     let sent: Vec<(NodeId, Vec<SizeSample>)> = fx
@@ -109,7 +110,7 @@ fn a_node_decides_on_its_peers_samples_and_stops_looking_up() {
     // The second lookup decides; nothing more is asked for the estimate.
     let (q2, k2) = own[1];
     let peers2 = w.closest(me, &k2);
-    let fx = w.feed(&mut node, SpInput::LookupResult { query: q2, peers: peers2.clone() });
+    let fx = w.feed(&mut node, SpInput::LookupResult { query: q2, report: LookupReport::complete(peers2.clone()) });
     assert!(node.wanted() > 0, "not decided on eight samples");
     assert!(sample_lookups(&fx).is_empty());
     assert!(sample_lookups(&w.tick(&mut node)).is_empty(), "a sample lookup after the decision");
@@ -223,7 +224,7 @@ fn start_together(seed: u64, n: usize, push: u32) -> (f64, Vec<f64>) {
                     SpEffect::Lookup { query, what: Query::Sample { key } } => {
                         sample_lookups += 1;
                         let peers = w.closest(w.ids[i], &key);
-                        queue.push_back((i, SpInput::LookupResult { query, peers }));
+                        queue.push_back((i, SpInput::LookupResult { query, report: LookupReport::complete(peers) }));
                     }
                     SpEffect::Send { to, msg: msg @ SpMessage::SizeSamples { .. } } => {
                         queue.push_back((index[&to], SpInput::Message { from: w.ids[i], msg }));

@@ -17,7 +17,8 @@
 //! token to them. DHT queries are answered by an oracle over all live nodes.
 
 use overlay::superpeer::{
-    HeadRole, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode, TokenId,
+    HeadRole, LookupReport, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig,
+    SuperPeerNode, TokenId,
 };
 use overlay::{NodeId, Time, Timer};
 use rand::SeedableRng;
@@ -138,7 +139,7 @@ impl Net {
                         .map(|v| v.iter().filter(|&&j| self.alive[j]).map(|&j| self.info(j)).collect())
                         .unwrap_or_default(),
                 };
-                self.queue.push_back((i, SpInput::LookupResult { query, peers }));
+                self.queue.push_back((i, SpInput::LookupResult { query, report: LookupReport::complete(peers) }));
             }
             SpEffect::Provide { key } => {
                 let v = self.providers.entry(key).or_default();
@@ -151,11 +152,11 @@ impl Net {
                     v.retain(|&j| j != i);
                 }
             }
-            SpEffect::SetElectionTimer { timer, after } => {
+            SpEffect::SetTimer { timer, after } => {
                 self.timers.retain(|(_, j, t)| !(*j == i && *t == timer));
                 self.timers.push((self.now + after.as_micros() as u64, i, timer));
             }
-            SpEffect::CancelElectionTimer { timer } => self.timers.retain(|(_, j, t)| !(*j == i && *t == timer)),
+            SpEffect::CancelTimer { timer } => self.timers.retain(|(_, j, t)| !(*j == i && *t == timer)),
             SpEffect::TokenAcquired { token, epoch } => self.acquired.push((i, token, epoch)),
             SpEffect::TokenReleased { token, epoch } => self.released.push((i, token, epoch)),
             SpEffect::MeasureRtt { peer } => {
@@ -167,6 +168,7 @@ impl Net {
                 self.queue.push_back((i, SpInput::Rtt { peer, rtt }));
             }
             SpEffect::Rejected { .. }
+            | SpEffect::LookupUnusable { .. }
             | SpEffect::BecomeSuperPeer
             | SpEffect::StopSuperPeer
             | SpEffect::AttachedTo(_)
@@ -191,7 +193,7 @@ impl Net {
                 Some((at, i, t)) if at <= until => {
                     self.timers.remove(0);
                     self.now = self.now.max(at);
-                    self.deliver(i, SpInput::ElectionTimer(t));
+                    self.deliver(i, SpInput::Timer(t));
                     self.drain();
                 }
                 _ => break,
@@ -434,12 +436,12 @@ fn fire_all(node: &mut SuperPeerNode, rng: &mut ChaCha8Rng, input: SpInput) {
     let mut fx = feed(node, rng, input);
     for _ in 0..10 {
         let Some(t) = fx.iter().find_map(|e| match e {
-            SpEffect::SetElectionTimer { timer, .. } => Some(*timer),
+            SpEffect::SetTimer { timer, .. } => Some(*timer),
             _ => None,
         }) else {
             break;
         };
-        fx = feed(node, rng, SpInput::ElectionTimer(t));
+        fx = feed(node, rng, SpInput::Timer(t));
     }
 }
 
@@ -462,10 +464,10 @@ fn the_backup_of_a_member_less_holder_recreates_its_token_once() {
     let mut fx = feed(&mut b, &mut rng, SpInput::PeerDown(h));
     // The re-election over the one-member group [us] (bully: no higher member answers).
     while let Some(t) = fx.iter().find_map(|e| match e {
-        SpEffect::SetElectionTimer { timer, .. } if b.token().is_none() => Some(*timer),
+        SpEffect::SetTimer { timer, .. } if b.token().is_none() => Some(*timer),
         _ => None,
     }) {
-        fx = feed(&mut b, &mut rng, SpInput::ElectionTimer(t));
+        fx = feed(&mut b, &mut rng, SpInput::Timer(t));
     }
     assert_eq!(b.token(), Some((token, 4)), "{fx:?}");
     let minted =

@@ -1,12 +1,13 @@
-//! Super-peer selection decides only on usable DHT answers (`overlay::superpeer`, issue 4):
-//! a lookup the driver reports failed (`SpInput::LookupFailed`: timed out, or short while
-//! peers did not answer) is asked again after a back-off, and neither the size estimate nor
-//! the slot claim is made from it. On a loaded 200-node swarm short answers had made the
-//! estimates collapse (mean N̂ 5.2 of 200) and 197 of 200 nodes claim a slot.
+//! Super-peer selection decides only on usable DHT answers (`overlay::superpeer::lookup`): a
+//! lookup that timed out, or came back short while peers did not answer, is asked again after a
+//! back-off, and neither the size estimate nor the slot claim is made from it. Short answers
+//! make estimates collapse (a node that sees 5 peers of 200 wants a handful of super peers).
 //!
 //! The DHT is an oracle over a fixed set of random ids (seeded, `PEERAGE_SEED` replays).
 
-use overlay::superpeer::{Method, PeerInfo, Point, Query, SpEffect, SpInput, SuperPeerConfig, SuperPeerNode};
+use overlay::superpeer::{
+    LookupReport, Method, PeerInfo, Point, Query, SpEffect, SpInput, SuperPeerConfig, SuperPeerNode,
+};
 use overlay::NodeId;
 use rand::Rng;
 use std::sync::Arc;
@@ -26,6 +27,11 @@ fn cfg(method: Method, share: f64) -> Arc<SuperPeerConfig> {
     Arc::new(c)
 }
 
+/// A lookup that timed out with nothing found.
+fn timed_out() -> LookupReport {
+    LookupReport { timed_out: true, ..LookupReport::default() }
+}
+
 #[test]
 fn failed_estimate_lookups_are_retried_and_never_decided_on() {
     let mut w = World::new(seed(), N);
@@ -36,7 +42,7 @@ fn failed_estimate_lookups_are_retried_and_never_decided_on() {
     assert_eq!(first.len(), 2, "estimate_parallel sample lookups at start");
     // Every one fails: no estimate, no decision, no new lookup at once.
     for (q, _) in &first {
-        let fx = w.feed(&mut node, SpInput::LookupFailed { query: *q });
+        let fx = w.feed(&mut node, SpInput::LookupResult { query: *q, report: timed_out() });
         assert!(lookups(&fx).is_empty(), "retried without a back-off");
     }
     assert_eq!(node.estimate(), None);
@@ -66,7 +72,7 @@ fn failed_estimate_lookups_are_retried_and_never_decided_on() {
         while let Some((q, what)) = running.pop_front() {
             let Query::Sample { key } = what else { panic!("not a sample lookup: {what:?}") };
             let peers = w.closest(me, &key);
-            let fx = w.feed(&mut node, SpInput::LookupResult { query: q, peers });
+            let fx = w.feed(&mut node, SpInput::LookupResult { query: q, report: LookupReport::complete(peers) });
             answered += 1;
             assert!(lookups(&fx).iter().all(|(_, q)| !matches!(q, Query::Sample { .. })), "not at a round's tick");
             if answered < 8 {
@@ -105,8 +111,9 @@ fn a_claim_waits_for_usable_closest_and_provider_answers() {
     let providers = claim.iter().find(|(_, q)| matches!(q, Query::Providers { .. })).expect("provider lookup");
     let Query::Closest { key } = closest.1 else { unreachable!() };
     // The closest-peers answer fails; the (empty) provider answer is usable.
-    w.feed(&mut node, SpInput::LookupFailed { query: closest.0 });
-    let fx = w.feed(&mut node, SpInput::LookupResult { query: providers.0, peers: Vec::new() });
+    w.feed(&mut node, SpInput::LookupResult { query: closest.0, report: timed_out() });
+    let fx =
+        w.feed(&mut node, SpInput::LookupResult { query: providers.0, report: LookupReport::complete(Vec::new()) });
     assert!(!node.is_head(), "claimed on a failed closest-peers lookup");
     assert!(!fx.iter().any(|e| matches!(e, SpEffect::Provide { .. })));
     // The retry comes after the back-off; answered usably with this node the closest
@@ -123,13 +130,13 @@ fn a_claim_waits_for_usable_closest_and_provider_answers() {
     let retry = retry.expect("the failed claim lookup was not asked again");
     let mine = xor(&me, &key);
     let farther: Vec<PeerInfo> = w.closest(me, &key).into_iter().filter(|p| xor(&p.id, &key) > mine).take(20).collect();
-    let fx = w.feed(&mut node, SpInput::LookupResult { query: retry, peers: farther });
+    let fx = w.feed(&mut node, SpInput::LookupResult { query: retry, report: LookupReport::complete(farther) });
     assert!(node.is_super_peer(), "a usable answer that names this node closest must let it claim");
     assert!(fx.iter().any(|e| matches!(e, SpEffect::Provide { .. })));
 }
 
 /// A driver that cannot aim at the drawn key looks up another uniform key and names it
-/// (`SpInput::SampleResult`): the estimate must be made from the key named, not the one drawn
+/// ([`LookupReport::key`]): the estimate must be made from the key named, not the one drawn
 /// (measured from the drawn key, the named key's closest peers sit far away and the estimate
 /// would collapse).
 #[test]
@@ -147,7 +154,13 @@ fn a_sample_answered_for_another_key_is_estimated_from_that_key() {
             let other = NodeId(w.rng.gen());
             assert_ne!(other, drawn);
             let peers = w.closest(me, &other);
-            w.feed(&mut node, SpInput::SampleResult { query: q, key: other, peers, answered: 1.0 });
+            w.feed(
+                &mut node,
+                SpInput::LookupResult {
+                    query: q,
+                    report: LookupReport { key: Some(other), ..LookupReport::complete(peers) },
+                },
+            );
             answered += 1;
         }
         if node.wanted() > 0 {
@@ -224,7 +237,7 @@ fn hunt(
                     if seeded.last() != Some(round) {
                         seeded.push(*round);
                     }
-                    SpInput::LookupResult { query, peers: heads.found.clone() }
+                    SpInput::LookupResult { query, report: LookupReport::complete(heads.found.clone()) }
                 }
                 SpEffect::Send { to, msg: SpMessage::Attach { .. } } => match heads.open.filter(|o| o.id == to) {
                     Some(head) => {

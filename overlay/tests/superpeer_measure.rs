@@ -5,7 +5,8 @@
 //! oracle over a fixed set of random ids (seeded, `PEERAGE_SEED` replays).
 
 use overlay::superpeer::{
-    HeadEntry, HeadRole, Method, PeerInfo, Point, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode, TokenId,
+    HeadEntry, HeadRole, LookupReport, Method, PeerInfo, Point, SpEffect, SpInput, SpMessage, SuperPeerConfig,
+    SuperPeerNode, TokenId,
 };
 use overlay::NodeId;
 use rand::{Rng, SeedableRng};
@@ -460,7 +461,7 @@ fn a_head_that_only_refuses_is_left_without_an_election() {
         fx.clear();
         for (query, what) in asked {
             assert!(matches!(what, overlay::superpeer::Query::Providers { .. }), "{what:?}");
-            fx.extend(h.feed(SpInput::LookupResult { query, peers: directory.clone() }));
+            fx.extend(h.feed(SpInput::LookupResult { query, report: LookupReport::complete(directory.clone()) }));
         }
         if attaches(&fx).is_empty() {
             fx.extend(h.tick());

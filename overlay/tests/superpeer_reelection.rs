@@ -13,8 +13,8 @@
 //! and wants one super peer), and a given provider list.
 
 use overlay::superpeer::{
-    HeadRole, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode,
-    TokenEntry, TokenId,
+    HeadRole, LookupReport, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig,
+    SuperPeerNode, TokenEntry, TokenId,
 };
 use overlay::{Message, NodeId, Time};
 use rand::SeedableRng;
@@ -64,7 +64,7 @@ impl Bare {
                             Query::Providers { .. } => self.providers.clone(),
                             _ => Vec::new(),
                         };
-                        queue.push_back(SpInput::LookupResult { query, peers });
+                        queue.push_back(SpInput::LookupResult { query, report: LookupReport::complete(peers) });
                     }
                     other => out.push(other),
                 }
@@ -80,13 +80,13 @@ impl Bare {
         let mut seen = 0;
         for _ in 0..20 {
             let Some(t) = all[seen..].iter().find_map(|e| match e {
-                SpEffect::SetElectionTimer { timer, .. } => Some(*timer),
+                SpEffect::SetTimer { timer, .. } => Some(*timer),
                 _ => None,
             }) else {
                 break;
             };
             seen = all.len();
-            let fx = self.feed(SpInput::ElectionTimer(t));
+            let fx = self.feed(SpInput::Timer(t));
             all.extend(fx);
         }
         all
@@ -163,7 +163,7 @@ fn member_with(name: &str, x: PeerInfo, token: TokenId, epoch: u32, view: &[Node
 fn answer_wait(fx: &[SpEffect]) -> Option<std::time::Duration> {
     fx.iter()
         .filter_map(|e| match e {
-            SpEffect::SetElectionTimer { after, .. } => Some(*after),
+            SpEffect::SetTimer { after, .. } => Some(*after),
             _ => None,
         })
         .min()
@@ -824,11 +824,11 @@ fn a_member_missing_from_our_view_takes_part_in_the_reelection() {
     let mut all = fx;
     let mut fired = 0;
     while let Some(t) = all[fired..].iter().find_map(|e| match e {
-        SpEffect::SetElectionTimer { timer, .. } => Some(*timer),
+        SpEffect::SetTimer { timer, .. } => Some(*timer),
         _ => None,
     }) {
         fired = all.len();
-        let more = r.feed(SpInput::ElectionTimer(t));
+        let more = r.feed(SpInput::Timer(t));
         all.extend(more);
         if all.len() > 10_000 {
             break;

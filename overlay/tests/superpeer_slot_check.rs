@@ -7,7 +7,7 @@
 //! The DHT is an oracle over a fixed set of random ids (seeded, `PEERAGE_SEED` replays).
 
 use overlay::superpeer::{
-    HeadRole, Method, PeerInfo, Query, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode,
+    HeadRole, LookupReport, Method, PeerInfo, Query, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode,
 };
 use overlay::NodeId;
 use rand::Rng;
@@ -43,8 +43,11 @@ fn claimed(w: &mut World, me: NodeId) -> (SuperPeerNode, NodeId) {
     let pq = claim.iter().find(|(_, q)| matches!(q, Query::Providers { .. })).unwrap().0;
     let mine = xor(&me, &key);
     let farther: Vec<PeerInfo> = w.closest(me, &key).into_iter().filter(|p| xor(&p.id, &key) > mine).collect();
-    w.feed(&mut node, SpInput::LookupResult { query: cq, peers: farther.into_iter().take(5).collect() });
-    w.feed(&mut node, SpInput::LookupResult { query: pq, peers: Vec::new() });
+    w.feed(
+        &mut node,
+        SpInput::LookupResult { query: cq, report: LookupReport::complete(farther.into_iter().take(5).collect()) },
+    );
+    w.feed(&mut node, SpInput::LookupResult { query: pq, report: LookupReport::complete(Vec::new()) });
     assert!(node.is_super_peer(), "the test's claim did not succeed");
     assert_eq!(node.role(), Some(HeadRole::Slot { key }));
     (node, key)
@@ -79,7 +82,7 @@ fn check(w: &mut World, node: &mut SuperPeerNode, key: NodeId, providers: Vec<Pe
     for _ in 0..4 {
         let fx = w.tick(node);
         if let Some((q, _)) = lookups(&fx).into_iter().find(|(_, q)| *q == Query::Providers { key }) {
-            return sends(&w.feed(node, SpInput::LookupResult { query: q, peers: providers }));
+            return sends(&w.feed(node, SpInput::LookupResult { query: q, report: LookupReport::complete(providers) }));
         }
     }
     panic!("no slot check within 4 rounds of taking the slot");

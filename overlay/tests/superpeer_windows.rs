@@ -33,7 +33,8 @@
 //! records (`Net::keep_dead_providers`, as a real DHT does until they expire).
 
 use overlay::superpeer::{
-    HeadRole, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode, TokenId,
+    HeadRole, LookupReport, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig,
+    SuperPeerNode, TokenId,
 };
 use overlay::{NodeId, Time, Timer};
 use rand::{Rng, SeedableRng};
@@ -242,7 +243,7 @@ impl Net {
                 }
                 Ev::Timer { to, timer, generation } => {
                     if self.timer_gen.get(&(to, timer)) == Some(&generation) {
-                        self.handle(to, SpInput::ElectionTimer(timer), false);
+                        self.handle(to, SpInput::Timer(timer), false);
                     }
                 }
             }
@@ -398,7 +399,10 @@ impl Net {
                     }
                 };
                 let d = self.delay();
-                self.schedule(self.now + d, Ev::Input { to: i, input: SpInput::LookupResult { query, peers } });
+                self.schedule(
+                    self.now + d,
+                    Ev::Input { to: i, input: SpInput::LookupResult { query, report: LookupReport::complete(peers) } },
+                );
             }
             SpEffect::Provide { key } => {
                 let v = self.providers.entry(key).or_default();
@@ -411,13 +415,13 @@ impl Net {
                     v.retain(|&j| j != i);
                 }
             }
-            SpEffect::SetElectionTimer { timer, after } => {
+            SpEffect::SetTimer { timer, after } => {
                 self.next_gen += 1;
                 let g = self.next_gen;
                 self.timer_gen.insert((i, timer), g);
                 self.schedule(self.now + after.as_micros() as u64, Ev::Timer { to: i, timer, generation: g });
             }
-            SpEffect::CancelElectionTimer { timer } => {
+            SpEffect::CancelTimer { timer } => {
                 self.timer_gen.remove(&(i, timer));
             }
             SpEffect::MeasureRtt { peer } => {
@@ -437,6 +441,7 @@ impl Net {
             }
             SpEffect::TokenAcquired { .. }
             | SpEffect::TokenReleased { .. }
+            | SpEffect::LookupUnusable { .. }
             | SpEffect::BecomeSuperPeer
             | SpEffect::StopSuperPeer
             | SpEffect::AttachedTo(_)
@@ -679,7 +684,7 @@ fn prefeed(node: &mut SuperPeerNode, rng: &mut ChaCha8Rng, input: SpInput, provi
                         Query::Providers { .. } => providers.to_vec(),
                         _ => Vec::new(),
                     };
-                    queue.push_back(SpInput::LookupResult { query, peers });
+                    queue.push_back(SpInput::LookupResult { query, report: LookupReport::complete(peers) });
                 }
                 other => out.push(other),
             }

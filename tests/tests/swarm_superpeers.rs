@@ -11,8 +11,9 @@
 //!   promoted; session 2), so a tokens swarm never converges there. The latency model's seed
 //!   is the run's seed, so a failure replays the same geography.
 //!
-//! The swarm's random choices come from a printed seed (replay with `PEERAGE_SEED`); node
-//! keys are fresh each run, so ids (and with them which nodes become super peers) differ.
+//! Every random choice of the swarm, node keys included, comes from a printed seed (replay with
+//! `PEERAGE_SEED`): a run replays with the same node ids, and with reserved prefixes the same
+//! nodes become super peers (`same_seed_same_super_peers`).
 
 mod common;
 
@@ -81,7 +82,7 @@ async fn forms_clusters_and_replaces(method: &str, latency: bool) {
     assert_eq!(k.roles_lost, 0, "{method}: the killed super peer's role was lost: {k:?}");
     assert_eq!(k.roles_taken_over, 1, "{method}: the killed super peer's role was not taken over: {k:?}");
     // Its members found nothing listening at its address and said so without waiting out
-    // the silence (`node/src/superpeer/head_watch.rs`, "Nothing listening is down", session 22).
+    // the silence (`overlay::detect::head_watch`, "Nothing listening is down").
     assert!(k.after.heads_found_gone >= 1, "{method}: no member found the crashed head gone: {k:?}");
     swarm.shutdown().await;
 }
@@ -91,16 +92,60 @@ async fn prefix_super_peers_form_clusters_and_survive_a_kill() {
     forms_clusters_and_replaces("prefix", false).await;
 }
 
-/// In CI again since session 8. It was ignored from session 4 (1 of 8 runs on 6531e0e held
-/// the killed holder's recreated token twice); sessions 5-7 closed the token-loss and
-/// duplicate windows, and in session 8 it passed every run on four commits, on a machine
-/// loaded by other builds and with two copies running at once (docs/RESULTS.md, "The 16-node
-/// tokens swarm test back in CI"). A run takes 50-150 s: convergence 25-67 s, the killed
-/// token taken over and every node attached again after 1-73 s. The slow ones were a token
-/// handed back and forth between two nodes; session 9's fresh holder, which waits for its
-/// members' `Access` before it prices a move, cut the median moves at convergence from 14 to
-/// 7.5 and had no slow replacement in 22 runs (docs/RESULTS.md, session 9, pingpong).
+/// A run takes 50-150 s: convergence 25-67 s, the killed token taken over and every node
+/// attached again after 1-73 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_super_peers_form_clusters_and_survive_a_kill_with_emulated_latency() {
     forms_clusters_and_replaces("tokens", true).await;
+}
+
+/// Two swarms of one seed elect the same super peers: node keys, ports and every driver's RNG
+/// come from the seed, and with reserved prefixes a slot's head is the live node nearest its
+/// key. 16 nodes with a share of 1/8 want W = 2 slots, so a node's size estimate may be off by
+/// 25 % either way before its W changes (its spread is about 10 %).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn same_seed_same_super_peers() {
+    init_log();
+    let seed = seed();
+    let mut runs = Vec::new();
+    for run in 0..2 {
+        let mut c = LocalSwarmConfig::new(16, ElectionConfig::default(), seed);
+        c.template.timing.settle_ms = 1_000;
+        c.template.timing.leader_election = false;
+        let sp = &mut c.template.superpeer;
+        sp.mode = "prefix".into();
+        sp.share = 0.125;
+        sp.cluster_cap = 14;
+        sp.start_delay_ms = 1_000;
+        let swarm = LocalSwarm::start(&c).await.expect("swarm starts");
+        let ids: Vec<String> = (0..swarm.len()).map(|i| swarm.node_id(i).to_string()).collect();
+        let deadline = Instant::now() + Duration::from_secs(90);
+        let mut heads: Vec<String> = Vec::new();
+        let mut stable_since = Instant::now();
+        while Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let snaps = swarm.snapshots();
+            let attached = snaps
+                .iter()
+                .all(|(_, s)| s.superpeer.as_ref().is_some_and(|p| matches!(p.role.as_str(), "member" | "super-peer")));
+            let mut now: Vec<String> = snaps
+                .iter()
+                .filter(|(_, s)| s.superpeer.as_ref().is_some_and(|p| p.role == "super-peer"))
+                .map(|(i, _)| ids[*i].clone())
+                .collect();
+            now.sort();
+            if !attached || now != heads {
+                heads = now;
+                stable_since = Instant::now();
+            } else if stable_since.elapsed() >= Duration::from_secs(5) {
+                break;
+            }
+        }
+        println!("run {run}: nodes {ids:?}, super peers {heads:?}");
+        assert!(!heads.is_empty(), "run {run}: no super peer within 90 s");
+        runs.push((ids, heads));
+        swarm.shutdown().await;
+    }
+    assert_eq!(runs[0].0, runs[1].0, "the same seed must give the same node ids");
+    assert_eq!(runs[0].1, runs[1].1, "the same seed must elect the same super peers");
 }

@@ -67,22 +67,8 @@ pub struct Churn {
 /// A short name for an input (message inputs by their message kind).
 pub fn input_kind(input: &SpInput) -> &'static str {
     match input {
-        SpInput::Start => "start",
-        SpInput::Tick => "tick",
         SpInput::Message { msg, .. } => msg.kind(),
-        SpInput::LookupResult { .. } | SpInput::SampleResult { .. } => "lookup",
-        SpInput::LookupFailed { .. } => "lookup-failed",
-        SpInput::PeerUp(_) => "peer-up",
-        SpInput::PeerDown(_) => "peer-down",
-        SpInput::HeadNotServing(_) => "head-not-serving",
-        SpInput::SendFailed { .. } => "send-failed",
-        SpInput::Refused { .. } => "refused",
-        SpInput::Coordinate(_) => "coordinate",
-        SpInput::ElectionTimer(_) => "election-timer",
-        SpInput::Rtt { .. } => "rtt",
-        SpInput::NearestRtt { .. } => "nearest-rtt",
-        SpInput::CoordinateFit { .. } => "coordinate-fit",
-        SpInput::Lateness { .. } => "lateness",
+        other => other.kind(),
     }
 }
 
@@ -243,7 +229,7 @@ impl Churn {
     }
 
     /// Counts, as `unattached-now:<why>`, the nodes (slots) unattached at the end of a round
-    /// by what left them unattached (session 7: what split jumps leave behind).
+    /// by what left them unattached (what split jumps leave behind).
     pub fn unattached_now(&mut self, slots: impl Iterator<Item = u32>) {
         for s in slots {
             let why = self.unattached_by[s as usize];

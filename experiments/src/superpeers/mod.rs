@@ -28,6 +28,7 @@ pub mod assign;
 pub mod baseline;
 pub mod churn;
 pub mod diagnose;
+pub mod faults;
 pub mod kmedian;
 pub mod measure;
 pub mod memory;
@@ -99,6 +100,14 @@ pub struct SuperpeersArgs {
     /// Rounds allowed for recovery after the crash.
     #[arg(long, default_value_t = 60)]
     pub recovery_rounds: u32,
+    /// What hurt the real swarm, simulated ([`faults`]): `off`, or `swarm` (rough figures of
+    /// the 200-node swarms, not calibrated).
+    #[arg(long, value_enum, default_value = "off")]
+    pub faults: FaultPreset,
+    /// A TOML file of fault settings (the keys of [`faults::Faults`]); keys it leaves out take
+    /// the preset's values.
+    #[arg(long)]
+    pub faults_config: Option<PathBuf>,
     /// Token force law (see `overlay::superpeer::token`); each defaults to
     /// `SuperPeerConfig::default()`. Weight of the members' pull (0 = repulsion only).
     #[arg(long)]
@@ -216,6 +225,34 @@ pub struct SuperpeersArgs {
     /// staggering keeps two methods' start-up peaks apart. Results do not depend on it.
     #[arg(long, default_value_t = 0)]
     pub stagger_rounds: u32,
+}
+
+/// The fault model's presets (`--faults`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FaultPreset {
+    Off,
+    Swarm,
+}
+
+/// The fault settings of a run: the preset, then the file's keys.
+pub fn faults_of(args: &SuperpeersArgs) -> anyhow::Result<faults::Faults> {
+    let preset = match args.faults {
+        FaultPreset::Off => faults::Faults::default(),
+        FaultPreset::Swarm => faults::Faults::swarm(),
+    };
+    let f = match &args.faults_config {
+        None => preset,
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            let mut table: toml::Table =
+                toml::to_string(&preset).ok().and_then(|t| t.parse().ok()).context("the preset as TOML")?;
+            let over: toml::Table = text.parse().with_context(|| format!("{}: not TOML", path.display()))?;
+            table.extend(over);
+            toml::Value::Table(table).try_into().with_context(|| format!("{}: bad fault settings", path.display()))?
+        }
+    };
+    f.validate().context("fault settings")?;
+    Ok(f)
 }
 
 #[derive(Debug, Serialize)]
@@ -381,6 +418,7 @@ fn run_one(
     use rand::SeedableRng;
     let t0 = Instant::now();
     let mem = memory::MemLog::new();
+    let faults = faults_of(args)?;
     let run_seed = seed ^ (n as u64).rotate_left(17);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(run_seed);
     let multi = MultiProgress::new();
@@ -451,6 +489,7 @@ fn run_one(
                 crash_fraction: args.crash,
                 recovery_rounds: args.recovery_rounds,
                 seed: run_seed,
+                faults: faults.clone(),
             };
             let out = protocol::run(w, &params, |r, st| {
                 done.store(r, Ordering::Release);

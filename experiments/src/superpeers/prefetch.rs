@@ -1,7 +1,7 @@
 //! Software prefetch: asking the CPU to start loading a value's cache lines before the
 //! simulation reads it.
 //!
-//! Why (*ours*, measured with `perf annotate` at N = 300,000 in session 15): both hot loops
+//! Why (*ours*, measured with `perf annotate` at N = 300,000 in): both hot loops
 //! of a `superpeers` run wait on memory, not on arithmetic. In the Vivaldi phase 72 % of
 //! `VivaldiClient::update_secs` sat on the first read of the peer's coordinate and 89 % of
 //! `LatencyFilter::push` on the first read of the peer's id, both random reads across

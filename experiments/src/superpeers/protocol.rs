@@ -20,7 +20,7 @@
 //!   checks). The driver keeps its own part small: node ids map to indices through the
 //!   one-probe [`super::world::IdIndex`], one effect buffer is reused for every delivery,
 //!   message kinds are counted in a small vector, and the DHT oracle finds a closest-peers
-//!   query's block from a bucket index and the 2k ids around the key (session 15). None of this changes what is simulated: the same
+//!   query's block from a bucket index and the 2k ids around the key . None of this changes what is simulated: the same
 //!   seed gives the same run as before.
 //! - **Waiting on memory** (session 15, `perf annotate` at N = 200,000-300,000): a round is
 //!   mostly cache misses, each message landing on a random node's state. The driver asks for
@@ -30,7 +30,7 @@
 //!   the tick-ordered nodes' buffers two turns ahead; the head cache and RTT memory sit inside
 //!   the node's state (`SuperPeerNode`'s inline `SmallVec`s) instead of behind a pointer.
 //!   Same output, byte for byte.
-//! - **Memory layout** (session 4): the nodes are stored in the order in which they take
+//! - **Memory layout** : the nodes are stored in the order in which they take
 //!   their turn each round (the run's fixed random permutation of the world), so a round
 //!   walks the node states front to back instead of jumping across gigabytes at N = 10^6.
 //!   Inside [`Sim`] a node is its *slot* in that order; `world_of` / `slot_of` translate
@@ -41,12 +41,17 @@
 //!   when a send fails.
 
 use super::churn::Churn;
+use super::faults::{self, Faults};
 use super::prefetch::{prefetch, prefetch_raw};
 use super::world::{Dht, IdIndex, World};
+use overlay::detect::failure::{self as failure_rule, after_failure, Next};
+use overlay::detect::stall::{lateness_changed, tolerated};
+use overlay::detect::{Attempt, HeadWatch, SendFailure, Verdict};
 use overlay::superpeer::{
-    HeadRole, PeerInfo, Query, SpContext, SpEffect, SpInput, SuperPeerConfig, SuperPeerNode, TokenId,
+    HeadRole, LookupReport, PeerInfo, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode,
+    TokenId,
 };
-use overlay::{Time, Timer};
+use overlay::{NodeId, Time, Timer};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -54,6 +59,7 @@ use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// One round's state, for the convergence plot.
 #[derive(Clone, Debug, Serialize)]
@@ -116,6 +122,8 @@ pub struct ProtoOutcome {
     pub node_struct_bytes: usize,
     pub state_bytes_per_node: f64,
     pub failure: Option<FailureOutcome>,
+    /// Inputs the nodes handled, by kind (`SpInput::KINDS`), over the whole run.
+    pub inputs_by_kind: BTreeMap<String, u64>,
 }
 
 /// Run parameters.
@@ -127,9 +135,35 @@ pub struct ProtoParams {
     pub crash_fraction: f64,
     pub recovery_rounds: u32,
     pub seed: u64,
+    /// What hurt the real swarm, drawn from seeded distributions (off by default; [`faults`]).
+    pub faults: Faults,
 }
 
 const TICK_US: u64 = 1_000_000;
+
+/// A refused message waiting to be sent again (`overlay::detect::failure`).
+struct Resend {
+    at: u64,
+    from: u32,
+    to: NodeId,
+    msg: SpMessage,
+    attempt: Attempt,
+}
+
+/// The fault model's state ([`faults`]): its own generator, each node's loop lateness and
+/// when its coordinate becomes fit, the members' head watches, and refused messages waiting.
+struct FaultSim {
+    cfg: Faults,
+    rng: ChaCha8Rng,
+    loaded: Vec<bool>,
+    /// Lateness now, and last told, seconds, by slot.
+    late: Vec<f32>,
+    late_told: Vec<f32>,
+    /// Round at which the coordinate becomes fit (0: fit from the start), by slot.
+    fit_at: Vec<u32>,
+    watches: Vec<Option<Box<HeadWatch>>>,
+    resends: Vec<Resend>,
+}
 
 struct Sim<'w> {
     w: &'w World,
@@ -163,6 +197,10 @@ struct Sim<'w> {
     max_members: u64,
     /// Off by default: changes per round by kind (`PEERAGE_SP_CHURN`, [`super::churn`]).
     churn: Option<Box<Churn>>,
+    /// Off by default: the fault model.
+    faults: Option<Box<FaultSim>>,
+    /// Inputs handled, by `SpInput::kind_index`.
+    inputs: [u64; SpInput::KINDS.len()],
 }
 
 impl<'w> Sim<'w> {
@@ -179,6 +217,12 @@ impl<'w> Sim<'w> {
     fn deliver(&mut self, node: u32, input: SpInput) {
         if !self.alive[node as usize] {
             return;
+        }
+        self.inputs[input.kind_index()] += 1;
+        if let (Some(f), SpInput::Message { from, .. }) = (self.faults.as_mut(), &input) {
+            if let Some(w) = f.watches[node as usize].as_mut() {
+                w.heard(*from, Time(self.now));
+            }
         }
         // One effect buffer for the whole run (no allocation per delivery); handling an
         // effect never delivers, so the buffer is free again when this returns.
@@ -236,16 +280,13 @@ impl<'w> Sim<'w> {
                 self.messages += 1;
                 self.round_messages += 1;
                 self.count_kind(msg.kind());
-                match self.slot(&to) {
-                    Some(t) if self.alive[t as usize] => {
-                        let from = self.nodes[node as usize].id();
-                        // The receiver's state is read when the message's turn comes, at a
-                        // random place in gigabytes: start loading it now.
-                        prefetch(&self.nodes[t as usize]);
-                        self.work.push_back((t, SpInput::Message { from, msg }));
-                    }
-                    _ => self.work.push_back((node, SpInput::SendFailed { to, msg })),
-                }
+                self.send(node, to, msg, Attempt::FIRST);
+            }
+            SpEffect::Lookup { query, what } if self.faults.is_some() => {
+                self.lookups += 1;
+                self.round_messages += self.lookup_cost;
+                let report = self.faulty_lookup(what);
+                self.work.push_back((node, SpInput::LookupResult { query, report }));
             }
             SpEffect::Lookup { query, what } => {
                 self.lookups += 1;
@@ -265,17 +306,19 @@ impl<'w> Sim<'w> {
                     prefetch(&self.w.points[wi]);
                 }
                 let peers: Vec<PeerInfo> = found.into_iter().map(|i| self.info(i)).collect();
-                self.work.push_back((node, SpInput::LookupResult { query, peers }));
+                self.work.push_back((node, SpInput::LookupResult { query, report: LookupReport::complete(peers) }));
             }
             SpEffect::Provide { key } => self.dht.provide(key, node),
             SpEffect::Unprovide { key } => self.dht.unprovide(&key, node),
-            SpEffect::SetElectionTimer { timer, after } => {
+            SpEffect::SetTimer { timer, after } => {
                 self.seq += 1;
                 self.armed.insert((node, timer), self.seq);
-                let at = self.now + after.as_micros() as u64;
+                // A late loop handles its timers late.
+                let late = self.faults.as_ref().map_or(0, |f| (f.late[node as usize] as f64 * 1e6) as u64);
+                let at = self.now + after.as_micros() as u64 + late;
                 self.timers.push(Reverse((at, self.seq, node, timer)));
             }
-            SpEffect::CancelElectionTimer { timer } => {
+            SpEffect::CancelTimer { timer } => {
                 self.armed.remove(&(node, timer));
             }
             SpEffect::TokenReleased { .. } => {
@@ -293,19 +336,196 @@ impl<'w> Sim<'w> {
                 let rtt = match self.slot(&peer) {
                     Some(t) if self.alive[t as usize] => {
                         let (a, b) = (self.world_of[node as usize] as usize, self.world_of[t as usize] as usize);
-                        Some(self.w.model.sample_rtt_ms(a, b, &mut self.rng) / 1000.0)
+                        let rtt = self.w.model.sample_rtt_ms(a, b, &mut self.rng) / 1000.0;
+                        match self.faults.as_mut() {
+                            Some(f) => {
+                                // Queueing and both loops' lateness add to what a ping
+                                // measures; a sample our own loop's stall spoilt is reported
+                                // failed (the node driver's stall gate).
+                                let (mine, theirs) = (f.late[node as usize] as f64, f.late[t as usize] as f64);
+                                let seen = rtt + faults::exp(&mut f.rng, f.cfg.ping_queue_ms) / 1000.0 + mine + theirs;
+                                let spoilt = Duration::from_secs_f64(mine) > tolerated(Duration::from_secs_f64(rtt));
+                                (!spoilt).then_some(seen)
+                            }
+                            None => Some(rtt),
+                        }
                     }
                     _ => None,
                 };
                 self.work.push_back((node, SpInput::Rtt { peer, rtt }));
             }
-            SpEffect::AttachedTo(_) => self.attach_changes += 1,
+            SpEffect::AttachedTo(h) => {
+                self.attach_changes += 1;
+                if let Some(w) = self.faults.as_mut().and_then(|f| f.watches[node as usize].as_mut()) {
+                    w.follow(Some(h), Time(self.now));
+                    w.heard(h, Time(self.now));
+                }
+            }
             SpEffect::Rejected { .. } => self.rejected += 1,
+            SpEffect::LookupUnusable { .. } => {}
             SpEffect::BecomeSuperPeer
             | SpEffect::StopSuperPeer
             | SpEffect::Detached
             | SpEffect::TokenAcquired { .. }
             | SpEffect::TokenMovePriced(_) => {}
+        }
+    }
+
+    /// Sends `msg` from `node` to `to` as `attempt`: delivered to a live receiver (or refused
+    /// by it, under the fault model), `SendFailed` from a dead one.
+    fn send(&mut self, node: u32, to: NodeId, msg: SpMessage, attempt: Attempt) {
+        match self.slot(&to) {
+            Some(t) if self.alive[t as usize] => {
+                if let Some(f) = self.faults.as_mut().filter(|f| f.cfg.refused > 0.0) {
+                    if f.rng.gen::<f64>() < f.cfg.refused {
+                        self.refused(node, to, msg, SendFailure::RefusedByPeer, attempt);
+                        return;
+                    }
+                }
+                let from = self.nodes[node as usize].id();
+                // The receiver's state is read when the message's turn comes, at a random
+                // place in gigabytes: start loading it now.
+                prefetch(&self.nodes[t as usize]);
+                self.work.push_back((t, SpInput::Message { from, msg }));
+            }
+            _ if self.faults.as_ref().is_some_and(|f| f.cfg.head_watch) => {
+                self.refused(node, to, msg, SendFailure::NoListener, attempt)
+            }
+            _ => self.work.push_back((node, SpInput::SendFailed { to, msg })),
+        }
+    }
+
+    /// A message that failed as `kind`: what the node's own rule says follows
+    /// (`overlay::detect::failure::after_failure`).
+    fn refused(&mut self, node: u32, to: NodeId, msg: SpMessage, kind: SendFailure, attempt: Attempt) {
+        let me = &self.nodes[node as usize];
+        let sent = failure_rule::Sent {
+            to_head: me.attached_to() == Some(to),
+            election_runs: matches!(&msg, SpMessage::Election { dead, .. } if me.election_for() == Some(*dead)),
+            handover: matches!(msg, SpMessage::Handover { .. }),
+        };
+        let now = Time(self.now);
+        let Some(f) = self.faults.as_mut() else { return };
+        match after_failure(kind, attempt, sent) {
+            Next::ProbeHead => {
+                if let Some(w) = f.watches[node as usize].as_mut() {
+                    w.broke(Some(to), to, now);
+                }
+            }
+            Next::Report => self.work.push_back((node, SpInput::SendFailed { to, msg })),
+            Next::Refused => self.work.push_back((node, SpInput::Refused { to, msg })),
+            Next::ResendAfter(wait) => {
+                let attempt = Attempt { refusals: attempt.refusals + 1, ..attempt };
+                let at = self.now + wait.as_micros() as u64;
+                f.resends.push(Resend { at, from: node, to, msg, attempt });
+            }
+            // Refusals and missing listeners are never ambiguous.
+            Next::SendAgain | Next::Check | Next::Drop => {}
+        }
+    }
+
+    /// A lookup's answer under the fault model ([`faults::closest_report`]).
+    fn faulty_lookup(&mut self, what: Query) -> LookupReport {
+        let Some(f) = self.faults.as_mut() else { return LookupReport::default() };
+        let k = self.dht.k;
+        let ids = |found: Vec<u32>, w: &World, world_of: &[u32]| -> Vec<PeerInfo> {
+            found.into_iter().map(|i| w.info(world_of[i as usize])).collect()
+        };
+        match what {
+            Query::Providers { key } => {
+                let found = ids(self.dht.providers(&key, &mut f.rng), self.w, &self.world_of);
+                faults::providers_report(&f.cfg, &mut f.rng, found)
+            }
+            Query::Closest { key } => {
+                let cand = ids(self.dht.closest_n(&key, 2 * k), self.w, &self.world_of);
+                faults::closest_report(&f.cfg, &mut f.rng, None, &cand, k)
+            }
+            Query::Sample { .. } => {
+                // Kad aims at the hash of a random preimage, not at the drawn key.
+                let key = NodeId(f.rng.gen());
+                let cand = ids(self.dht.closest_n(&key, 2 * k), self.w, &self.world_of);
+                faults::closest_report(&f.cfg, &mut f.rng, Some(key), &cand, k)
+            }
+        }
+    }
+
+    /// The fault model's inputs to node `s` at the start of `round`, before its tick: its
+    /// loop's lateness, its coordinate becoming fit, its point drifting.
+    fn fault_inputs(&mut self, s: u32, round: u32) {
+        let Some(f) = self.faults.as_mut() else { return };
+        let i = s as usize;
+        let mut inputs = Vec::new();
+        if f.loaded[i] {
+            let late = faults::exp(&mut f.rng, f.cfg.lateness_ms) / 1000.0;
+            f.late[i] = late as f32;
+            let told = Duration::from_secs_f64(f.late_told[i] as f64);
+            if lateness_changed(told, Duration::from_secs_f64(late)) {
+                f.late_told[i] = late as f32;
+                inputs.push(SpInput::Lateness { secs: late });
+            }
+        }
+        if f.fit_at[i] == round && round > 0 {
+            inputs.push(SpInput::CoordinateFit { fit: true });
+        }
+        if f.cfg.drift_share > 0.0 && f.rng.gen::<f64>() < f.cfg.drift_share {
+            let p = faults::drifted(&self.nodes[i].point(), &mut f.rng, f.cfg.drift_ms);
+            inputs.push(SpInput::Coordinate(p));
+        }
+        for input in inputs {
+            self.deliver(s, input);
+            self.drain();
+        }
+    }
+
+    /// Node `s`'s head watch, after its tick: a probe of its head when due, and the verdict.
+    fn probe_head(&mut self, s: u32) {
+        let now = Time(self.now);
+        let head = self.nodes[s as usize].attached_to();
+        let Some(f) = self.faults.as_mut() else { return };
+        let Some(w) = f.watches[s as usize].as_mut() else { return };
+        let Some(h) = head.filter(|_| w.due(head, now)) else { return };
+        w.probe_sent(now);
+        let outcome = match self.slot_index.get(&h) {
+            Some(t) if self.alive[t as usize] => {
+                let serving = self.nodes[t as usize].is_head();
+                let refuse = if serving { f.cfg.refused } else { faults::NOT_HEAD_REFUSES };
+                (f.rng.gen::<f64>() < refuse).then_some(SendFailure::RefusedByPeer)
+            }
+            _ => Some(SendFailure::NoListener),
+        };
+        let verdict = match outcome {
+            None => {
+                w.answered(h, now);
+                return;
+            }
+            Some(kind) => w.failed(h, kind, now, Duration::ZERO),
+        };
+        let input = match verdict {
+            Verdict::Down | Verdict::Gone => SpInput::PeerDown(h),
+            Verdict::NotServing => SpInput::HeadNotServing(h),
+            _ => return,
+        };
+        self.deliver(s, input);
+        self.drain();
+    }
+
+    /// Sends again the refused messages due up to `until` (µs), in time order, while their
+    /// election still runs at the sender.
+    fn fire_resends(&mut self, until: u64) {
+        loop {
+            let Some(f) = self.faults.as_mut() else { return };
+            let Some(pos) = (0..f.resends.len()).filter(|&i| f.resends[i].at <= until).min_by_key(|&i| f.resends[i].at)
+            else {
+                return;
+            };
+            let r = f.resends.swap_remove(pos);
+            self.now = self.now.max(r.at);
+            let runs = matches!(&r.msg, SpMessage::Election { dead, .. }
+                if self.nodes[r.from as usize].election_for() == Some(*dead));
+            if runs && self.alive[r.from as usize] {
+                self.send(r.from, r.to, r.msg, r.attempt);
+                self.drain();
+            }
         }
     }
 
@@ -322,8 +542,10 @@ impl<'w> Sim<'w> {
         }
     }
 
-    /// Fires every election timer due up to `until` (µs), in time order.
+    /// Fires every election timer due up to `until` (µs), in time order, and sends again the
+    /// refused messages due by then.
     fn fire_timers(&mut self, until: u64) {
+        self.fire_resends(until);
         while let Some(Reverse((at, seq, node, timer))) = self.timers.peek().copied() {
             if at > until {
                 break;
@@ -334,7 +556,7 @@ impl<'w> Sim<'w> {
             }
             self.armed.remove(&(node, timer));
             self.now = self.now.max(at);
-            self.deliver(node, SpInput::ElectionTimer(timer));
+            self.deliver(node, SpInput::Timer(timer));
             self.drain();
         }
     }
@@ -418,8 +640,14 @@ impl<'w> Sim<'w> {
                 }
             }
             if self.alive[i as usize] {
+                if self.faults.is_some() {
+                    self.fault_inputs(i, round);
+                }
                 self.deliver(i, SpInput::Tick);
                 self.drain();
+                if self.faults.is_some() {
+                    self.probe_head(i);
+                }
             }
         }
         self.fire_timers(self.now + TICK_US - 1);
@@ -455,6 +683,7 @@ impl<'w> Sim<'w> {
 /// Runs one method over the world. `progress(round)` is called after every round.
 pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)) -> anyhow::Result<ProtoOutcome> {
     p.cfg.validate()?;
+    p.faults.validate()?;
     let n = w.len();
     let cfg = Arc::new(p.cfg.clone());
     let mut rng = ChaCha8Rng::seed_from_u64(p.seed ^ 0x5e_ed5e_1ec7);
@@ -509,7 +738,26 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         rejected: 0,
         max_members: 0,
         churn: Churn::from_env(n, p.cfg.cluster_cap as usize),
+        faults: None,
+        inputs: [0; SpInput::KINDS.len()],
     };
+    if p.faults.any() {
+        // Its own generator: with the faults off, the run draws exactly what it drew without.
+        let mut rng = ChaCha8Rng::seed_from_u64(p.seed ^ 0xfa17_5eed);
+        let loaded: Vec<bool> = (0..n).map(|_| rng.gen::<f64>() < p.faults.loaded).collect();
+        let fit_at: Vec<u32> = (0..n).map(|_| faults::exp(&mut rng, p.faults.unfit_rounds).round() as u32).collect();
+        let watches = (0..n).map(|_| p.faults.head_watch.then(|| Box::new(faults::head_watch()))).collect();
+        sim.faults = Some(Box::new(FaultSim {
+            cfg: p.faults.clone(),
+            rng,
+            loaded,
+            late: vec![0.0; n],
+            late_told: vec![0.0; n],
+            fit_at,
+            watches,
+            resends: Vec::new(),
+        }));
+    }
     let tokens = p.cfg.method == overlay::superpeer::Method::RepulsionTokens;
     // Neighbours (a node's own inputs only: the order across nodes does not matter), then
     // Start in turn order.
@@ -549,6 +797,9 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
                 sim.deliver(s, SpInput::NearestRtt { rtt: m / 1000.0 });
             }
         }
+        if sim.faults.as_ref().is_some_and(|f| f.fit_at[s as usize] > 0) {
+            sim.deliver(s, SpInput::CoordinateFit { fit: false });
+        }
         sim.deliver(s, SpInput::Start);
         sim.drain();
     }
@@ -578,7 +829,7 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         }
     }
     if sim.churn.is_some() {
-        // The churn diagnostic: the holders still not promoted, and why (session 8).
+        // The churn diagnostic: the holders still not promoted, and why .
         for n in sim.nodes.iter().filter(|n| n.is_head() && !n.is_super_peer()) {
             eprintln!("CHURN unpromoted {}: {}", n.id().short(), n.head_summary().unwrap_or_default());
         }
@@ -642,8 +893,10 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
             sim.dht.remove(&w.ids[v as usize], vs);
         }
         let dead_ids: Vec<(u32, overlay::NodeId)> = victims.iter().map(|&v| (v, w.ids[v as usize])).collect();
+        // Members learn of their head's crash from their head watch when it runs, else at once.
+        let watched = p.faults.head_watch;
         for (v, id) in &dead_ids {
-            let mut tell: Vec<u32> = expected[v].members.clone();
+            let mut tell: Vec<u32> = if watched { Vec::new() } else { expected[v].members.clone() };
             tell.extend(w.neighbours_of(*v as usize));
             // Nodes that have the victim as neighbour learn it too (pings fail).
             for j in tell {
@@ -666,12 +919,12 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
                     (0..n as u32).filter(|&i| sim.head_index(i as usize) == u32::MAX && sim.alive[i as usize]),
                 );
                 c.end_round(round);
-                // Their state, for at most 10 of them (session 8).
+                // Their state, for at most 10 of them .
                 for i in (0..n).filter(|&i| sim.head_index(i) == u32::MAX && sim.alive[i]).take(10) {
                     let x = &sim.nodes[i];
                     eprintln!("CHURN unattached {}: {}", x.id().short(), x.attach_summary());
                 }
-                // And the heads not promoted (session 18: recreated tokens and their first move).
+                // And the heads not promoted (recreated tokens and their first move).
                 for x in sim.nodes.iter().filter(|x| x.is_head() && !x.is_super_peer()).take(10) {
                     eprintln!("CHURN unpromoted {}: {}", x.id().short(), x.head_summary().unwrap_or_default());
                 }
@@ -740,6 +993,7 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         });
     }
     let by_kind = sim.by_kind.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let inputs_by_kind = SpInput::KINDS.iter().zip(sim.inputs.iter()).map(|(k, c)| (k.to_string(), *c)).collect();
     Ok(ProtoOutcome {
         head_of,
         heads,
@@ -761,6 +1015,7 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         node_struct_bytes,
         state_bytes_per_node,
         failure,
+        inputs_by_kind,
         rounds: stats,
     })
 }

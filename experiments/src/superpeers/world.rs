@@ -449,7 +449,7 @@ pub struct Dht {
     /// `starts[b]`: the first position in `sorted` whose id's top `bits` bits are >= `b`
     /// (`2^bits + 1` entries, about 8 ids a bucket): a query's position is searched among
     /// the few ids of its bucket instead of by a binary search over the whole index, whose
-    /// last ten steps are cache misses at N = 10^6 (session 15; same position, same answer).
+    /// last ten steps are cache misses at N = 10^6 (same position, same answer).
     starts: Vec<u32>,
     bits: u32,
     providers: FxHashMap<NodeId, Vec<u32>>,
@@ -520,7 +520,12 @@ impl Dht {
 
     /// The `k` live nodes XOR-closest to `key` (on the top 128 bits).
     pub fn closest(&self, key: &NodeId) -> Vec<u32> {
-        let k = self.k.min(self.sorted.len());
+        self.closest_n(key, self.k)
+    }
+
+    /// The `n` live nodes XOR-closest to `key`, nearest first.
+    pub fn closest_n(&self, key: &NodeId, n: usize) -> Vec<u32> {
+        let k = n.min(self.sorted.len());
         if k == 0 {
             return Vec::new();
         }

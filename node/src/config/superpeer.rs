@@ -11,11 +11,11 @@
 //! start-up the node waits before its first lookups, so that its routing table has entries),
 //! `suspect_after_ms` (how long a member must have heard nothing from its super peer before
 //! failed probes report it down, and how long a super peer may refuse its member's dials
-//! without serving it before the member leaves it; `node/src/superpeer/head_watch.rs`), `probe_stall_ms` (a failed probe counts
+//! without serving it before the member leaves it; `overlay::detect::head_watch`), `probe_stall_ms` (a failed probe counts
 //! nothing if the node's own loop ran later than this while it was out; 0 = no limit;
-//! `node/src/superpeer/head_watch.rs`, "A stalled loop judges nobody"), `gone_after_probes` (probes in a row
+//! `overlay::detect::head_watch`, "A stalled loop judges nobody"), `gone_after_probes` (probes in a row
 //! that find nothing listening at the super peer's addresses and report it down without
-//! waiting for `suspect_after_ms`; 0 = off; `node/src/superpeer/head_watch.rs`, "Nothing listening is down"),
+//! waiting for `suspect_after_ms`; 0 = off; `overlay::detect::head_watch`, "Nothing listening is down"),
 //! `coord_window` and `coord_threshold_ms` (the update filter between Vivaldi and super-peer
 //! selection: samples per window, 0 = off, and the energy distance that moves the application
 //! coordinate; `node/src/coords/driver.rs`, "Application coordinate"), `estimate_parallel` and
@@ -30,7 +30,7 @@
 //! member, and an inbound refusal would look like a dead super peer to the member that dials
 //! it, so a node that serves a cluster takes inbound connections up to that cap
 //! (`Gate::set_serving`). Other nodes keep `inbound_gate`, below the cap their own DHT lookups
-//! dial to (`node/src/net/gate.rs`, session 8).
+//! dial to (`node/src/net/gate.rs`).
 
 use overlay::coords::{UpdateFilterConfig, UpdateFilterConfigError};
 use overlay::superpeer::{Method, SuperPeerConfig};
@@ -126,12 +126,12 @@ pub struct SuperPeerSettings {
     pub tick: Duration,
     pub lookup_bits: u32,
     pub start_delay: Duration,
-    /// Silence before failed probes may report the head down (`node/src/superpeer/head_watch.rs`).
+    /// Silence before failed probes may report the head down (`overlay::detect::head_watch`).
     pub suspect_after: Duration,
-    /// Our loop's lateness beyond which a failed probe counts nothing (`node/src/superpeer/head_watch.rs`).
+    /// Our loop's lateness beyond which a failed probe counts nothing (`overlay::detect::head_watch`).
     pub probe_stall: Duration,
     /// Probes in a row finding no listener that report the head down at once (0: off;
-    /// `node/src/superpeer/head_watch.rs`).
+    /// `overlay::detect::head_watch`).
     pub gone_after_probes: u32,
     /// The update filter that makes the coordinate super-peer selection sees
     /// (`node/src/coords/driver.rs`, "Application coordinate").
@@ -253,7 +253,7 @@ mod tests {
         let t: SuperPeerFileConfig = toml::from_str("mode = \"tokens\"\nshare = 0.05\ncluster_cap = 40\n").unwrap();
         assert_eq!(t.resolve().unwrap().unwrap().protocol.share, 0.05);
         assert!(toml::from_str::<SuperPeerFileConfig>("mod = \"tokens\"").is_err());
-        // The size estimate's settings (session 17): passed on, and checked.
+        // The size estimate's settings : passed on, and checked.
         let t: SuperPeerFileConfig =
             toml::from_str("mode = \"prefix\"\nestimate_parallel = 8\nestimate_push_peers = 0\n").unwrap();
         let p = t.resolve().unwrap().unwrap().protocol;

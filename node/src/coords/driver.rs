@@ -48,23 +48,23 @@
 //! above tokio's 1 ms timer granularity, which every chunk pays in both directions (1-4 ms
 //! summed even on an idle machine). A first version with `max(2 ms, 3 %)` dropped 29 % of the
 //! samples of a quiet 50-node swarm (median lateness below 2 ms), and
-//! its coordinates were worse (docs/RESULTS.md, session 3); the gate is meant to trip only on
+//! its coordinates were worse (docs/RESULTS.md); the gate is meant to trip only on
 //! scheduling stalls. Samples are dropped, not corrected: subtracting an over-estimate would bias RTTs low.
 //! Outside an emulated swarm the lateness is zero and nothing is dropped.
 //!
-//! # Scheduling gate (session 12)
+//! # Scheduling gate
 //!
 //! The lateness gate cannot see the wait of a reading task that is woken late (above), and on
 //! a saturated machine that wait dominates: in the 200-node super-peer swarms of session 11
 //! the gate dropped 91 % of the samples and the rest still carried seconds of delay (Vivaldi's
 //! median absolute error 0.5-2 s while the DHT lookups ran). The node therefore also passes
-//! the worst lateness of its own event loop's tick during the sample (`node/src/runtime/stall.rs`:
+//! the worst lateness of its own event loop's tick during the sample (`overlay::detect::stall`:
 //! the sample's span plus one tick period), and the sample is dropped, counted in
 //! `dropped_stall`, when that exceeds the same bound `max(late_floor, late_share × RTT)`.
 //! This works outside an emulated swarm too (a real node whose machine is overloaded). A node
 //! whose loop is late throughout keeps its last coordinate instead of learning a wrong one.
 //!
-//! # Application coordinate (session 23)
+//! # Application coordinate
 //!
 //! Super-peer selection does not see Vivaldi's coordinate, which moves with every sample, but
 //! an application-level one ([`CoordsDriver::app_coordinate`]): Ledlie et al.'s ENERGY update
@@ -78,7 +78,7 @@
 //! Vivaldi itself, the coordinate exchange (`/peerage/coords/1.0.0`) and the swarm report's
 //! error measures keep the system-level coordinate.
 //!
-//! # No adjustment term (session 4)
+//! # No adjustment term
 //!
 //! The node runs Vivaldi with `adjustment_window = 0` ([`node_vivaldi_config`]), as the
 //! simulator's Vivaldi phase does (`experiments/src/superpeers/world.rs`, `VivaldiPhase`).
@@ -97,6 +97,8 @@ use overlay::coords::{
     Coordinate, UpdateFilter, UpdateFilterConfig, UpdateFilterConfigError, VivaldiClient, VivaldiConfig,
     VivaldiConfigError,
 };
+pub use overlay::detect::stall::SampleDelays;
+use overlay::detect::stall::{sample_gate, Gate};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
@@ -121,14 +123,6 @@ pub const RTT_WINDOW: usize = 8;
 /// connections (issue 3's "near zero new connections per second"); not the default, because
 /// on the loaded 2-core machine the extra connections' CPU made the emulation later still.
 pub const COORD_PEERS_FOR_0_10: u32 = 20;
-
-/// A coordinate whose error estimate is at most this is fit to place super peers by
-/// ([`CoordsDriver::is_fit`]; Vivaldi starts at 1.5 and a settled node sits at 0.1-0.4).
-pub const FIT_ERROR: f64 = 0.5;
-/// ... or one that has applied at least this many samples (on loopback the RTTs are tens of
-/// microseconds of noise and the relative error estimate may never fall, but a node that
-/// learned from this many samples is past its start).
-pub const FIT_SAMPLES: u64 = 30;
 
 /// The node's Vivaldi settings: the defaults (Serf's, with our outlier gate) without the
 /// adjustment term, so that the super-peer `Point` is the whole prediction (module doc, "No
@@ -191,10 +185,6 @@ pub struct CoordsConfig {
     pub max_age: Duration,
     /// Ask a peer again for its coordinate at most this often.
     pub refresh: Duration,
-    /// An RTT sample is dropped when the emulation's recent lateness on that link exceeds
-    /// `max(late_floor, late_share × sample)` (see the module doc, "Lateness gate").
-    pub late_floor: Duration,
-    pub late_share: f64,
     /// The update filter between Vivaldi and super-peer selection (module doc,
     /// "Application coordinate").
     pub app_filter: UpdateFilterConfig,
@@ -205,8 +195,6 @@ impl Default for CoordsConfig {
         CoordsConfig {
             max_age: Duration::from_secs(30),
             refresh: Duration::from_secs(10),
-            late_floor: crate::runtime::stall::STALL_FLOOR,
-            late_share: crate::runtime::stall::STALL_SHARE,
             app_filter: UpdateFilterConfig::default(),
         }
     }
@@ -230,16 +218,6 @@ pub struct CoordsStats {
     /// Samples dropped because the node's own event loop ran late during them (scheduling
     /// gate).
     pub dropped_stall: u64,
-}
-
-/// What may have inflated one RTT sample beyond the path's delay (module doc, "Lateness
-/// gate" and "Scheduling gate").
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SampleDelays {
-    /// The emulated link's recent lateness, both directions (`EmulatedLink::recent_lateness`).
-    pub emulation: Duration,
-    /// The worst lateness of the node's event loop during the sample (`stall::StallMeter`).
-    pub scheduling: Duration,
 }
 
 struct Known {
@@ -324,10 +302,10 @@ impl CoordsDriver {
 
     /// Whether the coordinate has learned enough to place super peers by
     /// (`overlay::superpeer::SpInput::CoordinateFit`): its error estimate is at most
-    /// [`FIT_ERROR`], or it applied at least [`FIT_SAMPLES`] samples. A node whose samples
+    /// `FIT_ERROR`, or it applied at least `FIT_SAMPLES` samples (`overlay::superpeer::point`). A node whose samples
     /// the gates drop (module doc: "Scheduling gate") stays unfit.
     pub fn is_fit(&self) -> bool {
-        self.client.coordinate().error <= FIT_ERROR || self.stats.applied >= FIT_SAMPLES
+        overlay::superpeer::point::coordinate_fit(self.client.coordinate().error, self.stats.applied)
     }
 
     /// Our coordinate as a frame (request or response).
@@ -347,17 +325,17 @@ impl CoordsDriver {
     /// the filter.
     pub fn on_rtt_late(&mut self, peer: PeerId, rtt: Duration, delays: SampleDelays, now: Instant) -> Option<Vec<u8>> {
         self.stats.samples += 1;
-        // The share is taken of the smaller of this sample and the recent minimum: an
-        // inflated sample must not widen its own bound.
-        let base = self.recent.get(&peer).and_then(|w| w.iter().copied().min()).map_or(rtt, |m| m.min(rtt));
-        let bound = self.cfg.late_floor.max(base.mul_f64(self.cfg.late_share.max(0.0)));
-        if delays.emulation > bound {
-            self.stats.dropped_late += 1;
-            return None;
-        }
-        if delays.scheduling > bound {
-            self.stats.dropped_stall += 1;
-            return None;
+        let recent_min = self.recent.get(&peer).and_then(|w| w.iter().copied().min());
+        match sample_gate(rtt, recent_min, delays) {
+            Gate::Keep => {}
+            Gate::Late => {
+                self.stats.dropped_late += 1;
+                return None;
+            }
+            Gate::Stall => {
+                self.stats.dropped_stall += 1;
+                return None;
+            }
         }
         let window = self.recent.entry(peer).or_default();
         if window.len() >= RTT_WINDOW {
@@ -599,7 +577,7 @@ mod tests {
         // Samples dropped by the gates teach nothing.
         let stall = SampleDelays { emulation: Duration::ZERO, scheduling: Duration::from_secs(1) };
         let t0 = Instant::now();
-        for i in 0..2 * FIT_SAMPLES {
+        for i in 0..2 * overlay::superpeer::point::FIT_SAMPLES {
             a.on_rtt_late(pb, Duration::from_millis(80), stall, t0 + Duration::from_secs(i));
         }
         assert!(!a.is_fit());

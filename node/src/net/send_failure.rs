@@ -1,60 +1,26 @@
-//! What a failed request says about its peer: one classifier for every driver that turns a
-//! libp2p `request_response` failure into a protocol input.
+//! How a failed libp2p request is classified into the protocol core's kinds of failed send
+//! ([`overlay::detect::SendFailure`]; what each kind means and what the node does next is the
+//! core's rule, `overlay::detect::failure`). This file is the wiring: which libp2p errors make
+//! which kind.
 //!
-//! The protocol core assumes crash-stop (`overlay::driver`): a `SendFailed` means "not
-//! delivered, and the peer is down". A real network does not give that for free
-//! (*ours*, issue 4, session 6: a 100-node tokens swarm on a loaded machine reported request
-//! timeouts as failed sends; `Handover`s that had arrived counted as failed, both ends held the
-//! token, and 2 tokens ended up at up to 42 holders). So:
-//! - [`SendFailure::Unreachable`]: the dial failed with no connection to the peer, or the peer
-//!   does not speak the protocol. Nothing was delivered and the peer cannot be reached now (a
-//!   crashed node, or a live one refusing us; the caller decides whether that is "down").
-//! - [`SendFailure::NoListener`]: the dial failed at every address of the peer because
-//!   nothing listens there (TCP: the connection was refused, `ECONNREFUSED`; the memory
-//!   transport: no listener on the port). Nothing was delivered, and the peer's process is
-//!   gone from its addresses: a live node keeps its listener open, and a loaded one drops or
-//!   delays a connection (a timeout, [`SendFailure::Unreachable`]) rather than refuse it
-//!   (Linux drops a SYN when the accept queue is full). The strongest sign of a crash a
-//!   dialler gets (*ours*, issue 4 session 22: a member's watch reports its head down on it
-//!   without waiting for the silence, `node/src/superpeer/head_watch.rs`). Wherever the caller only asks
-//!   "unreachable?", it is unreachable ([`SendFailure::unreachable`]).
-//! - [`SendFailure::RefusedLocally`]: our own connection gate refused the dial at its hard
-//!   cap (`Gate::refused_locally`). Nothing was sent, and nothing is known about the peer.
-//! - [`SendFailure::RefusedByPeer`]: the dial reached the peer, which closed the new
-//!   connection before the security handshake (the dialer sees multistream-select end in EOF:
-//!   "Multistream select failed: Protocol negotiation failed"). Nothing was delivered, but the
-//!   peer is alive: its connection gate or `connection_limits`' pending-connection cap refused
-//!   us. *Ours*, issue 4 session 10: this was classed unreachable, and in the 200-node tokens
-//!   swarms alive super peers that refused their members' probes this way were reported down
-//!   (13 false reports in session 9's run t4, 5 in 6 minutes of session 10's t5), and each
-//!   report started a cluster re-election next to a live head. A dead peer gives another
+//! - A dial our own behaviours denied: [`SendFailure::RefusedLocally`].
+//! - A dial that failed while another connection to the peer is open: [`SendFailure::Ambiguous`]
+//!   (the peer is there).
+//! - A dial the peer accepted and closed before the security handshake (multistream-select ends
+//!   in EOF: "Protocol negotiation failed", [`closed_before_handshake`]): its gate or
+//!   `connection_limits` refused us, [`SendFailure::RefusedByPeer`]. A dead peer gives another
 //!   error: no listener (memory transport), connection refused or a timeout (TCP).
-//! - [`SendFailure::Ambiguous`]: a timeout, or the connection or stream closed before the
-//!   answer. The request may well have been delivered and acted on; the peer may be alive and
-//!   slow. Callers must not take it for a crash, nor for a message that surely got lost.
+//! - A dial that found nothing listening at every address ([`no_listener`]: `ECONNREFUSED`, or
+//!   the memory transport's missing port): [`SendFailure::NoListener`].
+//! - Any other failed dial, or a peer that does not speak the protocol:
+//!   [`SendFailure::Unreachable`].
+//! - A timeout, or a stream or connection closed before the answer: [`SendFailure::Ambiguous`].
 
 use libp2p::core::transport::TransportError;
 use libp2p::core::upgrade::NegotiationError;
 use libp2p::request_response::OutboundFailure;
+pub use overlay::detect::SendFailure;
 use std::error::Error;
-
-/// See the module doc.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SendFailure {
-    Unreachable,
-    NoListener,
-    RefusedLocally,
-    RefusedByPeer,
-    Ambiguous,
-}
-
-impl SendFailure {
-    /// Nothing was delivered and the peer cannot be reached now: [`SendFailure::Unreachable`]
-    /// or [`SendFailure::NoListener`].
-    pub fn unreachable(self) -> bool {
-        matches!(self, SendFailure::Unreachable | SendFailure::NoListener)
-    }
-}
 
 /// Who refused the last failed dial to a peer, or that nothing listened there, as the
 /// connection gate saw it (`Gate::dial_refusal`).
@@ -219,7 +185,7 @@ mod tests {
         assert!(!closed_before_handshake(&TransportError::MultiaddrNotSupported(addr)));
     }
 
-    /// Session 22: a refused TCP connection and a memory port without a listener, however
+    /// A refused TCP connection and a memory port without a listener, however
     /// deeply wrapped, say that nothing listens; a timeout, a reset, a refusal by the
     /// listener, a failed handshake or a bad address do not.
     #[test]

@@ -1,8 +1,8 @@
-//! The node's runtime: the event loop, status lines, Prometheus metrics, /proc readings and
-//! the loop's stall meter.
+//! The node's runtime: the event loop, its clock, status lines, Prometheus metrics and /proc
+//! readings.
 
+pub mod clock;
 pub mod metrics;
 pub mod node;
-pub mod stall;
 pub mod status;
 pub mod sysstat;

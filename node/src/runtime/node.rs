@@ -71,8 +71,8 @@ use crate::net::codec::{ACK_OK, ACK_REJECTED};
 use crate::net::latency_transport::EmulatedLink;
 use crate::net::peer_manager::{self, PeerInfo, Policy};
 use crate::net::send_failure::{classify, DialRefusal};
+use crate::runtime::clock::Clock;
 use crate::runtime::metrics::Metrics;
-use crate::runtime::stall::StallMeter;
 use crate::runtime::status::{Probe, Snapshot, StatusSink};
 use crate::superpeer::driver::SuperPeerDriver;
 use futures::StreamExt;
@@ -80,6 +80,9 @@ use libp2p::identity::Keypair;
 use libp2p::multiaddr::Protocol;
 use libp2p::swarm::{dial_opts::DialOpts, ConnectionError, ConnectionId, SwarmEvent};
 use libp2p::{gossipsub, identify, kad, request_response, Multiaddr, PeerId, Swarm};
+use overlay::detect::failure::election_reports_down;
+use overlay::detect::stall::{StallMeter, LATENESS_WINDOW};
+use overlay::detect::start::{Facts, Kickoff, StartConfig, StartPolicy};
 use overlay::wire::{self, Body};
 use overlay::{Algorithm, Effect, Input, Message, NodeId, Rank};
 use rand::rngs::StdRng;
@@ -101,9 +104,6 @@ const PEER_MANAGER_PERIOD: Duration = Duration::from_secs(2);
 /// How long the loop's tick lateness is remembered: longer than any ping's round trip
 /// (libp2p ping times out after 20 s).
 const STALL_HORIZON: Duration = Duration::from_secs(30);
-/// The span over which the super-peer driver is told the loop's worst lateness
-/// (`SpInput::Lateness`: the cluster election's timeouts add it).
-const LATENESS_WINDOW: Duration = Duration::from_secs(10);
 
 /// Everything needed to start a node.
 pub struct NodeOptions {
@@ -162,16 +162,14 @@ struct Node {
     pacer: SyncPacer,
     kad_seen: HashSet<PeerId>,
     driver: ElectionDriver,
+    /// When to start elections, and the leader's failure reports (`overlay::detect::start`).
+    start: StartPolicy,
+    clock: Clock,
     echo: bool,
     pending: HashMap<request_response::OutboundRequestId, (NodeId, Message)>,
     queue: VecDeque<Input>,
     conns: HashMap<PeerId, Conn>,
-    reported_down: HashSet<NodeId>,
-    leader_redial: Option<(PeerId, Instant)>,
-    leader_down_at: Option<Instant>,
     last_leader: Option<NodeId>,
-    last_start: Option<Instant>,
-    fallback_at: Option<Instant>,
     closing: HashSet<PeerId>,
     rng: StdRng,
     status: StatusSink,
@@ -191,7 +189,7 @@ struct Node {
     last_membership_feed: Option<Instant>,
     unreadable: Arc<AtomicU64>,
     own_bad_frames: u64,
-    last_election_rx: Option<Instant>,
+    last_election_rx: Option<overlay::Time>,
     /// The directory version when this node first knew another member; still the version
     /// once settled means nobody joined after it: it joined a swarm that had settled
     /// (`maybe_start`, late joiner).
@@ -200,7 +198,7 @@ struct Node {
     coords: CoordsDriver,
     /// Emulated link latency, when on: its recent lateness gates ping samples.
     latency: Option<EmulatedLink>,
-    /// How late this node's loop ran its ticks: gates ping samples (`node/src/runtime/stall.rs`).
+    /// How late this node's loop ran its ticks: gates ping samples (`overlay::detect::stall`).
     stall: StallMeter,
     /// Super-peer selection and clusters (`node/src/superpeer/driver.rs`), when configured.
     superpeer: Option<SuperPeerDriver>,
@@ -258,12 +256,20 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
     let incarnation =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(1);
     let directory = Directory::new(peer_id, opts.cfg.priority, incarnation, vec![]);
-    let driver = ElectionDriver::new(me, &opts.cfg.election, opts.seed);
+    let clock = Clock::new();
+    let driver = ElectionDriver::new(me, &opts.cfg.election, opts.seed, clock);
+    let start = StartPolicy::new(StartConfig {
+        settle: Duration::from_millis(opts.cfg.timing.settle_ms),
+        fallback: Duration::from_millis(opts.cfg.timing.fallback_ms),
+        grace: Duration::from_millis(opts.cfg.election.answer_timeout_ms + opts.cfg.election.coordinator_timeout_ms),
+        redial_timeout: Duration::from_millis(opts.cfg.limits.request_timeout_ms),
+        enabled: opts.cfg.timing.leader_election,
+    });
     let probe = Arc::new(Probe::default());
     let (tx, rx) = watch::channel(false);
     let now = Instant::now();
     let superpeer =
-        opts.cfg.superpeer.clone().map(|sp| SuperPeerDriver::new(peer_id, sp, opts.seed, opts.status.clone()));
+        opts.cfg.superpeer.clone().map(|sp| SuperPeerDriver::new(peer_id, sp, opts.seed, opts.status.clone(), clock));
     let node = Node {
         swarm,
         me,
@@ -278,16 +284,13 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
         ),
         kad_seen: HashSet::new(),
         driver,
+        start,
+        clock,
         echo: opts.cfg.election.algorithm == Algorithm::Echo,
         pending: HashMap::new(),
         queue: VecDeque::new(),
         conns: HashMap::new(),
-        reported_down: HashSet::new(),
-        leader_redial: None,
-        leader_down_at: None,
         last_leader: None,
-        last_start: None,
-        fallback_at: None,
         closing: HashSet::new(),
         rng: StdRng::seed_from_u64(opts.seed ^ 0x9e37_79b9_7f4a_7c15),
         status: opts.status,
@@ -360,12 +363,12 @@ impl Node {
                 if now >= sp.next_deadline() {
                     // The application coordinate (`node/src/coords/driver.rs`, "Application coordinate").
                     let point = overlay::superpeer::Point::from(self.coords.app_coordinate());
-                    let late = self.stall.worst_since(now.checked_sub(LATENESS_WINDOW).unwrap_or(now));
+                    let late = self.stall.worst_since(self.clock.at(now.checked_sub(LATENESS_WINDOW).unwrap_or(now)));
                     sp.poll(&mut self.swarm, &self.directory, now, point, self.coords.is_fit(), late);
                 }
             }
             if now >= next_tick {
-                self.stall.record(next_tick, now);
+                self.stall.record(self.clock.at(next_tick), self.clock.at(now));
                 next_tick = now + tick;
                 self.tick(now);
             }
@@ -443,8 +446,7 @@ impl Node {
                         "is_me": leader == Some(self.me.id), "state": self.driver.state() }),
             );
             self.last_leader = leader;
-            self.leader_down_at = None;
-            self.leader_redial = None;
+            self.start.leader_changed(leader);
         }
         self.refresh_snapshot();
     }
@@ -523,12 +525,12 @@ impl Node {
                     m.message("received", msg.kind());
                 }
                 self.snap.messages_received += 1;
-                self.last_election_rx = Some(Instant::now());
+                self.last_election_rx = Some(self.clock.now());
                 if let Some(c) = self.conns.get_mut(&peer) {
                     c.last_election_use = Some(Instant::now());
                 }
                 let from = node_id_of(&peer);
-                if self.reported_down.remove(&from) {
+                if self.start.heard_from(from) {
                     self.queue.push_back(Input::PeerUp(from));
                 }
                 self.feed(Input::Message { from, msg });
@@ -554,82 +556,36 @@ impl Node {
         }
     }
 
+    /// Starts an election when the start policy says so (`overlay::detect::start`).
     fn maybe_start(&mut self, now: Instant) {
-        if self.driver.in_election() || !self.cfg.timing.leader_election {
-            return;
-        }
-        let settle = Duration::from_millis(self.cfg.timing.settle_ms);
-        let fallback = Duration::from_millis(self.cfg.timing.fallback_ms);
-        // Only once the directory has settled swarm-wide (as far as this node can tell:
-        // unchanged for `settle_ms` and its last digests equal those of random peers), so
-        // that every node computes the same group and the same highest member.
-        // A node alone (no bootstrap, no peer, knows only itself) has nobody to compare
-        // digests with: quiet for `settle_ms` is all it can wait for.
-        let alone = self.cfg.bootstrap.is_empty()
-            && self.conns.is_empty()
-            && self.directory.len() == 1
-            && now.saturating_duration_since(self.directory.changed_at()) >= settle;
-        if !alone && !self.directory.settled(now, settle) {
-            return;
-        }
-        if self.last_start.is_some_and(|t| now.duration_since(t) < settle + fallback) {
-            return;
-        }
+        let now = self.clock.at(now);
         let group = self.driver.group().clone();
-        let top = group.highest() == Some(self.me);
-        let leader = self.driver.leader();
-        let leader_rank = leader.and_then(|l| group.rank_of(&l));
-        // A late joiner: its directory has not changed since its first snapshot of the group,
-        // so nobody joined after it and the others settled (and elected) before it came.
-        let joined_settled = self.first_group_version == Some(self.directory.version());
-        let reason = match leader {
-            None if top => Some("start-up: highest known member"),
-            None if joined_settled && self.last_start.is_none() => {
-                info!("joined a settled swarm: recovering (the algorithm's recovery rule)");
-                self.last_start = Some(now);
-                self.fallback_at = None;
-                self.feed(Input::Recover);
-                return;
-            }
-            None => {
-                // The fallback grows with the group (an election over N members may need
-                // O(N) hops) and is postponed while election traffic is still arriving, so
-                // that a large swarm runs one election rather than one per impatient node.
-                let per_member = Duration::from_millis(20) * group.len().min(100_000) as u32;
-                let at = *self.fallback_at.get_or_insert_with(|| {
-                    now + fallback
-                        + per_member
-                        + Duration::from_millis(self.rng.gen_range(0..=self.cfg.timing.fallback_ms))
-                });
-                let quiet = self.last_election_rx.is_none_or(|t| now.duration_since(t) >= fallback);
-                (now >= at && quiet).then_some("no leader after fallback delay")
-            }
-            Some(_) if top && leader_rank.is_some_and(|r| r < self.me) => Some("a lower-ranked leader is named"),
-            Some(l) => {
-                let grace = Duration::from_millis(
-                    self.cfg.election.answer_timeout_ms + self.cfg.election.coordinator_timeout_ms,
-                );
-                match self.leader_down_at {
-                    Some(t) if now.duration_since(t) >= grace && self.reported_down.contains(&l) => {
-                        Some("leader reported down")
-                    }
-                    _ => None,
-                }
-            }
+        let facts = Facts {
+            settled: self.directory.settled(self.clock.instant(now), Duration::from_millis(self.cfg.timing.settle_ms)),
+            isolated: self.cfg.bootstrap.is_empty() && self.conns.is_empty() && self.directory.len() == 1,
+            directory_changed_at: self.clock.at(self.directory.changed_at()),
+            joined_settled: self.first_group_version == Some(self.directory.version()),
+            in_election: self.driver.in_election(),
+            group: &group,
+            me: self.me,
+            leader: self.driver.leader(),
+            last_election_rx: self.last_election_rx,
         };
-        if let Some(reason) = reason {
-            info!(reason, "starting an election");
-            self.last_start = Some(now);
-            self.fallback_at = None;
-            self.feed(Input::Start);
+        match self.start.poll(now, &mut self.rng, facts) {
+            Some(Kickoff::Start(reason)) => {
+                info!(reason, "starting an election");
+                self.feed(Input::Start);
+            }
+            Some(Kickoff::Recover) => {
+                info!("joined a settled swarm: recovering (the algorithm's recovery rule)");
+                self.feed(Input::Recover);
+            }
+            None => {}
         }
     }
 
     fn report_down(&mut self, node: NodeId) {
-        if self.reported_down.insert(node) {
-            if Some(node) == self.driver.leader() {
-                self.leader_down_at = Some(Instant::now());
-            }
+        if self.start.report_down(node, self.clock.now()) {
             self.feed(Input::PeerDown(node));
         }
     }
@@ -738,13 +694,9 @@ impl Node {
             }
         }
         // Leader lost for good?
-        if let Some((p, t)) = self.leader_redial {
-            if now.duration_since(t) > Duration::from_millis(self.cfg.limits.request_timeout_ms) {
-                self.leader_redial = None;
-                if !self.swarm.is_connected(&p) {
-                    self.report_down(node_id_of(&p));
-                }
-            }
+        let connected = |id: NodeId| self.directory.peer_of(&id).is_some_and(|p| self.swarm.is_connected(&p));
+        if let Some(leader) = self.start.redial_expired(self.clock.at(now), connected) {
+            self.report_down(leader);
         }
         self.maybe_start(now);
         self.refresh_snapshot();
@@ -893,7 +845,7 @@ impl Node {
                         self.swarm.behaviour_mut().gate.add_addresses(peer_id, [addr]);
                     }
                     let node = node_id_of(&peer_id);
-                    if self.echo || self.reported_down.remove(&node) {
+                    if self.start.heard_from(node) || self.echo {
                         self.feed(Input::PeerUp(node));
                     }
                     // A joining node pulls a snapshot of the directory from its first peer at
@@ -915,17 +867,14 @@ impl Node {
                 }
                 let pruned = self.closing.remove(&peer_id);
                 let node = node_id_of(&peer_id);
+                let broke = !pruned && !matches!(cause, None | Some(ConnectionError::KeepAliveTimeout));
                 if self.echo {
                     self.feed(Input::PeerDown(node));
-                } else if !pruned
-                    && Some(node) == self.driver.leader()
-                    && !matches!(cause, None | Some(ConnectionError::KeepAliveTimeout))
-                {
+                } else if self.start.connection_closed(node, broke, self.clock.now()) {
                     // The leader's connection broke: find out whether it is gone for good.
                     debug!(%peer_id, ?cause, "connection to the leader lost; redialling");
                     self.swarm.behaviour_mut().gate.want(peer_id);
                     let _ = self.swarm.dial(DialOpts::peer_id(peer_id).build());
-                    self.leader_redial = Some((peer_id, Instant::now()));
                 }
             }
             SwarmEvent::OutgoingConnectionError { peer_id, error, connection_id } => {
@@ -941,8 +890,7 @@ impl Node {
                 if let Some(sp) = self.superpeer.as_mut() {
                     sp.on_dial_error(p, &error);
                 }
-                if self.leader_redial.is_some_and(|(lp, _)| lp == p) && !self.swarm.is_connected(&p) {
-                    self.leader_redial = None;
+                if self.start.dial_failed(node_id_of(&p), self.swarm.is_connected(&p)) {
                     self.report_down(node_id_of(&p));
                 }
             }
@@ -1068,9 +1016,7 @@ impl Node {
                     };
                     let class = classify(&error, self.swarm.is_connected(&peer), refusal);
                     self.feed(Input::SendFailed { to, msg });
-                    // Only an unreachable peer is reported down (`node/src/net/send_failure.rs`): a dial our
-                    // own gate refused says nothing about it, a timeout may be a slow peer.
-                    if class.unreachable() {
+                    if election_reports_down(class) {
                         self.report_down(to);
                     }
                 }
@@ -1137,7 +1083,7 @@ impl Node {
         let now = Instant::now();
         let delays = SampleDelays {
             emulation: self.latency.as_ref().and_then(|l| l.recent_lateness(&e.peer)).unwrap_or_default(),
-            scheduling: self.stall.worst_during(now.checked_sub(rtt).unwrap_or(now)),
+            scheduling: self.stall.worst_during(self.clock.at(now.checked_sub(rtt).unwrap_or(now))),
         };
         if let Some(frame) = self.coords.on_rtt_late(e.peer, rtt, delays, now) {
             self.swarm.behaviour_mut().coords.send_request(&e.peer, frame);

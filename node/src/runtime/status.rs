@@ -40,14 +40,14 @@ pub struct Snapshot {
     pub vivaldi_samples: u64,
     /// RTT samples dropped because the emulated link was recently late (`node/src/coords/driver.rs`).
     pub vivaldi_dropped_late: u64,
-    /// RTT samples dropped because the node's event loop ran late during them (`node/src/runtime/stall.rs`).
+    /// RTT samples dropped because the node's event loop ran late during them (`overlay::detect::stall`).
     pub vivaldi_dropped_stall: u64,
     /// Times the application-level coordinate (what super-peer selection sees) moved
     /// (`node/src/coords/driver.rs`, "Application coordinate").
     pub app_coordinate_updates: u64,
-    /// How late the node's event loop ran its last periodic tick, ms (`node/src/runtime/stall.rs`).
+    /// How late the node's event loop ran its last periodic tick, ms (`overlay::detect::stall`).
     pub loop_lateness_ms: f64,
-    /// The latest the node's event loop ever ran a periodic tick, ms (`node/src/runtime/stall.rs`).
+    /// The latest the node's event loop ever ran a periodic tick, ms (`overlay::detect::stall`).
     pub loop_lateness_worst_ms: f64,
     /// Super-peer role, cluster and token (`node/src/superpeer/driver.rs`), when super peers are on.
     pub superpeer: Option<crate::superpeer::driver::SpStatus>,

@@ -1,89 +1,40 @@
-//! Runs the sans-IO super-peer selection (`overlay::superpeer::SuperPeerNode`, issue 4) inside
-//! a real libp2p node: the same state machine the simulator drives
-//! (`experiments/src/superpeers/protocol.rs` is the reference driver), fed by the network.
+//! Runs the sans-IO super-peer state machine (`overlay::superpeer::SuperPeerNode`) inside a
+//! libp2p node: the same state machine the simulator drives
+//! (`experiments/src/superpeers/protocol.rs`), fed by the network. Every rule that decides what
+//! to send or whom to trust is the core's (`overlay::superpeer`, `overlay::detect`); this file
+//! turns libp2p events into inputs and effects into requests, lookups and timers.
 //!
-//! What goes in (`SpInput`) and where it comes from:
-//! - `Start`, once `start_delay` plus a random delay of up to twice that (so that nodes
-//!   started together spread their first lookups) has passed and the Kademlia routing table
-//!   has an entry;
-//!   `Tick` every `tick` (one protocol round; 1 s by default, as in the simulator).
-//! - `Message` from the `/peerage/superpeer/1.0.0` request-response protocol (wire format in
-//!   `node/src/superpeer/wire.rs`; a malformed frame is logged, counted, answered "refused" and
-//!   otherwise ignored).
-//! - `LookupResult` from Kademlia: `Query::Closest` runs `get_closest_peers`,
-//!   `Query::Providers` runs `get_providers`; `Provide`/`Unprovide` are `start_providing` /
-//!   `stop_providing` of the record key made of the key's 32 bytes.
-//!   **Closest-peer targets (our choice):** kad places a lookup target at the SHA-256 of the
-//!   bytes it is given, so it cannot aim at an arbitrary point of the id space; our node ids
-//!   *are* kad's keys (SHA-256 of the `PeerId`). The driver therefore searches a preimage whose
-//!   SHA-256 shares the first `lookup_bits` bits (default 16, about 65,000 hashes, a few ms)
-//!   with the wanted key and looks that up. XOR distances to the target and to the key then
-//!   differ by less than `2^-lookup_bits` of the id space, far below the gap between the
-//!   closest nodes of a swarm of up to thousands, so the order of the returned peers is the
-//!   order by distance to the key that the size estimate and the slot claim need.
-//!   Provider results carry peer ids only: the driver learns each provider's coordinate with a
-//!   `Hello` before it passes the result on (providers that do not answer within
-//!   `HELLO_WAIT` are left out: they are most likely dead heads whose records outlive them).
-//!   **Sample lookups** (`Query::Sample`, the size estimate's): no preimage search; the driver
-//!   looks up the hash of a random preimage and names that key (`SpInput::SampleResult`),
-//!   with the share of the peers kad asked that answered (`QueryStats`' successes over
-//!   successes plus failures): kad returns the K closest peers *that answered*, so the node
-//!   corrects its estimate by that share (`overlay::superpeer::estimate`, "Thinning"); a
-//!   sample lookup in which fewer than `MIN_ANSWERED` answered is reported failed. *Ours*,
-//!   session 11: a sample lookup that came back with fewer than K peers because some failed
-//!   is used from `MIN_SAMPLE_PEERS` (10) peers on (the thinning keeps it unbiased); in the
-//!   200-node prefix swarm such answers were 45 % of the estimate lookups, and retrying them
-//!   after a back-off kept the last nodes from deciding for 360 s.
-//!   Preimages of other targets (slot keys) are remembered. **At most
-//!   [`MAX_LOOKUPS_IN_FLIGHT`] lookups run at once**; the others wait in a queue.
-//!   While its lookups run the driver opens the connection gate for outbound dials
-//!   (`Gate::open_outbound_until`), so that kad's iterative lookups reach the peers they
-//!   discover instead of being refused before dialling.
-//! - `LookupFailed` instead of `LookupResult` when a lookup is not fit to decide on (ours): a
-//!   closest-peers lookup that timed out, or returned fewer than [`CLOSEST_K`] peers while
-//!   some peers failed to answer (on a loaded machine kad's per-peer requests time out and
-//!   the answer comes back short; a short answer made size estimates collapse); a provider
-//!   lookup that timed out having found nobody. The state machine retries after a back-off.
-//!   *Ours*, session 9: a slot claim's lookup (`Query::Closest`) that comes back short is
-//!   still used when at least [`CLAIM_MIN_PEERS`] answered. The nodes nearest to a slot's key
-//!   are that slot's claimants, they look each other up at once and fill each other's
-//!   inbound slots, and in the 200-node prefix swarm nearly every claim lookup came back
-//!   short (7-15 of 20 peers): no slot was claimed in 480 s. A claim on a short answer may
-//!   be one of two; the state machine's slot check keeps the one nearer to the key
-//!   (`overlay::superpeer::node` module doc, step 2, "One head per slot").
-//! - `PeerUp` for a connected peer once its coordinate is known (learned from every request
-//!   and reply, which carry the sender's coordinate), and again when it moved.
-//! - `PeerDown` (failure detection, ours): the member probes its head with a `Hello` when it
-//!   has not heard from it for `PROBE_AFTER_TICKS` rounds or its connection to the head closed
-//!   with an error; probes are spaced a round apart and scored (unreachable 2, timed out or
-//!   closed 1, refused by our own node 0), and a score of 4 reports the head down only once
-//!   nothing was heard from it for `suspect_after` ([`crate::superpeer::head_watch`], session 8). A
-//!   probe that failed while the node's own loop ran later than `probe_stall` counts nothing
-//!   (session 19, "A stalled loop judges nobody"). Two probes in a row that found nothing
-//!   listening at the head's addresses report it down at once (session 22, "Nothing
-//!   listening is down": the failover no longer waits out `suspect_after`). The report
-//!   starts the cluster's re-election inside the state machine.
-//! - `SendFailed` (crash-stop's "not delivered, peer down", as in the simulator) only when a
-//!   failure shows the peer unreachable ([`crate::net::send_failure`], *ours*, issue 4 session 6:
-//!   timeouts reported as failed sends duplicated tokens on a loaded machine). A message that
-//!   timed out is sent once more (every super-peer message is safe to receive twice); if that
-//!   fails without an answer too, a `Hello` asks whether the peer is there, and only an
-//!   unreachable peer turns it into `SendFailed` (not when that check's dial failed while our
-//!   own loop stalled beyond `probe_stall`, unless it found nothing listening: the message is
-//!   dropped). A dial our own gate or the
-//!   peer refused drops the message, and the state machine's own timers ask again; an
-//!   election message is sent again instead, up to four times in 2 s while its election
-//!   runs ([`Resend`], session 21). A refused `Handover` is also reported as `Refused`
-//!   (session 26): it was never sent, and the state machine passes its target over instead
-//!   of sending it again every 3 rounds for as long as the peer refuses.
-//! - `ElectionTimer` from a tokio deadline armed by `SetElectionTimer`; an answer timer is
-//!   held while a message of its election is still on its way ([`waits_for_delivery`]).
-//!   A member in a re-election keeps room at its gate for the election's group
-//!   (`Gate::set_election_group`).
-//! - `NearestRtt`: the smallest ping RTT the node has seen to any peer (its access delay
-//!   plus a small rest), whenever it drops by 5 % or more.
-//! - `Coordinate` when the node's own coordinate changes ([`SuperPeerDriver::set_point`]:
-//!   the one function through which the node's coordinate source feeds super-peer selection).
+//! Inputs (`SpInput`) and where they come from:
+//! - `Start` once `start_delay` plus a random share of twice that has passed (nodes started
+//!   together spread their first lookups) and the routing table has an entry; `Tick` every
+//!   `tick` (one protocol round).
+//! - `Message` from `/peerage/superpeer/1.0.0` (wire format in `wire.rs`; a malformed frame is
+//!   logged, counted and answered "refused").
+//! - `LookupResult` from Kademlia, with the lookup's statistics (timed out, answered, failed);
+//!   the state machine judges it (`overlay::superpeer::lookup`). `Query::Closest` runs
+//!   `get_closest_peers` of a preimage whose SHA-256 shares the first `lookup_bits` bits with
+//!   the key (kad hashes its targets; our node ids are kad's keys, so the order of the peers
+//!   returned is their order by distance to the key); `Query::Sample` looks up the hash of a
+//!   random preimage and names that key; `Query::Providers` runs `get_providers`, stops
+//!   `PROVIDERS_LINGER` after the first provider, and learns each provider's position with a
+//!   `Hello` (at most `HELLO_WAIT`) before it reports. At most [`MAX_LOOKUPS_IN_FLIGHT`]
+//!   lookups run at once (a burst of iterative lookups, each dialling the peers it discovers,
+//!   saturates a one-process swarm); the gate admits their dials meanwhile.
+//! - `PeerUp` for a connected peer once its position is known (every request and reply carries
+//!   the sender's), and again when it moved.
+//! - `PeerDown` and `HeadNotServing` from the member's head watch (`overlay::detect::head_watch`):
+//!   probes (`Hello`) after a silence or a broken connection, scored by the failure's kind.
+//! - `SendFailed` and `Refused` after a failed request, by the core's rule
+//!   (`overlay::detect::failure::after_failure`) on the kind `net/send_failure.rs` classifies;
+//!   the rule also says when to send again, or to check whether the peer is there.
+//! - `Timer` from the timer table; an answer timer waits while a message of its election is
+//!   still on its way (`failure::holds_timer`). A member in a re-election keeps room at its gate
+//!   for the election's group (`Gate::set_election_group`).
+//! - `Rtt` for `MeasureRtt`: a timed `Hello` on an open connection (a cold one is dialled by a
+//!   first `Hello`); a round trip our loop stalled in is reported failed
+//!   (`overlay::detect::stall`).
+//! - `NearestRtt` (the smallest ping RTT seen), `Coordinate` (the application coordinate),
+//!   `CoordinateFit` and `Lateness` (the loop's worst lateness of the last 10 s) when they change.
 //!
 //! Status: [`SpStatus`] (role, head, cluster size, token, counters) goes into the node's
 //! snapshot and the JSON status lines (`superpeer` events on every role change).
@@ -97,18 +48,22 @@ use crate::directory::members::{node_id_of, Directory};
 use crate::net::behaviour::Behaviour;
 use crate::net::gate::Gate;
 use crate::net::send_failure::{classify, DialRefusal, SendFailure};
-use crate::runtime::stall::StallMeter;
+use crate::runtime::clock::Clock;
 use crate::runtime::status::StatusSink;
-use crate::superpeer::head_watch::{HeadWatch, Verdict, WatchConfig};
 use crate::superpeer::wire::{
     decode_reply, decode_request, encode_reply, encode_request, mentioned_ids, BookEntry, SpBody, SpWireError,
     MAX_BOOK_ENTRIES,
 };
 use libp2p::swarm::ConnectionError;
 use libp2p::{kad, request_response, Multiaddr, PeerId, Swarm};
-use overlay::superpeer::estimate::{MIN_ANSWERED, MIN_SAMPLE_PEERS};
+use overlay::core::TimerTable;
+use overlay::detect::failure::{self, after_check, after_failure, Next};
+use overlay::detect::head_watch::DOWN_SCORE;
+use overlay::detect::stall::{lateness_changed, StallMeter};
+use overlay::detect::{Attempt, HeadWatch, Verdict, WatchConfig};
 use overlay::superpeer::{
-    HeadRole, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode,
+    HeadRole, LookupReport, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig,
+    SuperPeerNode,
 };
 use overlay::{NodeId, Time, Timer};
 use rand::rngs::StdRng;
@@ -122,11 +77,6 @@ use tracing::{debug, info, warn};
 
 /// Rounds without a message from the head before a member probes it.
 pub const PROBE_AFTER_TICKS: u32 = 2;
-/// Kademlia's replication factor: a closest-peers lookup returns at most this many peers.
-pub const CLOSEST_K: usize = 20;
-/// A slot claim's closest-peers answer is used when at least this many peers answered, even
-/// if others failed (see the module doc, `LookupFailed`).
-pub const CLAIM_MIN_PEERS: usize = 4;
 /// How long a provider result waits for the providers' `Hello` replies.
 pub const HELLO_WAIT: Duration = Duration::from_secs(3);
 /// How long a provider lookup runs once it found a provider.
@@ -188,7 +138,7 @@ pub struct SpStatus {
     pub rtt_measurements: u64,
     pub rtt_failures: u64,
     /// RTT measurements dropped (reported failed) because the node's loop stalled during
-    /// them (`node/src/runtime/stall.rs`).
+    /// them (`overlay::detect::stall`).
     pub rtt_stalled: u64,
     /// Whether the node's coordinate is fit to place tokens by (`SpInput::CoordinateFit`).
     pub coordinate_fit: bool,
@@ -216,17 +166,17 @@ pub struct SpStatus {
     /// Election messages sent again after the peer refused them ([`Resend`]).
     pub election_resends: u64,
     /// Times an election timer was held because a message of its election was on its way
-    /// ([`waits_for_delivery`]; counted once per [`DEFER_STEP`]).
+    /// (`overlay::detect::failure::holds_timer`; counted once per look).
     pub election_timers_deferred: u64,
     pub heads_reported_down: u64,
     /// Of those, reported because probes found nothing listening at the head's addresses
-    /// (`node/src/superpeer/head_watch.rs`, "Nothing listening is down").
+    /// (`overlay::detect::head_watch`, "Nothing listening is down").
     pub heads_found_gone: u64,
     /// Heads this member left because they refused it and served nothing for the whole
-    /// silence (`node/src/superpeer/head_watch.rs`, "Refusing is not serving").
+    /// silence (`overlay::detect::head_watch`, "Refusing is not serving").
     pub heads_not_serving: u64,
     /// Failed head probes not counted because this node's own loop stalled beyond the
-    /// watch's limit while they were out (`node/src/superpeer/head_watch.rs`, "A stalled loop judges nobody").
+    /// watch's limit while they were out (`overlay::detect::head_watch`, "A stalled loop judges nobody").
     pub probes_stalled: u64,
     /// Milliseconds since the driver started when the role or the head last changed.
     pub last_change_ms: u64,
@@ -266,58 +216,20 @@ impl SpStatus {
     }
 }
 
-/// An election message the peer refused before the handshake (`SendFailure::RefusedByPeer`,
-/// or our own gate: `RefusedLocally`), sent again at `at` if this node still takes part in
-/// that election (*ours*, issue 4 session 21). The peer is alive, and bully's answer timeout
-/// would otherwise take its silence for a crash: in the 200-node prefix swarm a member whose
-/// `Election`s were all refused took the role beside the rightful winner. Its gate keeps room
-/// for the election's group once it knows of the election (`Gate::set_election_group`), which
-/// a peer that has not noticed its head's crash yet does not.
+/// A refused election message waiting to be sent again (`overlay::detect::failure`).
 struct Resend {
-    at: Instant,
+    at: Time,
     to: NodeId,
     msg: SpMessage,
-    refusals: u8,
-}
-
-/// Times a refused election message is sent again, [`RESEND_STEP`] x its refusals after the
-/// refusal: 0.2 + 0.4 + 0.6 + 0.8 = 2 s in all, about the cluster election's answer timeout.
-const MAX_RESENDS: u8 = 4;
-const RESEND_STEP: Duration = Duration::from_millis(200);
-
-/// A cluster election's timer that waits for an answer (bully's T2 and T3, fast bully's T4,
-/// a ring's lap, an algorithm's own) does not fire while a message of that election is still
-/// on its way: sent less than [`MAX_DEFER`] ago and neither delivered (the request's
-/// response) nor failed, or refused and waiting to be sent again ([`Resend`]). It is looked at
-/// again every [`DEFER_STEP`] (*ours*, issue 4 session 21). The algorithms' timeouts assume a
-/// bounded transmission time (Garcia-Molina's T = 2 T_trans + T_proc), and they scale with the
-/// measured RTTs (`SuperPeerConfig::election_rtt_factor`); a message to a member not
-/// connected yet first waits for a dial and two handshakes, which in the 200-node prefix swarm
-/// took 2.3-3.5 s for a member that had dialled 14 others at once: its T2 of 1.5 s fired
-/// before any `Answer` could come, and it took the role beside the rightful winner. The
-/// timers of the coordinator's liveness (T1, heartbeat) are not held.
-fn waits_for_delivery(t: Timer) -> bool {
-    !matches!(t, Timer::T1 | Timer::Heartbeat)
-}
-const MAX_DEFER: Duration = Duration::from_secs(4);
-const DEFER_STEP: Duration = Duration::from_millis(50);
-
-/// When a message that failed as `class`, refused `refusals` times before, is sent again
-/// ([`Resend`]): only a refusal (the peer or our own gate closed the door; no crash shown),
-/// at most [`MAX_RESENDS`] times, each wait one [`RESEND_STEP`] longer.
-fn resend_after(class: SendFailure, refusals: u8) -> Option<Duration> {
-    let refused = matches!(class, SendFailure::RefusedByPeer | SendFailure::RefusedLocally);
-    (refused && refusals < MAX_RESENDS).then(|| RESEND_STEP * (u32::from(refusals) + 1))
+    attempt: Attempt,
 }
 
 enum Sent {
     Msg {
         to: NodeId,
         msg: SpMessage,
-        retried: bool,
-        /// How often the peer refused this message before (see [`Resend`]).
-        refusals: u8,
-        at: Instant,
+        attempt: Attempt,
+        at: Time,
     },
     Hello {
         to: NodeId,
@@ -327,18 +239,18 @@ enum Sent {
     /// delivered (`SendFailure::Ambiguous`): if `to` turns out unreachable, the state machine
     /// gets `SendFailed { to, msg }`; if it answers, nothing (its own timers re-ask). A check
     /// that fails while our own loop stalls beyond the head watch's limit (sent at `at`)
-    /// judges nobody either (`node/src/superpeer/head_watch.rs`, "A stalled loop judges nobody").
+    /// judges nobody either (`overlay::detect::failure::after_check`).
     Check {
         to: NodeId,
         msg: SpMessage,
-        at: Instant,
+        at: Time,
     },
     /// A `Hello` timed for `SpEffect::MeasureRtt`, sent at `at`. `warm` is false when the
     /// connection had to be dialled first: that round trip includes the handshakes, so it
     /// is not reported and a second, timed `Hello` follows on the open connection.
     Measure {
         to: NodeId,
-        at: Instant,
+        at: Time,
         warm: bool,
     },
 }
@@ -346,13 +258,13 @@ enum Sent {
 struct LookupState {
     query: u32,
     /// For a `Query::Sample`: the uniform key actually looked up (the hash of a random
-    /// preimage), named in the `SpInput::SampleResult`.
+    /// preimage), named in the `LookupReport`.
     sampled: Option<NodeId>,
     providers: bool,
     found: Vec<PeerId>,
     first_found: Option<Instant>,
     /// The provider lookup ended with an error (timeout).
-    failed: bool,
+    timed_out: bool,
     /// The key a `Query::Closest` or `Query::Providers` lookup is for (logged with its outcome).
     key: Option<NodeId>,
 }
@@ -361,6 +273,8 @@ struct Hold {
     query: u32,
     peers: Vec<NodeId>,
     until: Instant,
+    /// The lookup's report, its peers filled in when the hold ends.
+    report: LookupReport,
 }
 
 /// The super-peer driver of one node.
@@ -371,11 +285,12 @@ pub struct SuperPeerDriver {
     me: PeerId,
     me_id: NodeId,
     rng: StdRng,
+    clock: Clock,
     t0: Instant,
     started: bool,
     next_tick: Instant,
     round: u32,
-    timers: HashMap<Timer, Instant>,
+    timers: TimerTable<Timer>,
     lookups: HashMap<kad::QueryId, LookupState>,
     /// Lookups asked for and not started yet (at most `MAX_LOOKUPS_IN_FLIGHT` run at once).
     queued: VecDeque<(u32, Query)>,
@@ -391,17 +306,17 @@ pub struct SuperPeerDriver {
     resends: Vec<Resend>,
     /// The election (dead head, group size) whose group the gate keeps room for.
     gate_election: Option<(NodeId, usize)>,
-    /// The member's failure detector for its head (`node/src/superpeer/head_watch.rs`).
+    /// The member's failure detector for its head (`overlay::detect::head_watch`).
     watch: HeadWatch,
     /// The last dial error per peer, for the log of a failed probe (bounded).
     dial_errors: HashMap<PeerId, String>,
     rtts: HashMap<PeerId, Duration>,
-    /// The smallest ping RTT seen to any peer, and the value last told to the state machine.
+    /// The smallest ping RTT seen to any peer, and the value last given to the state machine.
     nearest: Option<Duration>,
     nearest_told: Option<Duration>,
-    /// The loop lateness last told to the state machine (`SpInput::Lateness`), seconds.
-    late_told: f64,
-    /// The coordinate fitness last told to the state machine.
+    /// The loop lateness last told to the state machine (`SpInput::Lateness`).
+    late_told: Duration,
+    /// The coordinate fitness last given to the state machine.
     fit_told: Option<bool>,
     last_use: HashMap<PeerId, Instant>,
     queue: VecDeque<SpInput>,
@@ -412,7 +327,7 @@ pub struct SuperPeerDriver {
 }
 
 impl SuperPeerDriver {
-    pub fn new(me: PeerId, settings: SuperPeerSettings, seed: u64, sink: StatusSink) -> SuperPeerDriver {
+    pub fn new(me: PeerId, settings: SuperPeerSettings, seed: u64, sink: StatusSink, clock: Clock) -> SuperPeerDriver {
         let me_id = node_id_of(&me);
         let cfg = settings.protocol.clone();
         let now = Instant::now();
@@ -427,11 +342,12 @@ impl SuperPeerDriver {
             me,
             me_id,
             rng,
+            clock,
             t0: now,
             started: false,
             next_tick: now + settings.start_delay + spread,
             round: 0,
-            timers: HashMap::new(),
+            timers: TimerTable::new(),
             lookups: HashMap::new(),
             queued: VecDeque::new(),
             preimages: HashMap::new(),
@@ -447,7 +363,7 @@ impl SuperPeerDriver {
                 probe_after: settings.tick * PROBE_AFTER_TICKS,
                 spacing: settings.tick,
                 min_silence: settings.suspect_after,
-                down_score: 4,
+                down_score: DOWN_SCORE,
                 max_stall: settings.probe_stall,
                 gone_after: settings.gone_after_probes,
             }),
@@ -455,7 +371,7 @@ impl SuperPeerDriver {
             rtts: HashMap::new(),
             nearest: None,
             nearest_told: None,
-            late_told: 0.0,
+            late_told: Duration::ZERO,
             fit_told: None,
             last_use: HashMap::new(),
             queue: VecDeque::new(),
@@ -469,8 +385,8 @@ impl SuperPeerDriver {
 
     /// The earliest moment the driver needs to run again.
     pub fn next_deadline(&self) -> Instant {
-        let t = self.timers.values().min().copied().unwrap_or(self.next_tick);
-        let r = self.resends.iter().map(|r| r.at).min().unwrap_or(self.next_tick);
+        let t = self.timers.next_deadline().map_or(self.next_tick, |t| self.clock.instant(t));
+        let r = self.resends.iter().map(|r| self.clock.instant(r.at)).min().unwrap_or(self.next_tick);
         t.min(r).min(self.next_tick)
     }
 
@@ -483,25 +399,11 @@ impl SuperPeerDriver {
         &self.by_kind
     }
 
-    /// Whether the connection to `peer` carries this node's overlay: our head, a member of
-    /// the cluster we serve, or one of the state machine's neighbours (its cache-exchange
-    /// and announcement partners). The peer manager never prunes it.
-    /// - Cluster (*ours*, session 8): a head with more members than `target_high` had its
-    ///   members' idle connections pruned, and their next probe had to dial again into a
-    ///   full head.
-    /// - Neighbours (*ours*, session 20): a node talks to one of its neighbours every round,
-    ///   yet they were pruned like the DHT lookups' passing connections, and each next
-    ///   exchange dialled again: in the 200-node prefix swarm the peer manager pruned
-    ///   34,505 connections in 190 s, half of all that were opened, and the noise
-    ///   handshakes of the re-dials were the largest single CPU cost.
-    /// - The group of the re-election this node takes part in (*ours*, session 21), whose
-    ///   members the gate lets in above the inbound gate (`Gate::set_election_group`).
+    /// Whether the connection to `peer` carries this node's overlay
+    /// (`SuperPeerNode::talks_to`): the peer manager never prunes it, since the node talks to
+    /// that peer every few rounds and a pruned connection would be dialled again.
     pub fn keeps(&self, peer: &PeerId) -> bool {
-        let id = node_id_of(peer);
-        self.sm.attached_to() == Some(id)
-            || self.sm.members().iter().any(|m| m.id == id)
-            || self.sm.neighbours().iter().any(|n| n.id == id)
-            || self.sm.election_group().any(|m| m == id)
+        self.sm.talks_to(&node_id_of(peer))
     }
 
     /// When the connection to `peer` last carried super-peer traffic (the peer manager keeps
@@ -518,7 +420,7 @@ impl SuperPeerDriver {
     }
 
     fn now_time(&self) -> Time {
-        Time::from_micros(self.t0.elapsed().as_micros() as u64)
+        self.clock.now()
     }
 
     // ------------------------------------------------------------------ periodic work
@@ -527,7 +429,7 @@ impl SuperPeerDriver {
     /// harmlessly more often).
     /// `point` is the node's current coordinate (`node/src/coords/driver.rs`).
     /// `late` is the worst lateness of the node's own loop over the last seconds
-    /// (`node/src/runtime/stall.rs`), told to the state machine when it changed (`SpInput::Lateness`).
+    /// (`overlay::detect::stall`), told to the state machine when it changed (`SpInput::Lateness`).
     pub fn poll(
         &mut self,
         sw: &mut Swarm<Behaviour>,
@@ -541,51 +443,51 @@ impl SuperPeerDriver {
         if point.is_valid() && point != self.sm.point() {
             self.run(sw, dir, SpInput::Coordinate(point));
         }
-        // Whether the coordinate is fit to place tokens by (`CoordsDriver::is_fit`), told on
-        // change. Sticky: a coordinate that was fit once stays fit (its error estimate can
-        // rise again for a while, and each unfit report would restart the holder's hold).
-        let fit = fit || self.fit_told == Some(true);
+        // Whether the coordinate is fit to place tokens by, when it changed (the state machine
+        // keeps a coordinate fit once fit).
         if self.fit_told != Some(fit) {
             self.fit_told = Some(fit);
-            self.status.coordinate_fit = fit;
-            info!(me = %self.me_id.short(), fit, "coordinate fitness changed");
             self.run(sw, dir, SpInput::CoordinateFit { fit });
+            let fit = self.sm.coordinate_fit();
+            if self.status.coordinate_fit != fit {
+                info!(me = %self.me_id.short(), fit, "coordinate fitness changed");
+                self.status.coordinate_fit = fit;
+            }
         }
         // The nearest RTT (placement by access delay, `overlay::superpeer::token`), when it
-        // dropped by 5 % or more since it was last told.
-        if let Some(n) =
-            self.nearest.filter(|n| self.nearest_told.is_none_or(|t| n.as_secs_f64() < 0.95 * t.as_secs_f64()))
-        {
+        // dropped (the state machine takes real drops only).
+        if let Some(n) = self.nearest.filter(|n| self.nearest_told != Some(*n)) {
             self.nearest_told = Some(n);
             self.run(sw, dir, SpInput::NearestRtt { rtt: n.as_secs_f64() });
         }
-        // The loop's lateness (`SpInput::Lateness`), told when it moved by a tenth of a
-        // second or a fifth of itself: it stretches the cluster election's timeouts.
-        let late = late.as_secs_f64();
-        if (late - self.late_told).abs() > (0.2 * self.late_told).max(0.1) {
+        // The loop's lateness (`SpInput::Lateness`: it stretches the cluster election's
+        // timeouts), when it moved enough.
+        if lateness_changed(self.late_told, late) {
             self.late_told = late;
-            self.run(sw, dir, SpInput::Lateness { secs: late });
+            self.run(sw, dir, SpInput::Lateness { secs: late.as_secs_f64() });
         }
-        let due: Vec<Timer> = self.timers.iter().filter(|(_, t)| **t <= now).map(|(k, _)| *k).collect();
-        let in_flight = !due.is_empty() && self.election_in_flight(now);
-        for t in due {
-            if in_flight && waits_for_delivery(t) {
-                self.status.election_timers_deferred += 1;
-                self.timers.insert(t, now + DEFER_STEP);
-                continue;
+        let now_t = self.clock.at(now);
+        let due = self.timers.take_due(now_t);
+        if !due.is_empty() {
+            let (undelivered, resend_waiting) = self.election_in_flight(now_t);
+            for t in due {
+                if let Some(wait) = failure::holds_timer(t, undelivered, resend_waiting) {
+                    self.status.election_timers_deferred += 1;
+                    self.timers.arm(t, now_t + wait);
+                    continue;
+                }
+                debug!(me = %self.me_id.short(), timer = ?t, "election timer fired");
+                self.run(sw, dir, SpInput::Timer(t));
             }
-            self.timers.remove(&t);
-            debug!(me = %self.me_id.short(), timer = ?t, "election timer fired");
-            self.run(sw, dir, SpInput::ElectionTimer(t));
         }
-        if self.resends.iter().any(|r| r.at <= now) {
+        if self.resends.iter().any(|r| r.at <= now_t) {
             let (due, wait): (Vec<Resend>, Vec<Resend>) =
-                std::mem::take(&mut self.resends).into_iter().partition(|r| r.at <= now);
+                std::mem::take(&mut self.resends).into_iter().partition(|r| r.at <= now_t);
             self.resends = wait;
             for r in due {
                 if self.election_runs(&r.msg) {
                     self.status.election_resends += 1;
-                    self.send_msg_n(sw, dir, r.to, r.msg, false, r.refusals);
+                    self.send_msg(sw, dir, r.to, r.msg, r.attempt);
                 } else {
                     self.status.sends_dropped += 1;
                 }
@@ -650,7 +552,7 @@ impl SuperPeerDriver {
 
     fn probe_head(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory) {
         let head = self.sm.attached_to();
-        if let Some(h) = head.filter(|_| self.watch.due(head, Instant::now())) {
+        if let Some(h) = head.filter(|_| self.watch.due(head, self.clock.now())) {
             self.send_hello(sw, dir, h, true);
         }
     }
@@ -689,7 +591,7 @@ impl SuperPeerDriver {
         let broke = !matches!(cause, None | Some(ConnectionError::KeepAliveTimeout));
         if broke && self.sm.attached_to() == Some(id) {
             debug!(%peer, "connection to the super peer broke; probing it");
-            self.watch.broke(Some(id), id, Instant::now());
+            self.watch.broke(Some(id), id, self.clock.now());
             self.probe_head(sw, dir);
         }
     }
@@ -729,42 +631,6 @@ impl SuperPeerDriver {
                     Ok(ok) => (&ok.peers, false),
                     Err(kad::GetClosestPeersError::Timeout { peers, .. }) => (peers, true),
                 };
-                // Usable: finished in time with K peers, or with fewer and no peer failing to
-                // answer (a network smaller than K + 1). Anything else the state machine
-                // must not decide on (see `SpInput::LookupFailed`).
-                // A short sample answer is still a thinned uniform sample (its estimate is
-                // corrected below) from `MIN_SAMPLE_PEERS` peers on; a claim's from
-                // `CLAIM_MIN_PEERS` (see the module doc).
-                let min_peers = if l.sampled.is_some() { MIN_SAMPLE_PEERS } else { CLAIM_MIN_PEERS };
-                let short = peers.len() < CLOSEST_K && stats.num_failures() > 0 && peers.len() < min_peers;
-                // The share of the asked peers that answered: a sample lookup's estimate is
-                // corrected by it (`overlay::superpeer::estimate`, "Thinning"), and one
-                // with too few answers is not used.
-                let asked = stats.num_successes() + stats.num_failures();
-                let answered = if asked == 0 { 1.0 } else { f64::from(stats.num_successes()) / f64::from(asked) };
-                let thin = l.sampled.is_some() && answered < MIN_ANSWERED;
-                if timed_out || short || thin {
-                    let query = l.query;
-                    self.lookups.remove(id);
-                    self.status.lookups_failed += 1;
-                    let reason = match (timed_out, short) {
-                        (true, _) if peers.len() >= CLOSEST_K => "timeout-full",
-                        (true, _) => "timeout-short",
-                        (false, true) => "short",
-                        (false, false) => "thin",
-                    };
-                    *self.status.lookups_failed_by_reason.entry(reason.to_string()).or_default() += 1;
-                    debug!(
-                        query,
-                        peers = peers.len(),
-                        failures = stats.num_failures(),
-                        timed_out,
-                        answered,
-                        "closest-peers lookup unusable; the state machine retries it"
-                    );
-                    self.run(sw, dir, SpInput::LookupFailed { query });
-                    return;
-                }
                 let infos: Vec<(PeerId, Vec<Multiaddr>)> = peers.iter().map(|p| (p.peer_id, p.addrs.clone())).collect();
                 let (query, sampled, key) = (l.query, l.sampled, l.key);
                 self.lookups.remove(id);
@@ -774,7 +640,7 @@ impl SuperPeerDriver {
                         .iter()
                         .map(|(p, _)| overlay::superpeer::estimate::xor_fraction(&key, &node_id_of(p)))
                         .fold(f64::INFINITY, f64::min);
-                    debug!(%key, peers = infos.len(), failures = stats.num_failures(), me_nearest = mine < nearest, mine, nearest, "closest-peers lookup");
+                    debug!(%key, peers = infos.len(), failures = stats.num_failures(), timed_out, me_nearest = mine < nearest, mine, nearest, "closest-peers lookup");
                 }
                 for (p, addrs) in &infos {
                     self.remember_peer(node_id_of(p), *p);
@@ -789,21 +655,28 @@ impl SuperPeerDriver {
                         PeerInfo { id, point: self.points.get(&id).copied().unwrap_or_default() }
                     })
                     .collect();
-                match sampled {
-                    Some(key) => {
-                        debug!(
-                            me = %self.me_id,
-                            %key,
-                            peers = ?out.iter().map(|p| p.id.to_string()).collect::<Vec<_>>(),
-                            requests = stats.num_requests(),
-                            successes = stats.num_successes(),
-                            failures = stats.num_failures(),
-                            "sample lookup"
-                        );
-                        self.run(sw, dir, SpInput::SampleResult { query, key, peers: out, answered })
-                    }
-                    None => self.run(sw, dir, SpInput::LookupResult { query, peers: out }),
+                if let Some(key) = sampled {
+                    debug!(
+                        me = %self.me_id,
+                        %key,
+                        peers = ?out.iter().map(|p| p.id.to_string()).collect::<Vec<_>>(),
+                        requests = stats.num_requests(),
+                        successes = stats.num_successes(),
+                        failures = stats.num_failures(),
+                        timed_out,
+                        "sample lookup"
+                    );
                 }
+                // The state machine judges the answer (`overlay::superpeer::lookup`).
+                let report = LookupReport {
+                    key: sampled,
+                    found: out.len() as u32,
+                    peers: out,
+                    timed_out,
+                    answered: stats.num_successes(),
+                    failed: stats.num_failures(),
+                };
+                self.run(sw, dir, SpInput::LookupResult { query, report });
                 return;
             }
             kad::QueryResult::GetProviders(r) => match r {
@@ -820,7 +693,7 @@ impl SuperPeerDriver {
                 Ok(kad::GetProvidersOk::FinishedWithNoAdditionalRecord { .. }) => done = true,
                 Err(e) => {
                     debug!("provider lookup ended: {e}");
-                    l.failed = true;
+                    l.timed_out = true;
                     done = true;
                 }
             },
@@ -831,14 +704,7 @@ impl SuperPeerDriver {
         }
         let Some(l) = self.lookups.remove(id) else { return };
         if let Some(key) = l.key {
-            debug!(%key, found = l.found.len(), failed = l.failed, "provider lookup");
-        }
-        if l.failed && l.found.is_empty() {
-            // A timed-out provider lookup that found nobody says nothing about the key.
-            self.status.lookups_failed += 1;
-            *self.status.lookups_failed_by_reason.entry("providers-timeout".to_string()).or_default() += 1;
-            self.run(sw, dir, SpInput::LookupFailed { query: l.query });
-            return;
+            debug!(%key, found = l.found.len(), timed_out = l.timed_out, "provider lookup");
         }
         let mut ids = Vec::with_capacity(l.found.len());
         for p in &l.found {
@@ -848,12 +714,19 @@ impl SuperPeerDriver {
                 ids.push(nid);
             }
         }
+        let report = LookupReport {
+            found: l.found.len() as u32,
+            timed_out: l.timed_out,
+            answered: stats.num_successes(),
+            failed: stats.num_failures(),
+            ..LookupReport::default()
+        };
         // Learn unknown providers' coordinates first.
         let unknown: Vec<NodeId> = ids.iter().filter(|i| !self.points.contains_key(*i)).copied().collect();
         for u in &unknown {
             self.send_hello(sw, dir, *u, false);
         }
-        let h = Hold { query: l.query, peers: ids, until: Instant::now() + HELLO_WAIT };
+        let h = Hold { query: l.query, peers: ids, until: Instant::now() + HELLO_WAIT, report };
         if unknown.is_empty() {
             self.deliver_hold(sw, dir, h);
         } else {
@@ -864,7 +737,8 @@ impl SuperPeerDriver {
     fn deliver_hold(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, h: Hold) {
         let peers: Vec<PeerInfo> =
             h.peers.iter().filter_map(|id| self.points.get(id).map(|p| PeerInfo { id: *id, point: *p })).collect();
-        self.run(sw, dir, SpInput::LookupResult { query: h.query, peers });
+        let report = LookupReport { peers, ..h.report };
+        self.run(sw, dir, SpInput::LookupResult { query: h.query, report });
     }
 
     fn check_holds(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory) {
@@ -895,7 +769,7 @@ impl SuperPeerDriver {
                 let accepted = match decode_request(&request) {
                     Ok(req) => {
                         self.learn_point(sw, dir, from, req.point);
-                        self.watch.heard(from, Instant::now());
+                        self.watch.heard(from, self.clock.now());
                         if let SpBody::Message { msg, book } = req.body {
                             if let SpMessage::Election { dead, msg: inner } = &msg {
                                 debug!(me = %self.me_id.short(), from = %from.short(), dead = %dead.short(), kind = inner.kind(), "election message received");
@@ -930,7 +804,7 @@ impl SuperPeerDriver {
                 let sent = self.sent.remove(&request_id);
                 match decode_reply(&response) {
                     Ok(r) => {
-                        self.watch.heard(from, Instant::now());
+                        self.watch.heard(from, self.clock.now());
                         self.learn_point(sw, dir, from, r.point);
                         if !r.accepted {
                             debug!(%peer, "peer refused our super-peer frame");
@@ -946,14 +820,14 @@ impl SuperPeerDriver {
                     self.status.sends_dropped += 1;
                 }
                 if let Some(Sent::Hello { to, probe: true }) = sent {
-                    self.watch.answered(to, Instant::now());
+                    self.watch.answered(to, self.clock.now());
                 }
                 if let Some(Sent::Measure { to, at, warm }) = sent {
                     if warm {
-                        let rtt = at.elapsed();
+                        let rtt = self.clock.now() - at;
                         // A round trip the node's loop stalled in is not this path's delay
-                        // (`node/src/runtime/stall.rs`): reported as failed, so the state machine asks again
-                        // later instead of keeping an inflated minimum for good.
+                        // (`overlay::detect::stall`): reported as failed, so the state machine
+                        // asks again later instead of keeping an inflated minimum for good.
                         let rtt = if stall.spoils(at, rtt) {
                             self.status.rtt_stalled += 1;
                             None
@@ -984,69 +858,55 @@ impl SuperPeerDriver {
                     self.status.refused_by_peer += 1;
                 }
                 match sent {
-                    Sent::Msg { to, msg, retried, refusals, .. } => {
+                    Sent::Msg { to, msg, attempt, .. } => {
                         debug!(%peer, kind = msg.kind(), ?class, "super-peer send failed: {error}");
-                        if Some(to) == self.sm.attached_to() {
-                            // Never give up the head on one failure: probe it.
-                            self.watch.broke(Some(to), to, Instant::now());
-                            self.probe_head(sw, dir);
-                        } else {
-                            match class {
-                                // Crash-stop's "not delivered, peer down" (`node/src/net/send_failure.rs`).
-                                SendFailure::Unreachable | SendFailure::NoListener => {
-                                    info!(me = %self.me_id.short(), to = %to.short(), kind = msg.kind(), "super-peer message undeliverable, the peer is taken for down: {error}");
-                                    self.run(sw, dir, SpInput::SendFailed { to, msg })
-                                }
-                                // Never sent, and nothing known about the peer (or the peer
-                                // is alive and refused the connection: no crash to report,
-                                // `node/src/net/send_failure.rs`): the message is dropped, the state
-                                // machine's own timers ask again.
-                                // An election message is sent again while its election runs
-                                // ([`Resend`]).
-                                // A refused handover is the state machine's to decide on
-                                // (`SpInput::Refused`): its target is passed over.
-                                SendFailure::RefusedLocally | SendFailure::RefusedByPeer => {
-                                    match resend_after(class, refusals).filter(|_| self.election_runs(&msg)) {
-                                        Some(wait) => {
-                                            let at = Instant::now() + wait;
-                                            self.resends.push(Resend { at, to, msg, refusals: refusals + 1 })
-                                        }
-                                        // Not our retry: its first copy may have arrived.
-                                        None if !retried && matches!(msg, SpMessage::Handover { .. }) => {
-                                            self.status.sends_dropped += 1;
-                                            self.run(sw, dir, SpInput::Refused { to, msg })
-                                        }
-                                        None => self.status.sends_dropped += 1,
-                                    }
-                                }
-                                // Maybe delivered: send it once more (every super-peer message
-                                // is safe to receive twice), then ask whether the peer is there.
-                                SendFailure::Ambiguous if !retried => self.send_msg(sw, dir, to, msg, true),
-                                SendFailure::Ambiguous => self.send_check(sw, dir, to, msg),
+                        let what = failure::Sent {
+                            to_head: Some(to) == self.sm.attached_to(),
+                            election_runs: self.election_runs(&msg),
+                            handover: matches!(msg, SpMessage::Handover { .. }),
+                        };
+                        match after_failure(class, attempt, what) {
+                            Next::ProbeHead => {
+                                self.watch.broke(Some(to), to, self.clock.now());
+                                self.probe_head(sw, dir);
                             }
+                            Next::Report => {
+                                info!(me = %self.me_id.short(), to = %to.short(), kind = msg.kind(), "super-peer message undeliverable, the peer is taken for down: {error}");
+                                self.run(sw, dir, SpInput::SendFailed { to, msg })
+                            }
+                            Next::Refused => {
+                                self.status.sends_dropped += 1;
+                                self.run(sw, dir, SpInput::Refused { to, msg })
+                            }
+                            Next::ResendAfter(wait) => {
+                                let attempt = Attempt { refusals: attempt.refusals + 1, ..attempt };
+                                let at = self.clock.now() + wait;
+                                self.resends.push(Resend { at, to, msg, attempt });
+                            }
+                            Next::SendAgain => self.send_msg(sw, dir, to, msg, Attempt { retried: true, ..attempt }),
+                            Next::Check => self.send_check(sw, dir, to, msg),
+                            Next::Drop => self.status.sends_dropped += 1,
                         }
                     }
                     Sent::Check { to, msg, at } => {
                         let stalled = stall.worst_during(at);
-                        // A stall excuses a failed dial, not one that found nothing listening
-                        // (no timeout is involved: `node/src/superpeer/head_watch.rs`, "Nothing listening is down").
-                        if class == SendFailure::Unreachable && self.watch.stalled(stalled) {
-                            self.status.sends_dropped += 1;
-                            info!(me = %self.me_id.short(), to = %to.short(), kind = msg.kind(), stall_ms = stalled.as_millis() as u64, "super-peer message undeliverable after a check while our own loop stalled: dropped, the peer is not taken for down ({error})");
-                        } else if class.unreachable() {
+                        if after_check(class, self.watch.stalled(stalled)) {
                             info!(me = %self.me_id.short(), to = %to.short(), kind = msg.kind(), "super-peer message undeliverable after a check, the peer is taken for down: {error}");
                             self.run(sw, dir, SpInput::SendFailed { to, msg });
                         } else {
                             self.status.sends_dropped += 1;
+                            if class.unreachable() {
+                                info!(me = %self.me_id.short(), to = %to.short(), kind = msg.kind(), stall_ms = stalled.as_millis() as u64, "super-peer message undeliverable after a check while our own loop stalled: dropped, the peer is not taken for down ({error})");
+                            }
                         }
                     }
                     Sent::Hello { to, probe } => {
                         // Scored, spaced, and down only after a silence, or after probes in a row
-                        // that found nothing listening (`node/src/superpeer/head_watch.rs`); the next probe goes out
-                        // from `probe_head` once a round has passed.
+                        // that found nothing listening (`overlay::detect::head_watch`); the next
+                        // probe goes out from `probe_head` once a round has passed.
                         if probe && Some(to) == self.sm.attached_to() {
                             let dial = self.dial_errors.remove(&peer).unwrap_or_default();
-                            let now = Instant::now();
+                            let now = self.clock.now();
                             let stalled = self.watch.probe_started().map_or(Duration::ZERO, |s| stall.worst_during(s));
                             let stall_ms = stalled.as_millis() as u64;
                             let verdict = self.watch.failed(to, class, now, stalled);
@@ -1170,15 +1030,20 @@ impl SuperPeerDriver {
         self.refresh(Instant::now());
     }
 
-    /// Whether a message of the re-election this node takes part in, sent less than
-    /// [`MAX_DEFER`] ago, is neither delivered nor failed yet, or waits to be sent again
-    /// ([`waits_for_delivery`]).
-    fn election_in_flight(&self, now: Instant) -> bool {
-        self.resends.iter().any(|r| self.election_runs(&r.msg))
-            || self.sent.values().any(|s| {
-                matches!(s, Sent::Msg { msg, at, .. }
-                    if now.saturating_duration_since(*at) < MAX_DEFER && self.election_runs(msg))
+    /// The age of the youngest message of the re-election this node takes part in that is
+    /// neither delivered nor failed yet, and whether one waits to be sent again
+    /// (`overlay::detect::failure::holds_timer`).
+    fn election_in_flight(&self, now: Time) -> (Option<Duration>, bool) {
+        let resend_waiting = self.resends.iter().any(|r| self.election_runs(&r.msg));
+        let youngest = self
+            .sent
+            .values()
+            .filter_map(|s| match s {
+                Sent::Msg { msg, at, .. } if self.election_runs(msg) => Some(now.since(*at)),
+                _ => None,
             })
+            .min();
+        (youngest, resend_waiting)
     }
 
     /// Whether `msg` belongs to the cluster re-election this node takes part in now.
@@ -1210,7 +1075,7 @@ impl SuperPeerDriver {
         what: Option<(&str, Option<NodeId>)>,
     ) {
         match e {
-            SpEffect::Send { to, msg } => self.send_msg(sw, dir, to, msg, false),
+            SpEffect::Send { to, msg } => self.send_msg(sw, dir, to, msg, Attempt::FIRST),
             SpEffect::Lookup { query, what } => {
                 self.queued.push_back((query, what));
                 self.start_lookups(sw);
@@ -1223,18 +1088,19 @@ impl SuperPeerDriver {
                 }
             }
             SpEffect::Unprovide { key } => sw.behaviour_mut().kad.stop_providing(&kad::RecordKey::new(&key.0)),
-            SpEffect::SetElectionTimer { timer, after } => {
-                self.timers.insert(timer, Instant::now() + after);
-            }
-            SpEffect::CancelElectionTimer { timer } => {
-                self.timers.remove(&timer);
+            SpEffect::SetTimer { timer, after } => self.timers.arm(timer, self.clock.now() + after),
+            SpEffect::CancelTimer { timer } => self.timers.cancel(timer),
+            SpEffect::LookupUnusable { query, reason } => {
+                debug!(query, reason, "lookup unusable; the state machine asks again");
+                self.status.lookups_failed += 1;
+                *self.status.lookups_failed_by_reason.entry(reason.to_string()).or_default() += 1;
             }
             SpEffect::BecomeSuperPeer => info!(me = %self.me_id.short(), "became a super peer"),
             SpEffect::StopSuperPeer => info!(me = %self.me_id.short(), "no longer a super peer"),
             SpEffect::AttachedTo(h) => {
                 debug!(head = %h.short(), "attached to a super peer");
                 self.status.attach_changes += 1;
-                let now = Instant::now();
+                let now = self.clock.now();
                 self.watch.follow(Some(h), now);
                 self.watch.heard(h, now);
             }
@@ -1292,11 +1158,10 @@ impl SuperPeerDriver {
         }
     }
 
-    /// Starts queued lookups while fewer than [`MAX_LOOKUPS_IN_FLIGHT`] run. *Ours* (issue
-    /// 4's 200-node swarm): every node used to start its 8 estimate lookups at once, and
-    /// kad's iterative lookups dial the peers they discover: 1,600 lookups and thousands of
-    /// handshakes in the same seconds left the latency emulation half a second late, the
-    /// lookups timed out, and their retries kept the swarm overloaded.
+    /// Starts queued lookups while fewer than [`MAX_LOOKUPS_IN_FLIGHT`] run: kad's iterative
+    /// lookups dial the peers they discover, and a burst of them (a 200-node swarm's 1,600 at
+    /// once) leaves the emulation late, the lookups time out, and their retries keep the swarm
+    /// overloaded.
     fn start_lookups(&mut self, sw: &mut Swarm<Behaviour>) {
         while self.lookups.len() < MAX_LOOKUPS_IN_FLIGHT {
             let Some((query, what)) = self.queued.pop_front() else { return };
@@ -1323,7 +1188,7 @@ impl SuperPeerDriver {
             };
             self.lookups.insert(
                 qid,
-                LookupState { query, sampled, providers, found: Vec::new(), first_found: None, failed: false, key },
+                LookupState { query, sampled, providers, found: Vec::new(), first_found: None, timed_out: false, key },
             );
         }
     }
@@ -1358,21 +1223,9 @@ impl SuperPeerDriver {
         a
     }
 
-    fn send_msg(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, to: NodeId, msg: SpMessage, retried: bool) {
-        self.send_msg_n(sw, dir, to, msg, retried, 0);
-    }
-
-    /// [`Self::send_msg`] of a message the peer refused `refusals` times before ([`Resend`]).
-    fn send_msg_n(
-        &mut self,
-        sw: &mut Swarm<Behaviour>,
-        dir: &Directory,
-        to: NodeId,
-        msg: SpMessage,
-        retried: bool,
-        refusals: u8,
-    ) {
-        if !retried && refusals == 0 {
+    /// Sends `msg` to `to` as `attempt` (the first, or a resend after a failure).
+    fn send_msg(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, to: NodeId, msg: SpMessage, attempt: Attempt) {
+        if attempt.is_first() {
             self.status.messages_sent += 1;
             *self.by_kind.entry(msg.kind()).or_default() += 1;
             *self.status.messages_by_kind.entry(msg.kind().to_string()).or_default() += 1;
@@ -1415,6 +1268,7 @@ impl SuperPeerDriver {
         };
         if let SpMessage::Election { dead, msg: inner } = &msg {
             let warm = self.connected.contains(&peer);
+            let (retried, refusals) = (attempt.retried, attempt.refusals);
             debug!(me = %self.me_id.short(), to = %to.short(), dead = %dead.short(), kind = inner.kind(), warm, retried, refusals, "election message sent");
         }
         let addrs = Self::addrs(&sw.behaviour().gate, dir, &peer);
@@ -1422,7 +1276,8 @@ impl SuperPeerDriver {
         b.gate.want(peer);
         let rid = b.superpeer.send_request_with_addresses(&peer, bytes, addrs);
         self.last_use.insert(peer, Instant::now());
-        self.sent.insert(rid, Sent::Msg { to, msg, retried, refusals, at: Instant::now() });
+        let at = self.clock.now();
+        self.sent.insert(rid, Sent::Msg { to, msg, attempt, at });
     }
 
     /// Measures the RTT to `to` for the state machine (`SpEffect::MeasureRtt`): times a
@@ -1445,7 +1300,8 @@ impl SuperPeerDriver {
         b.gate.want(peer);
         let rid = b.superpeer.send_request_with_addresses(&peer, bytes, addrs);
         self.last_use.insert(peer, Instant::now());
-        self.sent.insert(rid, Sent::Measure { to, at: Instant::now(), warm });
+        let at = self.clock.now();
+        self.sent.insert(rid, Sent::Measure { to, at, warm });
     }
 
     /// See [`Sent::Check`].
@@ -1454,12 +1310,13 @@ impl SuperPeerDriver {
             self.run(sw, dir, SpInput::SendFailed { to, msg });
             return;
         }
-        self.send_bare_hello(sw, dir, to, Sent::Check { to, msg, at: Instant::now() });
+        let at = self.clock.now();
+        self.send_bare_hello(sw, dir, to, Sent::Check { to, msg, at });
     }
 
     fn send_hello(&mut self, sw: &mut Swarm<Behaviour>, dir: &Directory, to: NodeId, probe: bool) {
         if self.send_bare_hello(sw, dir, to, Sent::Hello { to, probe }) && probe {
-            self.watch.probe_sent(Instant::now());
+            self.watch.probe_sent(self.clock.now());
         }
     }
 
@@ -1591,28 +1448,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn refused_messages_are_sent_again_four_times_with_growing_waits() {
-        let waits: Vec<Option<Duration>> =
-            (0..=MAX_RESENDS).map(|n| resend_after(SendFailure::RefusedByPeer, n)).collect();
-        let ms = |m: u64| Some(Duration::from_millis(m));
-        assert_eq!(waits, vec![ms(200), ms(400), ms(600), ms(800), None]);
-        let total: Duration = waits.iter().flatten().sum();
-        assert_eq!(total, Duration::from_secs(2), "about the cluster election's answer timeout");
-        assert_eq!(resend_after(SendFailure::RefusedLocally, 0), ms(200), "our own gate's refusal too");
-        for class in [SendFailure::Unreachable, SendFailure::NoListener, SendFailure::Ambiguous] {
-            assert_eq!(resend_after(class, 0), None, "{class:?} is not a refusal: its own rules apply");
-        }
-    }
-
-    #[test]
-    fn answer_timers_wait_for_delivery_liveness_timers_do_not() {
-        for t in [Timer::T2, Timer::T3, Timer::T4, Timer::Lap, Timer::Custom(1)] {
-            assert!(waits_for_delivery(t), "{t:?} waits for an answer");
-        }
-        for t in [Timer::T1, Timer::Heartbeat] {
-            assert!(!waits_for_delivery(t), "{t:?} watches the coordinator or paces it");
-        }
-        assert!(MAX_DEFER < Duration::from_millis(crate::config::Limits::default().request_timeout_ms));
+    fn an_election_message_is_held_for_less_than_a_request_lives() {
+        // A timer held for a message on its way must not wait for longer than the request can
+        // take to fail: the failure then ends the hold.
+        assert!(
+            overlay::detect::failure::MAX_DEFER
+                < Duration::from_millis(crate::config::Limits::default().request_timeout_ms)
+        );
     }
 
     #[test]

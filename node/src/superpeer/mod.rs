@@ -1,8 +1,7 @@
-//! Super peers in the node: the driver of `overlay::superpeer`, its wire format, the
-//! member's watch on its head, and the swarm's super-peer report and timeline.
+//! Super peers in the node: the driver of `overlay::superpeer` (with the member's watch on its
+//! head, `overlay::detect`), its wire format, and the swarm's super-peer report and timeline.
 
 pub mod driver;
-pub mod head_watch;
 pub mod report;
 pub mod timeline;
 pub mod wire;

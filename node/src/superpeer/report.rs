@@ -6,7 +6,7 @@
 //! - **Convergence**: the swarm has converged when, for `stable` (10 s by default), every
 //!   live node is a head (super peer or, with tokens, a provisional holder) or attached to a
 //!   live head, with the token method every head promoted, every node's coordinate fit to
-//!   place by (`SpStatus::coordinate_fit`, session 12: placement chosen before that is not
+//!   place by (`SpStatus::coordinate_fit`: placement chosen before that is not
 //!   the placement yet), and in every second at most
 //!   `max(1, N/1000)` nodes changed their role, head or role key (the simulator's rule). The
 //!   convergence time is the end of the last second that broke this, from swarm start.
@@ -82,7 +82,7 @@ fn dist(v: Vec<f64>, what: &str) -> Dist {
     sample(v, what).summary()
 }
 
-/// Why attached nodes are not at their TRUE nearest head (session 12: the 200-node tokens
+/// Why attached nodes are not at their TRUE nearest head (the 200-node tokens
 /// swarms placed worse than random selection does in the simulator at the same N). Each
 /// attached node is put in one class by its own view: its super-peer point predicts the RTT
 /// to every head (the heads' points as they report them, a stand-in for what the node has
@@ -264,7 +264,7 @@ pub struct SpMeasures {
     /// `Hello` requests per node (coordinate learning, head probes).
     pub hellos_per_node: f64,
     /// RTT measurements (timed `Hello`s) per node, and those dropped because the node's loop
-    /// stalled during them (`node/src/runtime/stall.rs`).
+    /// stalled during them (`overlay::detect::stall`).
     pub rtt_measurements_per_node: f64,
     pub rtt_stalled_per_node: f64,
     pub lookups_per_node: f64,
@@ -280,13 +280,13 @@ pub struct SpMeasures {
     pub election_timers_deferred: u64,
     /// Heads that members' probes reported down.
     pub heads_reported_down: u64,
-    /// Of those, reported because the probes found nothing listening (`node/src/superpeer/head_watch.rs`).
+    /// Of those, reported because the probes found nothing listening (`overlay::detect::head_watch`).
     pub heads_found_gone: u64,
     /// Heads that members left because they refused them and served nothing for the whole
-    /// silence (`node/src/superpeer/head_watch.rs`, "Refusing is not serving").
+    /// silence (`overlay::detect::head_watch`, "Refusing is not serving").
     pub heads_not_serving: u64,
     /// Failed head probes not counted because the member's own loop stalled meanwhile
-    /// (`node/src/superpeer/head_watch.rs`, "A stalled loop judges nobody").
+    /// (`overlay::detect::head_watch`, "A stalled loop judges nobody").
     pub probes_stalled: u64,
     /// Cluster re-elections joined, summed over the nodes.
     pub elections_joined: u64,
@@ -393,7 +393,7 @@ fn signature(snaps: &[(usize, Snapshot)]) -> Vec<(usize, String, Option<String>,
 /// all counts as unattached.
 /// Whether the swarm is settled: (every node attached to a live head, every head promoted
 /// (tokens), every node's coordinate fit (`SpStatus::coordinate_fit`), a few stray nodes
-/// described). Fitness is part of convergence (session 12): attachments and token
+/// described). Fitness is part of convergence : attachments and token
 /// positions chosen before the coordinates were fit are not the placement yet; in the
 /// 200-node swarms they were 1.5-2 times farther from their heads than after.
 fn settled(swarm: &LocalSwarm, snaps: &[(usize, Snapshot)], tokens: bool) -> (bool, bool, bool, Vec<String>) {

@@ -10,7 +10,7 @@
 //! emulation's chunks released 100 ms / 500 ms or more late, how many nodes have decided
 //! their size estimate, how many heads there are and how many nodes are attached, how many
 //! nodes are in a cluster re-election (and for how many dead heads), and the super-peer
-//! messages by kind (session 10: to see what a post-kill election storm is made of).
+//! messages by kind (to see what a post-kill election storm is made of).
 
 use crate::net::latency_transport::{LatencyNet, LATENESS_BOUNDS_MS};
 use crate::runtime::status::Snapshot;
@@ -57,7 +57,7 @@ pub struct SpSample {
     /// Members switching heads, a second (`attach_changes`; a first attachment counts too).
     pub attach_changes_per_s: f64,
     /// Mean true (model) RTT from each attached node to its head, ms (emulated swarms only):
-    /// how placement improves while the coordinates form (session 12).
+    /// how placement improves while the coordinates form .
     pub latency_to_head_ms_mean: Option<f64>,
 }
 

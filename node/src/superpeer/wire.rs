@@ -245,7 +245,7 @@ mod tests {
         assert!(mentioned_ids(&attach).is_empty());
         let moved = SpMessage::Moved { to: PeerInfo { id: NodeId::from_u64(3), point: p } };
         assert_eq!(mentioned_ids(&moved), vec![NodeId::from_u64(3)]);
-        // Pooled size samples (issue 4, session 17) travel as they are and mention nobody.
+        // Pooled size samples (issue 4) travel as they are and mention nobody.
         let samples = SpMessage::SizeSamples {
             samples: vec![SizeSample { tag: 7, n: 201.5 }, SizeSample { tag: u64::MAX, n: 1e6 }],
         };

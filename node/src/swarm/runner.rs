@@ -87,11 +87,20 @@ pub struct LocalSwarm {
     probes: Vec<Arc<crate::runtime::status::Probe>>,
 }
 
+/// Swarms started in this process (`LocalSwarm::start`, memory ports).
+static SWARMS_STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 impl LocalSwarm {
     /// Start every node. Node i bootstraps from up to `bootstrap_peers` earlier nodes.
     pub async fn start(cfg: &LocalSwarmConfig) -> anyhow::Result<LocalSwarm> {
         let mut rng = StdRng::seed_from_u64(cfg.seed);
-        let base: u64 = rng.gen_range(1_000_000..u64::MAX / 2);
+        // Memory ports: drawn from the seed, moved by a per-process count so that two swarms
+        // of one seed can run in one process (ports decide nothing in the protocols).
+        let base: u64 = rng.gen_range(1_000_000..u64::MAX / 4)
+            + SWARMS_STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed) * (1 << 32);
+        // Node keys come from the seed too, from their own generator: a run replays with the
+        // same node ids, so the same super peers and leaders.
+        let mut keys = StdRng::seed_from_u64(cfg.seed ^ 0x6b65_7973_6565_6473);
         let mut nodes = Vec::with_capacity(cfg.nodes);
         let mut node_ids = Vec::with_capacity(cfg.nodes);
         let mut addrs: Vec<Multiaddr> = Vec::with_capacity(cfg.nodes);
@@ -103,7 +112,9 @@ impl LocalSwarm {
         };
         let mut probes = Vec::with_capacity(cfg.nodes);
         for i in 0..cfg.nodes {
-            let key = Keypair::generate_ed25519();
+            let mut secret = [0u8; 32];
+            keys.fill(&mut secret);
+            let key = Keypair::ed25519_from_bytes(secret)?;
             let peer = key.public().to_peer_id();
             // Registered before the node starts, so every peer that can connect is known.
             let latency = match &net {

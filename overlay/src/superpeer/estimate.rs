@@ -17,7 +17,7 @@
 //! experiment reports the measured error. Distances are evaluated on the top 128 bits, which
 //! is exact enough for any N below 2^100.
 //!
-//! **Thinning** (*ours*, issue 4, session 6): a real Kademlia lookup returns the K closest
+//! **Thinning** (*ours*): a real Kademlia lookup returns the K closest
 //! peers *that answered it*; a peer that timed out or refused the connection is left out and
 //! the next one moves up. If each peer answers with probability `p`, independently of its
 //! distance to the (uniform) key, the peers that answer are a uniform sample of `p x N` ids,
@@ -31,7 +31,7 @@
 //! corrected estimate is high by up to the share of dead entries. The simulator's DHT answers
 //! every lookup (`p̂ = 1`).
 //!
-//! **Pooled samples** (*ours*, issue 4, session 17): each lookup's `N̂_i` is an independent
+//! **Pooled samples** (*ours*): each lookup's `N̂_i` is an independent
 //! estimate of the same N whoever made it, so nodes share them instead of each making all
 //! `L` lookups. A node keeps up to `estimate_parallel` (default 2) lookups running, topped
 //! up once a round (so that what peers push meanwhile can make the next one unneeded), and
@@ -86,7 +86,7 @@ pub fn estimate_from_closest(key: &NodeId, closest: &[NodeId]) -> Option<f64> {
 pub const MIN_ANSWERED: f64 = 0.4;
 
 /// The fewest peers a thinned estimate is made from when the lookup came back with fewer
-/// than K because some of the asked peers failed (*ours*, issue 4, session 11). Kad's lookup
+/// than K because some of the asked peers failed (*ours*). Kad's lookup
 /// asks the peers it discovers nearest the key until K of them answered; when too many of
 /// those nearest peers refuse (full connection gates on a loaded swarm), it runs out of
 /// candidates and returns the K' < K closest that answered. If a peer fails independently

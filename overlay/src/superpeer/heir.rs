@@ -1,4 +1,4 @@
-//! The heir a head names in its cluster view (*ours*, issue 4, session 29).
+//! The heir a head names in its cluster view (*ours*).
 //!
 //! Seed 000 has a dead super peer's cluster elect a replacement among its members with the
 //! classic algorithms; they elect the highest rank, and with every rank at priority 0 that is

@@ -1,6 +1,6 @@
 //! The measured medoid step: a settled token holder checks, with RTTs that nodes measure
 //! (pings, `SpEffect::MeasureRtt`), whether one of its members would serve the cluster
-//! better, and moves its token there (*ours*, issue 4, session 8, engineer "placement"; the
+//! better, and moves its token there (*ours*, engineer "placement"; the
 //! seed's token law names no such step).
 //!
 //! Why: the token law ([`super::token`]) moves a token by the *predicted* RTT, and at the

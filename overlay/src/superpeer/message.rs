@@ -5,6 +5,7 @@
 //! normal nodes attached to it.
 
 use super::estimate::SizeSample;
+use super::lookup::LookupReport;
 use super::point::Point;
 use crate::election::Message as ElectionMessage;
 use crate::id::NodeId;
@@ -50,7 +51,7 @@ pub struct TokenEntry {
     /// Rounds since the holder itself sent this entry (grows as it is passed on).
     pub age: u32,
     /// The holder's member count when it sent this entry: what a jumping holder counts as the
-    /// token's room for its members (`token` module doc, "Split offers", session 7).
+    /// token's room for its members (`token` module doc, "Split offers").
     pub members: u32,
 }
 
@@ -78,7 +79,7 @@ pub enum SpMessage {
     /// The head's current member list and role, for the re-election if the head dies.
     ClusterView { role: HeadRole, members: Arc<[NodeId]> },
     /// A holder hands its token and cluster to the receiver. `promoted`: the receiver is
-    /// super peer at once (a recreated token's first move, or its relay; session 18). Before
+    /// super peer at once (a recreated token's first move, or its relay). Before
     /// session 18 every move of a super peer set it and no receiver read it, so a node of
     /// this version promotes on an older node's every such move (a swarm of mixed versions
     /// only promotes earlier; conservation does not depend on it).
@@ -104,17 +105,17 @@ pub enum SpMessage {
     /// `head` again (`node` module doc, step 5, "A suspected head is checked").
     HeadAlive { head: PeerInfo },
     /// The head stopped serving because its token jumped (`token` module doc, "Split
-    /// offers", session 7): as `StepDown`, and `head` is where the member should attach (a
+    /// offers"): as `StepDown`, and `head` is where the member should attach (a
     /// known head that had room for it).
     StepDownTo { head: PeerInfo },
     /// A token holder asks a member, a candidate head, to ping the sampled members and
-    /// answer with the RTTs (`medoid` module doc, the measured medoid step, session 8).
+    /// answer with the RTTs (`medoid` module doc, the measured medoid step).
     MedoidProbe { sample: Vec<NodeId> },
     /// The answer to `MedoidProbe`: the measured RTT to each sampled member, seconds, in
     /// the sample's order (0 = no answer).
     MedoidCost { rtts: Vec<f32> },
     /// "I serve reserved slot `key`": a slot head's duplicate check (`node` module doc, step
-    /// 2, "One head per slot", session 9). The receiver, if it serves the same slot, keeps it
+    /// 2, "One head per slot"). The receiver, if it serves the same slot, keeps it
     /// when it is the nearer of the two to `key` (and answers with its own `SlotHeld`), else
     /// steps down and moves its members to `head`. Anyone else ignores it.
     SlotHeld { key: NodeId, head: PeerInfo },
@@ -124,7 +125,7 @@ pub enum SpMessage {
     /// The receiver of a `Handover` did not take the token because the sender priced the
     /// move with a copy of the receiver's position that its own `point` has left by more than
     /// the smallest gain a move needs could absorb (`node` module doc, step 4, "A move priced
-    /// on a stale position is refused", session 26). Unlike `HandoverRefuse` the receiver may
+    /// on a stale position is refused"). Unlike `HandoverRefuse` the receiver may
     /// be asked again at once: the sender takes `point` and prices its next round with it.
     HandoverStale { token: TokenId, epoch: u32, point: Point },
 }
@@ -170,11 +171,10 @@ pub enum Query {
     /// Peers currently providing `key` (kad's provider records), a sample if there are many.
     Providers { key: NodeId },
     /// The K closest live peers to *a* uniformly random key (the size estimate's lookups):
-    /// `key` is the one the node drew, and any key drawn as uniformly serves as well. A
-    /// driver that can aim at `key` answers with [`SpInput::LookupResult`] (the simulator's
-    /// DHT does); one that cannot (kad hashes every target it is given, so aiming at a chosen
-    /// key costs a preimage search) looks up another uniform key and answers with
-    /// [`SpInput::SampleResult`] naming it.
+    /// `key` is the one the node drew, and any key drawn as uniformly serves as well. A driver
+    /// that cannot aim at `key` (kad hashes every target it is given, so aiming at a chosen key
+    /// costs a preimage search) looks up another uniform key and names it in its
+    /// [`LookupReport::key`].
     Sample { key: NodeId },
 }
 
@@ -187,18 +187,9 @@ pub enum SpInput {
     Tick,
     /// A message from a peer.
     Message { from: NodeId, msg: SpMessage },
-    /// The answer to the lookup the node asked for with `query`.
-    LookupResult { query: u32, peers: Vec<PeerInfo> },
-    /// The answer to a [`Query::Sample`] lookup that the driver ran for another uniformly
-    /// random `key` than the one asked for: the K closest peers to `key` *that answered*.
-    /// `answered` is the share of the peers the lookup asked that answered (1 when all did):
-    /// a lookup returns the K closest of the peers that answered, so with a share `p`
-    /// answering it samples a network of `p x N` (see [`super::estimate`], "Thinning").
-    SampleResult { query: u32, key: NodeId, peers: Vec<PeerInfo>, answered: f64 },
-    /// The lookup `query` ended without an answer the node may decide on: it timed out, or
-    /// came back short while peers failed to answer (a loaded or partitioned network). The
-    /// node retries it after a back-off instead of deciding on it.
-    LookupFailed { query: u32 },
+    /// The answer to the lookup the node asked for with `query`, with the lookup's statistics:
+    /// the node judges whether it may decide on it ([`super::lookup`]).
+    LookupResult { query: u32, report: LookupReport },
     /// A neighbour became reachable (or reports a new position).
     PeerUp(PeerInfo),
     /// The transport or failure detector reports a peer unreachable.
@@ -214,14 +205,14 @@ pub enum SpInput {
     /// but at its connection limit, or by our own limit): unlike `SendFailed` the peer is not
     /// down, and unlike a lost message `to` surely did not get it. Our token's first
     /// `Handover` refused so counts as refused by its target (`node` module doc, step 4, "A
-    /// handover whose connection is refused", session 26); other messages are left to their
+    /// handover whose connection is refused"); other messages are left to their
     /// own timers. A driver reports only a first attempt, not its retry of a send that may
     /// have arrived.
     Refused { to: NodeId, msg: SpMessage },
     /// The node's own coordinate changed.
     Coordinate(Point),
-    /// An election timer armed earlier fired.
-    ElectionTimer(Timer),
+    /// A timer armed earlier fired (the cluster election's).
+    Timer(Timer),
     /// The answer to [`SpEffect::MeasureRtt`]: the round-trip time to `peer` in seconds as a
     /// ping would see it, or `None` when the measurement failed (timeout, unreachable).
     Rtt { peer: NodeId, rtt: Option<f64> },
@@ -242,6 +233,51 @@ pub enum SpInput {
     /// `superpeer::node`, step 5, "A late loop waits longer"). Optional: a node that is never
     /// told counts as on time (the simulator delivers on time).
     Lateness { secs: f64 },
+}
+
+/// Names every input variant once: [`SpInput::kind`] matches exhaustively, so a new variant
+/// does not compile until it is named here, and then it is in [`SpInput::KINDS`] (the
+/// simulator's test checks that it produces every kind).
+macro_rules! input_kinds {
+    ($($variant:ident => $name:literal),* $(,)?) => {
+        /// The position of each variant in [`SpInput::KINDS`].
+        #[allow(dead_code)]
+        enum KindIndex {
+            $($variant),*
+        }
+        impl SpInput {
+            /// The name of every input variant.
+            pub const KINDS: &'static [&'static str] = &[$($name),*];
+            /// This input's variant name.
+            pub fn kind(&self) -> &'static str {
+                Self::KINDS[self.kind_index()]
+            }
+            /// This input's position in [`SpInput::KINDS`].
+            pub fn kind_index(&self) -> usize {
+                match self {
+                    $(SpInput::$variant { .. } => KindIndex::$variant as usize),*
+                }
+            }
+        }
+    };
+}
+
+input_kinds! {
+    Start => "start",
+    Tick => "tick",
+    Message => "message",
+    LookupResult => "lookup-result",
+    PeerUp => "peer-up",
+    PeerDown => "peer-down",
+    HeadNotServing => "head-not-serving",
+    SendFailed => "send-failed",
+    Refused => "refused",
+    Coordinate => "coordinate",
+    Timer => "timer",
+    Rtt => "rtt",
+    NearestRtt => "nearest-rtt",
+    CoordinateFit => "coordinate-fit",
+    Lateness => "lateness",
 }
 
 /// A candidate's cost as a holder priced it for a move, seconds, term by term
@@ -302,12 +338,12 @@ pub enum SpEffect {
     Unprovide {
         key: NodeId,
     },
-    /// Arm / disarm an election timer (driver semantics as in [`crate::driver`]).
-    SetElectionTimer {
+    /// Arm / disarm a timer (the contract of [`crate::core`]).
+    SetTimer {
         timer: Timer,
         after: std::time::Duration,
     },
-    CancelElectionTimer {
+    CancelTimer {
         timer: Timer,
     },
     BecomeSuperPeer,
@@ -333,9 +369,33 @@ pub enum SpEffect {
     MeasureRtt {
         peer: NodeId,
     },
+    /// The lookup `query` came back unusable for `reason` (one of
+    /// [`super::lookup::UNUSABLE_REASONS`]): nothing was decided on it, it is asked again after
+    /// a back-off (for the driver's counters and log).
+    LookupUnusable {
+        query: u32,
+        reason: &'static str,
+    },
     /// Bad input, ignored (logged and counted by the driver).
     Rejected {
         from: NodeId,
         reason: &'static str,
     },
+}
+
+impl crate::core::TimerEffect for SpEffect {
+    type Timer = Timer;
+    fn from_cmd(cmd: crate::core::TimerCmd<Timer>) -> Self {
+        match cmd {
+            crate::core::TimerCmd::Set { timer, after } => SpEffect::SetTimer { timer, after },
+            crate::core::TimerCmd::Cancel { timer } => SpEffect::CancelTimer { timer },
+        }
+    }
+    fn as_cmd(&self) -> Option<crate::core::TimerCmd<Timer>> {
+        match *self {
+            SpEffect::SetTimer { timer, after } => Some(crate::core::TimerCmd::Set { timer, after }),
+            SpEffect::CancelTimer { timer } => Some(crate::core::TimerCmd::Cancel { timer }),
+            _ => None,
+        }
+    }
 }

@@ -23,6 +23,7 @@
 pub mod config;
 pub mod estimate;
 pub mod heir;
+pub mod lookup;
 pub mod medoid;
 pub mod message;
 pub mod node;
@@ -33,6 +34,7 @@ pub mod token;
 
 pub use config::{prefix_bits, Method, SuperPeerConfig, SuperPeerConfigError};
 pub use estimate::{SizeEstimator, SizeSample};
+pub use lookup::LookupReport;
 pub use message::{
     HeadEntry, HeadRole, MovePrice, MoveRecord, PeerInfo, Query, SpEffect, SpInput, SpMessage, TokenEntry, TokenId,
 };

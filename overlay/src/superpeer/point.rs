@@ -14,6 +14,22 @@
 
 use serde::{Deserialize, Serialize};
 
+/// A coordinate whose error estimate is at most this is fit to place super peers by (Vivaldi
+/// starts at 1.5 and a settled node sits at 0.1-0.4).
+pub const FIT_ERROR: f64 = 0.5;
+/// ... or one that applied at least this many samples (on loopback the RTTs are microseconds
+/// of noise and the relative error estimate may never fall, but a node that learned from this
+/// many samples is past its start).
+pub const FIT_SAMPLES: u64 = 30;
+
+/// Whether a node's own coordinate, with Vivaldi's error estimate `error` after `applied`
+/// samples, is fit to place tokens by (`SpInput::CoordinateFit`): its relative error is below
+/// [`FIT_ERROR`], or it learned from [`FIT_SAMPLES`] samples. Before that its position is
+/// noise near the origin, and forces between such points move tokens for nothing.
+pub fn coordinate_fit(error: f64, applied: u64) -> bool {
+    error <= FIT_ERROR || applied >= FIT_SAMPLES
+}
+
 /// Largest number of Euclidean components (the Vivaldi client's maximum).
 pub const DIMS: usize = 8;
 

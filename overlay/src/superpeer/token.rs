@@ -2,193 +2,57 @@
 //!
 //! Seed 000: "each token represents a repelling force ... if a node discovers that the total
 //! forces acting on it exceed a threshold, it will move the token in the direction of the
-//! combined forces". The seed names no force law. The first version used pure inverse-square
-//! repulsion between tokens and moved a token to the known peer *furthest* along the force;
-//! measured, that drove tokens to the rim of the populated coordinate space (as charges gather
-//! on a conductor's surface) and made large jumps: 2.6x to 5x the mean latency of the
-//! centralised k-means yardstick. The law below keeps the seed's shape (holders gossip
-//! positions, each sums the forces on its token, moves past a threshold, to a known peer,
-//! along the force) and adds what a super peer is *for*: its members pull it.
+//! combined forces". The seed names no force law. Pure inverse-square repulsion moved tokens to
+//! the rim of the populated space, so the law keeps the seed's shape (holders gossip positions,
+//! each sums the forces on its token, moves past a threshold, to a known peer, along the force)
+//! and adds what a super peer is *for*: its members pull it. Forces live in the Euclidean part
+//! of the coordinate space; `p` is the holder's position, `m` its members', `b` other tokens'.
 //!
-//! All forces live in the Euclidean part of the coordinate space (heights enter only the
-//! choice of the new holder, below). Notation: `p` the holder's position, `m` its members'
-//! positions (the points they sent with `Attach`), `n` how many, `b` the other known tokens.
+//! - **Members pull as masses** (`attraction`): `P = (1/n) Σ (m - p)/|m - p|`, minus the gradient
+//!   of the members' mean distance, so a token rests at its cluster's geometric median; with
+//!   members attaching to the nearest head with room, the tokens run a decentralised,
+//!   capacity-constrained k-medians (Lloyd / Weiszfeld) iteration.
+//! - **Repulsion** (`repulsion`) from each token `b` closer than `r = repulsion_range x R`
+//!   (`R` the holder's cluster radius): magnitude `repulsion x (1 - d/r)`, the gradient of the
+//!   potential `U(d) = repulsion x r/2 x (1 - d/r)²`. Tied to the local cluster radius, not a
+//!   global length: dense cities need several super peers close together.
+//! - **Threshold and step**: only `|F| > force_threshold` moves; the wanted point is one
+//!   Weiszfeld step `t = p + step x F`, at most `max_step x R` away; the `move_shortlist`
+//!   members and neighbours nearest `t` are candidates.
+//! - **Move only on a real gain**: a candidate's cost is the predicted mean RTT of the cluster
+//!   after the move to it, plus `access_weight x` its measured access excess, plus the
+//!   repulsion potential; the token moves to the cheapest only if it beats the holder's cost
+//!   by `min_gain x` [`cooling`] (x [`super::promotion::aging`] once a super peer) and by more
+//!   than the holder's own recent drift ([`drift`]). Every move lowers the cost, so with the
+//!   members' switching (which only lowers their RTT) the tokens settle.
+//! - **Cooling** (*ours*): `1 + max(e, e²)`, `e = epoch / cooling`: a token that moved
+//!   `cooling` times needs twice the gain, `3 x cooling` times ten times, so oscillations
+//!   between near-equal spots die out.
+//! - **The coordinates' own drift** (*ours*; the seed assumes fixed positions): on a real
+//!   network the coordinates keep learning while tokens move, and a gain smaller than the
+//!   distance the holder itself just moved is noise. The drift sums the holder's point changes
+//!   since its coordinate became fit, halved every `drift_half_life` rounds.
+//! - **Measured access delay** (*ours*): every member pays its head's access delay, which the
+//!   coordinates only partly carry. Each node's smallest measured RTT to any peer
+//!   (`SpInput::NearestRtt`) ranks nodes by access delay; members report theirs (`Access`), and
+//!   [`AccessEstimate`] turns them into excesses over the cluster's mean (times
+//!   `access_shrink`), once [`MIN_REPORTS`] members reported. **A fresh holder waits** for its
+//!   members' reports at most [`ACCESS_WAIT_ROUNDS`] ([`awaiting_reports`]): priced without
+//!   them, the new holder's cost differs from the old holder's and the token goes back.
+//! - **Split offers** (*ours*; the seed's "tokens spread" read as spreading by demand): local
+//!   moves keep tokens where the claimers put them, in proportion to the nodes, while the
+//!   capacitated k-median puts fewer heads in big cities and more in small ones. A settled
+//!   holder computes its cluster's best split ([`split_gain`]: the member that as a second head
+//!   saves the most predicted RTT); above `split_min` x its cluster's cost it offers it to one
+//!   holder, the one cheapest to remove ([`split_taker`]). A settled holder that gets an offer
+//!   prices its own removal with every member and itself placed at known tokens *with room*
+//!   ([`removal_plan`], [`split_reserve`]); below `split_ratio` x the gain (with cooling) it
+//!   drains its members first (`StepDownTo` the head the plan gives each), then jumps with a
+//!   member-less `Handover` (the relay's conservation rules). No offer or jump within
+//!   `hold_rounds` of a crash nearby.
 //!
-//! - **Pull of the members as masses** (weight `attraction`): `P = (1/n) Σ (m - p)/|m - p|`,
-//!   the mean unit vector toward the members. This is minus the gradient of the members'
-//!   mean distance to `p`, so a token comes to rest at the geometric median of its own
-//!   cluster: with the members' "attach to the nearest head with room" as the assignment
-//!   step, the tokens run a decentralised, capacity-constrained Lloyd / k-medians iteration.
-//!   Tokens settle at density-weighted centres and never leave populated areas. `|P| <= 1`.
-//! - **Repulsion** from each known token `b` at distance `d` below the cut-off `r`
-//!   (weight `repulsion`): magnitude `repulsion x (1 - d/r)` along `(p - b)/d`, the gradient
-//!   of the potential `U(d) = repulsion x r/2 x (1 - d/r)²` (seconds, the same unit as the
-//!   members' mean distance, so the two can be added in one cost, below). The cut-off is tied
-//!   to the expected distance between neighbouring super peers *where this token is*:
-//!   `r = repulsion_range x R`, `R` the holder's cluster radius (members' mean distance; with
-//!   no members, the distance to the nearest known token). A global length from the wanted
-//!   count and N̂ would assume nodes spread evenly, which they are not (Zipf-sized cities):
-//!   a dense city needs several super peers close together, and a fixed cut-off would push
-//!   them out of it. So repulsion only separates tokens that sit inside each other's cluster
-//!   core (two tokens on the same spot split the same members and one is wasted).
-//! - **Threshold**: the token is considered for a move only when `|F| > force_threshold`
-//!   (x `promoted_factor` once its holder is a super peer).
-//! - **Bounded step** (not "the furthest peer along F"): the wanted point is
-//!   `t = p + step x F` with `step` the harmonic mean of the member distances (for the pull
-//!   alone this is exactly one Weiszfeld step toward the geometric median), and `|t - p|`
-//!   limited to `max_step x R`. The candidates are the holder's members and neighbours (so a
-//!   token only moves among peers of its own neighbourhood), not holders of other tokens;
-//!   the `move_shortlist` nearest to `t` are scored.
-//! - **Move only on a real gain**: each shortlisted candidate `c` and the holder itself are
-//!   scored with the cost the forces derive from: the predicted mean RTT (distance plus both
-//!   heights) from the cluster *after* the move (members and old holder, without `c`) to `c`,
-//!   plus the repulsion potential `Σ U(|c - b|)`; the token moves to the cheapest candidate only if it beats the holder's cost
-//!   by the fraction `min_gain x cool`. Every move therefore lowers the cost: together with
-//!   the members' switching (which also only lowers their RTT) this is a descent, so tokens
-//!   settle.
-//! - **The coordinates' own drift** (*ours*, issue 4 session 27; the seed assumes fixed
-//!   positions): a move must also gain more than [`drift`], how far the holder's own point
-//!   moved lately (Euclidean plus height, each change since its coordinate became fit
-//!   summed, the sum halved every `drift_half_life` rounds). On a real network the
-//!   coordinates keep learning while the tokens move: in 200-node swarms a holder's point
-//!   moved a median 20-55 ms between two of its moves, both ends of a handover shifted by
-//!   the same 15-31 ms, and a token went straight back to the node it came from 10-43 times
-//!   a run, each end pricing the same two nodes on positions that had moved since the other
-//!   priced them (docs/RESULTS.md, sessions 25-26). A gain below the distance the holder
-//!   itself just moved is inside that noise. Once the coordinates settle the floor decays
-//!   to nothing, and the `min_gain` test alone decides, as in the simulator, whose points
-//!   never move after its Vivaldi phase (its output is unchanged). Not chosen: a larger
-//!   `min_gain` in the node only (the same law would then differ between the node and the
-//!   simulator for a reason the law can see by itself).
-//! - **Cooling**: `cool = 1 + max(e, e²)` with `e = epoch / cooling` ([`cooling`]; x
-//!   `promoted_factor` once the holder is a super peer), where the token's epoch counts its
-//!   moves (and recreations). A token that has moved `cooling` times needs twice the gain,
-//!   `2 x cooling` times five times, `3 x cooling` times ten times, so late oscillations
-//!   between near-equal spots die out within the round budget. *Ours*, session 6 (engineer
-//!   tokconv, issue 4: tokens did not converge at N >= 10^5): it was linear, `1 + e`; up to
-//!   `cooling` moves it still is (a plain `1 + e²` would make early moves cheaper than
-//!   before; the max keeps every run whose tokens move at most `cooling` times unchanged). Measured with the
-//!   simulator's `PEERAGE_SP_CHURN`, what kept the token method from converging was the
-//!   "every holder promoted" part of the rule: a few tokens a round still moved at round 80
-//!   (each move restarts the hold time), at N = 10^5 mostly tokens of small clusters (4-19
-//!   members) that had moved 20 times or more and still found 3 % gains (their members come
-//!   and go), at 10^4 promoted tokens on 2-3 % predicted gains. The law leaves the first
-//!   `cooling` moves as before and stops the wanderers (docs/RESULTS.md, "Session 6 (engineer tokconv)").
-//! - **Measured access delay** (*ours*, issue 4 session 5; the seed says nothing about it):
-//!   every member pays its head's access delay, and the coordinates cannot tell a node on a
-//!   fast access link from one on a slow link (the access delay is a per-node constant in
-//!   every RTT, which a Euclidean point with a height only partly carries). Measured, the
-//!   tokens' heads sat on ordinary links (2.2-2.4 ms of access delay against ~1 ms for the
-//!   k-median's heads). Each node's driver reports the **smallest RTT it measured to any
-//!   peer** (`SpInput::NearestRtt`: its pings to its coordinate neighbours, several in its
-//!   own city): that RTT is its own access delay plus a small rest (the nearest peer's access
-//!   delay and a short path), so it ranks nodes by access delay. Members send theirs to their
-//!   token holder (`SpMessage::Access`); [`AccessEstimate`] turns them into *access
-//!   excesses* relative to the cluster, seconds: `access_shrink x (x_c - mean x_m)` for a
-//!   reporting member `c` and for the holder itself (its own value, if its driver gave one),
-//!   0 for anyone else (neighbours, members without a report), and nothing until
-//!   [`MIN_REPORTS`] members reported. The cost adds `access_weight x` the candidate's
-//!   excess (times `attraction`), and the shortlist is ranked by distance to the wanted
-//!   point plus `access_weight x` the excess, so a fast-link member just outside the nearest
-//!   `move_shortlist` still competes. Moves are still considered only above the force
-//!   threshold and taken only on the gain `min_gain x cool`. `access_weight = 0` is the
-//!   session-4 law.
-//!
-//!   **A fresh holder waits for its members' reports** (*ours*, issue 4 session 9, engineer
-//!   pingpong; the seed says nothing about it). The reports are the head's, not the token's:
-//!   a holder that just took a token (by a move, a re-election or a claim) starts with none,
-//!   and on a real network its members send `Access` only after the old holder's `Moved`
-//!   (the old holder itself after its `Attach` is accepted), three or four message delays
-//!   after the `Handover`. A holder whose round came first priced the next move by the
-//!   coordinates alone, while the old holder had priced the same cluster with the access
-//!   term: the two ends used different costs, and in the 16-node swarm a token went back and
-//!   forth between two nodes once a second, 25-42 times, until the cooling stopped it (the
-//!   end that handed it back 0.1 s after taking it had no reports, the other end, 0.9 s
-//!   after, had them). So ([`awaiting_reports`]): while some member of its cluster has not
-//!   reported and it has been head for at most [`ACCESS_WAIT_ROUNDS`] rounds, a holder does
-//!   not price a move. It waits for every member, not for [`MIN_REPORTS`]: the old holder
-//!   priced with all of its members' reports, and with a subset (say the cheap-looking
-//!   ones' only) the two ends would again price differently. The wait is bounded because a
-//!   member whose driver has no nearest RTT yet never reports (then the token moves by the
-//!   coordinates, as before, one round later). Its length, 1 round: the first round of a
-//!   fresh holder comes between 0 and 1 round after the `Handover`, so it prices at least a
-//!   whole round (1 s in the node) after it, where the reports need a few message delays.
-//!   It lets a token that is priced on every report move at once (so a chain of moves in the
-//!   simulator, which delivers every report within the round, is not slowed), and a holder
-//!   with too few reports to act on still moves by the coordinates in its second round
-//!   (`overlay/tests/superpeer_measure.rs`). Not chosen: carrying the old holder's reports in
-//!   the `Handover` (a wire change to every `Handover`, and the new holder would still not
-//!   hear from members that joined since); a longer wait (3 rounds, tried in session 8) also
-//!   holds back the moves of every holder with one silent member. With `access_weight = 0`
-//!   there is nothing to wait for. `overlay/tests/superpeer_fresh_holder.rs`.
-//!
-//!   Tried first and dropped (docs/RESULTS.md, session 5 "placement"): each member's
-//!   measured RTT to its holder minus the predicted one (one sample per member: too noisy,
-//!   the tokens hopped and placed worse, 35.6 against 33.4 ms over 16 seeds at N = 1,000),
-//!   and a member's mean residual over all its measurements (35.5 ms). With every node's
-//!   TRUE access delay (an oracle, simulator only) the same rule gave 33.0 ms at N = 1,000
-//!   and 8.1 against 9.1 ms at N = 100,000; the nearest RTT gave 32.8 and 8.2 ms.
-//! - **Split offers** (*ours*, issue 4 session 6; the seed's "repulsion spreads the tokens"
-//!   read as spreading them by *demand*): the moves above are local (one cluster radius, and
-//!   only if the token's own members gain), so tokens stay where the random claimers put
-//!   them: in proportion to the nodes. Measured against the capacitated k-median at
-//!   N = 10,000 (`peerage-lab superpeers --kmedian`, its placement diagnosis): the tokens put
-//!   7 / 5 / 6 heads into the three biggest cities where the k-median puts 4 / 3 / 3 (filled
-//!   to the cap), and left 14 more cities without a head (65 against 79), whose members paid
-//!   for a head in another city (40 % of the members, at 19.9 ms, against 30 % at 14.2);
-//!   46 heads would have had to change city, and no local move can do that. So:
-//!   - a holder whose token has been still for the hold time computes, every `split_every`
-//!     rounds, its cluster's best **split** ([`split_gain`]): the member `c` among the
-//!     [`SPLIT_CANDIDATES`] farthest that, as a second head, would save the most predicted
-//!     RTT (what `c` and up to `cap - 1` members nearer to `c` than to the holder save). If
-//!     that gain is above `split_min` x the cluster's total predicted RTT, it sends
-//!     `Split { at: c, gain }` to the holders in its view (session 6; session 7: to one of
-//!     them, [`split_taker`], below);
-//!   - a holder that gets an offer, has been still for the hold time, has no handover in
-//!     flight and is in no election computes its token's **removal cost** (session 6: every
-//!     member and itself go to the nearest other token it knows, rooms ignored; session 7:
-//!     with rooms, [`removal_plan`], below). If that cost x the cooling of a move (`promoted_factor` once
-//!     promoted, x `1 + epoch / cooling`) is below `split_ratio` x the gain, the token
-//!     **jumps** to `c`: the member-less `Handover` of a relay (conservation as for every
-//!     move: the sender keeps the token until `c` acknowledges, and `c` acknowledges once its
-//!     backup has its view). On the acknowledgement the old members get `StepDown` and
-//!     attach to another head they know; `c`'s neighbours find the new head as always.
-//!
-//!   Several holders may take one offer; `c` takes the first token and refuses the others,
-//!   which stay. Without the promoted factor in the jump's cooling the tokens at N = 10,000
-//!   still jumped after 150 rounds (not converged); with it they converge (65-87 rounds).
-//!   `split_ratio = 0` is the session-5 law. Measured (docs/RESULTS.md, session 6
-//!   "placement"): N = 1,000 seeds 1-16 32.58 -> 29.16 ms, N = 10,000 seeds 1-3
-//!   11.45 / 10.9 / 12.0 -> 10.2 / 9.6 / 10.4 ms, at the price of slower convergence and
-//!   more messages.
-//!
-//!   **Session 7: split jumps that leave nobody without a head.** With the session-6 rule,
-//!   heavy crashes (N = 10,000, share 0.05, cap 30, half the heads crashed at round 12) left
-//!   75-166 nodes unattached after 30 recovery rounds (0 without splits): removal costs
-//!   ignored rooms, so jumping holders' members stepped down into full neighbourhoods, and
-//!   recovering clusters kept jumping. Now (all *ours*):
-//!   - **Rooms.** Token entries carry their holder's member count (`TokenEntry::members`;
-//!     the cap while it moves or drains). The removal ([`removal_plan`]) places every member
-//!     and the holder at a known token *with room* (its room less [`split_reserve`], only
-//!     entries at most `view_every` rounds old), cheapest pairs first; with no room for all
-//!     there is no jump. Its cost replaces the rooms-ignored one.
-//!   - **Members first (drain).** A jumping holder with members does not hand the token at
-//!     once: it tells each member the head its removal placed it at (`StepDownTo`); the
-//!     member switches there (`Attach`, and `Detach` from us once accepted), staying our
-//!     member until then. We refuse new members meanwhile. The token goes (member-less
-//!     `Handover`, as above) once every member left; members still here are told again each
-//!     round, and after `DRAIN_ROUNDS` (3, in `node`) with members left the jump is given up
-//!     and the token stays. A node is never without a head because of a jump (with the
-//!     session-6 order members stepped down when the acknowledgement came and were without
-//!     a head for a message round trip at least, and for rounds when the heads near them
-//!     were full).
-//!   - **One taker per offer** ([`split_taker`]): an offer goes to one known holder, the one
-//!     whose token looks cheapest to remove (members + 1, times its distance to the nearest
-//!     other holder).
-//!     Sent to every known holder, several drained their clusters for one spot that only the
-//!     first got (at N = 10,000 seed 1: 27,691 `StepDownTo` and no convergence in 150 rounds).
-//!   - **Not while recovering.** A holder that learned of a crash of one of its members or a
-//!     known holder neither offers nor jumps for `hold_rounds`.
+//! Tried and not kept: moving to the peer furthest along the force (rim, long jumps); a global
+//! repulsion length; per-member RTT residuals instead of the nearest RTT (too noisy).
 
 use super::config::SuperPeerConfig;
 use super::message::PeerInfo;
@@ -565,7 +429,7 @@ pub fn split_gain(me: &PeerInfo, members: &[PeerInfo], cap: usize) -> Option<(Pe
     best.map(|(c, g)| (c, g, cost))
 }
 
-/// The holder a split offer goes to (module doc, "Split offers", session 7): of the known
+/// The holder a split offer goes to (module doc, "Split offers"): of the known
 /// holders `holders` (point and gossiped member count; those at the cap are draining,
 /// moving or full and are left out), the one whose token looks cheapest to remove from
 /// where the offering holder `me` stands: its members and itself, `members + 1`, times its
@@ -589,7 +453,7 @@ pub fn split_taker(me: &Point, holders: &[(Point, u32)], cap: u32) -> Option<usi
 }
 
 /// Places a jumping holder keeps free in every other cluster when it counts their room
-/// ([`removal_plan`]; *ours*, session 7): the member counts it knows are up to a few rounds
+/// ([`removal_plan`]; (*ours*): the member counts it knows are up to a few rounds
 /// old and other nodes attach meanwhile, so a plan that fills clusters to the cap sends
 /// members to heads that refuse them. A tenth of the cap (3 at cap 30, 15 at cap 150).
 pub fn split_reserve(cap: usize) -> usize {
@@ -609,7 +473,7 @@ pub struct Removal {
     pub me: usize,
 }
 
-/// What the removal of the token at `me` would cost (module doc, "Split offers", session 7):
+/// What the removal of the token at `me` would cost (module doc, "Split offers"):
 /// every member, and `me` itself, goes to one of the other known tokens `others` (its point
 /// and its room, `cap` minus the member count its holder gossiped) **with room**: the pairs
 /// (member, token) are taken cheapest first (the increase of predicted RTT over the RTT to

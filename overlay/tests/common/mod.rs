@@ -6,8 +6,8 @@
 
 use overlay::superpeer::estimate::estimate_from_closest;
 use overlay::superpeer::{
-    token_directory_key, PeerInfo, Point, Query, SizeSample, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig,
-    SuperPeerNode, TokenEntry, TokenId,
+    token_directory_key, LookupReport, PeerInfo, Point, Query, SizeSample, SpContext, SpEffect, SpInput, SpMessage,
+    SuperPeerConfig, SuperPeerNode, TokenEntry, TokenId,
 };
 use overlay::{NodeId, Time};
 use rand::{Rng, SeedableRng};
@@ -129,7 +129,7 @@ pub fn start_claiming_nothing(
             // A claim's provider lookup: somebody provides it already.
             Query::Providers { .. } => vec![PeerInfo { id: ids[3], point: oracle.provider_at }],
         };
-        let fx = step(node, rng, now, SpInput::LookupResult { query, peers });
+        let fx = step(node, rng, now, SpInput::LookupResult { query, report: LookupReport::complete(peers) });
         pending.extend(lookups(&fx));
         all.extend(fx);
     }
@@ -244,7 +244,7 @@ impl DhtWorld {
             while let Some((q, what)) = todo.pop() {
                 let Query::Sample { key } = what else { unreachable!() };
                 let peers = self.closest(me, &key);
-                let fx = self.feed(node, SpInput::LookupResult { query: q, peers });
+                let fx = self.feed(node, SpInput::LookupResult { query: q, report: LookupReport::complete(peers) });
                 answered += 1;
                 assert!(answered <= 100, "an estimate lookup storm");
                 sort(lookups(&fx), &mut todo, &mut other);

@@ -223,7 +223,7 @@ impl SuperPeerNode {
     /// Not while the coordinate is unfit (its predictions mean nothing yet).
     fn remeasure(&mut self, ctx: &mut SpContext<'_>, mut left: u32) {
         let Some(a) = self.attached else { return };
-        if left == 0 || !self.coordinate_fit {
+        if left == 0 || !self.coordinate_fit() {
             return;
         }
         let bar = self.cfg.switch_factor * self.head_rtt(&a);

@@ -2,6 +2,7 @@
 //! slot head's duplicate check (module doc of [`super`], steps 1 and 2).
 
 use super::*;
+use crate::superpeer::lookup::{judge, Kind as LookupKind, LookupReport};
 
 impl SuperPeerNode {
     pub(super) fn lookup(&mut self, ctx: &mut SpContext<'_>, what: Query, pending: Pending) {
@@ -114,16 +115,36 @@ impl SuperPeerNode {
         }
     }
 
+    /// A lookup's report: judged first ([`crate::superpeer::lookup`]); an unusable one is asked
+    /// again after a back-off, a usable one is decided on.
+    pub(super) fn on_lookup_report(&mut self, ctx: &mut SpContext<'_>, query: u32, report: LookupReport) {
+        let Some(pending) = self.queries.iter().find(|(q, _)| *q == query).map(|(_, p)| *p) else {
+            ctx.push(SpEffect::Rejected { from: self.me.id, reason: "lookup result for no pending query" });
+            return;
+        };
+        let kind = match pending {
+            Pending::Estimate { .. } => LookupKind::Sample,
+            Pending::ClaimClosest { .. } => LookupKind::Claim,
+            Pending::ClaimProviders { .. } | Pending::SlotCheck { .. } | Pending::Seed => LookupKind::Providers,
+        };
+        match judge(kind, &report) {
+            Ok(share) => {
+                let sampled = match pending {
+                    Pending::Estimate { key } => Some((report.key.unwrap_or(key), share)),
+                    _ => None,
+                };
+                self.on_lookup(ctx, query, sampled, report.peers)
+            }
+            Err(reason) => {
+                ctx.push(SpEffect::LookupUnusable { query, reason });
+                self.on_lookup_failed(ctx, query)
+            }
+        }
+    }
+
     /// `sampled`: the uniform key a `Query::Sample` lookup actually ran for, when the driver
-    /// chose another than the one asked for, and the share of the asked peers that answered
-    /// (`SpInput::SampleResult`).
-    pub(super) fn on_lookup(
-        &mut self,
-        ctx: &mut SpContext<'_>,
-        query: u32,
-        sampled: Option<(NodeId, f64)>,
-        peers: Vec<PeerInfo>,
-    ) {
+    /// chose another than the one asked for, and the share of the asked peers that answered.
+    fn on_lookup(&mut self, ctx: &mut SpContext<'_>, query: u32, sampled: Option<(NodeId, f64)>, peers: Vec<PeerInfo>) {
         let Some(pending) = self.take_query(ctx, query, "lookup result for no pending query") else { return };
         self.lookup_failures = 0;
         match pending {
@@ -191,19 +212,19 @@ impl SuperPeerNode {
         }
     }
 
-    /// A lookup ended without a usable answer (see [`SpInput::LookupFailed`]): nothing is
+    /// A lookup ended without a usable answer ([`crate::superpeer::lookup`]): nothing is
     /// decided on it. Estimate and claim lookups are asked again after `2^f` rounds (`f` the
     /// failures in a row, at most 16 rounds; an estimate lookup with a fresh random key); a
     /// failed seed lookup counts as an empty one (the node seeds again when its cache stays
     /// empty).
-    pub(super) fn on_lookup_failed(&mut self, ctx: &mut SpContext<'_>, query: u32) {
+    fn on_lookup_failed(&mut self, ctx: &mut SpContext<'_>, query: u32) {
         let Some(pending) = self.take_query(ctx, query, "lookup failure for no pending query") else { return };
         if let Pending::SlotCheck { .. } = pending {
             // The next scheduled check asks again.
             return;
         }
         if let Pending::Seed = pending {
-            // *Ours* (issue 4, session 6; session 5's 200-node tokens swarm left one node
+            // *Ours* (issue 4; session 5's 200-node tokens swarm left one node
             // unattached to the end, its provider lookups of the token directory failing): a
             // node whose cache is still empty after a failed seed lookup pulls a neighbour's
             // cache, since the push-pull gossip only runs once a node knows a head. The
@@ -299,7 +320,7 @@ impl SuperPeerNode {
     }
 
     /// Rounds between the seed lookups of a node that is not attached: 5, doubled for every
-    /// seed since it was last attached (or a head), at most 40 (*ours*, session 9: while no
+    /// seed since it was last attached (or a head), at most 40 (*ours*: while no
     /// head existed yet in the 200-node swarms, every node looked up the token directory
     /// key, or a random slot, four times every 5 rounds, and the 20 nodes nearest to that key
     /// took the lookups of the whole swarm; the heads' announcements and the nodes' cache

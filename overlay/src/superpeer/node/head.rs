@@ -34,7 +34,7 @@ impl SuperPeerNode {
             HeadRole::Slot { key } => ctx.push(SpEffect::Provide { key }),
             HeadRole::Token { token, epoch } => {
                 ctx.push(SpEffect::Provide { key: token_directory_key() });
-                // The token's slot key too (session 7): a node that decides late and finds itself
+                // The token's slot key too : a node that decides late and finds itself
                 // closest to it does not mint the token a second time (its minter may have died
                 // and its backup taken it over).
                 ctx.push(SpEffect::Provide { key: token_slot_key(token) });
@@ -127,7 +127,7 @@ impl SuperPeerNode {
 
     pub(super) fn head_tick(&mut self, ctx: &mut SpContext<'_>) {
         // What `become_head` kept for a failed `Detach` or `Refuse` is no longer needed once
-        // the failure had time to come back (session 6: a real transport may report it rounds
+        // the failure had time to come back (a real transport may report it rounds
         // later, not within the round as the simulator does).
         if self.head.as_ref().is_some_and(|h| self.round.wrapping_sub(h.became) >= KEPT_VIEW_ROUNDS) {
             self.member_view = None;
@@ -201,7 +201,7 @@ impl SuperPeerNode {
             self.drain_tick(ctx);
             return;
         }
-        if !self.coordinate_fit {
+        if self.coordinate_fit == Fitness::Unfit {
             // Pinned (module doc, step 4, "An unfit coordinate pins the token"): no move, and
             // the hold time counts from when the coordinate is fit.
             h.since = round;
@@ -217,10 +217,10 @@ impl SuperPeerNode {
         // module doc): the predicted law ranks nodes worse than the measurement did.
         let force = if h.measured { None } else { force };
         // A fresh holder prices no move before its members' access reports came, for at most
-        // `ACCESS_WAIT_ROUNDS` (`token` module doc, "A fresh holder waits", session 9).
+        // `ACCESS_WAIT_ROUNDS` (`token` module doc, "A fresh holder waits").
         let force = force.filter(|_| !awaiting_reports(round.wrapping_sub(h.became), &h.members, &h.access, &cfg));
         // A settled super peer stays put while its neighbourhood recovers from a crash (module
-        // doc, step 4, "A settled super peer waits out a crash nearby", session 23); a
+        // doc, step 4, "A settled super peer waits out a crash nearby"); a
         // recreated token's first move is the recovery itself.
         let recovering = h.super_peer && !h.recreated && round.wrapping_sub(h.disturbed) < cfg.hold_rounds;
         let force = force.filter(|_| !recovering);
@@ -237,7 +237,7 @@ impl SuperPeerNode {
             };
             let excluded = |c: &PeerInfo| holders.contains(&c.id) || refused(c.id);
             // The gain must also beat our own point's recent drift (`token` module doc, "The
-            // coordinates' own drift", session 27).
+            // coordinates' own drift").
             let floor = drift(self.drift as f64, round.wrapping_sub(self.drift_at), &cfg);
             let bar = MoveBar::new(cool, floor, &cfg);
             if let Some(m) = choose_target(&me, &f, &h.members, &others, &cands, excluded, &access, bar, &cfg) {
@@ -263,14 +263,14 @@ impl SuperPeerNode {
                 return;
             }
         }
-        // The measured medoid step (`medoid` module doc, session 8).
+        // The measured medoid step (`medoid` module doc).
         if self.medoid_tick(ctx) {
             return;
         }
         let Some(h) = self.head.as_mut() else { return };
         // Split offers (`token` module doc): a settled holder whose cluster would gain
         // much from a second head offers that head's spot to the known holder whose token
-        // looks cheapest to remove (session 7: one taker per offer).
+        // looks cheapest to remove (one taker per offer).
         let still = round.wrapping_sub(h.since);
         let calm = round.wrapping_sub(h.disturbed) >= cfg.hold_rounds;
         if cfg.split_ratio > 0.0
@@ -325,7 +325,7 @@ impl SuperPeerNode {
                 if let Some(old) = h.backup.filter(|o| *o != b.id) {
                     // Another neighbour is backup now (a nearer one came): the old one is
                     // released (a view that does not name it), or both would take the role
-                    // over if we crashed while its view is fresh (session 6: one token held
+                    // over if we crashed while its view is fresh (one token held
                     // twice in the 10^4 crash sweep).
                     ctx.send(old, SpMessage::ClusterView { role: h.role, members: Arc::from(vec![me.id]) });
                 }
@@ -357,7 +357,7 @@ impl SuperPeerNode {
         }
     }
 
-    /// A round of a split jump's drain (`token` module doc, "Split offers", session 7): the
+    /// A round of a split jump's drain (`token` module doc, "Split offers"): the
     /// token goes to the offered spot once every member switched away; members still here
     /// are told again where to go; after [`DRAIN_ROUNDS`] with members left (no head took
     /// them) the jump is given up and the token stays.
@@ -393,7 +393,7 @@ impl SuperPeerNode {
 
     /// Where our members and we would go if our token left ([`removal_plan`]): the other
     /// known tokens with the room their holders last gossiped (`token` module doc, "Split
-    /// offers", session 7). The returned indices are into our token view.
+    /// offers"). The returned indices are into our token view.
     pub(super) fn removal(&self) -> Option<Removal> {
         let h = self.head.as_ref()?;
         let cap = self.cfg.cluster_cap as usize;
@@ -579,7 +579,7 @@ impl SuperPeerNode {
             members.truncate(self.cfg.cluster_cap as usize);
         }
         // A recreated token's first move (or its relay) keeps the promotion (module doc, step
-        // 5, session 18); the promotion goes no further.
+        // 5); the promotion goes no further.
         self.become_head(ctx, HeadRole::Token { token, epoch }, members, promoted);
         // A token our head moved here after we measured its cluster (`medoid` module doc).
         let measured = self.measuring.take().is_some_and(|m| m.answered && m.head == from);
@@ -600,7 +600,7 @@ impl SuperPeerNode {
         if relayed {
             // A relayed token, no member: the backup view just went out, and the relaying node
             // stays responsible for the token until our backup confirmed it (module doc, step
-            // 6, "relay", session 6); with no neighbour to name, acknowledge at once.
+            // 6, "relay"); with no neighbour to name, acknowledge at once.
             let Some(h) = self.head.as_mut() else { return };
             if h.backup.is_some() {
                 h.ack_to = Some((from, token, epoch));
@@ -612,7 +612,7 @@ impl SuperPeerNode {
 
     /// True when the move `from` hands us was priced on a copy of our position that ours has
     /// left by more than the smallest gain a move needs could absorb (module doc, step 4, "A
-    /// move priced on a stale position is refused", session 26): the copy is our entry in the
+    /// move priced on a stale position is refused"): the copy is our entry in the
     /// handed member list, and the shift (Euclidean plus height) is compared with `min_gain`
     /// times our mean predicted RTT to the other members. Records the refusal: the same
     /// handover sent again is taken. A token a measured medoid step sends us (we answered its

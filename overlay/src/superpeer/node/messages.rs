@@ -38,7 +38,7 @@ impl SuperPeerNode {
             SpMessage::Accept { role: _, head } => {
                 // A late `Accept` (its `Attach` timed out after 3 rounds, a slow link, or we
                 // asked another head since) is taken while we have no head and know this one
-                // (session 18: a member whose round trip to the only head took longer refused
+                // (a member whose round trip to the only head took longer refused
                 // it for good with `Detach`, and members of a re-election chasing holders that
                 // had moved the token on refused the one that held it).
                 // The head we check while we take part in its re-election counts as known
@@ -117,7 +117,7 @@ impl SuperPeerNode {
             }
             SpMessage::Detach if self.pending.as_ref().is_some_and(|p| p.backup == from) => {
                 // The backup of the role we are about to take holds its view (module doc, step
-                // 6, session 7).
+                // 6).
                 self.confirm_pending(ctx);
             }
             SpMessage::Detach => {
@@ -183,7 +183,7 @@ impl SuperPeerNode {
                     return;
                 }
                 // Our head's token is about to jump (`token` module doc, "Split offers",
-                // session 7): we switch to the head its removal placed us at (it had room),
+                //): we switch to the head its removal placed us at (it had room),
                 // even when it is farther than heads we know (they may be full), and stay
                 // our head's member until that head accepts us (then we `Detach`). A refusal
                 // leaves us where we are; our head tells us again or gives the jump up.
@@ -220,7 +220,7 @@ impl SuperPeerNode {
                     let free = self.head.is_none() && self.pending.is_none();
                     if backup && free && other {
                         // We are the backup of another member-less holder already and keep one
-                        // backup view: this holder names another neighbour (session 6; with two,
+                        // backup view: this holder names another neighbour (with two,
                         // the first one's token was lost when it crashed).
                         ctx.send(from, SpMessage::Refuse { full: false });
                     } else if backup && free {
@@ -245,7 +245,7 @@ impl SuperPeerNode {
                     if self.head.is_some() && self.member_view.as_ref().is_some_and(|(h, _, _)| *h == from) {
                         self.member_view = None;
                     }
-                    // Not while our `Attach` to `from` is on its way (session 7: a backup released
+                    // Not while our `Attach` to `from` is on its way (a backup released
                     // by the head's first member, attaching itself at that moment, detached again
                     // and then took the late `Accept`: attached to a node that did not count it).
                     if self.attaching.is_none_or(|(a, _)| a != from) {
@@ -288,11 +288,11 @@ impl SuperPeerNode {
                     return;
                 }
                 // We travel in the handed member list, so we belong to the new holder's cluster:
-                // we keep its view as the `Handover` made it (module doc, step 4, session 6) until
+                // we keep its view as the `Handover` made it (module doc, step 4) until
                 // its own view arrives, and take part in its re-election if it crashes first.
                 // A move hands the members along (with us first or last); a split jump hands none
                 // (`on_split`: its members switched to the heads with room that the removal
-                // placed them at, `StepDownTo`, before the token went; session 7).
+                // placed them at, `StepDownTo`, before the token went).
                 let jumped = self.head.as_ref().is_some_and(
                     |h| matches!(&h.transit, Some((_, _, SpMessage::Handover { members, .. })) if members.is_empty()),
                 );
@@ -367,7 +367,7 @@ impl SuperPeerNode {
                     return;
                 }
                 // The move was priced on a stale copy of the receiver's position (module doc,
-                // step 4, "A move priced on a stale position is refused", session 26): take its
+                // step 4, "A move priced on a stale position is refused"): take its
                 // position, and price again next round; the receiver is not passed over, and a
                 // holder still for the hold time is promoted now, as after a refused move.
                 self.learn_position(PeerInfo { id: from, point });
@@ -406,7 +406,7 @@ impl SuperPeerNode {
                 }
                 if self.head.is_none() && self.known_epoch(&role).is_some_and(|e| role_epoch(&role) < Some(e)) {
                     // A claim older than the token we know (module doc, step 5, "Late
-                    // elections end", session 18): the token has moved on since (a member
+                    // elections end"): the token has moved on since (a member
                     // that left the election relays the holder it ended with). Following it
                     // sent this node after holders that had long handed the token on. The
                     // claimer itself hears of the holder we follow.
@@ -431,7 +431,7 @@ impl SuperPeerNode {
                 let relayed = head.id != from;
                 if let Some(p) = self.pending.as_ref().filter(|p| same_role(&p.role, &role)) {
                     // Two winners, and we are about to take the role (module doc, step 6,
-                    // session 7): resolved as between two holders (below). The lower one gives
+                    //): resolved as between two holders (below). The lower one gives
                     // the pending role up and releases its backup.
                     let (backup, my_role, me) = (p.backup, p.role, self.me);
                     if relayed {
@@ -461,7 +461,7 @@ impl SuperPeerNode {
                         return;
                     }
                     // The higher (epoch, id) keeps a token, as in the duplicate safety net
-                    // (session 10: a claim sent before its sender stepped down, arriving late
+                    // (a claim sent before its sender stepped down, arriving late
                     // at a holder the token had since moved to, made that holder step down by
                     // the id alone, and the token was lost).
                     if (role_epoch(&role), head.id) > (role_epoch(&h.role), self.me.id) {

@@ -4,7 +4,7 @@
 use super::*;
 
 impl SuperPeerNode {
-    /// The holder's side of the measured medoid step (`medoid` module doc, session 8):
+    /// The holder's side of the measured medoid step (`medoid` module doc):
     /// decides a step whose answers are in (or are late), or starts one. True if the token
     /// is now on its way to a candidate (a `Handover` went out).
     pub(super) fn medoid_tick(&mut self, ctx: &mut SpContext<'_>) -> bool {
@@ -155,7 +155,7 @@ impl SuperPeerNode {
     /// whose token's removal (every member placed at a known token with room) costs less than
     /// `split_ratio x gain` (x the cooling of a move) jumps: it hands the token, without
     /// members, to `at` (the member-less handover of a relay: `at` acknowledges once its
-    /// backup has its view). Members first (session 7): a holder with members drains them
+    /// backup has its view). Members first : a holder with members drains them
     /// (`StepDownTo` the heads the removal placed them at, `drain_tick`) and hands the token
     /// only once none is left.
     pub(super) fn on_split(&mut self, ctx: &mut SpContext<'_>, from: NodeId, at: PeerInfo, gain: f32) {
@@ -169,7 +169,7 @@ impl SuperPeerNode {
         }
         let Some(h) = self.head.as_ref() else { return };
         let HeadRole::Token { token, epoch } = h.role else { return };
-        // Not while the neighbourhood recovers from a crash (session 7: jumps then left members
+        // Not while the neighbourhood recovers from a crash (jumps then left members
         // without a head with room).
         if h.transit.is_some()
             || h.drain.is_some()
@@ -196,7 +196,7 @@ impl SuperPeerNode {
         }
         let Some(h) = self.head.as_mut() else { return };
         if !h.members.is_empty() {
-            // Members first (session 7): they switch to the heads the removal placed them at
+            // Members first : they switch to the heads the removal placed them at
             // while we still serve them; the token goes once they all left.
             h.drain = Some((at, round));
             self.rehome(ctx);

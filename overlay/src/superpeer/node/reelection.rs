@@ -12,7 +12,7 @@ impl SuperPeerNode {
         self.neighbours.retain(|n| n.id != id);
         // A head reported down is ignored in gossip for `cache_ttl` rounds, as one that said
         // it serves no cluster (module doc, step 5, "A dead head is not learned again",
-        // session 23): other nodes still pass its entry on until their entries age out.
+        //): other nodes still pass its entry on until their entries age out.
         let known_head = self.cache.iter().any(|c| c.info.id == id)
             || self.attached.is_some_and(|a| a.id == id)
             || self.member_view.as_ref().is_some_and(|(h, _, _)| *h == id);
@@ -68,7 +68,7 @@ impl SuperPeerNode {
             && self.election.as_ref().is_none_or(|e| e.dead != id)
         {
             // We handed our token to `id` a moment ago and hold the view the `Handover` made
-            // (module doc, step 4, session 6), but are not attached to it yet: we are a member
+            // (module doc, step 4), but are not attached to it yet: we are a member
             // of its cluster all the same (maybe its only one).
             self.start_election(ctx, id, 0.0);
         }
@@ -174,7 +174,7 @@ impl SuperPeerNode {
         }));
         self.drive_election(ctx, Input::Start);
         // `Election` messages for this cluster that came before we knew we belong to it are
-        // handled now (session 7: a member whose old holder's `Moved` came after a lower
+        // handled now (a member whose old holder's `Moved` came after a lower
         // member's `Election` ignored it, and both won: the token recreated twice).
         if let Some(early) = self.early.take() {
             let round = self.round;
@@ -244,8 +244,8 @@ impl SuperPeerNode {
         for eff in effects {
             match eff {
                 Effect::Send { to, msg } => ctx.send(to, SpMessage::Election { dead, msg }),
-                Effect::SetTimer { timer, after } => ctx.push(SpEffect::SetElectionTimer { timer, after }),
-                Effect::CancelTimer { timer } => ctx.push(SpEffect::CancelElectionTimer { timer }),
+                Effect::SetTimer { timer, after } => ctx.push(SpEffect::SetTimer { timer, after }),
+                Effect::CancelTimer { timer } => ctx.push(SpEffect::CancelTimer { timer }),
                 Effect::Leader(l) => {
                     // One decision per election: a late `Election` (a member that learned of
                     // the crash late, or a restart after a timeout) makes the highest member
@@ -317,7 +317,7 @@ impl SuperPeerNode {
         self.election = None;
         self.retired = Some(Box::new(Retired { dead, head, role, at: self.round }));
         for timer in [Timer::T1, Timer::T2, Timer::T3, Timer::T4, Timer::Heartbeat, Timer::Lap] {
-            ctx.push(SpEffect::CancelElectionTimer { timer });
+            ctx.push(SpEffect::CancelTimer { timer });
         }
     }
 
@@ -347,7 +347,7 @@ impl SuperPeerNode {
         );
         let (role, head) = self.current_holder(&r.role).unwrap_or((r.role, r.head));
         // A holder that has handed the role on and is not attached yet names nobody: naming
-        // itself, it drew late members to a node that refuses them (session 18).
+        // itself, it drew late members to a node that refuses them .
         let stale = head.id == self.me.id && !self.head.as_ref().is_some_and(|h| same_role(&h.role, &role));
         if running && from != head.id && !stale {
             ctx.send(from, SpMessage::Takeover { dead, role, head });
@@ -356,7 +356,7 @@ impl SuperPeerNode {
     }
 
     /// The holder of `role` as this node knows it now (module doc, step 5, "Late elections
-    /// end", session 18): ourselves if we hold it, else the head we are attached to if its
+    /// end"): ourselves if we hold it, else the head we are attached to if its
     /// view names it (a token at the epoch that view gives). The holder a re-election ended
     /// with may have moved the token on since; its members followed it, so their attachment
     /// is the fresher news.
@@ -382,7 +382,7 @@ impl SuperPeerNode {
     /// We are entitled to the recreated `role` (its epoch already counted up) but serve a
     /// cluster already, and a node holds one role: hand it to a neighbour that holds none,
     /// with a `Handover` that carries no member (module doc, step 6, "relay"). Tokens only
-    /// (a slot cannot be handed over). Several relays may run at once (session 6), and a
+    /// (a slot cannot be handed over). Several relays may run at once , and a
     /// relay outlives our own role. Returns whether the role is on its way.
     pub(super) fn relay_role(&mut self, ctx: &mut SpContext<'_>, role: HeadRole) -> bool {
         let HeadRole::Token { token, .. } = role else { return false };
@@ -447,7 +447,7 @@ impl SuperPeerNode {
     /// part in the re-election of our own head's cluster (both heads crashed together),
     /// because nobody but us is entitled to this role. A slot election we leave (the other
     /// members' election takes our silence for a crash and goes on without us: a slot cannot
-    /// be relayed); a token election we stay in (session 7): if we win it we relay that
+    /// be relayed); a token election we stay in : if we win it we relay that
     /// token, and we may be the last live member of that cluster (the windows harness lost
     /// the token in 18 of 200 seeds when we left).
     pub(super) fn take_over_as_backup(&mut self, ctx: &mut SpContext<'_>, role: HeadRole) {
@@ -529,7 +529,7 @@ impl SuperPeerNode {
             .map(|(_, _, ids)| ids.iter().copied().filter(|id| *id != dead && *id != self.me.id).collect())
             .unwrap_or_default();
         if members.is_empty() {
-            // Won alone: nobody else knows that we lead (module doc, step 6, session 7).
+            // Won alone: nobody else knows that we lead (module doc, step 6).
             self.take_member_less(ctx, role, true);
             return true;
         }

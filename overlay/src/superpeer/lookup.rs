@@ -1,0 +1,152 @@
+//! What a DHT lookup's answer is worth: the acceptance rules a node applies before it decides
+//! anything on a lookup.
+//!
+//! A Kademlia lookup returns the K closest peers *that answered it* (K = 20 in libp2p). On a
+//! loaded or partitioned network some asked peers time out or refuse the connection: the
+//! answer comes back short, or the whole lookup times out. A size estimate made from a short
+//! answer collapses (a node that sees 5 peers where there are 200 wants a handful of super
+//! peers) and a claim made on one may be one of two. So the driver reports every lookup with
+//! its statistics ([`LookupReport`]) and the node judges it ([`judge`]):
+//! - **Closest-peers and sample lookups** are unusable when they timed out, or came back with
+//!   fewer than [`CLOSEST_K`] peers while some asked peers failed, unless at least a minimum
+//!   answered: [`MIN_SAMPLE_PEERS`] for a size sample (a thinned uniform sample stays unbiased,
+//!   `estimate` module doc, "Thinning"), [`CLAIM_MIN_PEERS`] for a slot claim (the nodes nearest
+//!   a slot's key are its claimants, they fill each other's connection slots, and nearly every
+//!   claim lookup came back short; the slot check settles a claim made on a short answer).
+//! - A **sample** lookup is also unusable when fewer than [`MIN_ANSWERED`] of the asked peers
+//!   answered: it says too little about N.
+//! - A **provider** lookup is unusable when it timed out having found nobody.
+//!
+//! An unusable lookup decides nothing: the node asks again after a back-off (`node` module doc,
+//! step 1). A complete answer (the simulator's DHT oracle) is always usable.
+
+use super::estimate::{MIN_ANSWERED, MIN_SAMPLE_PEERS};
+use super::message::{PeerInfo, Query};
+use crate::id::NodeId;
+
+/// Kademlia's replication factor: a closest-peers lookup returns at most this many peers.
+pub const CLOSEST_K: usize = 20;
+
+/// A slot claim's closest-peers answer is used when at least this many peers answered, even if
+/// others failed.
+pub const CLAIM_MIN_PEERS: usize = 4;
+
+/// One lookup's answer with its statistics, as the DHT reports it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LookupReport {
+    /// For a [`Query::Sample`]: the uniform key the lookup ran for, when the driver looked up
+    /// another than the one drawn (kad cannot aim at an arbitrary key cheaply).
+    pub key: Option<NodeId>,
+    /// The peers found: the closest ones, or the providers whose position the driver learned.
+    pub peers: Vec<PeerInfo>,
+    /// How many peers (or providers) the lookup found, before the driver dropped any.
+    pub found: u32,
+    /// The lookup ran out of time.
+    pub timed_out: bool,
+    /// Asked peers that answered, and that failed to (kad's query statistics; both zero when
+    /// unknown).
+    pub answered: u32,
+    pub failed: u32,
+}
+
+impl LookupReport {
+    /// A complete, timely answer in which every asked peer answered.
+    pub fn complete(peers: Vec<PeerInfo>) -> LookupReport {
+        LookupReport { found: peers.len() as u32, peers, ..LookupReport::default() }
+    }
+
+    /// The share of the asked peers that answered (1 when none is known to have failed).
+    pub fn answered_share(&self) -> f64 {
+        let asked = self.answered + self.failed;
+        if asked == 0 {
+            1.0
+        } else {
+            f64::from(self.answered) / f64::from(asked)
+        }
+    }
+}
+
+/// The kind of lookup a report answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Sample,
+    Claim,
+    Providers,
+}
+
+impl Kind {
+    pub fn of(q: &Query) -> Kind {
+        match q {
+            Query::Sample { .. } => Kind::Sample,
+            Query::Closest { .. } => Kind::Claim,
+            Query::Providers { .. } => Kind::Providers,
+        }
+    }
+}
+
+/// Why a lookup is unusable (for the driver's counters and logs).
+pub const UNUSABLE_REASONS: [&str; 5] = ["timeout-full", "timeout-short", "short", "thin", "providers-timeout"];
+
+/// `Ok(answered share)` when the lookup may be decided on, else `Err(reason)` (one of
+/// [`UNUSABLE_REASONS`]; module doc).
+pub fn judge(kind: Kind, r: &LookupReport) -> Result<f64, &'static str> {
+    let share = r.answered_share();
+    match kind {
+        Kind::Providers => {
+            if r.timed_out && r.found == 0 {
+                Err("providers-timeout")
+            } else {
+                Ok(share)
+            }
+        }
+        Kind::Sample | Kind::Claim => {
+            let n = r.peers.len();
+            let min_peers = if kind == Kind::Sample { MIN_SAMPLE_PEERS } else { CLAIM_MIN_PEERS };
+            let short = n < CLOSEST_K && r.failed > 0 && n < min_peers;
+            let thin = kind == Kind::Sample && share < MIN_ANSWERED;
+            match (r.timed_out, short, thin) {
+                (true, _, _) if n >= CLOSEST_K => Err("timeout-full"),
+                (true, _, _) => Err("timeout-short"),
+                (false, true, _) => Err("short"),
+                (false, false, true) => Err("thin"),
+                (false, false, false) => Ok(share),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::superpeer::Point;
+
+    fn peers(n: usize) -> Vec<PeerInfo> {
+        (0..n).map(|i| PeerInfo { id: NodeId::from_u64(i as u64 + 1), point: Point::default() }).collect()
+    }
+
+    #[test]
+    fn short_timed_out_and_thin_lookups_are_unusable() {
+        let report = |n, timed_out, answered, failed| LookupReport {
+            peers: peers(n),
+            found: n as u32,
+            timed_out,
+            answered,
+            failed,
+            ..LookupReport::default()
+        };
+        assert_eq!(judge(Kind::Sample, &LookupReport::complete(peers(20))), Ok(1.0));
+        assert_eq!(judge(Kind::Sample, &report(20, true, 20, 0)), Err("timeout-full"));
+        assert_eq!(judge(Kind::Claim, &report(7, true, 7, 3)), Err("timeout-short"));
+        assert_eq!(judge(Kind::Sample, &report(9, false, 9, 3)), Err("short"), "fewer than 10 with failures");
+        assert_eq!(judge(Kind::Sample, &report(10, false, 10, 3)), Ok(10.0 / 13.0), "10 are enough");
+        assert_eq!(judge(Kind::Claim, &report(4, false, 4, 9)), Ok(4.0 / 13.0), "a claim from 4 on");
+        assert_eq!(judge(Kind::Claim, &report(3, false, 3, 9)), Err("short"));
+        assert_eq!(judge(Kind::Sample, &report(5, false, 5, 0)), Ok(1.0), "a small network: no failure");
+        assert_eq!(judge(Kind::Sample, &report(20, false, 10, 16)), Err("thin"), "under 40 % answered");
+        assert_eq!(judge(Kind::Claim, &report(20, false, 10, 16)), Ok(10.0 / 26.0), "thinness matters to samples");
+        assert_eq!(judge(Kind::Providers, &report(0, true, 0, 4)), Err("providers-timeout"));
+        let found_then_lost = LookupReport { found: 2, timed_out: true, ..LookupReport::default() };
+        assert!(judge(Kind::Providers, &found_then_lost).is_ok(), "it found someone");
+        assert!(judge(Kind::Providers, &report(0, false, 3, 0)).is_ok(), "nobody provides it: an answer");
+    }
+}

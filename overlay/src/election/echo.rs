@@ -47,6 +47,18 @@
 //!   or reply is tolerated.
 //! - **A node with no neighbours is its own leader**: its election ends at once, and a node
 //!   that loses its last neighbour elects itself.
+//! - **Heartbeats** (as we recall the paper: the leader beats periodically, and a node that
+//!   stops hearing them starts an election), on when `cfg.echo_heartbeat_interval()` is set.
+//!   The leader sends `EchoHeartbeat{seq}` to its neighbours every interval, `seq` counting
+//!   its beats; a node forwards each beat newer than the last it heard from its leader to all
+//!   neighbours but the sender (so a beat floods the component once, along whatever paths
+//!   exist now) and re-arms a timeout of [`BEAT_MISSES`] intervals, whose expiry starts an
+//!   election. A beat of a *better* leader than the node's own (a merged component's) is
+//!   adopted and forwarded the same way, and a leader that adopts one stops beating. So with
+//!   heartbeats, losing a link never starts an election (only losing every link does: the
+//!   node is alone), nor does meeting a component with another leader: the better leader's
+//!   beats cross the new link. Without heartbeats the rules below apply. Nodes in an election
+//!   ignore beats; a node settles with a fresh count for its leader's beats.
 //!
 //! # What is adapted or added (the seed says only "with some minor adjustments")
 //! - **Crossing elections count as acknowledgements** (Segall's echo). When `EchoElection`
@@ -67,25 +79,27 @@
 //!   answer is taken as answered. Losing the parent, or the child whose subtree holds the best
 //!   found so far, starts a new election (higher round): what we would report is no longer
 //!   reachable.
-//! - **Leaving, partitions and leader loss.** When the leader is decided every node records
-//!   `via`, its next hop towards the leader on the election tree (the child whose ack carried
-//!   the leader, else the parent). A node that loses the link to `via` (or to the leader
-//!   itself, or is told the leader is down) may be cut off from the leader and starts a new
-//!   election; that election floods its whole component. Losing any other link cannot cut the
-//!   node off: the node on the other end, if cut off, has that link as its own `via`. So each
-//!   side of a partition ends with the best of its side (the side keeping the old leader keeps
-//!   the right one, since the old leader was the best of the whole).
+//! - **Leaving, partitions and leader loss** (heartbeats off). When the leader is decided
+//!   every node records `via`, its next hop towards the leader on the election tree (the
+//!   child whose ack carried the leader, else the parent). A node that loses the link to
+//!   `via` (or to the leader itself, or is told the leader is down) may be cut off from the
+//!   leader and starts a new election; that election floods its whole component. Losing any
+//!   other link cannot cut the node off: the node on the other end, if cut off, has that link
+//!   as its own `via`. So each side of a partition ends with the best of its side (the side
+//!   keeping the old leader keeps the right one, since the old leader was the best of the
+//!   whole).
 //! - **Joins and merges.** On `PeerUp` both ends send an unprompted `EchoReply{tag, leader}`
-//!   (their state; `leader: None` while in an election). A settled node receiving a settled
-//!   reply that names a different leader acts: if its own leader is worse (no leader counts
-//!   as worst) it starts a new election, with a round above both sides' rounds so that both
-//!   components join it; if its own is better it sends its own reply back, so that the other
-//!   end, comparing in turn, starts it. A node in an election that receives a reply marks the
-//!   sender *pending* and sends it its result once decided; a settled node receiving an
-//!   unsettled reply sends its state back so that the sender will owe it its result. Thus a
-//!   merged component always holds one election that covers it all and agrees on its best.
-//!   The paper, as we recall it, merges by propagating the better leader instead; a new
-//!   election also re-checks the leaders, which may be stale. A node that has never started
+//!   (their state; `leader: None` while in an election). With heartbeats off, a settled
+//!   node receiving a settled reply that names a different leader acts: if its own leader is
+//!   worse (no leader counts as worst) it starts a new election, with a round above both
+//!   sides' rounds so that both components join it; if its own is better it sends its own
+//!   reply back, so that the other end, comparing in turn, starts it. A node in an election
+//!   that receives a reply marks the sender *pending* and sends it its result once decided; a
+//!   settled node receiving an unsettled reply sends its state back so that the sender will
+//!   owe it its result. Thus a merged component always holds one election that covers it all
+//!   and agrees on its best. The paper, as we recall it, merges by propagating the better
+//!   leader instead (what heartbeats do); a new election also re-checks the leaders, which
+//!   may be stale. A node that has never started
 //!   nor joined an election (no `Start` yet) stays leaderless until an election reaches it or
 //!   a settled neighbour's reply makes it start one.
 //! - **Safety-net timers** (`Timer::Custom`, `cfg.echo_ack_timeout()`, doubling after each
@@ -139,6 +153,10 @@ const ACK_TIMER: Timer = Timer::Custom(0xEC40);
 const LEADER_TIMER: Timer = Timer::Custom(0xEC41);
 /// The probe period.
 const PROBE_TIMER: Timer = Timer::Custom(0xEC42);
+/// The leader's heartbeat period, or a follower's wait for the next beat.
+const BEAT_TIMER: Timer = Timer::Custom(0xEC43);
+/// Heartbeat intervals a follower waits without a beat before it starts an election.
+pub const BEAT_MISSES: u32 = 3;
 /// Resends before a safety-net timer gives up.
 pub const MAX_RETRIES: u32 = 3;
 /// Rounds above this are refused: honest rounds grow by one per election and never get
@@ -261,6 +279,11 @@ pub struct Echo {
     /// Next hop towards the leader on the election tree (`None`: we are the leader).
     via: Option<NodeId>,
     probing: bool,
+    beat_every: Option<Duration>,
+    /// Beats this node sent as leader (never reset: its beats keep growing across elections).
+    beats: u64,
+    /// The newest beat heard from the current leader (reset when a leader is decided).
+    beat_seen: u64,
 }
 
 impl Echo {
@@ -284,6 +307,9 @@ impl Echo {
             leader: None,
             via: None,
             probing: false,
+            beat_every: cfg.echo_heartbeat_interval(),
+            beats: 0,
+            beat_seen: 0,
         }
     }
 
@@ -392,6 +418,11 @@ impl Echo {
             }
         }
         ctx.decide(leader.id);
+        self.beat_seen = 0;
+        if let Some(every) = self.beat_every {
+            let wait = if leader == self.me { every } else { every.saturating_mul(BEAT_MISSES) };
+            ctx.set_timer(BEAT_TIMER, wait);
+        }
         if self.best > leader {
             // Part of our subtree (a late acknowledgement) was not counted: elect again.
             self.start_election(ctx);
@@ -440,7 +471,9 @@ impl Echo {
         let leader_lost = self.leader.map(|l| l.id) == Some(peer);
         match self.phase {
             Phase::Passive => {
-                let cut_off = self.leader.is_some() && (leader_lost || self.via == Some(peer));
+                // With heartbeats, only their silence says the leader is gone.
+                let cut_off =
+                    self.beat_every.is_none() && self.leader.is_some() && (leader_lost || self.via == Some(peer));
                 // A node left with no neighbours is its own leader.
                 let alone = alone && self.leader != Some(self.me);
                 if cut_off || alone {
@@ -499,8 +532,52 @@ impl Echo {
                 }
             }
             PROBE_TIMER => self.probe_round(ctx),
+            BEAT_TIMER => self.beat_timer(ctx),
             _ => {}
         }
+    }
+
+    /// The leader beats; a follower that heard no beat for [`BEAT_MISSES`] intervals elects.
+    fn beat_timer(&mut self, ctx: &mut Context<'_>) {
+        let Some(every) = self.beat_every else { return };
+        if self.phase != Phase::Passive || self.leader.is_none() {
+            return;
+        }
+        if self.leader == Some(self.me) {
+            self.beats += 1;
+            let beat = Message::EchoHeartbeat { tag: self.tag, leader: self.me, seq: self.beats };
+            for id in self.links.keys() {
+                ctx.send(*id, beat.clone());
+            }
+            ctx.set_timer(BEAT_TIMER, every);
+        } else {
+            self.start_election(ctx);
+        }
+    }
+
+    /// A beat of `leader` from neighbour `from`: forward it if it is newer than the last beat
+    /// of our leader, or if it comes from a better leader (adopted).
+    fn on_heartbeat(&mut self, ctx: &mut Context<'_>, from: NodeId, tag: Option<ElectionTag>, leader: Rank, seq: u64) {
+        let Some(every) = self.beat_every else { return };
+        let Some(mine) = self.leader else { return };
+        if self.phase != Phase::Passive || leader == self.me {
+            return;
+        }
+        let newer = if leader == mine { seq > self.beat_seen } else { leader > mine };
+        if !newer {
+            return;
+        }
+        if leader != mine {
+            self.leader = Some(leader);
+            ctx.decide(leader.id);
+        }
+        self.beat_seen = seq;
+        self.via = Some(from);
+        let beat = Message::EchoHeartbeat { tag, leader, seq };
+        for id in self.links.keys().filter(|id| **id != from) {
+            ctx.send(*id, beat.clone());
+        }
+        ctx.set_timer(BEAT_TIMER, every.saturating_mul(BEAT_MISSES));
     }
 
     /// Neighbours that left [`PROBE_MISSES`] probes unanswered are gone; probe the others.
@@ -525,7 +602,7 @@ impl Echo {
         let tag = match &msg {
             Message::EchoElection { tag } | Message::EchoAck { tag, .. } => Some(*tag),
             Message::EchoLeader { tag, .. } => Some(*tag),
-            Message::EchoReply { tag, .. } => *tag,
+            Message::EchoReply { tag, .. } | Message::EchoHeartbeat { tag, .. } => *tag,
             Message::EchoProbe => None,
             _ => {
                 ctx.reject(from, "echo: message of another election algorithm");
@@ -563,6 +640,7 @@ impl Echo {
             }
             Message::EchoProbe => ctx.send(from, self.reply()),
             Message::EchoReply { tag, leader } => self.on_reply(ctx, from, tag, leader),
+            Message::EchoHeartbeat { tag, leader, seq } => self.on_heartbeat(ctx, from, tag, leader, seq),
             _ => {}
         }
     }
@@ -661,7 +739,8 @@ impl Echo {
             ctx.send(from, self.reply());
             return;
         }
-        if leader == self.leader {
+        if leader == self.leader || (self.beat_every.is_some() && self.leader.is_some() && leader.is_some()) {
+            // Agreed, or (with heartbeats) both settled: the better leader's beats will cross.
             return;
         }
         if self.leader < leader {
@@ -1149,6 +1228,110 @@ mod tests {
         check_agreement(&net, &line, "ring minus a tree link");
         assert_eq!(net.started.iter().sum::<u64>(), 1);
         assert_eq!(net.total_sent(), 15);
+    }
+
+    /// Heartbeats every 100 ms (a follower elects after 300 ms without one); probes off.
+    fn beat_cfg() -> ElectionConfig {
+        ElectionConfig { echo_heartbeat_interval_ms: 100, ..cfg(0) }
+    }
+
+    /// Run `ms` more of virtual time (heartbeats never let the network go quiet).
+    fn run_for(net: &mut Net, ms: u64) {
+        let until = net.now + Duration::from_millis(ms);
+        net.run_until_quiet(until);
+        net.now = until;
+    }
+
+    #[test]
+    fn echo_heartbeats_keep_the_leader_across_a_lost_link() {
+        // Without heartbeats, losing a tree link of a ring costs an election (see
+        // `echo_partition_of_a_line_keeps_the_leader_on_its_side`); with them, the beats reach
+        // every node along the remaining path and nobody elects.
+        let caps: Vec<u64> = (0..8).map(|i| (i * 5) % 8).collect();
+        for cut in 0..8 {
+            let mut topo = Topo::ring(8);
+            let mut net = build(&topo, &caps, beat_cfg());
+            net.start_at(net.now, 0);
+            run_for(&mut net, 1_000);
+            check_agreement(&net, &topo, "ring");
+            let started = net.started.iter().sum::<u64>();
+            let beats = net.sent_of("EchoHeartbeat");
+            disconnect(&mut net, &mut topo, cut, (cut + 1) % 8);
+            run_for(&mut net, 2_000);
+            check_agreement(&net, &topo, &format!("ring cut at {cut}"));
+            assert_eq!(net.started.iter().sum::<u64>(), started, "cut {cut}: no election");
+            // About 20 beats in 2 s, each crossing the 7 links of the line once or twice.
+            assert!(net.sent_of("EchoHeartbeat") - beats >= 20 * 7, "cut {cut}");
+        }
+    }
+
+    #[test]
+    fn echo_heartbeats_elect_again_only_where_the_leader_is_gone() {
+        // Line 0..9, capacities rising to node 9: cutting (4,5) leaves {5..9} with 9 and no
+        // election; {0..4} stops hearing beats and elects 4.
+        let caps: Vec<u64> = (0..10).collect();
+        let mut topo = Topo::line(10);
+        let mut net = build(&topo, &caps, beat_cfg());
+        net.start_at(net.now, 0);
+        run_for(&mut net, 1_000);
+        check_agreement(&net, &topo, "line");
+        net.started.iter_mut().for_each(|s| *s = 0);
+        disconnect(&mut net, &mut topo, 4, 5);
+        // Within the timeout nodes 0..4 still name 9: the beats have not been missed yet.
+        run_for(&mut net, 150);
+        assert_eq!(net.process(0).leader(), Some(net.id(9)));
+        run_for(&mut net, 2_000);
+        check_agreement(&net, &topo, "cut line");
+        assert_eq!(net.process(0).leader(), Some(net.id(4)));
+        assert!(net.started[..5].iter().sum::<u64>() >= 1);
+        assert_eq!(net.started[5..].iter().sum::<u64>(), 0);
+    }
+
+    #[test]
+    fn echo_heartbeats_merge_components_without_an_election() {
+        for seed in seeds(0..20) {
+            let (mut rng, n, mut topo, caps) = random_case(seed, 4..40, 1);
+            // Two sides, each elected on its own, then joined by one or more links.
+            let side: Vec<bool> = (0..n).map(|_| rng.gen_bool(0.5)).collect();
+            let cut: Vec<(usize, usize)> = topo.edges.iter().copied().filter(|&(a, b)| side[a] != side[b]).collect();
+            for &(a, b) in &cut {
+                assert!(topo.remove(a, b));
+            }
+            let mut net = build(&topo, &caps, beat_cfg());
+            net.start_all();
+            run_for(&mut net, 2_000);
+            check_agreement(&net, &topo, &format!("seed {seed} apart"));
+            let started = net.started.iter().sum::<u64>();
+            for &(a, b) in &cut {
+                connect(&mut net, &mut topo, a, b);
+            }
+            run_for(&mut net, 2_000);
+            check_agreement(&net, &topo, &format!("seed {seed} merged"));
+            assert_eq!(net.started.iter().sum::<u64>(), started, "seed {seed}: the merge elected");
+        }
+    }
+
+    #[test]
+    fn echo_heartbeats_partition_then_merge() {
+        for seed in seeds(0..20) {
+            let (mut rng, n, mut topo, caps) = random_case(seed, 4..40, 1);
+            let mut net = build(&topo, &caps, beat_cfg());
+            net.start_at(net.now, rng.gen_range(0..n));
+            run_for(&mut net, 2_000);
+            check_agreement(&net, &topo, "before the partition");
+            let side: Vec<bool> = (0..n).map(|_| rng.gen_bool(0.5)).collect();
+            let cut: Vec<(usize, usize)> = topo.edges.iter().copied().filter(|&(a, b)| side[a] != side[b]).collect();
+            for &(a, b) in &cut {
+                disconnect(&mut net, &mut topo, a, b);
+            }
+            run_for(&mut net, 3_000);
+            check_agreement(&net, &topo, &format!("seed {seed} partitioned"));
+            for &(a, b) in &cut {
+                connect(&mut net, &mut topo, a, b);
+            }
+            run_for(&mut net, 3_000);
+            check_agreement(&net, &topo, &format!("seed {seed} merged"));
+        }
     }
 
     #[test]

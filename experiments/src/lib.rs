@@ -5,5 +5,6 @@
 //! of up to millions of processes, and the `peerage-lab` experiments built on it ([`lab`]).
 
 pub mod lab;
+pub mod mobility;
 pub mod sim;
 pub mod superpeers;

@@ -57,7 +57,16 @@
 //!   adopted and forwarded the same way, and a leader that adopts one stops beating. So with
 //!   heartbeats, losing a link never starts an election (only losing every link does: the
 //!   node is alone), nor does meeting a component with another leader: the better leader's
-//!   beats cross the new link. Without heartbeats the rules below apply. Nodes in an election
+//!   beats cross the new link. Nor does a link lost *during* an election restart it: a node
+//!   that loses its parent decides for its own subtree (at once if it had acknowledged,
+//!   else once its children have), and a neighbour whose reply shows a higher election
+//!   counts as answered; the parts' leaders then merge by their beats. In a large component
+//!   whose links keep changing, an election restarted at every lost tree link would never
+//!   end. A node whose leader beat within the last 1.5 intervals (or that is the leader)
+//!   answers a new election at once with `EchoAck{best: leader}` instead of joining it: the
+//!   leader of its component is alive and the best there, so an election started by a node
+//!   that lost the beats (it was cut off, or its links flapped) covers only the nodes
+//!   without a live leader. Without heartbeats the rules below apply. Nodes in an election
 //!   ignore beats; a node settles with a fresh count for its leader's beats.
 //!
 //! # What is adapted or added (the seed says only "with some minor adjustments")
@@ -142,6 +151,7 @@ use crate::driver::{Context, Election, Input, Timer};
 use crate::election::{ElectionConfig, ElectionTag, Message};
 use crate::id::{NodeId, Rank};
 use crate::membership::Membership;
+use crate::time::Time;
 use smallvec::SmallVec;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -282,8 +292,10 @@ pub struct Echo {
     beat_every: Option<Duration>,
     /// Beats this node sent as leader (never reset: its beats keep growing across elections).
     beats: u64,
-    /// The newest beat heard from the current leader (reset when a leader is decided).
+    /// The newest beat heard from the current leader (reset when a leader is decided), and
+    /// when it came.
     beat_seen: u64,
+    beat_at: Option<Time>,
 }
 
 impl Echo {
@@ -310,6 +322,7 @@ impl Echo {
             beat_every: cfg.echo_heartbeat_interval(),
             beats: 0,
             beat_seen: 0,
+            beat_at: None,
         }
     }
 
@@ -419,6 +432,7 @@ impl Echo {
         }
         ctx.decide(leader.id);
         self.beat_seen = 0;
+        self.beat_at = None;
         if let Some(every) = self.beat_every {
             let wait = if leader == self.me { every } else { every.saturating_mul(BEAT_MISSES) };
             ctx.set_timer(BEAT_TIMER, wait);
@@ -478,6 +492,20 @@ impl Echo {
                 let alone = alone && self.leader != Some(self.me);
                 if cut_off || alone {
                     self.start_election(ctx);
+                }
+            }
+            Phase::Candidate | Phase::Waiting if self.beat_every.is_some() => {
+                // With heartbeats a lost link never restarts the election: an orphaned node
+                // decides for what is left of its subtree, and the leaders' beats then merge
+                // the parts. (A lost best child keeps its rank: its beats say if it is gone.)
+                if self.parent == Some(peer) {
+                    self.parent = None;
+                    match self.acked {
+                        Some(best) if self.phase == Phase::Waiting => self.settle(ctx, best),
+                        _ => self.maybe_complete(ctx),
+                    }
+                } else if was_waiting {
+                    self.maybe_complete(ctx);
                 }
             }
             Phase::Candidate | Phase::Waiting => {
@@ -555,6 +583,15 @@ impl Echo {
         }
     }
 
+    /// With heartbeats: our leader, if we are it or heard its beat within 1.5 intervals (a
+    /// leader that is gone has been silent for longer before anyone's timeout fires).
+    fn live_leader(&self, now: Time) -> Option<Rank> {
+        let every = self.beat_every?;
+        let leader = self.leader.filter(|_| self.phase == Phase::Passive)?;
+        let fresh = self.beat_at.is_some_and(|t| now.since(t) <= every + every / 2);
+        (leader == self.me || fresh).then_some(leader)
+    }
+
     /// A beat of `leader` from neighbour `from`: forward it if it is newer than the last beat
     /// of our leader, or if it comes from a better leader (adopted).
     fn on_heartbeat(&mut self, ctx: &mut Context<'_>, from: NodeId, tag: Option<ElectionTag>, leader: Rank, seq: u64) {
@@ -572,6 +609,7 @@ impl Echo {
             ctx.decide(leader.id);
         }
         self.beat_seen = seq;
+        self.beat_at = Some(ctx.now);
         self.via = Some(from);
         let beat = Message::EchoHeartbeat { tag, leader, seq };
         for id in self.links.keys().filter(|id| **id != from) {
@@ -647,6 +685,12 @@ impl Echo {
 
     fn on_election(&mut self, ctx: &mut Context<'_>, from: NodeId, tag: ElectionTag) {
         if Some(tag) > self.tag {
+            if let Some(leader) = self.live_leader(ctx.now) {
+                // Our leader beats: answer for it (it is the best of our component) instead
+                // of pulling the whole component into the election.
+                ctx.send(from, Message::EchoAck { tag, best: Some(leader) });
+                return;
+            }
             self.join(ctx, tag, Some(from));
             return;
         }
@@ -720,7 +764,15 @@ impl Echo {
         l.unanswered = 0;
         if self.phase != Phase::Passive {
             l.pending = true;
-            if tag > self.tag {
+            if tag > self.tag && self.beat_every.is_some() {
+                // A neighbour in or past a higher election will not answer ours; with
+                // heartbeats the two results merge by their leaders' beats, so take it as
+                // answered instead of electing again.
+                if l.waiting {
+                    l.waiting = false;
+                    self.maybe_complete(ctx);
+                }
+            } else if tag > self.tag {
                 // The neighbour took part in a higher election that did not reach us (our
                 // link is newer, or we recovered with fresh state): ours is stale and it
                 // ignores it. Elect again, above both.
@@ -1848,6 +1900,93 @@ mod tests {
                 feed(&mut e, Input::Timer(ACK_TIMER));
             }
             assert_eq!(e.leader(), Some(me.id), "ack timeout {ms} ms");
+        }
+    }
+
+    /// Feed one input at `ms` milliseconds.
+    fn feed_at(e: &mut Echo, ms: u64, input: Input) -> Vec<Effect> {
+        let mut rng = StdRng::seed_from_u64(0);
+        let mut effects = Vec::new();
+        let mut ctx = Context::new(Time::from_millis(ms), &mut rng, &mut effects);
+        e.handle(&mut ctx, input);
+        effects
+    }
+
+    #[test]
+    fn echo_heartbeats_answer_an_election_for_a_live_leader() {
+        let me = Rank::new(1, NodeId::from_u64(1));
+        let (a, b) = (Rank::new(9, NodeId::from_u64(2)), NodeId::from_u64(3));
+        let mut e = Echo::new(me, Arc::new(Membership::default()), &beat_cfg());
+        feed_at(&mut e, 0, Input::PeerUp(a.id));
+        feed_at(&mut e, 0, Input::PeerUp(b));
+        feed_at(&mut e, 0, Input::Start);
+        let tag = e.tag().unwrap();
+        feed_at(&mut e, 1, Input::Message { from: a.id, msg: Message::EchoAck { tag, best: Some(a) } });
+        feed_at(&mut e, 1, Input::Message { from: b, msg: Message::EchoAck { tag, best: None } });
+        assert_eq!(e.leader(), Some(a.id));
+        // A beat of a at 100 ms, forwarded to b.
+        let beat = Message::EchoHeartbeat { tag: Some(tag), leader: a, seq: 1 };
+        let out = feed_at(&mut e, 100, Input::Message { from: a.id, msg: beat.clone() });
+        assert_eq!(sends(&out), vec![(b, beat)]);
+        // b, cut off from its leader, elects: we answer for a, which beat 50 ms ago.
+        let high = ElectionTag { round: 9, source: Rank::new(0, b) };
+        let out = feed_at(&mut e, 150, Input::Message { from: b, msg: Message::EchoElection { tag: high } });
+        assert_eq!(sends(&out), vec![(b, Message::EchoAck { tag: high, best: Some(a) })]);
+        assert!(!e.in_election());
+        // 200 ms without a beat (over 1.5 intervals): we join the next election instead.
+        let higher = ElectionTag { round: 10, source: Rank::new(0, b) };
+        let out = feed_at(&mut e, 300, Input::Message { from: b, msg: Message::EchoElection { tag: higher } });
+        assert_eq!(sends(&out), vec![(a.id, Message::EchoElection { tag: higher })]);
+        assert!(e.in_election());
+    }
+
+    #[test]
+    fn echo_heartbeats_an_orphan_decides_for_its_subtree() {
+        let me = Rank::new(1, NodeId::from_u64(1));
+        let (p, c) = (NodeId::from_u64(2), Rank::new(5, NodeId::from_u64(3)));
+        for beats in [true, false] {
+            let cfg = if beats { beat_cfg() } else { cfg(0) };
+            let mut e = Echo::new(me, Arc::new(Membership::default()), &cfg);
+            feed(&mut e, Input::PeerUp(p));
+            feed(&mut e, Input::PeerUp(c.id));
+            let tag = ElectionTag { round: 3, source: Rank::new(0, p) };
+            feed(&mut e, Input::Message { from: p, msg: Message::EchoElection { tag } });
+            let out = feed(&mut e, Input::Message { from: c.id, msg: Message::EchoAck { tag, best: Some(c) } });
+            assert_eq!(sends(&out), vec![(p, Message::EchoAck { tag, best: Some(c) })]);
+            assert_eq!(e.state(), "Waiting");
+            // The parent is lost before it announced.
+            let out = feed(&mut e, Input::PeerDown(p));
+            if beats {
+                // The subtree's best is announced to it; no new election.
+                assert!(!out.contains(&Effect::ElectionStarted));
+                assert_eq!(sends(&out), vec![(c.id, Message::EchoLeader { tag, leader: c })]);
+                assert_eq!(e.leader(), Some(c.id));
+            } else {
+                assert!(out.contains(&Effect::ElectionStarted));
+            }
+        }
+    }
+
+    #[test]
+    fn echo_heartbeats_a_higher_neighbour_counts_as_answered() {
+        // A node elects; its only neighbour shows (in its greeting) that it settled on a
+        // higher election. Without heartbeats the node elects again above it; with them the
+        // neighbour counts as answered and the node decides (the beats merge the leaders).
+        let me = Rank::new(7, NodeId::from_u64(1));
+        let a = NodeId::from_u64(2);
+        for beats in [true, false] {
+            let cfg = if beats { beat_cfg() } else { cfg(0) };
+            let mut e = Echo::new(me, Arc::new(Membership::default()), &cfg);
+            feed(&mut e, Input::PeerUp(a));
+            feed(&mut e, Input::Start);
+            let theirs = ElectionTag { round: 5, source: Rank::new(3, NodeId::from_u64(9)) };
+            let reply = Message::EchoReply { tag: Some(theirs), leader: Some(theirs.source) };
+            let out = feed(&mut e, Input::Message { from: a, msg: reply });
+            assert_eq!(out.contains(&Effect::ElectionStarted), !beats);
+            assert_eq!(e.in_election(), !beats);
+            if beats {
+                assert_eq!(e.leader(), Some(me.id));
+            }
         }
     }
 

@@ -199,7 +199,7 @@ struct Link {
 }
 
 /// A node's neighbours and what it keeps per neighbour, sorted by id (the order a
-/// `BTreeMap` would give, so every loop over them sends in the same order as before).
+/// `BTreeMap` would give, so every loop over them sends in id order).
 ///
 /// Stored inline for up to [`INLINE_LINKS`] neighbours (a `SmallVec`), so that handling a
 /// message does not chase a pointer to a separate heap node: in the simulator at 100,000

@@ -35,7 +35,7 @@ pub enum Command {
     Sweep(SweepArgs),
     /// Measure the simulator's throughput (delivered messages/s) and memory per process.
     Bench(BenchArgs),
-    /// Super-peer selection at scale: both methods, baselines, CSV/JSON and plots (issue 4).
+    /// Super-peer selection at scale: both methods, baselines, CSV/JSON and plots.
     Superpeers(crate::superpeers::SuperpeersArgs),
     /// The echo election on mobile nodes (random waypoint) over a grid: time with a leader,
     /// leader changes and messages per node; CSV and plots.

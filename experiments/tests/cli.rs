@@ -63,3 +63,112 @@ fn elections_writes_table_csv_and_json() {
     assert_eq!(leaders.len(), 9, "12 processes, 3 down from the start");
     assert!(json["runs"][0]["verdict"]["safety"].as_bool().unwrap());
 }
+
+#[test]
+fn mobility_writes_per_node_rows_that_recompute_its_summary() {
+    let dir = tempfile::Builder::new().prefix("peerage-lab-mobility-").tempdir().unwrap();
+    let out = dir.path().join("out");
+    let args = [
+        "mobility",
+        "-n",
+        "12,25",
+        "--speeds",
+        "2,15",
+        "--pauses",
+        "0s",
+        "--ranges",
+        "250",
+        "--duration",
+        "60s",
+        "--warmup",
+        "10s",
+        "--seeds",
+        "0..2",
+        "--jobs",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+        "--plots",
+    ];
+    let (code, stdout, err) = lab(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.contains("leader %"), "{stdout}");
+    let mut rdr = csv::Reader::from_path(out.join("nodes.csv")).unwrap();
+    let header = rdr.headers().unwrap().clone();
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let rows: Vec<csv::StringRecord> = rdr.records().map(|r| r.unwrap()).collect();
+    // (12 + 25) nodes x 2 speeds x 2 seeds.
+    assert_eq!(rows.len(), 37 * 2 * 2);
+    let f = |r: &csv::StringRecord, c: &str| r[col(c)].parse::<f64>().unwrap();
+    let mut points = csv::Reader::from_path(out.join("points.csv")).unwrap();
+    let ph = points.headers().unwrap().clone();
+    let pc = |name: &str| ph.iter().position(|h| h == name).unwrap();
+    let mut checked = 0;
+    for p in points.records().map(|r| r.unwrap()) {
+        let (n, v) = (p[pc("nodes")].to_string(), p[pc("speed_mps")].parse::<f64>().unwrap());
+        let mine: Vec<&csv::StringRecord> =
+            rows.iter().filter(|r| r[col("nodes")] == n && f(r, "speed_mps") == v).collect();
+        let window: f64 = mine.iter().map(|r| f(r, "window_s")).sum();
+        for (metric, field) in [("leader", "leader_s"), ("reachable", "reachable_s"), ("best", "best_s")] {
+            let want = mine.iter().map(|r| f(r, field)).sum::<f64>() / window;
+            let got: f64 = p[pc(metric)].parse().unwrap();
+            assert!((want - got).abs() < 1e-9, "N={n} v={v} {metric}: {got} vs {want} from nodes.csv");
+            assert!(got > 0.5 && got <= 1.0, "N={n} v={v} {metric} = {got}");
+        }
+        let msgs = mine.iter().map(|r| f(r, "messages")).sum::<f64>() / window;
+        assert!((msgs - p[pc("messages_per_node_s")].parse::<f64>().unwrap()).abs() < 1e-9);
+        checked += 1;
+    }
+    assert_eq!(checked, 4);
+    for stem in ["mobility_leader", "mobility_best", "mobility_changes", "mobility_messages"] {
+        assert!(std::fs::metadata(out.join(format!("{stem}.png"))).unwrap().len() > 1000, "{stem}");
+    }
+}
+
+#[test]
+fn mobility_refuses_bad_flags_and_reports_points_below_the_target() {
+    for (args, needle) in [
+        (vec!["mobility", "--area", "0x100"], "bad area"),
+        (vec!["mobility", "--speeds", "1,-5"], "bad list"),
+        (vec!["mobility", "--pauses", "30"], "missing unit"),
+        (vec!["mobility", "--edge-loss", "1.5"], "not a probability"),
+        (vec!["mobility", "--plots"], "--out"),
+    ] {
+        let (code, _, err) = lab(&args);
+        assert_ne!(code, 0, "{args:?}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    let (code, _, err) = lab(&["mobility", "-n", "0", "--seeds", "0"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("at least one node"), "{err}");
+    let (code, _, err) = lab(&["mobility", "--tick", "5s", "--seeds", "0"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("tick"), "{err}");
+    // Without heartbeats a fast, dense network spends much of its time in elections: the
+    // target check names the point and exits 2.
+    let (code, _, err) = lab(&[
+        "mobility",
+        "-n",
+        "40",
+        "--speeds",
+        "20",
+        "--pauses",
+        "0s",
+        "--ranges",
+        "250",
+        "--area",
+        "800x800",
+        "--duration",
+        "60s",
+        "--warmup",
+        "10s",
+        "--seeds",
+        "0",
+        "--heartbeat",
+        "0s",
+        "--min-leader",
+        "0.97",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("below 0.97: N=40 speed 20"), "{err}");
+}

@@ -35,8 +35,11 @@ pub enum Command {
     Sweep(SweepArgs),
     /// Measure the simulator's throughput (delivered messages/s) and memory per process.
     Bench(BenchArgs),
-    /// Super-peer selection at scale: both methods, baselines, CSV/JSON and plots (issue 4).
+    /// Super-peer selection at scale: both methods, baselines, CSV/JSON and plots.
     Superpeers(crate::superpeers::SuperpeersArgs),
+    /// The echo election on mobile nodes (random waypoint) over a grid: time with a leader,
+    /// leader changes and messages per node; CSV and plots.
+    Mobility(MobilityArgs),
 }
 
 impl Command {
@@ -46,6 +49,7 @@ impl Command {
             Command::Sweep(a) => crate::lab::sweep::run(a),
             Command::Bench(a) => crate::lab::bench::run(a),
             Command::Superpeers(a) => crate::superpeers::run(a),
+            Command::Mobility(a) => crate::lab::mobility::run(a),
         }
     }
 }
@@ -206,4 +210,70 @@ pub struct SweepArgs {
 pub struct BenchArgs {
     #[command(flatten)]
     pub exp: ExperimentArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct MobilityArgs {
+    /// Node counts.
+    #[arg(short, long, value_name = "N[,N...]", default_value = "20,50,100")]
+    pub nodes: NodesList,
+    /// Mean node speeds, m/s (each leg's speed is uniform in [v/2, 3v/2]; 0 is static).
+    #[arg(long, value_name = "V[,V...]", default_value = "1,5,10,20")]
+    pub speeds: crate::lab::mobility::FloatList,
+    /// Pause at each waypoint.
+    #[arg(long, value_name = "D[,D...]", default_value = "0s,60s")]
+    pub pauses: crate::lab::mobility::DurationList,
+    /// Radio ranges, metres.
+    #[arg(long, value_name = "R[,R...]", default_value = "150,250")]
+    pub ranges: crate::lab::mobility::FloatList,
+    /// The area, metres.
+    #[arg(long, value_name = "WxH", default_value = "1000x1000")]
+    pub area: crate::lab::mobility::Area,
+    /// Measured virtual time per run.
+    #[arg(long, value_name = "DURATION", default_value = "900s", value_parser = crate::lab::mobility::duration)]
+    pub duration: std::time::Duration,
+    /// Virtual time before measurement starts (every node starts at time 0).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = crate::lab::mobility::duration)]
+    pub warmup: std::time::Duration,
+    /// Seeds A..B (half-open) or one seed.
+    #[arg(long, value_name = "A..B", default_value = "0..3")]
+    pub seeds: SeedRange,
+    /// Capacities drawn from 0..C (0: all equal, ids decide).
+    #[arg(long, value_name = "C", default_value_t = 1000)]
+    pub capacities: u64,
+    /// Probability that one transmission attempt fails at the edge of the range.
+    #[arg(long, value_name = "P", default_value = "0.5", value_parser = probability)]
+    pub edge_loss: f64,
+    /// How often positions and the radio graph are updated.
+    #[arg(long, value_name = "DURATION", default_value = "100ms", value_parser = crate::lab::mobility::duration)]
+    pub tick: std::time::Duration,
+    /// Neighbour-discovery hello interval.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = crate::lab::mobility::duration)]
+    pub hello: std::time::Duration,
+    /// The echo leader's heartbeat interval (0s: no heartbeats).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = crate::lab::mobility::duration)]
+    pub heartbeat: std::time::Duration,
+    /// How long an echo node waits for its neighbours' acknowledgements before it sends its
+    /// election to the silent ones again (a neighbour that moved away is then found by the
+    /// failed send, instead of by the hellos 2-3 s later).
+    #[arg(long, value_name = "DURATION", default_value = "500ms", value_parser = crate::lab::mobility::duration)]
+    pub ack_timeout: std::time::Duration,
+    /// The echo probe interval between neighbours (0s: no probes).
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = crate::lab::mobility::duration)]
+    pub probe: std::time::Duration,
+    /// Runs in parallel (results do not depend on it).
+    #[arg(short, long, default_value_t = 1)]
+    pub jobs: usize,
+    /// Write nodes.csv, runs.csv and points.csv here.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Also draw the figures (PNG and SVG) into the --out directory.
+    #[arg(long, requires = "out")]
+    pub plots: bool,
+    /// Print the table as Markdown.
+    #[arg(long)]
+    pub markdown: bool,
+    /// Exit with status 2 if a grid point's fraction of time with a leader is below F.
+    #[arg(long, value_name = "F", value_parser = probability)]
+    pub min_leader: Option<f64>,
 }

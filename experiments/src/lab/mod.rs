@@ -9,10 +9,12 @@
 //! - [`elections`]: `peerage-lab elections` (tables, CSV, JSON).
 //! - [`sweep`]: `peerage-lab sweep`, the long randomised safety/liveness check.
 //! - [`bench`]: `peerage-lab bench`, the simulator's throughput and memory.
+//! - [`mobility`]: `peerage-lab mobility`, the echo election on mobile nodes.
 
 pub mod bench;
 pub mod cli;
 pub mod elections;
+pub mod mobility;
 pub mod scenario;
 pub mod spec;
 pub mod summary;

@@ -106,6 +106,11 @@ pub struct ElectionConfig {
     /// period between neighbours (0 turns probes off).
     pub echo_ack_timeout_ms: u64,
     pub echo_probe_interval_ms: u64,
+    /// Echo: the leader's heartbeat period (0 turns heartbeats off, so that runs on a fixed
+    /// topology reach quiescence). With heartbeats a node elects again only when its leader's
+    /// heartbeats stop, and merged components adopt the better leader as its heartbeats
+    /// reach them: what a network whose links keep changing needs.
+    pub echo_heartbeat_interval_ms: u64,
 }
 
 impl Default for ElectionConfig {
@@ -120,6 +125,7 @@ impl Default for ElectionConfig {
             lap_timeout_ms: 10_000,
             echo_ack_timeout_ms: 2_000,
             echo_probe_interval_ms: 1_000,
+            echo_heartbeat_interval_ms: 0,
         }
     }
 }
@@ -182,6 +188,9 @@ impl ElectionConfig {
     }
     pub fn echo_probe_interval(&self) -> Option<Duration> {
         (self.echo_probe_interval_ms > 0).then(|| Duration::from_millis(self.echo_probe_interval_ms))
+    }
+    pub fn echo_heartbeat_interval(&self) -> Option<Duration> {
+        (self.echo_heartbeat_interval_ms > 0).then(|| Duration::from_millis(self.echo_heartbeat_interval_ms))
     }
 }
 

@@ -47,6 +47,27 @@
 //!   or reply is tolerated.
 //! - **A node with no neighbours is its own leader**: its election ends at once, and a node
 //!   that loses its last neighbour elects itself.
+//! - **Heartbeats** (as we recall the paper: the leader beats periodically, and a node that
+//!   stops hearing them starts an election), on when `cfg.echo_heartbeat_interval()` is set.
+//!   The leader sends `EchoHeartbeat{seq}` to its neighbours every interval, `seq` counting
+//!   its beats; a node forwards each beat newer than the last it heard from its leader to all
+//!   neighbours but the sender (so a beat floods the component once, along whatever paths
+//!   exist now) and re-arms a timeout of [`BEAT_MISSES`] intervals, whose expiry starts an
+//!   election. A beat of a *better* leader than the node's own (a merged component's) is
+//!   adopted and forwarded the same way, and a leader that adopts one stops beating. So with
+//!   heartbeats, losing a link never starts an election (only losing every link does: the
+//!   node is alone), nor does meeting a component with another leader: the better leader's
+//!   beats cross the new link. Nor does a link lost *during* an election restart it: a node
+//!   that loses its parent decides for its own subtree (at once if it had acknowledged,
+//!   else once its children have), and a neighbour whose reply shows a higher election
+//!   counts as answered; the parts' leaders then merge by their beats. In a large component
+//!   whose links keep changing, an election restarted at every lost tree link would never
+//!   end. A node whose leader beat within the last 1.5 intervals (or that is the leader)
+//!   answers a new election at once with `EchoAck{best: leader}` instead of joining it: the
+//!   leader of its component is alive and the best there, so an election started by a node
+//!   that lost the beats (it was cut off, or its links flapped) covers only the nodes
+//!   without a live leader. Without heartbeats the rules below apply. Nodes in an election
+//!   ignore beats; a node settles with a fresh count for its leader's beats.
 //!
 //! # What is adapted or added (the seed says only "with some minor adjustments")
 //! - **Crossing elections count as acknowledgements** (Segall's echo). When `EchoElection`
@@ -67,25 +88,27 @@
 //!   answer is taken as answered. Losing the parent, or the child whose subtree holds the best
 //!   found so far, starts a new election (higher round): what we would report is no longer
 //!   reachable.
-//! - **Leaving, partitions and leader loss.** When the leader is decided every node records
-//!   `via`, its next hop towards the leader on the election tree (the child whose ack carried
-//!   the leader, else the parent). A node that loses the link to `via` (or to the leader
-//!   itself, or is told the leader is down) may be cut off from the leader and starts a new
-//!   election; that election floods its whole component. Losing any other link cannot cut the
-//!   node off: the node on the other end, if cut off, has that link as its own `via`. So each
-//!   side of a partition ends with the best of its side (the side keeping the old leader keeps
-//!   the right one, since the old leader was the best of the whole).
+//! - **Leaving, partitions and leader loss** (heartbeats off). When the leader is decided
+//!   every node records `via`, its next hop towards the leader on the election tree (the
+//!   child whose ack carried the leader, else the parent). A node that loses the link to
+//!   `via` (or to the leader itself, or is told the leader is down) may be cut off from the
+//!   leader and starts a new election; that election floods its whole component. Losing any
+//!   other link cannot cut the node off: the node on the other end, if cut off, has that link
+//!   as its own `via`. So each side of a partition ends with the best of its side (the side
+//!   keeping the old leader keeps the right one, since the old leader was the best of the
+//!   whole).
 //! - **Joins and merges.** On `PeerUp` both ends send an unprompted `EchoReply{tag, leader}`
-//!   (their state; `leader: None` while in an election). A settled node receiving a settled
-//!   reply that names a different leader acts: if its own leader is worse (no leader counts
-//!   as worst) it starts a new election, with a round above both sides' rounds so that both
-//!   components join it; if its own is better it sends its own reply back, so that the other
-//!   end, comparing in turn, starts it. A node in an election that receives a reply marks the
-//!   sender *pending* and sends it its result once decided; a settled node receiving an
-//!   unsettled reply sends its state back so that the sender will owe it its result. Thus a
-//!   merged component always holds one election that covers it all and agrees on its best.
-//!   The paper, as we recall it, merges by propagating the better leader instead; a new
-//!   election also re-checks the leaders, which may be stale. A node that has never started
+//!   (their state; `leader: None` while in an election). With heartbeats off, a settled
+//!   node receiving a settled reply that names a different leader acts: if its own leader is
+//!   worse (no leader counts as worst) it starts a new election, with a round above both
+//!   sides' rounds so that both components join it; if its own is better it sends its own
+//!   reply back, so that the other end, comparing in turn, starts it. A node in an election
+//!   that receives a reply marks the sender *pending* and sends it its result once decided; a
+//!   settled node receiving an unsettled reply sends its state back so that the sender will
+//!   owe it its result. Thus a merged component always holds one election that covers it all
+//!   and agrees on its best. The paper, as we recall it, merges by propagating the better
+//!   leader instead (what heartbeats do); a new election also re-checks the leaders, which
+//!   may be stale. A node that has never started
 //!   nor joined an election (no `Start` yet) stays leaderless until an election reaches it or
 //!   a settled neighbour's reply makes it start one.
 //! - **Safety-net timers** (`Timer::Custom`, `cfg.echo_ack_timeout()`, doubling after each
@@ -128,6 +151,7 @@ use crate::driver::{Context, Election, Input, Timer};
 use crate::election::{ElectionConfig, ElectionTag, Message};
 use crate::id::{NodeId, Rank};
 use crate::membership::Membership;
+use crate::time::Time;
 use smallvec::SmallVec;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -139,6 +163,10 @@ const ACK_TIMER: Timer = Timer::Custom(0xEC40);
 const LEADER_TIMER: Timer = Timer::Custom(0xEC41);
 /// The probe period.
 const PROBE_TIMER: Timer = Timer::Custom(0xEC42);
+/// The leader's heartbeat period, or a follower's wait for the next beat.
+const BEAT_TIMER: Timer = Timer::Custom(0xEC43);
+/// Heartbeat intervals a follower waits without a beat before it starts an election.
+pub const BEAT_MISSES: u32 = 3;
 /// Resends before a safety-net timer gives up.
 pub const MAX_RETRIES: u32 = 3;
 /// Rounds above this are refused: honest rounds grow by one per election and never get
@@ -171,7 +199,7 @@ struct Link {
 }
 
 /// A node's neighbours and what it keeps per neighbour, sorted by id (the order a
-/// `BTreeMap` would give, so every loop over them sends in the same order as before).
+/// `BTreeMap` would give, so every loop over them sends in id order).
 ///
 /// Stored inline for up to [`INLINE_LINKS`] neighbours (a `SmallVec`), so that handling a
 /// message does not chase a pointer to a separate heap node: in the simulator at 100,000
@@ -261,6 +289,13 @@ pub struct Echo {
     /// Next hop towards the leader on the election tree (`None`: we are the leader).
     via: Option<NodeId>,
     probing: bool,
+    beat_every: Option<Duration>,
+    /// Beats this node sent as leader (never reset: its beats keep growing across elections).
+    beats: u64,
+    /// The newest beat heard from the current leader (reset when a leader is decided), and
+    /// when it came.
+    beat_seen: u64,
+    beat_at: Option<Time>,
 }
 
 impl Echo {
@@ -284,6 +319,10 @@ impl Echo {
             leader: None,
             via: None,
             probing: false,
+            beat_every: cfg.echo_heartbeat_interval(),
+            beats: 0,
+            beat_seen: 0,
+            beat_at: None,
         }
     }
 
@@ -392,6 +431,12 @@ impl Echo {
             }
         }
         ctx.decide(leader.id);
+        self.beat_seen = 0;
+        self.beat_at = None;
+        if let Some(every) = self.beat_every {
+            let wait = if leader == self.me { every } else { every.saturating_mul(BEAT_MISSES) };
+            ctx.set_timer(BEAT_TIMER, wait);
+        }
         if self.best > leader {
             // Part of our subtree (a late acknowledgement) was not counted: elect again.
             self.start_election(ctx);
@@ -440,11 +485,27 @@ impl Echo {
         let leader_lost = self.leader.map(|l| l.id) == Some(peer);
         match self.phase {
             Phase::Passive => {
-                let cut_off = self.leader.is_some() && (leader_lost || self.via == Some(peer));
+                // With heartbeats, only their silence says the leader is gone.
+                let cut_off =
+                    self.beat_every.is_none() && self.leader.is_some() && (leader_lost || self.via == Some(peer));
                 // A node left with no neighbours is its own leader.
                 let alone = alone && self.leader != Some(self.me);
                 if cut_off || alone {
                     self.start_election(ctx);
+                }
+            }
+            Phase::Candidate | Phase::Waiting if self.beat_every.is_some() => {
+                // With heartbeats a lost link never restarts the election: an orphaned node
+                // decides for what is left of its subtree, and the leaders' beats then merge
+                // the parts. (A lost best child keeps its rank: its beats say if it is gone.)
+                if self.parent == Some(peer) {
+                    self.parent = None;
+                    match self.acked {
+                        Some(best) if self.phase == Phase::Waiting => self.settle(ctx, best),
+                        _ => self.maybe_complete(ctx),
+                    }
+                } else if was_waiting {
+                    self.maybe_complete(ctx);
                 }
             }
             Phase::Candidate | Phase::Waiting => {
@@ -499,8 +560,62 @@ impl Echo {
                 }
             }
             PROBE_TIMER => self.probe_round(ctx),
+            BEAT_TIMER => self.beat_timer(ctx),
             _ => {}
         }
+    }
+
+    /// The leader beats; a follower that heard no beat for [`BEAT_MISSES`] intervals elects.
+    fn beat_timer(&mut self, ctx: &mut Context<'_>) {
+        let Some(every) = self.beat_every else { return };
+        if self.phase != Phase::Passive || self.leader.is_none() {
+            return;
+        }
+        if self.leader == Some(self.me) {
+            self.beats += 1;
+            let beat = Message::EchoHeartbeat { tag: self.tag, leader: self.me, seq: self.beats };
+            for id in self.links.keys() {
+                ctx.send(*id, beat.clone());
+            }
+            ctx.set_timer(BEAT_TIMER, every);
+        } else {
+            self.start_election(ctx);
+        }
+    }
+
+    /// With heartbeats: our leader, if we are it or heard its beat within 1.5 intervals (a
+    /// leader that is gone has been silent for longer before anyone's timeout fires).
+    fn live_leader(&self, now: Time) -> Option<Rank> {
+        let every = self.beat_every?;
+        let leader = self.leader.filter(|_| self.phase == Phase::Passive)?;
+        let fresh = self.beat_at.is_some_and(|t| now.since(t) <= every + every / 2);
+        (leader == self.me || fresh).then_some(leader)
+    }
+
+    /// A beat of `leader` from neighbour `from`: forward it if it is newer than the last beat
+    /// of our leader, or if it comes from a better leader (adopted).
+    fn on_heartbeat(&mut self, ctx: &mut Context<'_>, from: NodeId, tag: Option<ElectionTag>, leader: Rank, seq: u64) {
+        let Some(every) = self.beat_every else { return };
+        let Some(mine) = self.leader else { return };
+        if self.phase != Phase::Passive || leader == self.me {
+            return;
+        }
+        let newer = if leader == mine { seq > self.beat_seen } else { leader > mine };
+        if !newer {
+            return;
+        }
+        if leader != mine {
+            self.leader = Some(leader);
+            ctx.decide(leader.id);
+        }
+        self.beat_seen = seq;
+        self.beat_at = Some(ctx.now);
+        self.via = Some(from);
+        let beat = Message::EchoHeartbeat { tag, leader, seq };
+        for id in self.links.keys().filter(|id| **id != from) {
+            ctx.send(*id, beat.clone());
+        }
+        ctx.set_timer(BEAT_TIMER, every.saturating_mul(BEAT_MISSES));
     }
 
     /// Neighbours that left [`PROBE_MISSES`] probes unanswered are gone; probe the others.
@@ -525,7 +640,7 @@ impl Echo {
         let tag = match &msg {
             Message::EchoElection { tag } | Message::EchoAck { tag, .. } => Some(*tag),
             Message::EchoLeader { tag, .. } => Some(*tag),
-            Message::EchoReply { tag, .. } => *tag,
+            Message::EchoReply { tag, .. } | Message::EchoHeartbeat { tag, .. } => *tag,
             Message::EchoProbe => None,
             _ => {
                 ctx.reject(from, "echo: message of another election algorithm");
@@ -563,12 +678,19 @@ impl Echo {
             }
             Message::EchoProbe => ctx.send(from, self.reply()),
             Message::EchoReply { tag, leader } => self.on_reply(ctx, from, tag, leader),
+            Message::EchoHeartbeat { tag, leader, seq } => self.on_heartbeat(ctx, from, tag, leader, seq),
             _ => {}
         }
     }
 
     fn on_election(&mut self, ctx: &mut Context<'_>, from: NodeId, tag: ElectionTag) {
         if Some(tag) > self.tag {
+            if let Some(leader) = self.live_leader(ctx.now) {
+                // Our leader beats: answer for it (it is the best of our component) instead
+                // of pulling the whole component into the election.
+                ctx.send(from, Message::EchoAck { tag, best: Some(leader) });
+                return;
+            }
             self.join(ctx, tag, Some(from));
             return;
         }
@@ -642,7 +764,15 @@ impl Echo {
         l.unanswered = 0;
         if self.phase != Phase::Passive {
             l.pending = true;
-            if tag > self.tag {
+            if tag > self.tag && self.beat_every.is_some() {
+                // A neighbour in or past a higher election will not answer ours; with
+                // heartbeats the two results merge by their leaders' beats, so take it as
+                // answered instead of electing again.
+                if l.waiting {
+                    l.waiting = false;
+                    self.maybe_complete(ctx);
+                }
+            } else if tag > self.tag {
                 // The neighbour took part in a higher election that did not reach us (our
                 // link is newer, or we recovered with fresh state): ours is stale and it
                 // ignores it. Elect again, above both.
@@ -661,7 +791,8 @@ impl Echo {
             ctx.send(from, self.reply());
             return;
         }
-        if leader == self.leader {
+        if leader == self.leader || (self.beat_every.is_some() && self.leader.is_some() && leader.is_some()) {
+            // Agreed, or (with heartbeats) both settled: the better leader's beats will cross.
             return;
         }
         if self.leader < leader {
@@ -1149,6 +1280,110 @@ mod tests {
         check_agreement(&net, &line, "ring minus a tree link");
         assert_eq!(net.started.iter().sum::<u64>(), 1);
         assert_eq!(net.total_sent(), 15);
+    }
+
+    /// Heartbeats every 100 ms (a follower elects after 300 ms without one); probes off.
+    fn beat_cfg() -> ElectionConfig {
+        ElectionConfig { echo_heartbeat_interval_ms: 100, ..cfg(0) }
+    }
+
+    /// Run `ms` more of virtual time (heartbeats never let the network go quiet).
+    fn run_for(net: &mut Net, ms: u64) {
+        let until = net.now + Duration::from_millis(ms);
+        net.run_until_quiet(until);
+        net.now = until;
+    }
+
+    #[test]
+    fn echo_heartbeats_keep_the_leader_across_a_lost_link() {
+        // Without heartbeats, losing a tree link of a ring costs an election (see
+        // `echo_partition_of_a_line_keeps_the_leader_on_its_side`); with them, the beats reach
+        // every node along the remaining path and nobody elects.
+        let caps: Vec<u64> = (0..8).map(|i| (i * 5) % 8).collect();
+        for cut in 0..8 {
+            let mut topo = Topo::ring(8);
+            let mut net = build(&topo, &caps, beat_cfg());
+            net.start_at(net.now, 0);
+            run_for(&mut net, 1_000);
+            check_agreement(&net, &topo, "ring");
+            let started = net.started.iter().sum::<u64>();
+            let beats = net.sent_of("EchoHeartbeat");
+            disconnect(&mut net, &mut topo, cut, (cut + 1) % 8);
+            run_for(&mut net, 2_000);
+            check_agreement(&net, &topo, &format!("ring cut at {cut}"));
+            assert_eq!(net.started.iter().sum::<u64>(), started, "cut {cut}: no election");
+            // About 20 beats in 2 s, each crossing the 7 links of the line once or twice.
+            assert!(net.sent_of("EchoHeartbeat") - beats >= 20 * 7, "cut {cut}");
+        }
+    }
+
+    #[test]
+    fn echo_heartbeats_elect_again_only_where_the_leader_is_gone() {
+        // Line 0..9, capacities rising to node 9: cutting (4,5) leaves {5..9} with 9 and no
+        // election; {0..4} stops hearing beats and elects 4.
+        let caps: Vec<u64> = (0..10).collect();
+        let mut topo = Topo::line(10);
+        let mut net = build(&topo, &caps, beat_cfg());
+        net.start_at(net.now, 0);
+        run_for(&mut net, 1_000);
+        check_agreement(&net, &topo, "line");
+        net.started.iter_mut().for_each(|s| *s = 0);
+        disconnect(&mut net, &mut topo, 4, 5);
+        // Within the timeout nodes 0..4 still name 9: the beats have not been missed yet.
+        run_for(&mut net, 150);
+        assert_eq!(net.process(0).leader(), Some(net.id(9)));
+        run_for(&mut net, 2_000);
+        check_agreement(&net, &topo, "cut line");
+        assert_eq!(net.process(0).leader(), Some(net.id(4)));
+        assert!(net.started[..5].iter().sum::<u64>() >= 1);
+        assert_eq!(net.started[5..].iter().sum::<u64>(), 0);
+    }
+
+    #[test]
+    fn echo_heartbeats_merge_components_without_an_election() {
+        for seed in seeds(0..20) {
+            let (mut rng, n, mut topo, caps) = random_case(seed, 4..40, 1);
+            // Two sides, each elected on its own, then joined by one or more links.
+            let side: Vec<bool> = (0..n).map(|_| rng.gen_bool(0.5)).collect();
+            let cut: Vec<(usize, usize)> = topo.edges.iter().copied().filter(|&(a, b)| side[a] != side[b]).collect();
+            for &(a, b) in &cut {
+                assert!(topo.remove(a, b));
+            }
+            let mut net = build(&topo, &caps, beat_cfg());
+            net.start_all();
+            run_for(&mut net, 2_000);
+            check_agreement(&net, &topo, &format!("seed {seed} apart"));
+            let started = net.started.iter().sum::<u64>();
+            for &(a, b) in &cut {
+                connect(&mut net, &mut topo, a, b);
+            }
+            run_for(&mut net, 2_000);
+            check_agreement(&net, &topo, &format!("seed {seed} merged"));
+            assert_eq!(net.started.iter().sum::<u64>(), started, "seed {seed}: the merge elected");
+        }
+    }
+
+    #[test]
+    fn echo_heartbeats_partition_then_merge() {
+        for seed in seeds(0..20) {
+            let (mut rng, n, mut topo, caps) = random_case(seed, 4..40, 1);
+            let mut net = build(&topo, &caps, beat_cfg());
+            net.start_at(net.now, rng.gen_range(0..n));
+            run_for(&mut net, 2_000);
+            check_agreement(&net, &topo, "before the partition");
+            let side: Vec<bool> = (0..n).map(|_| rng.gen_bool(0.5)).collect();
+            let cut: Vec<(usize, usize)> = topo.edges.iter().copied().filter(|&(a, b)| side[a] != side[b]).collect();
+            for &(a, b) in &cut {
+                disconnect(&mut net, &mut topo, a, b);
+            }
+            run_for(&mut net, 3_000);
+            check_agreement(&net, &topo, &format!("seed {seed} partitioned"));
+            for &(a, b) in &cut {
+                connect(&mut net, &mut topo, a, b);
+            }
+            run_for(&mut net, 3_000);
+            check_agreement(&net, &topo, &format!("seed {seed} merged"));
+        }
     }
 
     #[test]
@@ -1665,6 +1900,93 @@ mod tests {
                 feed(&mut e, Input::Timer(ACK_TIMER));
             }
             assert_eq!(e.leader(), Some(me.id), "ack timeout {ms} ms");
+        }
+    }
+
+    /// Feed one input at `ms` milliseconds.
+    fn feed_at(e: &mut Echo, ms: u64, input: Input) -> Vec<Effect> {
+        let mut rng = StdRng::seed_from_u64(0);
+        let mut effects = Vec::new();
+        let mut ctx = Context::new(Time::from_millis(ms), &mut rng, &mut effects);
+        e.handle(&mut ctx, input);
+        effects
+    }
+
+    #[test]
+    fn echo_heartbeats_answer_an_election_for_a_live_leader() {
+        let me = Rank::new(1, NodeId::from_u64(1));
+        let (a, b) = (Rank::new(9, NodeId::from_u64(2)), NodeId::from_u64(3));
+        let mut e = Echo::new(me, Arc::new(Membership::default()), &beat_cfg());
+        feed_at(&mut e, 0, Input::PeerUp(a.id));
+        feed_at(&mut e, 0, Input::PeerUp(b));
+        feed_at(&mut e, 0, Input::Start);
+        let tag = e.tag().unwrap();
+        feed_at(&mut e, 1, Input::Message { from: a.id, msg: Message::EchoAck { tag, best: Some(a) } });
+        feed_at(&mut e, 1, Input::Message { from: b, msg: Message::EchoAck { tag, best: None } });
+        assert_eq!(e.leader(), Some(a.id));
+        // A beat of a at 100 ms, forwarded to b.
+        let beat = Message::EchoHeartbeat { tag: Some(tag), leader: a, seq: 1 };
+        let out = feed_at(&mut e, 100, Input::Message { from: a.id, msg: beat.clone() });
+        assert_eq!(sends(&out), vec![(b, beat)]);
+        // b, cut off from its leader, elects: we answer for a, which beat 50 ms ago.
+        let high = ElectionTag { round: 9, source: Rank::new(0, b) };
+        let out = feed_at(&mut e, 150, Input::Message { from: b, msg: Message::EchoElection { tag: high } });
+        assert_eq!(sends(&out), vec![(b, Message::EchoAck { tag: high, best: Some(a) })]);
+        assert!(!e.in_election());
+        // 200 ms without a beat (over 1.5 intervals): we join the next election instead.
+        let higher = ElectionTag { round: 10, source: Rank::new(0, b) };
+        let out = feed_at(&mut e, 300, Input::Message { from: b, msg: Message::EchoElection { tag: higher } });
+        assert_eq!(sends(&out), vec![(a.id, Message::EchoElection { tag: higher })]);
+        assert!(e.in_election());
+    }
+
+    #[test]
+    fn echo_heartbeats_an_orphan_decides_for_its_subtree() {
+        let me = Rank::new(1, NodeId::from_u64(1));
+        let (p, c) = (NodeId::from_u64(2), Rank::new(5, NodeId::from_u64(3)));
+        for beats in [true, false] {
+            let cfg = if beats { beat_cfg() } else { cfg(0) };
+            let mut e = Echo::new(me, Arc::new(Membership::default()), &cfg);
+            feed(&mut e, Input::PeerUp(p));
+            feed(&mut e, Input::PeerUp(c.id));
+            let tag = ElectionTag { round: 3, source: Rank::new(0, p) };
+            feed(&mut e, Input::Message { from: p, msg: Message::EchoElection { tag } });
+            let out = feed(&mut e, Input::Message { from: c.id, msg: Message::EchoAck { tag, best: Some(c) } });
+            assert_eq!(sends(&out), vec![(p, Message::EchoAck { tag, best: Some(c) })]);
+            assert_eq!(e.state(), "Waiting");
+            // The parent is lost before it announced.
+            let out = feed(&mut e, Input::PeerDown(p));
+            if beats {
+                // The subtree's best is announced to it; no new election.
+                assert!(!out.contains(&Effect::ElectionStarted));
+                assert_eq!(sends(&out), vec![(c.id, Message::EchoLeader { tag, leader: c })]);
+                assert_eq!(e.leader(), Some(c.id));
+            } else {
+                assert!(out.contains(&Effect::ElectionStarted));
+            }
+        }
+    }
+
+    #[test]
+    fn echo_heartbeats_a_higher_neighbour_counts_as_answered() {
+        // A node elects; its only neighbour shows (in its greeting) that it settled on a
+        // higher election. Without heartbeats the node elects again above it; with them the
+        // neighbour counts as answered and the node decides (the beats merge the leaders).
+        let me = Rank::new(7, NodeId::from_u64(1));
+        let a = NodeId::from_u64(2);
+        for beats in [true, false] {
+            let cfg = if beats { beat_cfg() } else { cfg(0) };
+            let mut e = Echo::new(me, Arc::new(Membership::default()), &cfg);
+            feed(&mut e, Input::PeerUp(a));
+            feed(&mut e, Input::Start);
+            let theirs = ElectionTag { round: 5, source: Rank::new(3, NodeId::from_u64(9)) };
+            let reply = Message::EchoReply { tag: Some(theirs), leader: Some(theirs.source) };
+            let out = feed(&mut e, Input::Message { from: a, msg: reply });
+            assert_eq!(out.contains(&Effect::ElectionStarted), !beats);
+            assert_eq!(e.in_election(), !beats);
+            if beats {
+                assert_eq!(e.leader(), Some(me.id));
+            }
         }
     }
 

@@ -83,6 +83,9 @@ pub enum Message {
     /// names (`None` while that election is unfinished or before any). Neighbours compare
     /// these to find merged components that disagree.
     EchoReply { tag: Option<ElectionTag>, leader: Option<Rank> },
+    /// The leader's periodic heartbeat, flooded through its component; `seq` grows with each
+    /// beat of that leader, `tag` is the sender's latest election.
+    EchoHeartbeat { tag: Option<ElectionTag>, leader: Rank, seq: u64 },
 }
 
 impl Message {
@@ -109,11 +112,12 @@ impl Message {
             Message::EchoLeader { .. } => "EchoLeader",
             Message::EchoProbe => "EchoProbe",
             Message::EchoReply { .. } => "EchoReply",
+            Message::EchoHeartbeat { .. } => "EchoHeartbeat",
         }
     }
 
     /// All kinds, in declaration order (for tables and metrics).
-    pub const KINDS: [&'static str; 20] = [
+    pub const KINDS: [&'static str; 21] = [
         "Election",
         "Answer",
         "Coordinator",
@@ -134,5 +138,6 @@ impl Message {
         "EchoLeader",
         "EchoProbe",
         "EchoReply",
+        "EchoHeartbeat",
     ];
 }

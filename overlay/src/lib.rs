@@ -10,6 +10,9 @@
 //! - [`id`]: 256-bit node identifiers, priorities and ranks (the total order elections use).
 //! - [`time`]: the caller-supplied clock type.
 //! - [`membership`]: the a-priori known process group (seed 001: "a process knows all process numbers").
+//! - [`directory`]: how a node learns that group: signed member records, their bounds, the
+//!   anti-entropy sync, and the claim checks against it.
+//! - [`reputation`]: misbehaviour reported by every protocol, scores, bans.
 //! - [`driver`]: the one driver interface shared by every election.
 //! - [`election`]: the six election algorithms, one module each.
 //! - [`wire`]: versioned wire envelope and a decoder that never panics.
@@ -19,11 +22,13 @@
 //! - `testkit` (tests and the `testkit` feature): a lock-step deterministic pump for exact tests.
 
 pub mod coords;
+pub mod directory;
 pub mod driver;
 pub mod election;
 pub mod id;
 pub mod latency;
 pub mod membership;
+pub mod reputation;
 pub mod stats;
 pub mod superpeer;
 #[cfg(any(test, feature = "testkit"))]

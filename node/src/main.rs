@@ -104,7 +104,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let cfg = merge(&args)?.resolve()?;
     let key = match &cfg.identity {
         Some(path) => {
-            let (key, created) = identity::load_or_create(path)?;
+            let (key, created) = identity::load_or_create(path, cfg.directory.id_difficulty)?;
             if created {
                 tracing::info!(path = %path.display(), "created a new identity key");
             }
@@ -112,7 +112,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
         None => {
             tracing::info!("no --identity file: using a fresh identity for this run");
-            libp2p::identity::Keypair::generate_ed25519()
+            identity::generate(cfg.directory.id_difficulty)
         }
     };
     let peer = key.public().to_peer_id();

@@ -206,6 +206,8 @@ pub struct SpStatus {
     pub attach_changes: u64,
     pub rejected: u64,
     pub bad_frames: u64,
+    /// Messages whose claims the directory contradicted (`overlay::directory::claims`).
+    pub claims_refused: u64,
     pub send_failures: u64,
     /// Messages dropped after a failure that did not show the peer down (`node/src/net/send_failure.rs`):
     /// refused by our own gate, or undelivered-or-not while the peer still answers.
@@ -365,6 +367,8 @@ struct Hold {
 
 /// The super-peer driver of one node.
 pub struct SuperPeerDriver {
+    /// Misbehaviour seen here, for the node's guard (`take_offences`).
+    offences: Vec<(PeerId, overlay::reputation::Offence)>,
     sm: SuperPeerNode,
     cfg: Arc<SuperPeerConfig>,
     settings: SuperPeerSettings,
@@ -422,6 +426,7 @@ impl SuperPeerDriver {
         // Nodes started together do not all start their lookups in the same second.
         let spread = settings.start_delay.mul_f64(2.0 * rand::Rng::gen::<f64>(&mut rng));
         SuperPeerDriver {
+            offences: Vec::new(),
             sm,
             cfg,
             me,
@@ -877,13 +882,21 @@ impl SuperPeerDriver {
         }
     }
 
-    /// Events of the `/peerage/superpeer/1.0.0` request-response behaviour.
+    /// Misbehaviour seen since the last call, for the node's guard.
+    pub fn take_offences(&mut self) -> Vec<(PeerId, overlay::reputation::Offence)> {
+        std::mem::take(&mut self.offences)
+    }
+
+    /// Events of the `/peerage/superpeer/2.0.0` request-response behaviour. Every message's
+    /// claims are checked against the sender and the directory first
+    /// (`overlay::directory::claims`): a refused one is answered "not accepted", and a lie is
+    /// reported to the guard.
     pub fn on_rr(
         &mut self,
         sw: &mut Swarm<Behaviour>,
         dir: &Directory,
         stall: &StallMeter,
-        ev: request_response::Event<Vec<u8>, Vec<u8>>,
+        ev: request_response::Event<crate::net::codec::Frame, Vec<u8>>,
     ) {
         let _span = tracing::debug_span!("sp", me = %self.me_id.short()).entered();
         use request_response::{Event, Message as RrMessage, OutboundFailure};
@@ -896,7 +909,18 @@ impl SuperPeerDriver {
                     Ok(req) => {
                         self.learn_point(sw, dir, from, req.point);
                         self.watch.heard(from, Instant::now());
-                        if let SpBody::Message { msg, book } = req.body {
+                        let claim = match &req.body {
+                            SpBody::Message { msg, .. } => overlay::directory::check_superpeer(dir.inner(), from, msg),
+                            SpBody::Hello => Ok(()),
+                        };
+                        if let Err(refusal) = claim {
+                            debug!(%peer, reason = refusal.reason, "super-peer claim refused");
+                            self.status.claims_refused += 1;
+                            if refusal.severity == overlay::directory::Severity::Lie {
+                                self.offences.push((peer, overlay::reputation::Offence::FalseClaim));
+                            }
+                            false
+                        } else if let SpBody::Message { msg, book } = req.body {
                             if let SpMessage::Election { dead, msg: inner } = &msg {
                                 debug!(me = %self.me_id.short(), from = %from.short(), dead = %dead.short(), kind = inner.kind(), "election message received");
                             } else {
@@ -905,8 +929,10 @@ impl SuperPeerDriver {
                             self.learn_book(sw, &book);
                             self.status.messages_received += 1;
                             self.run(sw, dir, SpInput::Message { from, msg });
+                            true
+                        } else {
+                            true
                         }
-                        true
                     }
                     Err(SpWireError::Empty) => {
                         // Not a peer's bad input: a sender whose request timed out closes the
@@ -916,8 +942,9 @@ impl SuperPeerDriver {
                         false
                     }
                     Err(e) => {
-                        warn!(%peer, len = request.len(), "malformed super-peer frame: {e}");
+                        debug!(%peer, len = request.len(), "malformed super-peer frame: {e}");
                         self.status.bad_frames += 1;
+                        self.offences.push((peer, overlay::reputation::Offence::MalformedFrame));
                         false
                     }
                 };
@@ -1420,7 +1447,7 @@ impl SuperPeerDriver {
         let addrs = Self::addrs(&sw.behaviour().gate, dir, &peer);
         let b = sw.behaviour_mut();
         b.gate.want(peer);
-        let rid = b.superpeer.send_request_with_addresses(&peer, bytes, addrs);
+        let rid = b.superpeer.send_request_with_addresses(&peer, bytes.into(), addrs);
         self.last_use.insert(peer, Instant::now());
         self.sent.insert(rid, Sent::Msg { to, msg, retried, refusals, at: Instant::now() });
     }
@@ -1443,7 +1470,7 @@ impl SuperPeerDriver {
         let addrs = Self::addrs(&sw.behaviour().gate, dir, &peer);
         let b = sw.behaviour_mut();
         b.gate.want(peer);
-        let rid = b.superpeer.send_request_with_addresses(&peer, bytes, addrs);
+        let rid = b.superpeer.send_request_with_addresses(&peer, bytes.into(), addrs);
         self.last_use.insert(peer, Instant::now());
         self.sent.insert(rid, Sent::Measure { to, at: Instant::now(), warm });
     }
@@ -1473,7 +1500,7 @@ impl SuperPeerDriver {
         let addrs = Self::addrs(&sw.behaviour().gate, dir, &peer);
         let b = sw.behaviour_mut();
         b.gate.want(peer);
-        let rid = b.superpeer.send_request_with_addresses(&peer, bytes, addrs);
+        let rid = b.superpeer.send_request_with_addresses(&peer, bytes.into(), addrs);
         self.sent.insert(rid, sent);
         true
     }

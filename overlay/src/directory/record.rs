@@ -71,6 +71,12 @@ pub struct Record {
 #[error("cannot sign a member record: {0}")]
 pub struct SignError(String);
 
+impl From<Refusal> for SignError {
+    fn from(r: Refusal) -> Self {
+        SignError(format!("the record just signed does not open: {}", r.name()))
+    }
+}
+
 fn varint(mut n: usize, out: &mut Vec<u8>) {
     loop {
         let b = (n & 0x7f) as u8;

@@ -15,8 +15,10 @@
 //! claim on someone else's behalf) weighs a fifth of the threshold, so five ban; a malformed
 //! frame a tenth (a peer of another version sends them, and should go, but not at once);
 //! refusals that an honest peer causes while its view lags (a record refused for pace) weigh
-//! 1, enough only when sustained (about 100 frames a half-life); a flood or a peer past its
-//! memory budget bans at once.
+//! 1, enough only when sustained (about 100 frames a half-life); a flood, a peer past its
+//! memory budget and a gossipsub message that fails validation ban at once (honest relays
+//! validate before they forward, and gossipsub graylists the sender after its first invalid
+//! message, so there would be no second report to add up).
 //!
 //! Summaries: offences are counted per peer and drained once per interval
 //! ([`Reputation::drain_summary`]), so the node logs one line per offending peer per interval
@@ -63,7 +65,7 @@ impl Offence {
             Offence::FalseClaim => 20.0,
             Offence::Overrun => 1.0,
             Offence::Flood => 100.0,
-            Offence::InvalidGossip => 10.0,
+            Offence::InvalidGossip => 100.0,
             Offence::OverBudget => 100.0,
         }
     }

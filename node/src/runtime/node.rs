@@ -1161,6 +1161,8 @@ impl Node {
                         if h.equal {
                             self.on_equal_digest();
                             ACK_EQUAL
+                        } else if h.changed == 0 && h.refused.lies() > 0 {
+                            ACK_REJECTED
                         } else {
                             ACK_OK
                         }

@@ -2,6 +2,8 @@
 //! fast start-up timing every in-process swarm test uses.
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod attacker;
+
 use peerage_node::config::FileConfig;
 
 /// The run's seed: `PEERAGE_SEED` if set, else a random one; printed so a failure replays.

@@ -22,8 +22,11 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 fn main() {
     let cli = Cli::parse();
     let default_log = match cli.command {
-        Command::Run(_) => "info",
-        Command::Swarm(_) => "warn",
+        // libp2p's request-response warns once per inbound stream it drops at the
+        // concurrent-stream limit: a hostile peer would write the log; the guard summarises
+        // misbehaviour per peer instead (`node/src/net/guard.rs`).
+        Command::Run(_) => "info,libp2p_request_response=error",
+        Command::Swarm(_) => "warn,libp2p_request_response=error",
     };
     // An explicit --log wins over RUST_LOG, which wins over the subcommand's default.
     let log = match (&cli.log, std::env::var("RUST_LOG")) {

@@ -180,7 +180,7 @@ impl Default for Bounds {
             max_ttl_us: 12 * 3_600_000_000,
             max_members: 100_000,
             id_difficulty: 0,
-            admit_burst: 8,
+            admit_burst: 4,
             refill_us: 1_000_000,
             tombstone_us: 3_600_000_000,
         }

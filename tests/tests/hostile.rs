@@ -57,6 +57,9 @@ async fn hold(swarm: &LocalSwarm, leader: &str, d: Duration) {
 async fn assert_banned(swarm: &LocalSwarm, a: &mut Attacker) {
     let target = swarm.peer_id(TARGET);
     assert!(a.until_closed(&target, Duration::from_secs(10)).await, "the target must disconnect the attacker");
+    if let (Some(t0), Some(t1)) = (a.first_sent, a.closed_at.get(&target)) {
+        println!("time from the first crafted frame to the ban: {:.3} s", t1.duration_since(t0).as_secs_f64());
+    }
     // Its handshake may complete, but the block list closes the connection at once.
     let back = a.connect(swarm.addr(TARGET), target).await && !a.until_closed(&target, Duration::from_secs(3)).await;
     assert!(!back, "a banned peer must not reconnect");
@@ -201,7 +204,7 @@ async fn phantom_flood_stays_bounded() {
     entries.extend((0..3000).map(|_| record(&key(DIFFICULTY), MAX_PRIORITY, now, &[])));
     let _ = a.request(Proto::Members, &target, push(entries)).await;
     assert_banned(&swarm, &mut a).await;
-    // Let what was admitted spread, then measure.
+    // Let what was admitted spread, then measure, as the failover below does.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let sizes = members(&swarm);
     println!("directory sizes after the flood: {sizes:?} (real membership {NODES})");
@@ -217,6 +220,25 @@ async fn phantom_flood_stays_bounded() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     println!("failover with phantoms: {:.2} s", t0.elapsed().as_secs_f64());
+    swarm.shutdown().await;
+}
+
+/// The same failover without an attack, for comparison with the phantom flood's (a
+/// measurement: `docs/RESULTS.md`, "Hostile peers").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, run on demand"]
+async fn failover_without_an_attack() {
+    let (mut swarm, leader) = start(Algorithm::Bully, common::seed()).await;
+    hold(&swarm, &leader, Duration::from_secs(1)).await;
+    let t0 = Instant::now();
+    swarm.crash(NODES - 1);
+    let next = swarm.node_id(NODES - 2).to_string();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while swarm.agreed_leader().as_deref() != Some(next.as_str()) {
+        assert!(Instant::now() < deadline, "no failover to the next node");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    println!("failover without an attack: {:.2} s", t0.elapsed().as_secs_f64());
     swarm.shutdown().await;
 }
 

@@ -83,6 +83,7 @@ async fn forms_clusters_and_replaces(method: &str, latency: bool) {
     // Its members found nothing listening at its address and said so without waiting out
     // the silence (`node/src/superpeer/head_watch.rs`, "Nothing listening is down", session 22).
     assert!(k.after.heads_found_gone >= 1, "{method}: no member found the crashed head gone: {k:?}");
+    common::assert_no_bans(&swarm);
     swarm.shutdown().await;
 }
 

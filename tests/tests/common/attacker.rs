@@ -47,6 +47,8 @@ pub struct Attacker {
     connected: HashSet<PeerId>,
     /// When each peer last closed its connection to us.
     pub closed_at: HashMap<PeerId, Instant>,
+    /// When the first crafted frame or message went out.
+    pub first_sent: Option<Instant>,
 }
 
 /// Wall clock, microseconds.
@@ -126,7 +128,15 @@ impl Attacker {
             .expect("behaviour")
             .with_swarm_config(|c| c.with_idle_connection_timeout(Duration::from_secs(60)))
             .build();
-        Attacker { swarm, key, peer, outcomes: HashMap::new(), connected: HashSet::new(), closed_at: HashMap::new() }
+        Attacker {
+            swarm,
+            key,
+            peer,
+            outcomes: HashMap::new(),
+            connected: HashSet::new(),
+            closed_at: HashMap::new(),
+            first_sent: None,
+        }
     }
 
     /// Our own record at `priority`.
@@ -158,6 +168,7 @@ impl Attacker {
 
     /// Send a frame without waiting.
     pub fn fire(&mut self, proto: Proto, peer: &PeerId, bytes: Vec<u8>) -> OutboundRequestId {
+        self.first_sent.get_or_insert_with(Instant::now);
         let frame: Frame = bytes.into();
         match proto {
             Proto::Election => self.swarm.behaviour_mut().election.send_request(peer, frame),
@@ -185,6 +196,7 @@ impl Attacker {
 
     /// Publish on the election topic.
     pub fn publish(&mut self, data: Vec<u8>) -> Result<(), String> {
+        self.first_sent.get_or_insert_with(Instant::now);
         self.swarm.behaviour_mut().gossipsub.publish(election_topic(0), data).map(|_| ()).map_err(|e| e.to_string())
     }
 

@@ -32,3 +32,9 @@ pub fn init_log() {
             .try_init();
     }
 }
+
+/// Honest peers are never banned: no node of `swarm` banned anyone.
+pub fn assert_no_bans(swarm: &peerage_node::LocalSwarm) {
+    let bans: Vec<u64> = swarm.snapshots().iter().map(|(_, s)| s.guard.bans).collect();
+    assert!(bans.iter().all(|b| *b == 0), "an honest swarm banned peers: {bans:?}");
+}

@@ -34,7 +34,7 @@
 //! descriptors (both ends of every loopback connection live in the process). Emulated link
 //! latency (`peerage swarm --latency internet`) is inserted between noise and yamux, where
 //! both sides know the remote peer id (`node/src/net/latency_transport.rs`): `build_swarm_with_latency`
-//! is the one place that assembles transports. `/peerage/coords/1.0.0` exchanges Vivaldi
+//! is the one place that assembles transports. `/peerage/coords/2.0.0` exchanges Vivaldi
 //! coordinates (`node/src/coords/driver.rs`).
 
 use crate::config::NodeConfig;
@@ -83,7 +83,7 @@ pub struct Behaviour {
     pub election: request_response::Behaviour<FrameCodec>,
     pub members: request_response::Behaviour<FrameCodec>,
     pub coords: request_response::Behaviour<FrameCodec>,
-    /// `/peerage/superpeer/1.0.0` (`node/src/superpeer/wire.rs`, `node/src/superpeer/driver.rs`).
+    /// `/peerage/superpeer/2.0.0` (`node/src/superpeer/wire.rs`, `node/src/superpeer/driver.rs`).
     pub superpeer: request_response::Behaviour<FrameCodec>,
 }
 

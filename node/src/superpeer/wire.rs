@@ -1,4 +1,4 @@
-//! The super-peer protocol's wire format (`/peerage/superpeer/1.0.0`): a versioned postcard
+//! The super-peer protocol's wire format (`/peerage/superpeer/2.0.0`): a versioned postcard
 //! envelope around `overlay::superpeer::SpMessage`, built like `overlay::wire`.
 //!
 //! Every request carries the sender's current coordinate ([`Point`]) and a small **address

@@ -217,6 +217,12 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
     let peer_id = opts.key.public().to_peer_id();
     let node_id = node_id_of(&peer_id);
     let me = Rank::new(opts.cfg.priority, node_id);
+    let bits = crate::identity::puzzle_bits(&opts.key);
+    anyhow::ensure!(
+        bits >= opts.cfg.directory.id_difficulty,
+        "this node's id solves the id puzzle to {bits} bits, below the scope's id_difficulty {}: every member would refuse its record (generate the key with `identity::generate`)",
+        opts.cfg.directory.id_difficulty
+    );
     let budget = InboundBudget::new(opts.cfg.limits.max_inbound_bytes);
     let directory = Directory::new(opts.key.clone(), opts.cfg.priority, opts.cfg.directory.bounds(), vec![])?;
     let mut swarm = build_swarm_with_latency(opts.key, &opts.cfg, opts.transport, &budget, opts.latency.as_ref())?;

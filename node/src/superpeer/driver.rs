@@ -7,7 +7,7 @@
 //!   started together spread their first lookups) has passed and the Kademlia routing table
 //!   has an entry;
 //!   `Tick` every `tick` (one protocol round; 1 s by default, as in the simulator).
-//! - `Message` from the `/peerage/superpeer/1.0.0` request-response protocol (wire format in
+//! - `Message` from the `/peerage/superpeer/2.0.0` request-response protocol (wire format in
 //!   `node/src/superpeer/wire.rs`; a malformed frame is logged, counted, answered "refused" and
 //!   otherwise ignored).
 //! - `LookupResult` from Kademlia: `Query::Closest` runs `get_closest_peers`,

@@ -21,7 +21,10 @@ fn sp_frames() -> Vec<Vec<u8>> {
         SpMessage::Announce { head: info, room: true },
         SpMessage::Accept { role: HeadRole::Slot { key: NodeId::from_u64(1 << 60) }, head: info },
         SpMessage::Moved { to: info },
-        SpMessage::ClusterView { role: HeadRole::Slot { key: NodeId::MIN }, members: Arc::from(vec![NodeId::from_u64(9)]) },
+        SpMessage::ClusterView {
+            role: HeadRole::Slot { key: NodeId::MIN },
+            members: Arc::from(vec![NodeId::from_u64(9)]),
+        },
         SpMessage::SlotHeld { key: NodeId::MIN, head: info },
         SpMessage::Attach { point: p },
         SpMessage::Detach,

@@ -111,8 +111,14 @@ fn main() -> Result<()> {
         best_bits = best_bits.max(id.puzzle_bits());
     }
     let per_draw = t0.elapsed().as_secs_f64() / f64::from(a.keygens.max(1));
-    println!("one draw (ed25519 key, peer id, node id, puzzle hash): {:.1} us ({} draws timed, best {best_bits} bits)", per_draw * 1e6, a.keygens);
-    println!("| difficulty | draws | CPU (1 core) | valid ids m | slots won (mean) | slot share | node share | m/(n+m) |");
+    println!(
+        "one draw (ed25519 key, peer id, node id, puzzle hash): {:.1} us ({} draws timed, best {best_bits} bits)",
+        per_draw * 1e6,
+        a.keygens
+    );
+    println!(
+        "| difficulty | draws | CPU (1 core) | valid ids m | slots won (mean) | slot share | node share | m/(n+m) |"
+    );
     println!("|---|---|---|---|---|---|---|---|");
     for &d in &a.difficulty {
         for &l in &a.log2_draws {

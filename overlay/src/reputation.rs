@@ -223,7 +223,10 @@ impl<K: Copy + Eq + Hash> Reputation<K> {
         }
         let cfg = self.cfg.clone();
         self.peers.retain(|_, s| {
-            s.banned_until.is_some() || s.bans > 0 || s.counts.iter().any(|c| *c > 0) || Self::decayed(&cfg, s, now_us) >= 0.5
+            s.banned_until.is_some()
+                || s.bans > 0
+                || s.counts.iter().any(|c| *c > 0)
+                || Self::decayed(&cfg, s, now_us) >= 0.5
         });
         lifted
     }
@@ -236,8 +239,11 @@ impl<K: Copy + Eq + Hash> Reputation<K> {
             if s.counts.iter().all(|c| *c == 0) {
                 continue;
             }
-            let offences =
-                Offence::ALL.iter().filter(|o| s.counts[o.index()] > 0).map(|o| (o.name(), s.counts[o.index()])).collect();
+            let offences = Offence::ALL
+                .iter()
+                .filter(|o| s.counts[o.index()] > 0)
+                .map(|o| (o.name(), s.counts[o.index()]))
+                .collect();
             out.push(Summary {
                 peer: *k,
                 offences,

@@ -50,7 +50,8 @@ fn election_frames() -> Vec<Vec<u8>> {
 }
 
 fn record(key: &Keypair, priority: u64) -> SignedRecord {
-    let body = RecordBody { priority, incarnation: NOW, expires_us: NOW + 1_000_000_000, addrs: vec![vec![4, 127, 0, 0, 1]] };
+    let body =
+        RecordBody { priority, incarnation: NOW, expires_us: NOW + 1_000_000_000, addrs: vec![vec![4, 127, 0, 0, 1]] };
     SignedRecord::sign(key, &body).unwrap()
 }
 

@@ -23,7 +23,10 @@ async fn malformed_and_oversized_frames_are_refused_and_the_node_keeps_serving()
 
     let mut client = Attacker::new(difficulty);
     assert!(client.connect(swarm.addr(target), peer).await);
-    assert_eq!(client.request(Proto::Members, &peer, push(vec![client.own_record(0)])).await, Outcome::Ack(vec![ACK_OK]));
+    assert_eq!(
+        client.request(Proto::Members, &peer, push(vec![client.own_record(0)])).await,
+        Outcome::Ack(vec![ACK_OK])
+    );
     // The new member reaches the election group on the node's next tick.
     client.pump(Duration::from_secs(1)).await;
 

@@ -331,7 +331,11 @@ async fn acks_say_whether_a_message_was_accepted() {
     // An Answer from a lower process, a ring message to a bully node: rejected.
     for msg in [Message::Answer, Message::RingElection { epoch: 1, initiator: Rank::default(), candidates: vec![] }] {
         let kind = msg.kind();
-        assert_eq!(a.request(Proto::Election, &target, election(msg)).await, Outcome::Ack(vec![ACK_REJECTED]), "{kind}");
+        assert_eq!(
+            a.request(Proto::Election, &target, election(msg)).await,
+            Outcome::Ack(vec![ACK_REJECTED]),
+            "{kind}"
+        );
     }
     // An Election from a lower member is what bully answers.
     assert_eq!(a.request(Proto::Election, &target, election(Message::Election)).await, Outcome::Ack(vec![ACK_OK]));

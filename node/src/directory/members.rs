@@ -17,8 +17,8 @@ use libp2p::identity::Keypair;
 use libp2p::{Multiaddr, PeerId};
 use overlay::directory::members::Directory as Inner;
 pub use overlay::directory::members::{
-    bucket_of, entry_hash, Handled, Member, SyncBody, SyncError, SyncFrame, SyncStats, BUCKETS,
-    MAX_ENTRIES_PER_FRAME, MEMBERS_VERSION, SETTLED_STREAK,
+    bucket_of, entry_hash, Handled, Member, SyncBody, SyncError, SyncFrame, SyncStats, BUCKETS, MAX_ENTRIES_PER_FRAME,
+    MEMBERS_VERSION, SETTLED_STREAK,
 };
 pub use overlay::directory::node_id_of;
 use overlay::directory::{Bounds, RecordBody, SignError, SignedRecord};
@@ -48,7 +48,13 @@ impl std::fmt::Debug for Directory {
     }
 }
 
-fn sign(key: &Keypair, priority: u64, incarnation: u64, ttl_us: u64, addrs: &[Multiaddr]) -> Result<overlay::directory::Record, SignError> {
+fn sign(
+    key: &Keypair,
+    priority: u64,
+    incarnation: u64,
+    ttl_us: u64,
+    addrs: &[Multiaddr],
+) -> Result<overlay::directory::Record, SignError> {
     let body = RecordBody {
         priority,
         incarnation,
@@ -64,7 +70,14 @@ impl Directory {
         let wall0_us = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(1);
         let ttl_us = bounds.max_ttl_us;
         let me = sign(&key, priority, wall0_us, ttl_us, &addrs)?;
-        Ok(Directory { inner: Inner::new(me, bounds, wall0_us), key, priority, ttl_us, wall0_us, mono0: Instant::now() })
+        Ok(Directory {
+            inner: Inner::new(me, bounds, wall0_us),
+            key,
+            priority,
+            ttl_us,
+            wall0_us,
+            mono0: Instant::now(),
+        })
     }
 
     /// Wall-clock microseconds at `t`.

@@ -187,17 +187,27 @@ fn varint(mut n: u64, out: &mut Vec<u8>) {
 }
 
 /// Read one frame of at most `limit` bytes under `budget`.
-pub async fn read_frame<T: AsyncRead + Unpin + Send>(io: &mut T, limit: u64, budget: &Arc<InboundBudget>) -> io::Result<Frame> {
+pub async fn read_frame<T: AsyncRead + Unpin + Send>(
+    io: &mut T,
+    limit: u64,
+    budget: &Arc<InboundBudget>,
+) -> io::Result<Frame> {
     let Some(len) = read_varint(io).await? else {
         budget.cut.fetch_add(1, Ordering::Relaxed);
         return Err(io::Error::new(ErrorKind::UnexpectedEof, "the stream ended before a frame"));
     };
     if len > limit {
         budget.oversized.fetch_add(1, Ordering::Relaxed);
-        return Err(io::Error::new(ErrorKind::InvalidData, format!("a frame of {len} bytes exceeds the limit of {limit}")));
+        return Err(io::Error::new(
+            ErrorKind::InvalidData,
+            format!("a frame of {len} bytes exceeds the limit of {limit}"),
+        ));
     }
     let Some(held) = budget.reserve(len) else {
-        return Err(io::Error::new(ErrorKind::OutOfMemory, format!("inbound budget spent ({} bytes in flight)", budget.in_flight())));
+        return Err(io::Error::new(
+            ErrorKind::OutOfMemory,
+            format!("inbound budget spent ({} bytes in flight)", budget.in_flight()),
+        ));
     };
     let mut bytes = Vec::new();
     let got = io.take(len).read_to_end(&mut bytes).await?;
@@ -325,7 +335,10 @@ mod tests {
             assert_eq!(classify_read(&e), ReadFailure::Malformed);
             let mut trailing = framed(b"x");
             trailing.push(9);
-            assert_eq!(classify_read(&read_frame(&mut Cursor::new(trailing), 100, &budget).await.unwrap_err()), ReadFailure::Malformed);
+            assert_eq!(
+                classify_read(&read_frame(&mut Cursor::new(trailing), 100, &budget).await.unwrap_err()),
+                ReadFailure::Malformed
+            );
             // The budget: two frames of 600 bytes do not fit in 1,000 at once.
             let a = read_frame(&mut Cursor::new(framed(&[1; 600])), 1000, &budget).await.unwrap();
             let e = read_frame(&mut Cursor::new(framed(&[2; 600])), 1000, &budget).await.unwrap_err();

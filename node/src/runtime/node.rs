@@ -81,9 +81,9 @@ use libp2p::identity::Keypair;
 use libp2p::multiaddr::Protocol;
 use libp2p::swarm::{dial_opts::DialOpts, ConnectionError, ConnectionId, SwarmEvent};
 use libp2p::{gossipsub, identify, kad, request_response, Multiaddr, PeerId, Swarm};
-use overlay::wire::{self, Body};
 use overlay::directory::{check_election, Severity};
 use overlay::reputation::Offence;
+use overlay::wire::{self, Body};
 use overlay::{Algorithm, Effect, Input, Message, NodeId, Rank};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -1098,7 +1098,9 @@ impl Node {
                 self.own_bad_frames += 1;
                 self.guard.report(&mut self.swarm, via, Offence::InvalidGossip);
             }
-            Ok(Some((source, frame))) if source != self.peer_id && frame.to.includes(&self.me, &node_id_of(&source)) => {
+            Ok(Some((source, frame)))
+                if source != self.peer_id && frame.to.includes(&self.me, &node_id_of(&source)) =>
+            {
                 self.on_election_frame(source, &frame.frame);
             }
             Ok(_) => {}

@@ -261,7 +261,8 @@ mod tests {
         assert_eq!(check_superpeer(&g, from, &other).unwrap_err().severity, Severity::Lie);
         let moved = SpMessage::Moved { to: info(42) };
         assert_eq!(check_superpeer(&g, from, &moved).unwrap_err().severity, Severity::Unknown);
-        let takeover_self = SpMessage::Takeover { dead: from, role: HeadRole::Slot { key: NodeId::MIN }, head: info(1) };
+        let takeover_self =
+            SpMessage::Takeover { dead: from, role: HeadRole::Slot { key: NodeId::MIN }, head: info(1) };
         assert!(check_superpeer(&g, from, &takeover_self).is_err());
     }
 

@@ -195,7 +195,14 @@ fn encode(body: SyncBody) -> Option<Vec<u8>> {
 }
 
 /// Refuse what a record claims beyond the bounds (no signature check).
-pub fn check_claims(b: &Bounds, node: &NodeId, priority: u64, incarnation: u64, expires_us: u64, now_us: u64) -> Result<(), Refusal> {
+pub fn check_claims(
+    b: &Bounds,
+    node: &NodeId,
+    priority: u64,
+    incarnation: u64,
+    expires_us: u64,
+    now_us: u64,
+) -> Result<(), Refusal> {
     if priority > b.max_priority {
         return Err(Refusal::Priority);
     }
@@ -551,10 +558,8 @@ impl Directory {
             *slot = true;
         }
         // What the sender has (its claims; only used to leave out what it has already).
-        let theirs: HashMap<PeerId, u64> = entries
-            .iter()
-            .filter_map(|e| Some((e.subject().ok()?, e.peek().ok()?.incarnation)))
-            .collect();
+        let theirs: HashMap<PeerId, u64> =
+            entries.iter().filter_map(|e| Some((e.subject().ok()?, e.peek().ok()?.incarnation))).collect();
         self.stats.deltas_received += 1;
         let mut h = self.merge(from, entries, now_us);
         self.exchanged = true;

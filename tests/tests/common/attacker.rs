@@ -109,7 +109,8 @@ impl Attacker {
                     .build()
                     .expect("gossipsub config");
                 let mut gossipsub =
-                    gossipsub::Behaviour::new(gossipsub::MessageAuthenticity::Signed(key.clone()), gcfg).expect("gossipsub");
+                    gossipsub::Behaviour::new(gossipsub::MessageAuthenticity::Signed(key.clone()), gcfg)
+                        .expect("gossipsub");
                 gossipsub.subscribe(&election_topic(0)).expect("subscribe");
                 AttackBehaviour {
                     election: request_response::Behaviour::with_codec(

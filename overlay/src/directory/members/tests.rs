@@ -89,7 +89,8 @@ fn delta_exchange_moves_only_what_differs() {
     let mut a = Peer::new(1);
     let mut b = Peer::new(2);
     let (sa, sb) = (PeerId::random(), PeerId::random());
-    let all: Vec<SignedRecord> = shared.iter().enumerate().map(|(i, k)| record(k, i as u64, NOW, vec![]).signed).collect();
+    let all: Vec<SignedRecord> =
+        shared.iter().enumerate().map(|(i, k)| record(k, i as u64, NOW, vec![]).signed).collect();
     a.dir.handle(sa, &push(all.clone()), NOW).unwrap();
     b.dir.handle(sb, &push(all), NOW).unwrap();
     let (x, y) = (stranger(7, NOW), stranger(8, NOW));
@@ -116,7 +117,9 @@ fn delta_exchange_moves_only_what_differs() {
 fn joining_node_pulls_a_snapshot_in_one_exchange() {
     let mut big = Peer::new(1);
     let entries: Vec<SignedRecord> = (0..300)
-        .map(|i| record(&Keypair::generate_ed25519(), i, NOW, vec![format!("/memory/{}", 1000 + i).parse().unwrap()]).signed)
+        .map(|i| {
+            record(&Keypair::generate_ed25519(), i, NOW, vec![format!("/memory/{}", 1000 + i).parse().unwrap()]).signed
+        })
         .collect();
     big.dir.handle(PeerId::random(), &push(entries), NOW).unwrap();
     let mut joiner = Peer::new(2);
@@ -221,7 +224,9 @@ fn only_the_subject_raises_its_incarnation() {
     let from = PeerId::random();
     a.dir.handle(from, &push(vec![record(&victim, 5, NOW, vec![]).signed]), NOW).unwrap();
     let mut forged = record(&victim, 5, NOW, vec![]).signed;
-    forged.body = postcard::to_stdvec(&RecordBody { priority: 5, incarnation: u64::MAX, expires_us: u64::MAX, addrs: vec![] }).unwrap();
+    forged.body =
+        postcard::to_stdvec(&RecordBody { priority: 5, incarnation: u64::MAX, expires_us: u64::MAX, addrs: vec![] })
+            .unwrap();
     let h = a.dir.handle(from, &push(vec![forged]), NOW).unwrap();
     assert_eq!(h.refused.lies(), 1);
     assert_eq!(a.dir.get(&v).unwrap().incarnation, NOW);

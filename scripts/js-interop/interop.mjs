@@ -38,7 +38,7 @@ const node = await createLibp2p({
   connectionEncrypters: [noise()],
   streamMuxers: [yamux()],
   services: {
-    identify: identify({ protocolPrefix: 'peerage' }),
+    identify: identify(),
     ping: ping(),
     dht: kadDHT({ protocol: '/peerage/kad/1.0.0', clientMode: false, peerInfoMapper: (p) => p }),
     pubsub: gossipsub({ emitSelf: false, allowPublishToZeroTopicPeers: true })
@@ -54,8 +54,11 @@ try {
   const protocols = (await node.peerStore.get(conn.remotePeer)).protocols
   check(protocols.includes('/peerage/kad/1.0.0'), `identify: ${protocols.length} protocols, kad among them`)
 
-  // DHT: find node B through node A.
-  const bId = peerIdFromString(b.getPeerId())
+  // DHT: find node B through node A, once A is in the js peer's routing table.
+  node.services.pubsub.subscribe(TOPIC)
+  for (let i = 0; i < 40 && node.services.dht.routingTable.size === 0; i++) await sleep(250)
+  console.log(`  routing table: ${node.services.dht.routingTable.size} peer(s)`)
+  const bId = peerIdFromString(b.toString().split('/p2p/')[1])
   let found = false
   try {
     const info = await node.peerRouting.findPeer(bId, { signal: AbortSignal.timeout(20000) })
@@ -68,7 +71,6 @@ try {
   // Gossip: subscribe, see the node's subscription, publish a broadcast the node accepts:
   // postcard BroadcastFrame { version 1, to: List([]), frame: wire { version 1,
   // Election { scope 0, msg: Alive } } }.
-  node.services.pubsub.subscribe(TOPIC)
   let seen = false
   for (let i = 0; i < 40 && !seen; i++) {
     seen = node.services.pubsub.getSubscribers(TOPIC).some((p) => p.equals(conn.remotePeer))

@@ -30,4 +30,4 @@ a=$(addr_of "$work/a.json")
 "$bin" run --listen /ip4/127.0.0.1/tcp/0 --bootstrap "$a" >"$work/b.json" 2>"$work/b.log" & pids+=($!)
 b=$(addr_of "$work/b.json")
 sleep 3
-node "$here/interop.mjs" "$a" "$b"
+node --import "$here/polyfill.mjs" "$here/interop.mjs" "$a" "$b"

@@ -10,8 +10,7 @@
 //! them; a simulator of hostile peers calls them exactly as the node does.
 //!
 //! A refusal is a [`ClaimRefusal`] with a severity: [`Severity::Lie`] for what an honest
-//! sender never says (a forged rank, a head claim made on someone else's behalf, a slot the
-//! sender's id is not entitled to), reported to the reputation component; [`Severity::Unknown`]
+//! sender never says (a forged rank, a head claim made on someone else's behalf), reported to the reputation component; [`Severity::Unknown`]
 //! for names this node has not learned yet (an honest message can race the directory), which
 //! are refused but not held against the sender; [`Severity::Stale`] for announcements that
 //! this node's own liveness contradicts.
@@ -19,7 +18,7 @@
 use crate::election::Message;
 use crate::id::{NodeId, Rank};
 use crate::membership::Membership;
-use crate::superpeer::{HeadRole, SpMessage};
+use crate::superpeer::SpMessage;
 
 /// How a refused claim counts against its sender.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,19 +133,10 @@ pub fn check_election(d: &impl Ranks, me: Rank, from: NodeId, msg: &Message) -> 
     }
 }
 
-/// Is `id` entitled to the reserved slot whose key is `key`? A slot key is the slot number
-/// in its top `k` bits and zeros below; the id must share those bits (seed 000: the
-/// reserved prefix). `k` is at least the position of the key's lowest one bit.
-pub fn entitled_to_slot(id: &NodeId, key: &NodeId) -> bool {
-    let high = key.high_u64();
-    if key.0[8..].iter().any(|b| *b != 0) {
-        return false;
-    }
-    let k = if high == 0 { 0 } else { 64 - high.trailing_zeros() };
-    id.prefix(k) == key.prefix(k)
-}
-
-/// Check a super-peer message from the authenticated `from`.
+/// Check a super-peer message from the authenticated `from`. A slot claim is not checked
+/// against the slot's reserved prefix: a slot moves by re-election to a member of the dead
+/// head's cluster, whose id lies anywhere (`overlay::superpeer::node`, step 5); what is
+/// checked is that every head or holder claim is the sender's own.
 pub fn check_superpeer(d: &impl Ranks, from: NodeId, msg: &SpMessage) -> Result<(), ClaimRefusal> {
     let member = |id: &NodeId| -> Result<(), ClaimRefusal> {
         d.rank_of(id).map(|_| ()).ok_or(ClaimRefusal::unknown("names a head that is not a member"))
@@ -157,33 +147,18 @@ pub fn check_superpeer(d: &impl Ranks, from: NodeId, msg: &SpMessage) -> Result<
         }
         Ok(())
     };
-    let slot = |role: &HeadRole| -> Result<(), ClaimRefusal> {
-        match role {
-            HeadRole::Slot { key } if !entitled_to_slot(&from, key) => {
-                Err(ClaimRefusal::lie("a slot claim by an id outside the slot's reserved prefix"))
-            }
-            _ => Ok(()),
-        }
-    };
     if d.rank_of(&from).is_none() {
         return Err(ClaimRefusal::unknown("sender is not a member"));
     }
     match msg {
         SpMessage::Announce { head, .. } => own_claim(&head.id),
-        SpMessage::Accept { role, head } => {
-            own_claim(&head.id)?;
-            slot(role)
-        }
-        SpMessage::Takeover { dead, role, head } => {
+        SpMessage::Accept { head, .. } | SpMessage::SlotHeld { head, .. } => own_claim(&head.id),
+        SpMessage::Takeover { dead, head, .. } => {
             own_claim(&head.id)?;
             if *dead == from {
                 return Err(ClaimRefusal::lie("a takeover of the sender's own cluster"));
             }
-            slot(role)
-        }
-        SpMessage::SlotHeld { key, head } => {
-            own_claim(&head.id)?;
-            slot(&HeadRole::Slot { key: *key })
+            Ok(())
         }
         SpMessage::HandoverAck { holder, .. } => own_claim(&holder.id),
         SpMessage::CacheExchange { entries, .. } => entries.iter().try_for_each(|e| member(&e.head.id)),
@@ -191,7 +166,6 @@ pub fn check_superpeer(d: &impl Ranks, from: NodeId, msg: &SpMessage) -> Result<
         SpMessage::Moved { to } => member(&to.id),
         SpMessage::Split { at, .. } => member(&at.id),
         SpMessage::HeadAlive { head } | SpMessage::StepDownTo { head } => member(&head.id),
-        SpMessage::ClusterView { role, .. } => slot(role),
         SpMessage::Election { msg, .. } => match msg {
             // The cluster's re-election ranks its members by the head's view, not by the
             // directory's priorities: only the speaker is checked.
@@ -199,6 +173,7 @@ pub fn check_superpeer(d: &impl Ranks, from: NodeId, msg: &SpMessage) -> Result<
             _ => Ok(()),
         },
         SpMessage::Attach { .. }
+        | SpMessage::ClusterView { .. }
         | SpMessage::Refuse { .. }
         | SpMessage::Detach
         | SpMessage::StepDown
@@ -216,7 +191,7 @@ pub fn check_superpeer(d: &impl Ranks, from: NodeId, msg: &SpMessage) -> Result<
 mod tests {
     use super::*;
     use crate::election::ElectionTag;
-    use crate::superpeer::{PeerInfo, Point};
+    use crate::superpeer::{HeadRole, PeerInfo, Point};
 
     fn r(p: u64, i: u64) -> Rank {
         Rank::new(p, NodeId::from_u64(i))
@@ -264,18 +239,5 @@ mod tests {
         let takeover_self =
             SpMessage::Takeover { dead: from, role: HeadRole::Slot { key: NodeId::MIN }, head: info(1) };
         assert!(check_superpeer(&g, from, &takeover_self).is_err());
-    }
-
-    #[test]
-    fn slot_entitlement_follows_the_reserved_prefix() {
-        // Key of slot 0b101 with k = 3: the id's first three bits must be 101.
-        let key = NodeId::from_u64(0b101 << 61);
-        assert!(entitled_to_slot(&NodeId::from_u64(0b1011 << 60), &key));
-        assert!(!entitled_to_slot(&NodeId::from_u64(0b1001 << 60), &key));
-        // Slot 0 with any k: any id passes the check on the key alone (k is not known).
-        assert!(entitled_to_slot(&NodeId::from_u64(u64::MAX), &NodeId::MIN));
-        let mut low = [0u8; 32];
-        low[31] = 1;
-        assert!(!entitled_to_slot(&NodeId::MIN, &NodeId(low)), "a slot key has zeros below 64 bits");
     }
 }

@@ -6,6 +6,11 @@
 //! missing file is created with a fresh key (mode 0600 on Unix); an unreadable or corrupt
 //! file is an error that names the file and says what is wrong — the node never silently
 //! replaces a key it could not read.
+//!
+//! Keys solve the id puzzle of the scope (`overlay::NodeId::puzzle_bits`, S/Kademlia's static
+//! puzzle): [`generate`] draws ed25519 keys until the hash of the node id has `difficulty`
+//! leading zero bits (about `2^difficulty` draws), and a stored key that does not is refused
+//! with an error, since every other member would refuse its records.
 
 use libp2p::identity::Keypair;
 use std::path::{Path, PathBuf};
@@ -18,18 +23,58 @@ pub enum IdentityError {
     #[error("cannot write identity key file {path}: {source}")]
     Write { path: PathBuf, source: std::io::Error },
     #[error(
+        "identity key file {path} holds a key whose id solves the id puzzle to {bits} bits, below the scope's id_difficulty {difficulty} (delete it to create a new identity)"
+    )]
+    Weak { path: PathBuf, bits: u32, difficulty: u32 },
+    #[error(
         "identity key file {path} is corrupt: {reason} (delete it to create a new identity, which changes the node id)"
     )]
     Corrupt { path: PathBuf, reason: String },
 }
 
-/// Load the key at `path`, or create and store a new ed25519 key if the file does not exist.
-/// Returns the key and whether it was created.
-pub fn load_or_create(path: &Path) -> Result<(Keypair, bool), IdentityError> {
+/// Bits of the id puzzle `key`'s node id solves.
+pub fn puzzle_bits(key: &Keypair) -> u32 {
+    overlay::directory::node_id_of(&key.public().to_peer_id()).puzzle_bits()
+}
+
+/// A fresh ed25519 key whose node id solves the id puzzle at `difficulty`.
+pub fn generate(difficulty: u32) -> Keypair {
+    loop {
+        let key = Keypair::generate_ed25519();
+        if puzzle_bits(&key) >= difficulty {
+            return key;
+        }
+    }
+}
+
+/// The first ed25519 key drawn from `rng` that solves the id puzzle at `difficulty`: a seeded
+/// swarm gets the same keys, so the same node ids, on every run.
+pub fn generate_from(difficulty: u32, rng: &mut impl rand::RngCore) -> Keypair {
+    loop {
+        let mut secret = [0u8; 32];
+        rng.fill_bytes(&mut secret);
+        // 32 bytes are always a valid ed25519 secret; the error arm cannot be taken.
+        let Ok(key) = Keypair::ed25519_from_bytes(secret) else { continue };
+        if puzzle_bits(&key) >= difficulty {
+            return key;
+        }
+    }
+}
+
+/// Load the key at `path`, or create and store a new ed25519 key solving the id puzzle at
+/// `difficulty` if the file does not exist. Returns the key and whether it was created.
+pub fn load_or_create(path: &Path, difficulty: u32) -> Result<(Keypair, bool), IdentityError> {
     match std::fs::read(path) {
-        Ok(bytes) => decode(path, &bytes).map(|k| (k, false)),
+        Ok(bytes) => {
+            let key = decode(path, &bytes)?;
+            let bits = puzzle_bits(&key);
+            if bits < difficulty {
+                return Err(IdentityError::Weak { path: path.to_path_buf(), bits, difficulty });
+            }
+            Ok((key, false))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let key = Keypair::generate_ed25519();
+            let key = generate(difficulty);
             store(path, &key)?;
             Ok((key, true))
         }
@@ -93,15 +138,19 @@ mod tests {
         // Removed when dropped, also when an assertion fails.
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("node.key");
-        let (a, created) = load_or_create(&path).unwrap();
+        let (a, created) = load_or_create(&path, 6).unwrap();
         assert!(created);
-        let (b, created) = load_or_create(&path).unwrap();
+        assert!(puzzle_bits(&a) >= 6);
+        let (b, created) = load_or_create(&path, 6).unwrap();
         assert!(!created);
         assert_eq!(a.public().to_peer_id(), b.public().to_peer_id());
+        // A key that does not solve a harder puzzle is refused, not replaced.
+        let bits = puzzle_bits(&a);
+        assert!(matches!(load_or_create(&path, bits + 1), Err(IdentityError::Weak { .. })));
         std::fs::write(&path, "zz\n").unwrap();
-        let err = load_or_create(&path).unwrap_err();
+        let err = load_or_create(&path, 0).unwrap_err();
         assert!(err.to_string().contains("corrupt"), "{err}");
         std::fs::write(&path, "0011\n").unwrap();
-        assert!(matches!(load_or_create(&path), Err(IdentityError::Corrupt { .. })));
+        assert!(matches!(load_or_create(&path, 0), Err(IdentityError::Corrupt { .. })));
     }
 }

@@ -22,8 +22,11 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 fn main() {
     let cli = Cli::parse();
     let default_log = match cli.command {
-        Command::Run(_) => "info",
-        Command::Swarm(_) => "warn",
+        // libp2p's request-response warns once per inbound stream it drops at the
+        // concurrent-stream limit: a hostile peer would write the log; the guard summarises
+        // misbehaviour per peer instead (`node/src/net/guard.rs`).
+        Command::Run(_) => "info,libp2p_request_response=error",
+        Command::Swarm(_) => "warn,libp2p_request_response=error",
     };
     // An explicit --log wins over RUST_LOG, which wins over the subcommand's default.
     let log = match (&cli.log, std::env::var("RUST_LOG")) {
@@ -104,7 +107,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let cfg = merge(&args)?.resolve()?;
     let key = match &cfg.identity {
         Some(path) => {
-            let (key, created) = identity::load_or_create(path)?;
+            let (key, created) = identity::load_or_create(path, cfg.directory.id_difficulty)?;
             if created {
                 tracing::info!(path = %path.display(), "created a new identity key");
             }
@@ -112,7 +115,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
         None => {
             tracing::info!("no --identity file: using a fresh identity for this run");
-            libp2p::identity::Keypair::generate_ed25519()
+            identity::generate(cfg.directory.id_difficulty)
         }
     };
     let peer = key.public().to_peer_id();

@@ -111,6 +111,24 @@ impl NodeId {
         Self::BITS
     }
 
+    /// The id puzzle's work: leading zero bits of SHA-256 of the id (S/Kademlia's static
+    /// puzzle, Baumgart and Mies 2007: an id is valid at difficulty `c` when the hash of the id
+    /// starts with `c` zero bits, so each valid id costs about `2^c` key generations and
+    /// grinding ids for a chosen prefix costs that much per try; see `docs/DESIGN.md`,
+    /// "Threat model").
+    pub fn puzzle_bits(&self) -> u32 {
+        let h = Sha256::digest(self.0);
+        let mut n = 0;
+        for b in h.iter() {
+            if *b == 0 {
+                n += 8;
+            } else {
+                return n + b.leading_zeros();
+            }
+        }
+        n
+    }
+
     /// A short human form: the first 8 hex digits.
     pub fn short(&self) -> String {
         hex::encode(&self.0[..4])
@@ -237,6 +255,17 @@ mod tests {
         assert!(matches!("abc".parse::<NodeId>(), Err(ParseNodeIdError::Length(3))));
         let bad = "z".repeat(64);
         assert!(matches!(bad.parse::<NodeId>(), Err(ParseNodeIdError::Hex(_))));
+    }
+
+    #[test]
+    fn puzzle_bits_count_leading_zeros_of_the_hash() {
+        // Over many ids about half meet difficulty 1 and a quarter difficulty 2.
+        let ids: Vec<NodeId> = (0..4096u32).map(|i| NodeId::hash_of(&i.to_be_bytes())).collect();
+        let at = |c| ids.iter().filter(|id| id.puzzle_bits() >= c).count();
+        assert!((1800..2300).contains(&at(1)), "{}", at(1));
+        assert!((850..1200).contains(&at(2)), "{}", at(2));
+        let h = Sha256::digest(ids[0].0);
+        assert_eq!(ids[0].puzzle_bits(), if h[0] == 0 { 8 + h[1].leading_zeros() } else { h[0].leading_zeros() });
     }
 
     #[test]

@@ -12,6 +12,9 @@
 //! - [`membership`]: the a-priori known process group (seed 001: "a process knows all process numbers").
 //! - [`core`]: the contract every protocol shares with its driver: context, effects, one timer table.
 //! - [`detect`]: failure detection and the rules a node applies to what its network tells it.
+//! - [`directory`]: how a node learns that group: signed member records, their bounds, the
+//!   anti-entropy sync, and the claim checks against it.
+//! - [`reputation`]: misbehaviour reported by every protocol, scores, bans.
 //! - [`driver`]: the one driver interface shared by every election.
 //! - [`election`]: the six election algorithms, one module each.
 //! - [`wire`]: versioned wire envelope and a decoder that never panics.
@@ -23,11 +26,13 @@
 pub mod coords;
 pub mod core;
 pub mod detect;
+pub mod directory;
 pub mod driver;
 pub mod election;
 pub mod id;
 pub mod latency;
 pub mod membership;
+pub mod reputation;
 pub mod stats;
 pub mod superpeer;
 #[cfg(any(test, feature = "testkit"))]

@@ -35,6 +35,7 @@ async fn elects_highest(algorithm: Algorithm) {
         Some(swarm.node_id(NODES - 1)),
         "{algorithm}: every node agreed, but not on the highest-priority node"
     );
+    common::assert_no_bans(&swarm);
     swarm.shutdown().await;
 }
 
@@ -51,6 +52,7 @@ async fn recovers_from_leader_crash(algorithm: Algorithm) {
         Some(swarm.node_id(NODES - 2)),
         "{algorithm}: after the leader crashed the survivors must agree on the next highest; named: {named:?}"
     );
+    common::assert_no_bans(&swarm);
     swarm.shutdown().await;
 }
 

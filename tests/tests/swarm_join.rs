@@ -26,7 +26,6 @@
 mod common;
 
 use common::{init_log, seed};
-use libp2p::identity::Keypair;
 use overlay::{Algorithm, ElectionConfig};
 use peerage_node::runtime::status::StatusSink;
 use peerage_node::{spawn, LocalSwarm, LocalSwarmConfig, NodeOptions, TransportKind};
@@ -70,10 +69,11 @@ async fn joiner_learns_the_leader(algorithm: Algorithm) {
     from.shuffle(&mut rng);
     fc.bootstrap = from[..3].iter().map(|&i| swarm.addr(i).to_string()).collect();
     let cfg = fc.resolve().expect("joiner config");
+    let key = peerage_node::identity::generate(cfg.directory.id_difficulty);
     let joined = Instant::now();
     let joiner = spawn(NodeOptions {
         cfg,
-        key: Keypair::generate_ed25519(),
+        key,
         transport: TransportKind::Memory,
         status: StatusSink::silent(),
         metrics: None,
@@ -114,6 +114,7 @@ async fn joiner_learns_the_leader(algorithm: Algorithm) {
         others.iter().map(|(i, s)| (*i, s.leader.clone())).collect::<Vec<_>>()
     );
     joiner.shutdown().await;
+    common::assert_no_bans(&swarm);
     swarm.shutdown().await;
 }
 

@@ -84,6 +84,7 @@ async fn forms_clusters_and_replaces(method: &str, latency: bool) {
     // Its members found nothing listening at its address and said so without waiting out
     // the silence (`overlay::detect::head_watch`, "Nothing listening is down").
     assert!(k.after.heads_found_gone >= 1, "{method}: no member found the crashed head gone: {k:?}");
+    common::assert_no_bans(&swarm);
     swarm.shutdown().await;
 }
 

@@ -36,5 +36,6 @@ async fn tcp_swarm_elects_one_leader_and_re_elects_after_a_crash() {
     let next = swarm.wait_agreement(CONVERGE, None).await;
     let named: Vec<Option<String>> = swarm.snapshots().into_iter().map(|(_, s)| s.leader).collect();
     assert_eq!(next.as_deref(), Some(swarm.node_id(NODES - 2)), "TCP: after the crash; named {named:?}");
+    common::assert_no_bans(&swarm);
     swarm.shutdown().await;
 }

@@ -76,6 +76,9 @@ pub struct Limits {
     pub max_members_frame: usize,
     /// Largest gossipsub message.
     pub max_gossip_bytes: usize,
+    /// Bytes of inbound request frames the whole process reads or holds at once
+    /// (`node/src/net/codec.rs`): a frame beyond it is refused before it is read.
+    pub max_inbound_bytes: u64,
     /// Request-response timeout for election and membership requests.
     pub request_timeout_ms: u64,
 }
@@ -107,8 +110,53 @@ impl Default for Limits {
             idle_timeout_ms: 10_000,
             max_election_frame: overlay::wire::MAX_FRAME_BYTES,
             max_members_frame: 1024 * 1024,
-            max_gossip_bytes: 256 * 1024,
+            max_gossip_bytes: crate::net::behaviour::MAX_GOSSIP_BYTES,
+            max_inbound_bytes: 64 * 1024 * 1024,
             request_timeout_ms: 5_000,
+        }
+    }
+}
+
+/// `[directory]`: what member records may claim and how large the directory may grow. Every
+/// node of a scope must use the same values: a record one node admits and another refuses
+/// keeps their directories apart (`overlay::directory::admission`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DirectoryConfig {
+    /// The highest priority a member may claim (the operator's priority scale).
+    pub max_priority: u64,
+    /// Leading zero bits the hash of a member's id must have: each identity then costs about
+    /// `2^id_difficulty` key generations (`docs/DESIGN.md`, "Threat model"). 0 turns the
+    /// puzzle off (a closed swarm whose operator runs every node).
+    pub id_difficulty: u32,
+    /// How long a member record lives; a live member re-signs its own when half is over, and
+    /// a member that stopped doing so leaves once it expired.
+    pub record_ttl_s: u64,
+    /// The directory's size cap.
+    pub max_members: usize,
+}
+
+impl Default for DirectoryConfig {
+    fn default() -> Self {
+        let b = overlay::directory::Bounds::default();
+        DirectoryConfig {
+            max_priority: b.max_priority,
+            id_difficulty: 8,
+            record_ttl_s: b.max_ttl_us / 1_000_000,
+            max_members: b.max_members,
+        }
+    }
+}
+
+impl DirectoryConfig {
+    /// The admission bounds these settings give.
+    pub fn bounds(&self) -> overlay::directory::Bounds {
+        overlay::directory::Bounds {
+            max_priority: self.max_priority,
+            id_difficulty: self.id_difficulty,
+            max_ttl_us: self.record_ttl_s.saturating_mul(1_000_000),
+            max_members: self.max_members,
+            ..overlay::directory::Bounds::default()
         }
     }
 }
@@ -189,6 +237,8 @@ pub struct FileConfig {
     pub election: ElectionConfig,
     pub limits: Limits,
     pub timing: Timing,
+    /// `[directory]`: member-record bounds.
+    pub directory: DirectoryConfig,
     /// `[superpeer]`: super-peer selection and clusters (`node/src/config/superpeer.rs`).
     pub superpeer: crate::config::superpeer::SuperPeerFileConfig,
 }
@@ -207,6 +257,7 @@ impl Default for FileConfig {
             election: ElectionConfig::default(),
             limits: Limits::default(),
             timing: Timing::default(),
+            directory: DirectoryConfig::default(),
             superpeer: Default::default(),
         }
     }
@@ -260,6 +311,7 @@ pub struct NodeConfig {
     pub election: ElectionConfig,
     pub limits: Limits,
     pub timing: Timing,
+    pub directory: DirectoryConfig,
     /// Super-peer selection (`node/src/config/superpeer.rs`); `None` when off.
     pub superpeer: Option<crate::config::superpeer::SuperPeerSettings>,
 }
@@ -305,7 +357,11 @@ impl FileConfig {
                 l.target_low, l.target_high, l.max_established
             )));
         }
-        if l.max_election_frame < 64 || l.max_members_frame < 64 || l.max_gossip_bytes < 1024 {
+        if l.max_election_frame < 64
+            || l.max_members_frame < 64
+            || l.max_gossip_bytes < 1024
+            || l.max_inbound_bytes < (l.max_election_frame.max(l.max_members_frame) as u64)
+        {
             return Err(ConfigError::Limits("frame limits are too small to carry any message".into()));
         }
         if l.request_timeout_ms == 0 {
@@ -315,6 +371,19 @@ impl FileConfig {
             return Err(ConfigError::Limits(format!(
                 "members_push_fanout is {}, at most {MAX_PUSH_FANOUT}",
                 self.timing.members_push_fanout
+            )));
+        }
+        let d = &self.directory;
+        if d.record_ttl_s < 60 || d.max_members < 2 || d.id_difficulty > 32 {
+            return Err(ConfigError::Limits(format!(
+                "directory: need record_ttl_s >= 60, max_members >= 2, id_difficulty <= 32; got {} / {} / {}",
+                d.record_ttl_s, d.max_members, d.id_difficulty
+            )));
+        }
+        if self.priority > d.max_priority {
+            return Err(ConfigError::Limits(format!(
+                "priority {} is above the directory's max_priority {}",
+                self.priority, d.max_priority
             )));
         }
         let superpeer = self.superpeer.resolve()?;
@@ -347,6 +416,7 @@ impl FileConfig {
             election,
             limits,
             timing: self.timing.clone(),
+            directory: self.directory.clone(),
             superpeer,
         })
     }

@@ -1,5 +1,5 @@
 //! Vivaldi coordinates in the node: RTT samples from libp2p ping, peers' coordinates over
-//! `/peerage/coords/1.0.0`, and the sans-IO `overlay::coords::VivaldiClient` doing the math.
+//! `/peerage/coords/2.0.0`, and the sans-IO `overlay::coords::VivaldiClient` doing the math.
 //!
 //! Issue 4 item 1/5: every node learns a latency coordinate from real (in a swarm:
 //! emulated, `node/src/net/latency_transport.rs`) round-trip times. Vivaldi (Dabek et al., SIGCOMM 2004)
@@ -75,7 +75,7 @@
 //! coordinate moved 2-30 ms between two token moves, more than the 3-20 % the moves gained,
 //! and tokens went back and forth between two or three nodes up to 20 times; two nodes
 //! priced the same cluster with coordinates taken at different moments of that jitter.
-//! Vivaldi itself, the coordinate exchange (`/peerage/coords/1.0.0`) and the swarm report's
+//! Vivaldi itself, the coordinate exchange (`/peerage/coords/2.0.0`) and the swarm report's
 //! error measures keep the system-level coordinate.
 //!
 //! # No adjustment term

@@ -107,6 +107,12 @@ pub fn add(a: SyncStats, b: &SyncStats) -> SyncStats {
         malformed: a.malformed + b.malformed,
         rumours_sent: a.rumours_sent + b.rumours_sent,
         rumour_entries_sent: a.rumour_entries_sent + b.rumour_entries_sent,
+        expired: a.expired + b.expired,
+        refused: {
+            let mut r = a.refused;
+            r.merge(&b.refused);
+            r
+        },
     }
 }
 

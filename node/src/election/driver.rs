@@ -12,7 +12,7 @@
 //! heartbeats, `Election` to all higher processes, `IamUp`) is published *once* on the
 //! gossipsub election topic with a compact recipient set ([`Recipients`]: all, all ranked
 //! above/below a rank, or a list), and every receiver checks whether it is addressed. Other
-//! sends go point to point over `/peerage/election/1.0.0`, dialling on demand (the gate lets
+//! sends go point to point over `/peerage/election/2.0.0`, dialling on demand (the gate lets
 //! the dial through, the peer manager closes the connection when it has been unused for a
 //! while). Failed point-to-point sends come back as `Input::SendFailed`; broadcasts have no
 //! per-recipient failure report, so the algorithms' own timeouts (T2, T3) cover lost ones.

@@ -1,23 +1,44 @@
 //! The composed libp2p behaviour of a Peerage node and the swarm builder.
 //!
-//! Protocols: connection limits and the pre-handshake [`Gate`]; Kademlia in server mode
-//! (protocol name configurable, default `/peerage/kad/1.0.0`; periodic bootstrap as
-//! configured, record republication off since the node stores no records); gossipsub with
-//! signed messages and strict validation (carries election broadcasts, see
-//! `node/src/election/driver.rs`); identify; ping; and two request-response protocols over the raw
-//! [`FrameCodec`]: `/peerage/election/1.0.0` (one `overlay::wire` frame per request) and
-//! `/peerage/members/1.0.0` (membership sync, `node/src/directory/members.rs`).
+//! Protocols: the block list of banned peers (`node/src/net/guard.rs`), connection limits and
+//! the pre-handshake [`Gate`]; Kademlia in server mode (protocol name configurable, default
+//! `/peerage/kad/1.0.0`; periodic bootstrap as configured, record republication off since the
+//! node stores no records); gossipsub (carries election broadcasts, see
+//! `node/src/election/driver.rs`; hardened as below); identify; ping; and four request-response
+//! protocols over the length-prefixed [`FrameCodec`]: `/peerage/election/2.0.0` (one
+//! `overlay::wire` frame per request), `/peerage/members/2.0.0` (membership sync,
+//! `node/src/directory/members.rs`), `/peerage/coords/2.0.0` and `/peerage/superpeer/2.0.0`.
+//!
+//! **Inbound memory.** Every request is read under one process-wide [`InboundBudget`]
+//! (`max_inbound_bytes`); per connection, each protocol serves at most a few streams at once
+//! ([`ELECTION_STREAMS`] and its neighbours), so one connection holds at most
+//! 8 x 1 MiB + 4 x 1 MiB + 4 x 4 KiB + 16 x 64 KiB, about 13 MiB of frames.
+//!
+//! **Gossipsub, as its v1.1 hardening guide intends.** Signed messages with strict
+//! validation; `validate_messages`, so that a message is forwarded only after the node has
+//! decoded it and reported `Accept` (`Reject` for garbage, `Ignore` for a foreign scope): an
+//! invalid message is never relayed. A maximum transmit size of 64 KiB: an election
+//! broadcast is one small `overlay::wire` frame plus its recipients, a list of 32-byte ids
+//! only when it is neither "all", "above" nor "below" (a larger broadcast falls back to point
+//! to point). Peer scores ([`score_params`]): on our one topic, invalid messages weigh -100
+//! each (decaying by half in a minute), so two push a peer under the graylist threshold
+//! (-80) and its messages are ignored; first deliveries earn a little (capped) and time in
+//! the mesh a little more, so honest mesh peers sit above zero. Mesh delivery deficits are
+//! not scored: the election topic is quiet for minutes when the leader holds, and a deficit
+//! would punish honest peers for the silence. IP colocation is not scored: a local swarm runs
+//! every node on one address. Thresholds: gossip -10, publish -50, graylist -80, peer
+//! exchange accepted from +10, opportunistic grafting below a median of +1.
 //!
 //! Transports: TCP + noise + yamux and QUIC for `peerage run`; libp2p's in-process memory
 //! transport (+ noise + yamux) for big one-process swarms, where TCP would exhaust the file
 //! descriptors (both ends of every loopback connection live in the process). Emulated link
 //! latency (`peerage swarm --latency internet`) is inserted between noise and yamux, where
 //! both sides know the remote peer id (`node/src/net/latency_transport.rs`): `build_swarm_with_latency`
-//! is the one place that assembles transports. `/peerage/coords/1.0.0` exchanges Vivaldi
+//! is the one place that assembles transports. `/peerage/coords/2.0.0` exchanges Vivaldi
 //! coordinates (`node/src/coords/driver.rs`).
 
 use crate::config::NodeConfig;
-use crate::net::codec::FrameCodec;
+use crate::net::codec::{FrameCodec, InboundBudget};
 use crate::net::gate::Gate;
 use crate::net::latency_transport::{self, EmulatedLink};
 use crate::net::quiet_kad::QuietKad;
@@ -25,25 +46,33 @@ use libp2p::core::{transport::MemoryTransport, upgrade::Version, Transport};
 use libp2p::identity::Keypair;
 use libp2p::swarm::NetworkBehaviour;
 use libp2p::{
-    connection_limits, gossipsub, identify, kad, noise, ping, request_response, tcp, yamux, StreamProtocol, Swarm,
-    SwarmBuilder,
+    allow_block_list, connection_limits, gossipsub, identify, kad, noise, ping, request_response, tcp, yamux,
+    StreamProtocol, Swarm, SwarmBuilder,
 };
 use std::num::NonZeroUsize;
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// The election request-response protocol.
-pub const ELECTION_PROTOCOL: &str = "/peerage/election/1.0.0";
+pub const ELECTION_PROTOCOL: &str = "/peerage/election/2.0.0";
 /// The membership sync protocol.
-pub const MEMBERS_PROTOCOL: &str = "/peerage/members/1.0.0";
+pub const MEMBERS_PROTOCOL: &str = "/peerage/members/2.0.0";
 /// The identify protocol version string.
 pub const IDENTIFY_PROTOCOL: &str = "/peerage/id/1.0.0";
 /// The Vivaldi coordinate exchange protocol (`node/src/coords/driver.rs`).
-pub const COORDS_PROTOCOL: &str = "/peerage/coords/1.0.0";
+pub const COORDS_PROTOCOL: &str = "/peerage/coords/2.0.0";
+/// Inbound streams one connection may hold open per protocol (read or awaiting the answer).
+pub const ELECTION_STREAMS: usize = 8;
+pub const MEMBERS_STREAMS: usize = 4;
+pub const COORDS_STREAMS: usize = 4;
+pub const SUPERPEER_STREAMS: usize = 16;
+/// Largest gossipsub message (module doc).
+pub const MAX_GOSSIP_BYTES: usize = 64 * 1024;
 
 #[derive(NetworkBehaviour)]
 pub struct Behaviour {
+    /// Banned peers (`node/src/net/guard.rs`): refused before anything else sees them.
+    pub blocked: allow_block_list::Behaviour<allow_block_list::BlockedPeers>,
     pub limits: connection_limits::Behaviour,
     pub gate: Gate,
     /// Kademlia; its automatic bootstrap walks do not dial (`node/src/net/quiet_kad.rs`).
@@ -54,7 +83,7 @@ pub struct Behaviour {
     pub election: request_response::Behaviour<FrameCodec>,
     pub members: request_response::Behaviour<FrameCodec>,
     pub coords: request_response::Behaviour<FrameCodec>,
-    /// `/peerage/superpeer/1.0.0` (`node/src/superpeer/wire.rs`, `node/src/superpeer/driver.rs`).
+    /// `/peerage/superpeer/2.0.0` (`node/src/superpeer/wire.rs`, `node/src/superpeer/driver.rs`).
     pub superpeer: request_response::Behaviour<FrameCodec>,
 }
 
@@ -69,7 +98,52 @@ pub enum TransportKind {
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-fn make_behaviour(key: &Keypair, cfg: &NodeConfig, unreadable: &Arc<AtomicU64>) -> Result<Behaviour, BoxError> {
+/// Gossipsub peer-score parameters for the election topic `topic` (module doc).
+pub fn score_params(topic: gossipsub::TopicHash) -> (gossipsub::PeerScoreParams, gossipsub::PeerScoreThresholds) {
+    let topic_params = gossipsub::TopicScoreParams {
+        topic_weight: 1.0,
+        time_in_mesh_weight: 0.1,
+        time_in_mesh_quantum: Duration::from_secs(1),
+        time_in_mesh_cap: 30.0,
+        first_message_deliveries_weight: 1.0,
+        first_message_deliveries_decay: 0.9,
+        first_message_deliveries_cap: 10.0,
+        mesh_message_deliveries_weight: 0.0,
+        mesh_failure_penalty_weight: 0.0,
+        invalid_message_deliveries_weight: -100.0,
+        // Per decay interval (1 s): halves in about a minute.
+        invalid_message_deliveries_decay: 0.989,
+        ..Default::default()
+    };
+    let mut params = gossipsub::PeerScoreParams {
+        topic_score_cap: 50.0,
+        app_specific_weight: 0.0,
+        ip_colocation_factor_weight: 0.0,
+        behaviour_penalty_weight: -10.0,
+        behaviour_penalty_threshold: 6.0,
+        behaviour_penalty_decay: 0.99,
+        decay_interval: Duration::from_secs(1),
+        decay_to_zero: 0.01,
+        retain_score: Duration::from_secs(600),
+        ..Default::default()
+    };
+    params.topics.insert(topic, topic_params);
+    let thresholds = gossipsub::PeerScoreThresholds {
+        gossip_threshold: -10.0,
+        publish_threshold: -50.0,
+        graylist_threshold: -80.0,
+        accept_px_threshold: 10.0,
+        opportunistic_graft_threshold: 1.0,
+    };
+    (params, thresholds)
+}
+
+/// The election topic of scope `scope`.
+pub fn election_topic(scope: u64) -> gossipsub::IdentTopic {
+    gossipsub::IdentTopic::new(format!("peerage/election/{scope}"))
+}
+
+fn make_behaviour(key: &Keypair, cfg: &NodeConfig, budget: &Arc<InboundBudget>) -> Result<Behaviour, BoxError> {
     let peer = key.public().to_peer_id();
     let l = &cfg.limits;
     let limits = connection_limits::Behaviour::new(
@@ -106,6 +180,7 @@ fn make_behaviour(key: &Keypair, cfg: &NodeConfig, unreadable: &Arc<AtomicU64>) 
 
     let gcfg = gossipsub::ConfigBuilder::default()
         .validation_mode(gossipsub::ValidationMode::Strict)
+        .validate_messages()
         .max_transmit_size(l.max_gossip_bytes)
         .heartbeat_interval(Duration::from_secs(1))
         .mesh_n(6)
@@ -114,7 +189,9 @@ fn make_behaviour(key: &Keypair, cfg: &NodeConfig, unreadable: &Arc<AtomicU64>) 
         .mesh_outbound_min(2)
         .duplicate_cache_time(Duration::from_secs(60))
         .build()?;
-    let gossipsub = gossipsub::Behaviour::new(gossipsub::MessageAuthenticity::Signed(key.clone()), gcfg)?;
+    let mut gossipsub = gossipsub::Behaviour::new(gossipsub::MessageAuthenticity::Signed(key.clone()), gcfg)?;
+    let (params, thresholds) = score_params(election_topic(cfg.scope).hash());
+    gossipsub.with_peer_score(params, thresholds)?;
 
     let identify = identify::Behaviour::new(
         identify::Config::new(IDENTIFY_PROTOCOL.into(), key.public())
@@ -126,40 +203,40 @@ fn make_behaviour(key: &Keypair, cfg: &NodeConfig, unreadable: &Arc<AtomicU64>) 
             .with_interval(Duration::from_secs(cfg.timing.ping_s.max(1)))
             .with_timeout(Duration::from_secs(10)),
     );
-    let rr_cfg =
-        request_response::Config::default().with_request_timeout(cfg.request_timeout()).with_max_concurrent_streams(64);
+    let rr_cfg = request_response::Config::default().with_request_timeout(cfg.request_timeout());
     let election = request_response::Behaviour::with_codec(
-        FrameCodec::with_counter(l.max_election_frame, unreadable.clone()),
+        FrameCodec::with_budget(l.max_election_frame, budget.clone()),
         [(StreamProtocol::new(ELECTION_PROTOCOL), request_response::ProtocolSupport::Full)],
-        rr_cfg.clone(),
+        rr_cfg.clone().with_max_concurrent_streams(ELECTION_STREAMS),
     );
     let members = request_response::Behaviour::with_codec(
-        FrameCodec::with_counter(l.max_members_frame, unreadable.clone()),
+        FrameCodec::with_budget(l.max_members_frame, budget.clone()),
         [(StreamProtocol::new(MEMBERS_PROTOCOL), request_response::ProtocolSupport::Full)],
-        rr_cfg.clone(),
+        rr_cfg.clone().with_max_concurrent_streams(MEMBERS_STREAMS),
     );
     let coords = request_response::Behaviour::with_codec(
-        FrameCodec::with_counter(crate::coords::driver::MAX_COORDS_FRAME, unreadable.clone()),
+        FrameCodec::with_budget(crate::coords::driver::MAX_COORDS_FRAME, budget.clone()),
         [(StreamProtocol::new(COORDS_PROTOCOL), request_response::ProtocolSupport::Full)],
-        rr_cfg.clone(),
+        rr_cfg.clone().with_max_concurrent_streams(COORDS_STREAMS),
     );
     let superpeer = request_response::Behaviour::with_codec(
-        FrameCodec::with_counter(crate::superpeer::wire::MAX_SP_FRAME_BYTES, unreadable.clone()),
+        FrameCodec::with_budget(crate::superpeer::wire::MAX_SP_FRAME_BYTES, budget.clone()),
         [(StreamProtocol::new(crate::superpeer::wire::SUPERPEER_PROTOCOL), request_response::ProtocolSupport::Full)],
-        rr_cfg.with_request_timeout(Duration::from_secs(3)),
+        rr_cfg.with_request_timeout(Duration::from_secs(3)).with_max_concurrent_streams(SUPERPEER_STREAMS),
     );
-    Ok(Behaviour { limits, gate, kad, gossipsub, identify, ping, election, members, coords, superpeer })
+    let blocked = allow_block_list::Behaviour::default();
+    Ok(Behaviour { blocked, limits, gate, kad, gossipsub, identify, ping, election, members, coords, superpeer })
 }
 
-/// Build a swarm for `key` with the chosen transport. `unreadable` counts inbound requests
-/// the codec refused (oversized, cut off).
+/// Build a swarm for `key` with the chosen transport; every inbound request is read under
+/// `budget`.
 pub fn build_swarm(
     key: Keypair,
     cfg: &NodeConfig,
     transport: TransportKind,
-    unreadable: &Arc<AtomicU64>,
+    budget: &Arc<InboundBudget>,
 ) -> anyhow::Result<Swarm<Behaviour>> {
-    build_swarm_with_latency(key, cfg, transport, unreadable, None)
+    build_swarm_with_latency(key, cfg, transport, budget, None)
 }
 
 /// [`build_swarm`], optionally with emulated link latency (`node/src/net/latency_transport.rs`): the
@@ -169,7 +246,7 @@ pub fn build_swarm_with_latency(
     key: Keypair,
     cfg: &NodeConfig,
     transport: TransportKind,
-    unreadable: &Arc<AtomicU64>,
+    budget: &Arc<InboundBudget>,
     latency: Option<&EmulatedLink>,
 ) -> anyhow::Result<Swarm<Behaviour>> {
     let idle = Duration::from_millis(cfg.limits.idle_timeout_ms);
@@ -181,14 +258,14 @@ pub fn build_swarm_with_latency(
                 .with_other_transport(|key| -> Result<_, BoxError> {
                     Ok(latency_transport::tcp_transport(key, link)?)
                 })?
-                .with_behaviour(|key| make_behaviour(key, cfg, unreadable))?
+                .with_behaviour(|key| make_behaviour(key, cfg, budget))?
                 .with_swarm_config(|c| c.with_idle_connection_timeout(idle))
                 .build(),
             TransportKind::Memory => base
                 .with_other_transport(|key| -> Result<_, BoxError> {
                     Ok(latency_transport::memory_transport(key, link)?)
                 })?
-                .with_behaviour(|key| make_behaviour(key, cfg, unreadable))?
+                .with_behaviour(|key| make_behaviour(key, cfg, budget))?
                 .with_swarm_config(|c| c.with_idle_connection_timeout(idle))
                 .build(),
         };
@@ -199,7 +276,7 @@ pub fn build_swarm_with_latency(
             .with_tokio()
             .with_tcp(tcp::Config::default().nodelay(true), noise::Config::new, yamux::Config::default)?
             .with_quic()
-            .with_behaviour(|key| make_behaviour(key, cfg, unreadable))?
+            .with_behaviour(|key| make_behaviour(key, cfg, budget))?
             .with_swarm_config(|c| c.with_idle_connection_timeout(idle))
             .build(),
         TransportKind::Memory => SwarmBuilder::with_existing_identity(key)
@@ -211,7 +288,7 @@ pub fn build_swarm_with_latency(
                     .multiplex(yamux::Config::default())
                     .boxed())
             })?
-            .with_behaviour(|key| make_behaviour(key, cfg, unreadable))?
+            .with_behaviour(|key| make_behaviour(key, cfg, budget))?
             .with_swarm_config(|c| c.with_idle_connection_timeout(idle))
             .build(),
     };

@@ -1,10 +1,12 @@
-//! The network layer: the composed libp2p behaviour and transports, wire framing, the
-//! pre-handshake connection gate, Kademlia without automatic dials, the peer manager, the
+//! The network layer: the composed libp2p behaviour and transports, wire framing and the
+//! inbound memory budget, the enforcement of peer reputation (bans), the pre-handshake
+//! connection gate, Kademlia without automatic dials, the peer manager, the
 //! emulated link latency of in-process swarms, and how a failed request is classified.
 
 pub mod behaviour;
 pub mod codec;
 pub mod gate;
+pub mod guard;
 pub mod latency_transport;
 pub mod peer_manager;
 pub mod quiet_kad;

@@ -66,8 +66,9 @@ use crate::config::NodeConfig;
 use crate::coords::driver::{CoordsConfig, CoordsDriver, SampleDelays};
 use crate::directory::members::{node_id_of, Directory, SyncPacer, ACK_EQUAL};
 use crate::election::driver::{group_sends, BroadcastFrame, ElectionDriver, Recipients, BROADCAST_VERSION};
-use crate::net::behaviour::{build_swarm_with_latency, Behaviour, BehaviourEvent, TransportKind};
-use crate::net::codec::{ACK_OK, ACK_REJECTED};
+use crate::net::behaviour::{build_swarm_with_latency, election_topic, Behaviour, BehaviourEvent, TransportKind};
+use crate::net::codec::{classify_read, Frame, InboundBudget, ReadFailure, ACK_OK, ACK_REJECTED};
+use crate::net::guard::Guard;
 use crate::net::latency_transport::EmulatedLink;
 use crate::net::peer_manager::{self, PeerInfo, Policy};
 use crate::net::send_failure::{classify, DialRefusal};
@@ -83,6 +84,8 @@ use libp2p::{gossipsub, identify, kad, request_response, Multiaddr, PeerId, Swar
 use overlay::detect::failure::election_reports_down;
 use overlay::detect::stall::{StallMeter, LATENESS_WINDOW};
 use overlay::detect::start::{Facts, Kickoff, StartConfig, StartPolicy};
+use overlay::directory::{check_election, Severity};
+use overlay::reputation::Offence;
 use overlay::wire::{self, Body};
 use overlay::{Algorithm, Effect, Input, Message, NodeId, Rank};
 use rand::rngs::StdRng;
@@ -90,7 +93,6 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -187,7 +189,10 @@ struct Node {
     bootstrap_retry_at: Option<Instant>,
     /// When the directory was last fed into the election (`tick`).
     last_membership_feed: Option<Instant>,
-    unreadable: Arc<AtomicU64>,
+    /// Inbound frames' memory (`node/src/net/codec.rs`).
+    budget: Arc<InboundBudget>,
+    /// Misbehaviour reports and bans (`node/src/net/guard.rs`).
+    guard: Guard,
     own_bad_frames: u64,
     last_election_rx: Option<overlay::Time>,
     /// The directory version when this node first knew another member; still the version
@@ -210,8 +215,15 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
     let peer_id = opts.key.public().to_peer_id();
     let node_id = node_id_of(&peer_id);
     let me = Rank::new(opts.cfg.priority, node_id);
-    let unreadable = Arc::new(AtomicU64::new(0));
-    let mut swarm = build_swarm_with_latency(opts.key, &opts.cfg, opts.transport, &unreadable, opts.latency.as_ref())?;
+    let bits = crate::identity::puzzle_bits(&opts.key);
+    anyhow::ensure!(
+        bits >= opts.cfg.directory.id_difficulty,
+        "this node's id solves the id puzzle to {bits} bits, below the scope's id_difficulty {}: every member would refuse its record (generate the key with `identity::generate`)",
+        opts.cfg.directory.id_difficulty
+    );
+    let budget = InboundBudget::new(opts.cfg.limits.max_inbound_bytes);
+    let directory = Directory::new(opts.key.clone(), opts.cfg.priority, opts.cfg.directory.bounds(), vec![])?;
+    let mut swarm = build_swarm_with_latency(opts.key, &opts.cfg, opts.transport, &budget, opts.latency.as_ref())?;
     let coords_cfg = CoordsConfig {
         app_filter: opts.cfg.superpeer.as_ref().map_or_else(Default::default, |s| s.coord_filter),
         ..CoordsConfig::default()
@@ -221,7 +233,7 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
     for addr in &opts.cfg.listen {
         swarm.listen_on(addr.clone()).map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
     }
-    let topic = gossipsub::IdentTopic::new(format!("peerage/election/{}", opts.cfg.scope));
+    let topic = election_topic(opts.cfg.scope);
     swarm
         .behaviour_mut()
         .gossipsub
@@ -253,9 +265,6 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
     if !opts.cfg.bootstrap.is_empty() && bootstrap_dials.is_empty() {
         anyhow::bail!("none of the bootstrap addresses can be dialled: {}", bootstrap_errors.join("; "));
     }
-    let incarnation =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(1);
-    let directory = Directory::new(peer_id, opts.cfg.priority, incarnation, vec![]);
     let clock = Clock::new();
     let driver = ElectionDriver::new(me, &opts.cfg.election, opts.seed, clock);
     let start = StartPolicy::new(StartConfig {
@@ -305,7 +314,8 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
         bootstrap_rounds: 1,
         bootstrap_retry_at: None,
         last_membership_feed: None,
-        unreadable,
+        budget,
+        guard: Guard::default(),
         own_bad_frames: 0,
         last_election_rx: None,
         first_group_version: None,
@@ -388,7 +398,10 @@ impl Node {
     // ---------------------------------------------------------------- elections
 
     /// Feed one input and everything it causes (loopback sends, synthetic failures).
-    fn feed(&mut self, input: Input) {
+    /// Returns true when the state machine rejected a message of `input`'s sender.
+    fn feed(&mut self, input: Input) -> bool {
+        let sender = if let Input::Message { from, .. } = &input { Some(*from) } else { None };
+        let mut rejected = false;
         self.queue.push_back(input);
         let mut n = 0;
         while let Some(i) = self.queue.pop_front() {
@@ -399,9 +412,11 @@ impl Node {
                 break;
             }
             let effects = self.driver.feed(i);
+            rejected |= effects.iter().any(|e| matches!(e, Effect::Rejected { from, .. } if Some(*from) == sender));
             self.apply(effects);
         }
         self.after_election_change();
+        rejected
     }
 
     fn apply(&mut self, effects: Vec<Effect>) {
@@ -417,7 +432,7 @@ impl Node {
                     self.status.emit("election_started", json!({ "state": self.driver.state() }));
                 }
                 Effect::Rejected { from, reason } => {
-                    warn!(from = %from.short(), reason, "election message rejected");
+                    debug!(from = %from.short(), reason, "election message rejected");
                     self.status.emit("rejected", json!({ "from": from.to_string(), "reason": reason }));
                 }
                 Effect::Leader(l) if l == self.me.id => {
@@ -510,17 +525,27 @@ impl Node {
         let addrs: Vec<Multiaddr> = self.directory.get(&peer).map(|m| m.addrs.clone()).unwrap_or_default();
         let b = self.swarm.behaviour_mut();
         b.gate.want(peer);
-        let rid = b.election.send_request_with_addresses(&peer, bytes, addrs);
+        let rid = b.election.send_request_with_addresses(&peer, bytes.into(), addrs);
         if let Some(c) = self.conns.get_mut(&peer) {
             c.last_election_use = Some(Instant::now());
         }
         self.pending.insert(rid, (to, msg));
     }
 
-    /// A frame that arrived (point to point or addressed broadcast) from `peer`.
+    /// A frame that arrived (point to point or addressed broadcast) from `peer`. True when it
+    /// was accepted: it decoded, its claims agree with the directory
+    /// (`overlay::directory::claims`) and the state machine did not reject it.
     fn on_election_frame(&mut self, peer: PeerId, bytes: &[u8]) -> bool {
         match wire::decode(bytes) {
             Ok(Body::Election { scope, msg }) if scope == self.cfg.scope => {
+                if let Err(refusal) = check_election(self.directory.inner(), self.me, node_id_of(&peer), &msg) {
+                    debug!(%peer, kind = msg.kind(), reason = refusal.reason, "election claim refused");
+                    self.snap.claims_refused += 1;
+                    if refusal.severity == Severity::Lie {
+                        self.guard.report(&mut self.swarm, peer, Offence::FalseClaim);
+                    }
+                    return false;
+                }
                 if let Some(m) = &self.metrics {
                     m.message("received", msg.kind());
                 }
@@ -533,26 +558,41 @@ impl Node {
                 if self.start.heard_from(from) {
                     self.queue.push_back(Input::PeerUp(from));
                 }
-                self.feed(Input::Message { from, msg });
-                true
+                !self.feed(Input::Message { from, msg })
             }
             Ok(Body::Election { scope, .. }) => {
-                warn!(%peer, scope, my_scope = self.cfg.scope, "election message for another scope, ignored");
-                self.bad_frame();
+                debug!(%peer, scope, my_scope = self.cfg.scope, "election message for another scope, ignored");
+                self.bad_frame(peer);
                 false
             }
             Err(e) => {
-                warn!(%peer, len = bytes.len(), "malformed election frame: {e}");
-                self.bad_frame();
+                debug!(%peer, len = bytes.len(), "malformed election frame: {e}");
+                self.bad_frame(peer);
                 false
             }
         }
     }
 
-    fn bad_frame(&mut self) {
+    /// A frame from `peer` that does not decode: counted, and reported to the guard.
+    fn bad_frame(&mut self, peer: PeerId) {
         self.own_bad_frames += 1;
         if let Some(m) = &self.metrics {
             m.bad_frames.inc();
+        }
+        self.guard.report(&mut self.swarm, peer, Offence::MalformedFrame);
+    }
+
+    /// An inbound request of `peer` that could not be read: a cut stream is nobody's fault,
+    /// an oversized one the sender's, a spent budget counts a little (`node/src/net/codec.rs`).
+    fn unreadable(&mut self, peer: PeerId, error: &request_response::InboundFailure) {
+        if let request_response::InboundFailure::Io(e) = error {
+            match classify_read(e) {
+                ReadFailure::Malformed => self.bad_frame(peer),
+                ReadFailure::Busy => {
+                    self.guard.report(&mut self.swarm, peer, Offence::Overrun);
+                }
+                ReadFailure::Cut | ReadFailure::Other => debug!(%peer, "inbound request not read: {e}"),
+            }
         }
     }
 
@@ -651,6 +691,10 @@ impl Node {
 
     fn tick(&mut self, now: Instant) {
         self.swarm.behaviour_mut().gate.expire(now);
+        self.guard.tick(&mut self.swarm, now);
+        for gone in self.directory.upkeep(now) {
+            debug!(peer = %gone, "member left: its record expired");
+        }
         self.retry_bootstrap(now);
         // Own addresses into the directory.
         let mine: Vec<Multiaddr> = self.swarm.listeners().filter(|a| !is_unspecified(a)).cloned().collect();
@@ -789,7 +833,11 @@ impl Node {
         s.connections_opened = counters.established_total;
         s.refused_inbound = counters.refused_inbound;
         s.refused_outbound = counters.refused_outbound;
-        s.bad_frames = self.own_bad_frames + self.unreadable.load(Ordering::Relaxed);
+        s.bad_frames = self.own_bad_frames + self.budget.oversized();
+        s.guard = self.guard.stats();
+        s.inbound_bytes_peak = self.budget.peak();
+        s.inbound_streams_cut = self.budget.cut();
+        s.tombstones = self.directory.inner().tombstones();
         s.coordinate = Some(*self.coords.coordinate());
         s.vivaldi_samples = self.coords.stats().applied;
         s.vivaldi_dropped_late = self.coords.stats().dropped_late;
@@ -909,8 +957,8 @@ impl Node {
                     use libp2p::metrics::Recorder;
                     m.libp2p.record(&e);
                 }
-                if let gossipsub::Event::Message { message, .. } = e {
-                    self.on_broadcast(message);
+                if let gossipsub::Event::Message { propagation_source, message_id, message } = e {
+                    self.on_broadcast(propagation_source, message_id, message);
                 }
             }
             BehaviourEvent::Identify(e) => {
@@ -951,6 +999,9 @@ impl Node {
             BehaviourEvent::Superpeer(e) => {
                 if let Some(sp) = self.superpeer.as_mut() {
                     sp.on_rr(&mut self.swarm, &self.directory, &self.stall, e);
+                    for (peer, offence) in sp.take_offences() {
+                        self.guard.report(&mut self.swarm, peer, offence);
+                    }
                 } else if let request_response::Event::Message {
                     peer,
                     message: request_response::Message::Request { channel, .. },
@@ -961,38 +1012,50 @@ impl Node {
                     let _ = self.swarm.behaviour_mut().superpeer.send_response(channel, vec![ACK_REJECTED]);
                 }
             }
-            BehaviourEvent::Limits(v) | BehaviourEvent::Gate(v) => match v {},
+            BehaviourEvent::Blocked(v) | BehaviourEvent::Limits(v) | BehaviourEvent::Gate(v) => match v {},
         }
     }
 
-    fn on_broadcast(&mut self, message: gossipsub::Message) {
-        let Some(source) = message.source else {
-            warn!("unsigned election broadcast dropped");
-            self.bad_frame();
-            return;
+    /// A gossipsub message (gossipsub validates nothing itself: `validate_messages`). Garbage
+    /// is rejected, so gossipsub neither relays it nor forgets it against the peer that
+    /// relayed it (which it scores, and the guard hears of); a message of another scope is
+    /// ignored; a well-formed one is accepted (relayed) and handled if it is addressed here.
+    fn on_broadcast(&mut self, via: PeerId, id: gossipsub::MessageId, message: gossipsub::Message) {
+        use gossipsub::MessageAcceptance::{Accept, Ignore, Reject};
+        let verdict = match message.source {
+            None => Err("unsigned election broadcast"),
+            Some(source) => match postcard::from_bytes::<BroadcastFrame>(&message.data) {
+                Err(_) => Err("malformed election broadcast"),
+                Ok(f) if f.version != BROADCAST_VERSION => Err("election broadcast of an unknown version"),
+                Ok(f) => match wire::decode(&f.frame) {
+                    Err(_) => Err("election broadcast carrying a malformed frame"),
+                    Ok(Body::Election { scope, .. }) if scope != self.cfg.scope => Ok(None),
+                    Ok(_) => Ok(Some((source, f))),
+                },
+            },
         };
-        if source == self.peer_id {
-            return;
-        }
-        let frame: BroadcastFrame = match postcard::from_bytes(&message.data) {
-            Ok(f) => f,
-            Err(e) => {
-                warn!(%source, "malformed election broadcast: {e}");
-                self.bad_frame();
-                return;
+        let acceptance = match &verdict {
+            Err(_) => Reject,
+            Ok(None) => Ignore,
+            Ok(Some(_)) => Accept,
+        };
+        self.swarm.behaviour_mut().gossipsub.report_message_validation_result(&id, &via, acceptance);
+        match verdict {
+            Err(why) => {
+                debug!(%via, "{why}");
+                self.own_bad_frames += 1;
+                self.guard.report(&mut self.swarm, via, Offence::InvalidGossip);
             }
-        };
-        if frame.version != BROADCAST_VERSION {
-            warn!(%source, version = frame.version, "election broadcast of an unknown version");
-            self.bad_frame();
-            return;
-        }
-        if frame.to.includes(&self.me, &node_id_of(&source)) {
-            self.on_election_frame(source, &frame.frame);
+            Ok(Some((source, frame)))
+                if source != self.peer_id && frame.to.includes(&self.me, &node_id_of(&source)) =>
+            {
+                self.on_election_frame(source, &frame.frame);
+            }
+            Ok(_) => {}
         }
     }
 
-    fn on_election_rr(&mut self, e: request_response::Event<Vec<u8>, Vec<u8>>) {
+    fn on_election_rr(&mut self, e: request_response::Event<Frame, Vec<u8>>) {
         use request_response::{Event, Message as RrMessage, OutboundFailure};
         match e {
             Event::Message { peer, message: RrMessage::Request { request, channel, .. }, .. } => {
@@ -1021,41 +1084,46 @@ impl Node {
                     }
                 }
             }
-            Event::InboundFailure { peer, error, .. } => {
-                warn!(%peer, "election request from peer failed: {error}");
-                // Requests that cannot be read at all are counted by the codec.
-            }
+            Event::InboundFailure { peer, error, .. } => self.unreadable(peer, &error),
             Event::ResponseSent { .. } => {}
         }
     }
 
-    fn on_members_rr(&mut self, e: request_response::Event<Vec<u8>, Vec<u8>>) {
+    fn on_members_rr(&mut self, e: request_response::Event<Frame, Vec<u8>>) {
         use request_response::{Event, Message as RrMessage};
         match e {
             Event::Message { peer, message: RrMessage::Request { request, channel, .. }, .. } => {
-                let ack = match self.directory.handle(&request) {
+                let ack = match self.directory.handle(peer, &request) {
                     Ok(h) => {
                         if !h.equal {
                             // Someone differs from us: the swarm has not converged, sync at
                             // the base period again.
                             self.pacer.on_change(Instant::now());
                         }
-                        if h.bad > 0 {
-                            warn!(%peer, bad = h.bad, "members frame with bad entries");
+                        // Records no honest relay forwards, a flood, or records refused for
+                        // pace (`overlay::directory::admission`).
+                        let lies = h.refused.lies();
+                        self.guard.report_n(&mut self.swarm, peer, Offence::InvalidRecord, lies.min(5));
+                        if h.flood {
+                            self.guard.report(&mut self.swarm, peer, Offence::Flood);
+                        } else if h.refused.get(overlay::directory::Refusal::Rate) > 0 {
+                            self.guard.report(&mut self.swarm, peer, Offence::Overrun);
                         }
                         if let Some(reply) = h.reply {
-                            self.swarm.behaviour_mut().members.send_request(&peer, reply);
+                            self.swarm.behaviour_mut().members.send_request(&peer, reply.into());
                         }
                         if h.equal {
                             self.on_equal_digest();
                             ACK_EQUAL
+                        } else if h.changed == 0 && h.refused.lies() > 0 {
+                            ACK_REJECTED
                         } else {
                             ACK_OK
                         }
                     }
                     Err(e) => {
-                        warn!(%peer, "{e}");
-                        self.bad_frame();
+                        debug!(%peer, "{e}");
+                        self.bad_frame(peer);
                         ACK_REJECTED
                     }
                 };
@@ -1072,7 +1140,7 @@ impl Node {
                 debug!(%peer, "members sync failed: {error}");
                 self.directory.note_failure();
             }
-            Event::InboundFailure { peer, error, .. } => warn!(%peer, "members request from peer failed: {error}"),
+            Event::InboundFailure { peer, error, .. } => self.unreadable(peer, &error),
             _ => {}
         }
     }
@@ -1086,11 +1154,11 @@ impl Node {
             scheduling: self.stall.worst_during(self.clock.at(now.checked_sub(rtt).unwrap_or(now))),
         };
         if let Some(frame) = self.coords.on_rtt_late(e.peer, rtt, delays, now) {
-            self.swarm.behaviour_mut().coords.send_request(&e.peer, frame);
+            self.swarm.behaviour_mut().coords.send_request(&e.peer, frame.into());
         }
     }
 
-    fn on_coords_rr(&mut self, e: request_response::Event<Vec<u8>, Vec<u8>>) {
+    fn on_coords_rr(&mut self, e: request_response::Event<Frame, Vec<u8>>) {
         use request_response::{Event, Message as RrMessage};
         let now = Instant::now();
         match e {
@@ -1100,19 +1168,19 @@ impl Node {
                         let _ = self.swarm.behaviour_mut().coords.send_response(channel, answer);
                     }
                     Err(e) => {
-                        warn!(%peer, "coordinate request refused: {e}");
-                        self.bad_frame();
+                        debug!(%peer, "coordinate request refused: {e}");
+                        self.bad_frame(peer);
                     }
                 }
             }
             Event::Message { peer, message: RrMessage::Response { response, .. }, .. } => {
                 if let Err(e) = self.coords.on_response(peer, &response, now) {
-                    warn!(%peer, "coordinate answer refused: {e}");
-                    self.bad_frame();
+                    debug!(%peer, "coordinate answer refused: {e}");
+                    self.bad_frame(peer);
                 }
             }
             Event::OutboundFailure { peer, error, .. } => debug!(%peer, "coordinate request failed: {error}"),
-            Event::InboundFailure { peer, error, .. } => debug!(%peer, "coordinate request from peer failed: {error}"),
+            Event::InboundFailure { peer, error, .. } => self.unreadable(peer, &error),
             Event::ResponseSent { .. } => {}
         }
     }
@@ -1175,14 +1243,14 @@ impl Node {
         let Some(frame) = self.directory.hot_frame() else { return };
         let peers: Vec<PeerId> = self.conns.keys().copied().collect();
         for p in peers.choose_multiple(&mut self.rng, fanout) {
-            self.swarm.behaviour_mut().members.send_request(p, frame.clone());
+            self.swarm.behaviour_mut().members.send_request(p, frame.clone().into());
         }
     }
 
     /// Send this node's member digest to `peer` (`node/src/directory/members.rs`).
     fn send_digest(&mut self, peer: PeerId) {
         if let Some(frame) = self.directory.digest_frame() {
-            self.swarm.behaviour_mut().members.send_request(&peer, frame);
+            self.swarm.behaviour_mut().members.send_request(&peer, frame.into());
         }
     }
 

@@ -30,6 +30,16 @@ pub struct Snapshot {
     pub messages_received: u64,
     pub broadcasts_sent: u64,
     pub bad_frames: u64,
+    /// Election messages whose claims the directory contradicted (`overlay::directory::claims`).
+    pub claims_refused: u64,
+    /// Misbehaviour reports and bans (`node/src/net/guard.rs`).
+    pub guard: crate::net::guard::GuardStats,
+    /// The most bytes of inbound frames held at once, process-wide (`node/src/net/codec.rs`).
+    pub inbound_bytes_peak: u64,
+    /// Inbound streams cut before their frame ended (closing connections; not bad frames).
+    pub inbound_streams_cut: u64,
+    /// Tombstones of departed members.
+    pub tombstones: usize,
     /// Listen addresses (with `/p2p/<id>`).
     pub listen: Vec<String>,
     /// Why the node stopped on its own (for example: no bootstrap peer reachable).

@@ -8,7 +8,7 @@
 //! - `Start` once `start_delay` plus a random share of twice that has passed (nodes started
 //!   together spread their first lookups) and the routing table has an entry; `Tick` every
 //!   `tick` (one protocol round).
-//! - `Message` from `/peerage/superpeer/1.0.0` (wire format in `wire.rs`; a malformed frame is
+//! - `Message` from `/peerage/superpeer/2.0.0` (wire format in `wire.rs`; a malformed frame is
 //!   logged, counted and answered "refused").
 //! - `LookupResult` from Kademlia, with the lookup's statistics (timed out, answered, failed);
 //!   the state machine judges it (`overlay::superpeer::lookup`). `Query::Closest` runs
@@ -156,6 +156,8 @@ pub struct SpStatus {
     pub attach_changes: u64,
     pub rejected: u64,
     pub bad_frames: u64,
+    /// Messages whose claims the directory contradicted (`overlay::directory::claims`).
+    pub claims_refused: u64,
     pub send_failures: u64,
     /// Messages dropped after a failure that did not show the peer down (`node/src/net/send_failure.rs`):
     /// refused by our own gate, or undelivered-or-not while the peer still answers.
@@ -279,6 +281,8 @@ struct Hold {
 
 /// The super-peer driver of one node.
 pub struct SuperPeerDriver {
+    /// Misbehaviour seen here, for the node's guard (`take_offences`).
+    offences: Vec<(PeerId, overlay::reputation::Offence)>,
     sm: SuperPeerNode,
     cfg: Arc<SuperPeerConfig>,
     settings: SuperPeerSettings,
@@ -337,6 +341,7 @@ impl SuperPeerDriver {
         // Nodes started together do not all start their lookups in the same second.
         let spread = settings.start_delay.mul_f64(2.0 * rand::Rng::gen::<f64>(&mut rng));
         SuperPeerDriver {
+            offences: Vec::new(),
             sm,
             cfg,
             me,
@@ -751,13 +756,21 @@ impl SuperPeerDriver {
         }
     }
 
-    /// Events of the `/peerage/superpeer/1.0.0` request-response behaviour.
+    /// Misbehaviour seen since the last call, for the node's guard.
+    pub fn take_offences(&mut self) -> Vec<(PeerId, overlay::reputation::Offence)> {
+        std::mem::take(&mut self.offences)
+    }
+
+    /// Events of the `/peerage/superpeer/2.0.0` request-response behaviour. Every message's
+    /// claims are checked against the sender and the directory first
+    /// (`overlay::directory::claims`): a refused one is answered "not accepted", and a lie is
+    /// reported to the guard.
     pub fn on_rr(
         &mut self,
         sw: &mut Swarm<Behaviour>,
         dir: &Directory,
         stall: &StallMeter,
-        ev: request_response::Event<Vec<u8>, Vec<u8>>,
+        ev: request_response::Event<crate::net::codec::Frame, Vec<u8>>,
     ) {
         let _span = tracing::debug_span!("sp", me = %self.me_id.short()).entered();
         use request_response::{Event, Message as RrMessage, OutboundFailure};
@@ -770,7 +783,18 @@ impl SuperPeerDriver {
                     Ok(req) => {
                         self.learn_point(sw, dir, from, req.point);
                         self.watch.heard(from, self.clock.now());
-                        if let SpBody::Message { msg, book } = req.body {
+                        let claim = match &req.body {
+                            SpBody::Message { msg, .. } => overlay::directory::check_superpeer(dir.inner(), from, msg),
+                            SpBody::Hello => Ok(()),
+                        };
+                        if let Err(refusal) = claim {
+                            debug!(%peer, reason = refusal.reason, "super-peer claim refused");
+                            self.status.claims_refused += 1;
+                            if refusal.severity == overlay::directory::Severity::Lie {
+                                self.offences.push((peer, overlay::reputation::Offence::FalseClaim));
+                            }
+                            false
+                        } else if let SpBody::Message { msg, book } = req.body {
                             if let SpMessage::Election { dead, msg: inner } = &msg {
                                 debug!(me = %self.me_id.short(), from = %from.short(), dead = %dead.short(), kind = inner.kind(), "election message received");
                             } else {
@@ -779,8 +803,10 @@ impl SuperPeerDriver {
                             self.learn_book(sw, &book);
                             self.status.messages_received += 1;
                             self.run(sw, dir, SpInput::Message { from, msg });
+                            true
+                        } else {
+                            true
                         }
-                        true
                     }
                     Err(SpWireError::Empty) => {
                         // Not a peer's bad input: a sender whose request timed out closes the
@@ -790,8 +816,9 @@ impl SuperPeerDriver {
                         false
                     }
                     Err(e) => {
-                        warn!(%peer, len = request.len(), "malformed super-peer frame: {e}");
+                        debug!(%peer, len = request.len(), "malformed super-peer frame: {e}");
                         self.status.bad_frames += 1;
+                        self.offences.push((peer, overlay::reputation::Offence::MalformedFrame));
                         false
                     }
                 };
@@ -1274,7 +1301,7 @@ impl SuperPeerDriver {
         let addrs = Self::addrs(&sw.behaviour().gate, dir, &peer);
         let b = sw.behaviour_mut();
         b.gate.want(peer);
-        let rid = b.superpeer.send_request_with_addresses(&peer, bytes, addrs);
+        let rid = b.superpeer.send_request_with_addresses(&peer, bytes.into(), addrs);
         self.last_use.insert(peer, Instant::now());
         let at = self.clock.now();
         self.sent.insert(rid, Sent::Msg { to, msg, attempt, at });
@@ -1298,7 +1325,7 @@ impl SuperPeerDriver {
         let addrs = Self::addrs(&sw.behaviour().gate, dir, &peer);
         let b = sw.behaviour_mut();
         b.gate.want(peer);
-        let rid = b.superpeer.send_request_with_addresses(&peer, bytes, addrs);
+        let rid = b.superpeer.send_request_with_addresses(&peer, bytes.into(), addrs);
         self.last_use.insert(peer, Instant::now());
         let at = self.clock.now();
         self.sent.insert(rid, Sent::Measure { to, at, warm });
@@ -1330,7 +1357,7 @@ impl SuperPeerDriver {
         let addrs = Self::addrs(&sw.behaviour().gate, dir, &peer);
         let b = sw.behaviour_mut();
         b.gate.want(peer);
-        let rid = b.superpeer.send_request_with_addresses(&peer, bytes, addrs);
+        let rid = b.superpeer.send_request_with_addresses(&peer, bytes.into(), addrs);
         self.sent.insert(rid, sent);
         true
     }

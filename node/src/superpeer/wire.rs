@@ -1,4 +1,4 @@
-//! The super-peer protocol's wire format (`/peerage/superpeer/1.0.0`): a versioned postcard
+//! The super-peer protocol's wire format (`/peerage/superpeer/2.0.0`): a versioned postcard
 //! envelope around `overlay::superpeer::SpMessage`, built like `overlay::wire`.
 //!
 //! Every request carries the sender's current coordinate ([`Point`]) and a small **address
@@ -30,7 +30,7 @@ use overlay::NodeId;
 use serde::{Deserialize, Serialize};
 
 /// The request-response protocol name.
-pub const SUPERPEER_PROTOCOL: &str = "/peerage/superpeer/1.0.0";
+pub const SUPERPEER_PROTOCOL: &str = "/peerage/superpeer/2.0.0";
 /// The version this build speaks (first field of every frame). Version 2 (issue 4, session
 /// 29): the bytes are those of version 1, but the first id of a `ClusterView` and the first
 /// member of a `Handover` now name the cluster's heir, which ranks above the other members in

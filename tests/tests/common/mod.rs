@@ -2,6 +2,8 @@
 //! fast start-up timing every in-process swarm test uses.
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod attacker;
+
 use peerage_node::config::FileConfig;
 
 /// The run's seed: `PEERAGE_SEED` if set, else a random one; printed so a failure replays.
@@ -29,4 +31,10 @@ pub fn init_log() {
             .with_writer(std::io::stderr)
             .try_init();
     }
+}
+
+/// Honest peers are never banned: no node of `swarm` banned anyone.
+pub fn assert_no_bans(swarm: &peerage_node::LocalSwarm) {
+    let bans: Vec<u64> = swarm.snapshots().iter().map(|(_, s)| s.guard.bans).collect();
+    assert!(bans.iter().all(|b| *b == 0), "an honest swarm banned peers: {bans:?}");
 }

@@ -1,0 +1,645 @@
+//! The member directory and its anti-entropy sync (frame version 3: signed records).
+//!
+//! The election algorithms assume a-priori knowledge of the group (seed 001: "a process knows
+//! all process numbers"). In a real swarm a node learns it: every node starts knowing itself;
+//! the directories then converge by *push-pull anti-entropy with a compact digest* (Demers et
+//! al., "Epidemic algorithms for replicated database maintenance", 1987, with a one-level
+//! bucketed summary as in Dynamo-style Merkle comparisons):
+//!
+//! - Every entry has a 64-bit hash of `(peer, priority, incarnation)`; members fall into
+//!   [`BUCKETS`] buckets by the top bits of their `NodeId`; a bucket's hash is the XOR of its
+//!   entries' hashes (kept up to date on every change). The *digest* is the member count plus
+//!   the bucket hashes.
+//! - Once per sync period a node sends its digest to one random connected peer
+//!   ([`SyncBody::Digest`]). Equal: the receiver says so ([`Handled::equal`]). Different: it
+//!   answers with a [`SyncBody::Delta`] of its records in the differing buckets and their list;
+//!   the first node merges them and pushes ([`SyncBody::Push`]) its records of those buckets
+//!   that the delta lacked at the same incarnation.
+//! - **Rumours** (Demers et al.'s rumor mongering, infect-and-die): records that changed here
+//!   are pushed once to a few peers ([`Directory::hot_frame`]); the digest repairs what they miss.
+//! - **Settled** ([`Directory::settled`]): the group has not changed for a while and the last
+//!   [`SETTLED_STREAK`] digest comparisons were equal: the node's local evidence that the
+//!   directory has converged swarm-wide.
+//!
+//! Every entry is a [`SignedRecord`] of its subject (`record`), admitted under `admission`'s
+//! rules; the sender of every frame is the authenticated peer that sent it, whose admission
+//! budget pays for the new members it brings. A refresh (same priority and addresses, a newer
+//! incarnation and expiry) travels like any change but does not count as a change of the
+//! group, so it does not unsettle elections. **Dead members leave**: a record whose expiry
+//! passed is removed ([`Directory::expire`]) and leaves a tombstone that refuses that
+//! incarnation or older until the tombstone expires; a live member re-signs its record when
+//! half of its lifetime is over. The directory is capped at `Bounds::max_members`.
+//!
+//! Choices where nothing is prescribed: 1,024 buckets (with 64 a delta was nearly the whole
+//! directory while 1,000 nodes joined); a delta carries at most [`MAX_ENTRIES_PER_FRAME`]
+//! records, whole buckets only; the entry hash is the top 64 bits of SHA-256 (stable across
+//! builds). Time is passed in as wall-clock microseconds (records expire in wall-clock time,
+//! the same for every node up to clock skew).
+
+use super::admission::{Bounds, Budgets, Refusal, RefusalCounts};
+use super::record::{node_id_of, Record, SignedRecord};
+use crate::id::{NodeId, Rank};
+use crate::membership::Membership;
+use libp2p_identity::PeerId;
+use multiaddr::Multiaddr;
+use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+/// Members-sync wire version (3: signed records).
+pub const MEMBERS_VERSION: u16 = 3;
+/// Digest buckets.
+pub const BUCKETS: usize = 1024;
+/// Records per sync frame (4,096 records of ~150 bytes are ~600 KiB, under the default 1 MiB
+/// members-frame limit).
+pub const MAX_ENTRIES_PER_FRAME: usize = 4096;
+/// Equal digest comparisons in a row that count as "settled".
+pub const SETTLED_STREAK: u32 = 3;
+/// A frame whose records refused for pace exceed both this and the directory's size floods.
+pub const FLOOD_MIN: usize = 64;
+/// Tombstones kept at most (the oldest are dropped first).
+pub const MAX_TOMBSTONES: usize = 100_000;
+
+/// What a sync frame says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SyncBody {
+    /// The sender's member count and bucket hashes.
+    Digest { count: u64, buckets: Vec<u64> },
+    /// The sender's records of the buckets in `want`, which differ from the receiver's digest.
+    Delta { entries: Vec<SignedRecord>, want: Vec<u16> },
+    /// Records the receiver lacks (the answer to a `Delta`, or rumours).
+    Push { entries: Vec<SignedRecord> },
+}
+
+/// A sync frame.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SyncFrame {
+    pub version: u16,
+    pub body: SyncBody,
+}
+
+/// Why a sync frame was refused as a whole.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SyncError {
+    #[error("malformed members frame: {0}")]
+    Malformed(String),
+    #[error("unsupported members version {0}")]
+    Version(u16),
+    #[error("members frame has {0} entries (limit {MAX_ENTRIES_PER_FRAME})")]
+    TooMany(usize),
+    #[error("members digest has {0} buckets (expected {BUCKETS})")]
+    Buckets(usize),
+    #[error("members delta asks for bucket {0} (there are {BUCKETS})")]
+    BadBucket(u16),
+}
+
+/// What handling one frame produced.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Handled {
+    /// Records that were new or newer.
+    pub changed: usize,
+    /// Records refused, by reason.
+    pub refused: RefusalCounts,
+    /// The sender's frame overran its admission budget by more than a whole bucket.
+    pub flood: bool,
+    /// A digest that equalled ours.
+    pub equal: bool,
+    /// A frame to send back to the sender as a new request.
+    pub reply: Option<Vec<u8>>,
+}
+
+/// Per-node sync counters (`peerage swarm` reports them; the status JSON carries them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SyncStats {
+    pub digests_sent: u64,
+    pub digests_received: u64,
+    /// Digest comparisons (sent or received) that found both directories equal.
+    pub equal: u64,
+    pub deltas_sent: u64,
+    pub deltas_received: u64,
+    pub pushes_sent: u64,
+    pub pushes_received: u64,
+    /// Records sent in deltas and pushes.
+    pub entries_sent: u64,
+    /// Records received in deltas and pushes.
+    pub entries_received: u64,
+    /// Received records that were new or newer here.
+    pub entries_new: u64,
+    /// Sync requests that failed (timeout, closed connection, dial failure).
+    pub failures: u64,
+    /// Frames refused as malformed.
+    pub malformed: u64,
+    /// Rumour pushes built and the records in them.
+    pub rumours_sent: u64,
+    pub rumour_entries_sent: u64,
+    /// Members that left (their records expired).
+    pub expired: u64,
+    /// Records refused, by reason.
+    pub refused: RefusalCounts,
+}
+
+/// A known member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub node: NodeId,
+    pub priority: u64,
+    pub incarnation: u64,
+    pub expires_us: u64,
+    pub addrs: Vec<Multiaddr>,
+    pub signed: SignedRecord,
+}
+
+/// A departed member: records of it up to `incarnation` are refused until `until_us`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Tombstone {
+    incarnation: u64,
+    until_us: u64,
+}
+
+/// The directory.
+#[derive(Debug)]
+pub struct Directory {
+    me: PeerId,
+    bounds: Bounds,
+    members: HashMap<PeerId, Member>,
+    by_node: HashMap<NodeId, PeerId>,
+    tombstones: HashMap<PeerId, Tombstone>,
+    budgets: Budgets,
+    buckets: [u64; BUCKETS],
+    version: u64,
+    changed_at_us: u64,
+    equal_streak: u32,
+    exchanged: bool,
+    /// The directory has been settled once: from then on new members are paced per sender.
+    strict: bool,
+    stats: SyncStats,
+    hot: Vec<PeerId>,
+    hot_set: HashSet<PeerId>,
+}
+
+/// The digest bucket of a member.
+pub fn bucket_of(node: &NodeId) -> usize {
+    (node.high_u64() >> (64 - BUCKETS.trailing_zeros())) as usize
+}
+
+/// The 64-bit hash of one entry (what the digest sums).
+pub fn entry_hash(peer: &PeerId, priority: u64, incarnation: u64) -> u64 {
+    let mut buf = peer.to_bytes();
+    buf.extend_from_slice(&priority.to_le_bytes());
+    buf.extend_from_slice(&incarnation.to_le_bytes());
+    NodeId::hash_of(&buf).high_u64()
+}
+
+fn encode(body: SyncBody) -> Option<Vec<u8>> {
+    postcard::to_stdvec(&SyncFrame { version: MEMBERS_VERSION, body }).ok()
+}
+
+/// Refuse what a record claims beyond the bounds (no signature check).
+pub fn check_claims(
+    b: &Bounds,
+    node: &NodeId,
+    priority: u64,
+    incarnation: u64,
+    expires_us: u64,
+    now_us: u64,
+) -> Result<(), Refusal> {
+    if priority > b.max_priority {
+        return Err(Refusal::Priority);
+    }
+    if expires_us <= now_us {
+        return Err(Refusal::Expired);
+    }
+    if incarnation > now_us.saturating_add(b.max_skew_us) {
+        return Err(Refusal::Future);
+    }
+    if expires_us > incarnation.saturating_add(b.max_ttl_us) {
+        return Err(Refusal::LongLived);
+    }
+    if node.puzzle_bits() < b.id_difficulty {
+        return Err(Refusal::Puzzle);
+    }
+    Ok(())
+}
+
+impl Directory {
+    /// A directory that knows only this node, from its own verified record.
+    pub fn new(me: Record, bounds: Bounds, now_us: u64) -> Directory {
+        let mut d = Directory {
+            me: me.peer,
+            bounds,
+            members: HashMap::new(),
+            by_node: HashMap::new(),
+            tombstones: HashMap::new(),
+            budgets: Budgets::default(),
+            buckets: [0; BUCKETS],
+            version: 0,
+            changed_at_us: now_us,
+            equal_streak: 0,
+            exchanged: false,
+            strict: false,
+            stats: SyncStats::default(),
+            hot: Vec::new(),
+            hot_set: HashSet::new(),
+        };
+        d.upsert(me, now_us);
+        d
+    }
+
+    pub fn me(&self) -> PeerId {
+        self.me
+    }
+    pub fn bounds(&self) -> &Bounds {
+        &self.bounds
+    }
+
+    /// Replace this node's own record (signed by the caller, with a newer incarnation).
+    /// Returns false if it is not newer or not this node's.
+    pub fn set_own(&mut self, rec: Record, now_us: u64) -> bool {
+        if rec.peer != self.me || self.members.get(&self.me).is_some_and(|m| m.incarnation >= rec.incarnation) {
+            return false;
+        }
+        self.upsert(rec, now_us)
+    }
+
+    /// This node's own entry.
+    pub fn own(&self) -> Option<&Member> {
+        self.members.get(&self.me)
+    }
+
+    /// Insert or replace a member with a verified record if its incarnation is newer.
+    fn upsert(&mut self, rec: Record, now_us: u64) -> bool {
+        let peer = rec.peer;
+        let mut group_change = true;
+        let node = match self.members.get(&peer) {
+            Some(m) if m.incarnation >= rec.incarnation => return false,
+            Some(m) => {
+                self.buckets[bucket_of(&m.node)] ^= entry_hash(&peer, m.priority, m.incarnation);
+                group_change = m.priority != rec.priority || m.addrs != rec.addrs;
+                m.node
+            }
+            None => rec.node,
+        };
+        self.buckets[bucket_of(&node)] ^= entry_hash(&peer, rec.priority, rec.incarnation);
+        let mut addrs = rec.addrs;
+        addrs.truncate(super::record::MAX_ADDRS);
+        self.members.insert(
+            peer,
+            Member {
+                node,
+                priority: rec.priority,
+                incarnation: rec.incarnation,
+                expires_us: rec.expires_us,
+                addrs,
+                signed: rec.signed,
+            },
+        );
+        self.by_node.insert(node, peer);
+        self.tombstones.remove(&peer);
+        if self.hot_set.insert(peer) {
+            self.hot.push(peer);
+        }
+        if group_change {
+            self.version += 1;
+            self.changed_at_us = now_us;
+            self.equal_streak = 0;
+        }
+        true
+    }
+
+    fn remove(&mut self, peer: &PeerId, now_us: u64) {
+        if let Some(m) = self.members.remove(peer) {
+            self.buckets[bucket_of(&m.node)] ^= entry_hash(peer, m.priority, m.incarnation);
+            self.by_node.remove(&m.node);
+            if self.tombstones.len() >= MAX_TOMBSTONES {
+                if let Some(p) = self.tombstones.iter().min_by_key(|(_, t)| t.until_us).map(|(p, _)| *p) {
+                    self.tombstones.remove(&p);
+                }
+            }
+            self.tombstones.insert(
+                *peer,
+                Tombstone { incarnation: m.incarnation, until_us: now_us.saturating_add(self.bounds.tombstone_us) },
+            );
+            self.version += 1;
+            self.changed_at_us = now_us;
+            self.equal_streak = 0;
+        }
+    }
+
+    /// Remove every member whose record expired (never this node) and drop tombstones past
+    /// their time. Returns the members that left.
+    pub fn expire(&mut self, now_us: u64) -> Vec<PeerId> {
+        let gone: Vec<PeerId> =
+            self.members.iter().filter(|(p, m)| **p != self.me && m.expires_us <= now_us).map(|(p, _)| *p).collect();
+        for p in &gone {
+            self.remove(p, now_us);
+        }
+        self.stats.expired += gone.len() as u64;
+        self.tombstones.retain(|_, t| t.until_us > now_us);
+        gone
+    }
+
+    /// Tombstones held.
+    pub fn tombstones(&self) -> usize {
+        self.tombstones.len()
+    }
+
+    /// A counter that changes whenever the group does (not on refreshes).
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+    pub fn get(&self, peer: &PeerId) -> Option<&Member> {
+        self.members.get(peer)
+    }
+    pub fn peer_of(&self, node: &NodeId) -> Option<PeerId> {
+        self.by_node.get(node).copied()
+    }
+    /// The rank of a member.
+    pub fn rank_of(&self, node: &NodeId) -> Option<Rank> {
+        self.peer_of(node).and_then(|p| self.members.get(&p)).map(|m| Rank::new(m.priority, m.node))
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (&PeerId, &Member)> {
+        self.members.iter()
+    }
+    /// The bucket hashes (the digest without the count).
+    pub fn bucket_hashes(&self) -> &[u64; BUCKETS] {
+        &self.buckets
+    }
+    /// Has this node completed at least one exchange? A node that has not is still joining.
+    pub fn has_exchanged(&self) -> bool {
+        self.exchanged
+    }
+    /// Equal digest comparisons in a row since the last change or difference.
+    pub fn equal_streak(&self) -> u32 {
+        self.equal_streak
+    }
+    /// Unchanged for `quiet_us` and the last [`SETTLED_STREAK`] comparisons equal.
+    pub fn settled(&mut self, now_us: u64, quiet_us: u64) -> bool {
+        let settled = self.equal_streak >= SETTLED_STREAK && now_us.saturating_sub(self.changed_at_us) >= quiet_us;
+        self.strict |= settled;
+        settled
+    }
+    /// Has the directory been settled once (new members are paced per sender from then on)?
+    pub fn is_strict(&self) -> bool {
+        self.strict
+    }
+    /// When the group last changed (wall-clock microseconds).
+    pub fn changed_at_us(&self) -> u64 {
+        self.changed_at_us
+    }
+
+    /// The election group.
+    pub fn membership(&self) -> Arc<Membership> {
+        Arc::new(Membership::new(self.members.values().map(|m| Rank::new(m.priority, m.node))))
+    }
+
+    /// This node's digest frame; counted as sent.
+    pub fn digest_frame(&mut self) -> Option<Vec<u8>> {
+        let f = encode(SyncBody::Digest { count: self.members.len() as u64, buckets: self.buckets.to_vec() });
+        if f.is_some() {
+            self.stats.digests_sent += 1;
+        }
+        f
+    }
+
+    /// The answer to our `Digest` said "equal".
+    pub fn digest_acknowledged_equal(&mut self) {
+        self.equal_streak = self.equal_streak.saturating_add(1);
+        self.exchanged = true;
+        self.stats.equal += 1;
+    }
+
+    /// A sync request of ours failed.
+    pub fn note_failure(&mut self) {
+        self.stats.failures += 1;
+    }
+
+    pub fn stats(&self) -> SyncStats {
+        self.stats
+    }
+
+    /// Records changed here since the last [`Self::hot_frame`].
+    pub fn hot_len(&self) -> usize {
+        self.hot.len()
+    }
+
+    /// Forget the changed records without pushing them (rumours off).
+    pub fn forget_hot(&mut self) {
+        self.hot.clear();
+        self.hot_set.clear();
+        self.hot.shrink_to(64);
+        self.hot_set.shrink_to(64);
+    }
+
+    /// The rumour push: the records changed here since the last call (at most
+    /// [`MAX_ENTRIES_PER_FRAME`]), forgotten once built. `None` when nothing changed.
+    pub fn hot_frame(&mut self) -> Option<Vec<u8>> {
+        if self.hot.is_empty() {
+            return None;
+        }
+        let take = self.hot.len().min(MAX_ENTRIES_PER_FRAME);
+        let batch: Vec<PeerId> = self.hot.drain(..take).collect();
+        let entries: Vec<SignedRecord> = batch
+            .iter()
+            .filter_map(|p| {
+                self.hot_set.remove(p);
+                self.members.get(p).map(|m| m.signed.clone())
+            })
+            .collect();
+        if self.hot.is_empty() {
+            self.hot.shrink_to(64);
+            self.hot_set.shrink_to(64);
+        }
+        self.stats.rumours_sent += 1;
+        self.stats.rumour_entries_sent += entries.len() as u64;
+        encode(SyncBody::Push { entries })
+    }
+
+    fn entries_in(&self, wanted: &[bool; BUCKETS]) -> Vec<(usize, &PeerId, &Member)> {
+        self.members
+            .iter()
+            .filter(|(_, m)| wanted[bucket_of(&m.node)])
+            .map(|(p, m)| (bucket_of(&m.node), p, m))
+            .collect()
+    }
+
+    /// Handle one frame from the authenticated peer `from`. Refused records inside a
+    /// well-formed frame are counted by reason; a malformed frame is an error and changes
+    /// nothing.
+    pub fn handle(&mut self, from: PeerId, bytes: &[u8], now_us: u64) -> Result<Handled, SyncError> {
+        let r = self.handle_frame(from, bytes, now_us);
+        match &r {
+            Err(_) => self.stats.malformed += 1,
+            Ok(h) => self.stats.refused.merge(&h.refused),
+        }
+        r
+    }
+
+    fn handle_frame(&mut self, from: PeerId, bytes: &[u8], now_us: u64) -> Result<Handled, SyncError> {
+        let (frame, rest) =
+            postcard::take_from_bytes::<SyncFrame>(bytes).map_err(|e| SyncError::Malformed(e.to_string()))?;
+        if frame.version != MEMBERS_VERSION {
+            return Err(SyncError::Version(frame.version));
+        }
+        if !rest.is_empty() {
+            return Err(SyncError::Malformed(format!("{} trailing bytes", rest.len())));
+        }
+        match frame.body {
+            SyncBody::Digest { count, buckets } => self.on_digest(count, &buckets),
+            SyncBody::Delta { entries, want } => self.on_delta(from, entries, &want, now_us),
+            SyncBody::Push { entries } => {
+                if entries.len() > MAX_ENTRIES_PER_FRAME {
+                    return Err(SyncError::TooMany(entries.len()));
+                }
+                self.stats.pushes_received += 1;
+                let h = self.merge(from, entries, now_us);
+                self.exchanged = true;
+                Ok(h)
+            }
+        }
+    }
+
+    fn on_digest(&mut self, count: u64, theirs: &[u64]) -> Result<Handled, SyncError> {
+        if theirs.len() != BUCKETS {
+            return Err(SyncError::Buckets(theirs.len()));
+        }
+        let mut differ = [false; BUCKETS];
+        for (i, d) in differ.iter_mut().enumerate() {
+            *d = self.buckets[i] != theirs[i];
+        }
+        self.stats.digests_received += 1;
+        if !differ.iter().any(|d| *d) && count == self.members.len() as u64 {
+            self.equal_streak = self.equal_streak.saturating_add(1);
+            self.exchanged = true;
+            self.stats.equal += 1;
+            return Ok(Handled { equal: true, ..Default::default() });
+        }
+        self.equal_streak = 0;
+        let mut mine = self.entries_in(&differ);
+        mine.sort_unstable_by_key(|(b, _, _)| *b);
+        let mut count_in = [0usize; BUCKETS];
+        for (b, _, _) in &mine {
+            count_in[*b] += 1;
+        }
+        let (mut take, mut want) = (0usize, Vec::new());
+        for b in (0..BUCKETS).filter(|b| differ[*b]) {
+            if take + count_in[b] > MAX_ENTRIES_PER_FRAME {
+                break;
+            }
+            take += count_in[b];
+            want.push(b as u16);
+        }
+        let last = want.last().map_or(0, |b| *b as usize);
+        let entries: Vec<SignedRecord> =
+            mine.into_iter().take_while(|(b, _, _)| *b <= last).map(|(_, _, m)| m.signed.clone()).take(take).collect();
+        self.stats.deltas_sent += 1;
+        self.stats.entries_sent += entries.len() as u64;
+        Ok(Handled { reply: encode(SyncBody::Delta { entries, want }), ..Default::default() })
+    }
+
+    fn on_delta(
+        &mut self,
+        from: PeerId,
+        entries: Vec<SignedRecord>,
+        want: &[u16],
+        now_us: u64,
+    ) -> Result<Handled, SyncError> {
+        if entries.len() > MAX_ENTRIES_PER_FRAME {
+            return Err(SyncError::TooMany(entries.len()));
+        }
+        let mut wanted = [false; BUCKETS];
+        for &b in want {
+            let slot = wanted.get_mut(b as usize).ok_or(SyncError::BadBucket(b))?;
+            *slot = true;
+        }
+        // What the sender has (its claims; only used to leave out what it has already).
+        let theirs: HashMap<PeerId, u64> =
+            entries.iter().filter_map(|e| Some((e.subject().ok()?, e.peek().ok()?.incarnation))).collect();
+        self.stats.deltas_received += 1;
+        let mut h = self.merge(from, entries, now_us);
+        self.exchanged = true;
+        let push: Vec<SignedRecord> = self
+            .entries_in(&wanted)
+            .into_iter()
+            .filter(|(_, p, m)| theirs.get(*p).is_none_or(|inc| *inc < m.incarnation))
+            .map(|(_, _, m)| m.signed.clone())
+            .take(MAX_ENTRIES_PER_FRAME)
+            .collect();
+        if !push.is_empty() {
+            self.stats.pushes_sent += 1;
+            self.stats.entries_sent += push.len() as u64;
+            h.reply = encode(SyncBody::Push { entries: push });
+        }
+        Ok(h)
+    }
+
+    /// Admit what can be admitted of `entries` from `from` (`admission` module doc). The
+    /// first bad signature ends the frame: its sender lies, and checking the rest would only
+    /// spend CPU on its behalf.
+    fn merge(&mut self, from: PeerId, entries: Vec<SignedRecord>, now_us: u64) -> Handled {
+        self.stats.entries_received += entries.len() as u64;
+        let paced = self.strict;
+        let mut h = Handled::default();
+        let mut rate = 0usize;
+        for e in entries {
+            match self.admit(from, &e, paced, now_us) {
+                Ok(Some(rec)) => {
+                    if self.upsert(rec, now_us) {
+                        h.changed += 1;
+                    }
+                }
+                Ok(None) => {}
+                Err(r) => {
+                    h.refused.add(r);
+                    if r == Refusal::Rate {
+                        rate += 1;
+                    }
+                    if r == Refusal::BadSignature {
+                        break;
+                    }
+                }
+            }
+        }
+        // More refused for pace in one frame than the directory holds (and at least
+        // `FLOOD_MIN`): not a partition merging back, a flood.
+        h.flood = rate > FLOOD_MIN.max(self.members.len());
+        self.stats.entries_new += h.changed as u64;
+        h
+    }
+
+    /// One record: `Ok(Some)` to insert, `Ok(None)` when it is not news (ours, stale).
+    fn admit(&mut self, from: PeerId, e: &SignedRecord, paced: bool, now_us: u64) -> Result<Option<Record>, Refusal> {
+        let body = e.peek()?;
+        let peer = e.subject()?;
+        if peer == self.me {
+            return Ok(None);
+        }
+        let node = node_id_of(&peer);
+        check_claims(&self.bounds, &node, body.priority, body.incarnation, body.expires_us, now_us)?;
+        let known = self.members.get(&peer);
+        if known.is_some_and(|m| m.incarnation >= body.incarnation) {
+            return Ok(None);
+        }
+        if self.tombstones.get(&peer).is_some_and(|t| t.incarnation >= body.incarnation) {
+            return Err(Refusal::Tombstoned);
+        }
+        if known.is_none() {
+            if self.members.len() >= self.bounds.max_members {
+                return Err(Refusal::Full);
+            }
+            if paced && !self.budgets.take(&self.bounds, from, self.members.len(), now_us) {
+                return Err(Refusal::Rate);
+            }
+        }
+        let rec = e.open()?;
+        Ok(Some(rec))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,358 @@
+use super::*;
+use crate::directory::record::RecordBody;
+use libp2p_identity::Keypair;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+
+/// Wall clock of the tests (any time after the epoch).
+const NOW: u64 = 1_700_000_000_000_000;
+const HOUR: u64 = 3_600_000_000;
+
+fn record(key: &Keypair, priority: u64, incarnation: u64, addrs: Vec<Multiaddr>) -> Record {
+    let body = RecordBody {
+        priority,
+        incarnation,
+        expires_us: incarnation + HOUR,
+        addrs: addrs.iter().map(|a| a.to_vec()).collect(),
+    };
+    SignedRecord::sign(key, &body).unwrap().open().unwrap()
+}
+
+struct Peer {
+    key: Keypair,
+    dir: Directory,
+}
+
+impl Peer {
+    fn new(priority: u64) -> Peer {
+        Peer::with(priority, Bounds::default())
+    }
+    fn with(priority: u64, bounds: Bounds) -> Peer {
+        let key = Keypair::generate_ed25519();
+        let me = record(&key, priority, NOW, vec![format!("/memory/{}", priority + 1).parse().unwrap()]);
+        Peer { dir: Directory::new(me, bounds, NOW), key }
+    }
+    fn id(&self) -> PeerId {
+        self.key.public().to_peer_id()
+    }
+}
+
+/// A record of a fresh key, as a frame entry.
+fn stranger(priority: u64, incarnation: u64) -> (PeerId, SignedRecord) {
+    let key = Keypair::generate_ed25519();
+    (key.public().to_peer_id(), record(&key, priority, incarnation, vec![]).signed)
+}
+
+fn push(entries: Vec<SignedRecord>) -> Vec<u8> {
+    encode(SyncBody::Push { entries }).unwrap()
+}
+
+/// One push-pull exchange from `a` to `b`; returns the frames moved.
+fn exchange(a: &mut Peer, b: &mut Peer) -> usize {
+    let (ida, idb) = (a.id(), b.id());
+    let mut frames = 1;
+    let digest = a.dir.digest_frame().unwrap();
+    let h = b.dir.handle(ida, &digest, NOW).unwrap();
+    if h.equal {
+        a.dir.digest_acknowledged_equal();
+        return frames;
+    }
+    if let Some(delta) = h.reply {
+        frames += 1;
+        let h2 = a.dir.handle(idb, &delta, NOW).unwrap();
+        if let Some(p) = h2.reply {
+            frames += 1;
+            b.dir.handle(ida, &p, NOW).unwrap();
+        }
+    }
+    frames
+}
+
+fn two_mut<T>(v: &mut [T], i: usize, j: usize) -> (&mut T, &mut T) {
+    assert_ne!(i, j);
+    if i < j {
+        let (l, r) = v.split_at_mut(j);
+        (&mut l[i], &mut r[0])
+    } else {
+        let (l, r) = v.split_at_mut(i);
+        (&mut r[0], &mut l[j])
+    }
+}
+
+fn same(a: &Directory, b: &Directory) -> bool {
+    a.bucket_hashes() == b.bucket_hashes() && a.len() == b.len()
+}
+
+#[test]
+fn delta_exchange_moves_only_what_differs() {
+    let shared: Vec<Keypair> = (0..200).map(|_| Keypair::generate_ed25519()).collect();
+    let mut a = Peer::new(1);
+    let mut b = Peer::new(2);
+    let (sa, sb) = (PeerId::random(), PeerId::random());
+    let all: Vec<SignedRecord> =
+        shared.iter().enumerate().map(|(i, k)| record(k, i as u64, NOW, vec![]).signed).collect();
+    a.dir.handle(sa, &push(all.clone()), NOW).unwrap();
+    b.dir.handle(sb, &push(all), NOW).unwrap();
+    let (x, y) = (stranger(7, NOW), stranger(8, NOW));
+    a.dir.handle(sa, &push(vec![x.1]), NOW).unwrap();
+    b.dir.handle(sb, &push(vec![y.1, record(&shared[0], 0, NOW + 9, vec![]).signed]), NOW).unwrap();
+    let digest = a.dir.digest_frame().unwrap();
+    let h = b.dir.handle(a.id(), &digest, NOW).unwrap();
+    assert!(!h.equal);
+    let delta = h.reply.unwrap();
+    let SyncFrame { body: SyncBody::Delta { entries, want }, .. } = postcard::from_bytes(&delta).unwrap() else {
+        panic!("expected a delta");
+    };
+    assert!(want.len() <= 5, "{} buckets", want.len());
+    assert!(entries.len() < 20, "{} entries in the delta of 203", entries.len());
+    let h2 = a.dir.handle(b.id(), &delta, NOW).unwrap();
+    assert!(h2.changed >= 3, "b, y and the newer incarnation");
+    b.dir.handle(a.id(), &h2.reply.expect("a has what b lacks"), NOW).unwrap();
+    assert!(same(&a.dir, &b.dir));
+    assert_eq!(a.dir.get(&shared[0].public().to_peer_id()).unwrap().incarnation, NOW + 9);
+    assert_eq!(exchange(&mut a, &mut b), 1);
+}
+
+#[test]
+fn joining_node_pulls_a_snapshot_in_one_exchange() {
+    let mut big = Peer::new(1);
+    let entries: Vec<SignedRecord> = (0..300)
+        .map(|i| {
+            record(&Keypair::generate_ed25519(), i, NOW, vec![format!("/memory/{}", 1000 + i).parse().unwrap()]).signed
+        })
+        .collect();
+    big.dir.handle(PeerId::random(), &push(entries), NOW).unwrap();
+    let mut joiner = Peer::new(2);
+    assert!(!joiner.dir.has_exchanged());
+    assert_eq!(exchange(&mut joiner, &mut big), 3);
+    assert!(same(&joiner.dir, &big.dir));
+    assert_eq!(joiner.dir.len(), 302);
+    let some = *big.dir.iter().find(|(_, m)| m.priority == 17).unwrap().0;
+    assert_eq!(joiner.dir.get(&some).unwrap().addrs.len(), 1, "addresses travel");
+}
+
+/// Push-pull with one random connected peer per round converges on a random sparse graph.
+#[test]
+fn converges_on_a_simulated_swarm() {
+    let seed: u64 = std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
+    println!("converges_on_a_simulated_swarm: PEERAGE_SEED={seed}");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let n = 120;
+    let mut peers: Vec<Peer> = (0..n).map(|i| Peer::new(i as u64)).collect();
+    let mut adj: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for i in 1..n {
+        adj[i].push(i - 1);
+        adj[i - 1].push(i);
+        let j = rng.gen_range(0..n);
+        if j != i {
+            adj[i].push(j);
+            adj[j].push(i);
+        }
+    }
+    let mut rounds = 0;
+    loop {
+        rounds += 1;
+        assert!(rounds <= 40, "no convergence after 40 rounds (seed {seed})");
+        let mut order: Vec<usize> = (0..n).collect();
+        order.shuffle(&mut rng);
+        for i in order {
+            let j = *adj[i].choose(&mut rng).unwrap();
+            let (x, y) = two_mut(&mut peers, i, j);
+            exchange(x, y);
+        }
+        if peers.iter().all(|p| p.dir.len() == n && same(&p.dir, &peers[0].dir)) {
+            break;
+        }
+    }
+    assert!(rounds <= 25, "took {rounds} rounds (seed {seed})");
+    for _ in 0..SETTLED_STREAK {
+        for (i, a) in adj.iter().enumerate() {
+            let (x, y) = two_mut(&mut peers, i, a[0]);
+            assert_eq!(exchange(x, y), 1);
+        }
+    }
+    assert!(peers[0].dir.settled(NOW + 10_000_000, 1_000_000));
+    assert!(!peers[1].dir.settled(NOW, 60_000_000));
+}
+
+#[test]
+fn records_are_refused_with_a_counted_reason() {
+    let bounds = Bounds { max_priority: 100, id_difficulty: 0, ..Bounds::default() };
+    let mut d = Peer::with(1, bounds.clone());
+    let from = PeerId::random();
+    let key = Keypair::generate_ed25519();
+    let sign = |priority, incarnation, expires_us| {
+        SignedRecord::sign(&key, &RecordBody { priority, incarnation, expires_us, addrs: vec![] }).unwrap()
+    };
+    let cases = [
+        (sign(u64::MAX, NOW, NOW + HOUR), Refusal::Priority),
+        (sign(1, u64::MAX, u64::MAX), Refusal::Future),
+        (sign(1, NOW - 2 * HOUR, NOW - HOUR), Refusal::Expired),
+        (sign(1, NOW, NOW + 100 * HOUR), Refusal::LongLived),
+    ];
+    for (rec, why) in cases {
+        let h = d.dir.handle(from, &push(vec![rec]), NOW).unwrap();
+        assert_eq!((h.changed, h.refused.get(why)), (0, 1), "{why:?}");
+    }
+    // Unsigned, and signed by another key than the one it names.
+    let mut unsigned = sign(1, NOW, NOW + HOUR);
+    unsigned.signature.clear();
+    let mut other = sign(1, NOW, NOW + HOUR);
+    other.public_key = Keypair::generate_ed25519().public().encode_protobuf();
+    for rec in [unsigned, other] {
+        assert_eq!(d.dir.handle(from, &push(vec![rec]), NOW).unwrap().refused.get(Refusal::BadSignature), 1);
+    }
+    assert_eq!(d.dir.len(), 1, "nothing was admitted");
+    assert_eq!(d.dir.stats().refused.lies(), 5, "an expired record is not a lie");
+    // The puzzle: at difficulty 8 about one key in 256 is a member.
+    let mut hard = Peer::with(1, Bounds { id_difficulty: 8, ..bounds });
+    let (_admitted, refused): (Vec<_>, Vec<_>) = (0..64)
+        .map(|_| stranger(1, NOW))
+        .partition(|(p, _)| crate::directory::record::node_id_of(p).puzzle_bits() >= 8);
+    let h = hard.dir.handle(from, &push(refused.iter().map(|e| e.1.clone()).collect()), NOW).unwrap();
+    assert_eq!(h.refused.get(Refusal::Puzzle), refused.len() as u64);
+    assert_eq!(hard.dir.len(), 1);
+}
+
+#[test]
+fn only_the_subject_raises_its_incarnation() {
+    // The "permanent disagreement" attack: a relay pushes another member's entry at
+    // incarnation u64::MAX. It cannot sign it, and the real subject's next record wins.
+    let mut a = Peer::new(1);
+    let victim = Keypair::generate_ed25519();
+    let v = victim.public().to_peer_id();
+    let from = PeerId::random();
+    a.dir.handle(from, &push(vec![record(&victim, 5, NOW, vec![]).signed]), NOW).unwrap();
+    let mut forged = record(&victim, 5, NOW, vec![]).signed;
+    forged.body =
+        postcard::to_stdvec(&RecordBody { priority: 5, incarnation: u64::MAX, expires_us: u64::MAX, addrs: vec![] })
+            .unwrap();
+    let h = a.dir.handle(from, &push(vec![forged]), NOW).unwrap();
+    assert_eq!(h.refused.lies(), 1);
+    assert_eq!(a.dir.get(&v).unwrap().incarnation, NOW);
+    assert!(a.dir.handle(v, &push(vec![record(&victim, 5, NOW + 1, vec![]).signed]), NOW).unwrap().changed == 1);
+    // Our own entry from someone else never replaces ours.
+    let mine = record(&a.key, 99, NOW + 50, vec![]).signed;
+    assert_eq!(a.dir.handle(from, &push(vec![mine]), NOW).unwrap().changed, 0);
+    assert_eq!(a.dir.own().unwrap().priority, 1);
+}
+
+#[test]
+fn dead_members_leave_and_their_tombstones_expire() {
+    let mut a = Peer::with(1, Bounds { tombstone_us: 10 * HOUR, ..Bounds::default() });
+    let k = Keypair::generate_ed25519();
+    let p = k.public().to_peer_id();
+    let old = record(&k, 3, NOW, vec![]);
+    a.dir.handle(p, &push(vec![old.signed.clone()]), NOW).unwrap();
+    assert_eq!(a.dir.len(), 2);
+    let v = a.dir.version();
+    assert_eq!(a.dir.expire(NOW + HOUR), vec![p], "a record that was not refreshed expires");
+    assert!(a.dir.version() > v);
+    assert_eq!((a.dir.len(), a.dir.tombstones()), (1, 1));
+    assert_eq!(a.dir.own().map(|m| m.priority), Some(1), "never this node");
+    // The same incarnation relayed late (with a clock behind) is refused by its tombstone.
+    let h = a.dir.handle(PeerId::random(), &push(vec![old.signed]), NOW + HOUR - 1).unwrap();
+    assert_eq!(h.refused.get(Refusal::Tombstoned), 1);
+    // The member comes back with a new incarnation.
+    let back = record(&k, 3, NOW + 2 * HOUR, vec![]);
+    assert_eq!(a.dir.handle(p, &push(vec![back.signed]), NOW + 2 * HOUR).unwrap().changed, 1);
+    assert_eq!(a.dir.tombstones(), 0);
+    a.dir.expire(NOW + 3 * HOUR);
+    a.dir.expire(NOW + 14 * HOUR);
+    assert_eq!(a.dir.tombstones(), 0, "tombstones expire");
+}
+
+#[test]
+fn a_refresh_spreads_without_changing_the_group() {
+    let mut a = Peer::new(1);
+    let mut b = Peer::new(2);
+    exchange(&mut a, &mut b);
+    exchange(&mut a, &mut b);
+    let v = b.dir.version();
+    let refreshed = record(&a.key, 1, NOW + 5, vec!["/memory/2".parse().unwrap()]);
+    assert!(a.dir.set_own(refreshed, NOW));
+    assert!(exchange(&mut a, &mut b) > 1, "the digests differ");
+    assert_eq!(b.dir.get(&a.id()).unwrap().incarnation, NOW + 5);
+    assert_eq!(b.dir.version(), v, "same priority and addresses: the group did not change");
+}
+
+#[test]
+fn a_settled_directory_paces_new_members_per_sender_and_sees_floods() {
+    let mut a = Peer::new(1);
+    let mut b = Peer::new(2);
+    for _ in 0..4 {
+        exchange(&mut a, &mut b);
+    }
+    assert!(a.dir.settled(NOW + 10_000_000, 1_000_000));
+    assert!(a.dir.is_strict());
+    let attacker = PeerId::random();
+    let phantoms: Vec<SignedRecord> = (0..200).map(|_| stranger(0, NOW).1).collect();
+    let h = a.dir.handle(attacker, &push(phantoms.clone()), NOW).unwrap();
+    assert_eq!(h.changed, Bounds::default().admit_burst as usize, "one bucket of new members");
+    let burst = Bounds::default().admit_burst as u64;
+    assert_eq!(h.refused.get(Refusal::Rate), 200 - burst);
+    assert!(h.flood, "most of 200 refused in one frame against a small directory");
+    // Another sender has its own bucket; the same attacker has to wait for a refill.
+    assert_eq!(a.dir.handle(attacker, &push(phantoms[..20].to_vec()), NOW).unwrap().changed, 0);
+    assert_eq!(a.dir.handle(b.id(), &push(phantoms[100..102].to_vec()), NOW).unwrap().changed, 2);
+    let later = a.dir.handle(attacker, &push(phantoms[20..40].to_vec()), NOW + 1_000_000).unwrap();
+    assert_eq!(later.changed as u64, burst, "a bucket a second");
+    assert!(!later.flood);
+}
+
+#[test]
+fn the_directory_is_capped() {
+    let mut a = Peer::with(1, Bounds { max_members: 10, ..Bounds::default() });
+    let h = a.dir.handle(PeerId::random(), &push((0..30).map(|_| stranger(0, NOW).1).collect()), NOW).unwrap();
+    assert_eq!(a.dir.len(), 10);
+    assert_eq!(h.refused.get(Refusal::Full), 21);
+}
+
+#[test]
+fn a_bad_signature_ends_the_frame() {
+    let mut a = Peer::new(1);
+    let mut bad = stranger(0, NOW).1;
+    bad.signature[0] ^= 1;
+    let mut entries = vec![bad];
+    entries.extend((0..10).map(|_| stranger(0, NOW).1));
+    let h = a.dir.handle(PeerId::random(), &push(entries), NOW).unwrap();
+    assert_eq!((h.changed, h.refused.total()), (0, 1));
+}
+
+#[test]
+fn malformed_frames_are_errors_and_change_nothing() {
+    let mut d = Peer::new(1);
+    let from = PeerId::random();
+    let before = *d.dir.bucket_hashes();
+    assert!(d.dir.handle(from, &[1, 2, 3], NOW).is_err());
+    assert!(matches!(d.dir.handle(from, &[], NOW), Err(SyncError::Malformed(_))));
+    let v2 = postcard::to_stdvec(&SyncFrame { version: 2, body: SyncBody::Push { entries: vec![] } }).unwrap();
+    assert_eq!(d.dir.handle(from, &v2, NOW), Err(SyncError::Version(2)));
+    let short = encode(SyncBody::Digest { count: 1, buckets: vec![0; 3] }).unwrap();
+    assert_eq!(d.dir.handle(from, &short, NOW), Err(SyncError::Buckets(3)));
+    let bad_bucket = encode(SyncBody::Delta { entries: vec![], want: vec![BUCKETS as u16] }).unwrap();
+    assert_eq!(d.dir.handle(from, &bad_bucket, NOW), Err(SyncError::BadBucket(BUCKETS as u16)));
+    let mut trailing = push(vec![]);
+    trailing.push(0);
+    assert!(d.dir.handle(from, &trailing, NOW).is_err());
+    let empty = SignedRecord { public_key: vec![], body: vec![], signature: vec![] };
+    let too_many = push(vec![empty; MAX_ENTRIES_PER_FRAME + 1]);
+    assert_eq!(d.dir.handle(from, &too_many, NOW), Err(SyncError::TooMany(MAX_ENTRIES_PER_FRAME + 1)));
+    assert_eq!(*d.dir.bucket_hashes(), before);
+    assert_eq!(d.dir.stats().malformed, 7);
+}
+
+#[test]
+fn hot_frame_pushes_changes_once() {
+    let mut a = Peer::new(1);
+    assert_eq!(a.dir.hot_len(), 1, "its own entry is news");
+    let (p, q) = (stranger(3, NOW), stranger(4, NOW));
+    a.dir.handle(PeerId::random(), &push(vec![p.1, q.1]), NOW).unwrap();
+    let frame = a.dir.hot_frame().unwrap();
+    assert!(a.dir.hot_frame().is_none(), "pushed once");
+    let mut b = Peer::new(2);
+    let h = b.dir.handle(a.id(), &frame, NOW).unwrap();
+    assert_eq!(h.changed, 3);
+    assert_eq!(b.dir.hot_len(), 4);
+    assert_eq!(a.dir.stats().rumour_entries_sent, 3);
+}

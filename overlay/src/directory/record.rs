@@ -1,0 +1,222 @@
+//! A member record: what a member says about itself, signed with its own libp2p key.
+//!
+//! Built as libp2p's signed peer records are (`SignedEnvelope` around a `PeerRecord`): the
+//! envelope carries the signer's public key (protobuf encoding), the payload bytes and a
+//! signature over `domain || payload type || payload`, each prefixed by its unsigned-varint
+//! length. The subject is the peer id of that key, so nobody but the subject can write a
+//! record about it. Our payload is a [`RecordBody`]: priority (capacity), incarnation,
+//! expiry and addresses, postcard-encoded. The payload is kept as the bytes that were
+//! signed, so a record is relayed byte for byte and never re-encoded.
+//!
+//! Departure from libp2p: its `PeerRecord` has no priority or expiry, and its sequence number
+//! has no bound; ours has both (`admission`).
+
+use super::admission::Refusal;
+use crate::id::NodeId;
+use libp2p_identity::{Keypair, PeerId, PublicKey};
+use multiaddr::Multiaddr;
+use serde::{Deserialize, Serialize};
+
+/// The signature domain of member records (no other signature can be replayed as one).
+pub const RECORD_DOMAIN: &[u8] = b"peerage-member-record";
+/// The payload type of member records.
+pub const RECORD_PAYLOAD_TYPE: &[u8] = b"/peerage/member-record/1";
+/// Largest encoded public key accepted (ed25519 is 36 bytes, secp256k1 37, ECDSA P-256 ~95).
+pub const MAX_KEY_BYTES: usize = 128;
+/// Largest payload accepted (four addresses of up to 64 bytes and the numbers).
+pub const MAX_BODY_BYTES: usize = 384;
+/// Largest signature accepted (ECDSA DER is at most 72 bytes).
+pub const MAX_SIGNATURE_BYTES: usize = 96;
+/// Addresses per record.
+pub const MAX_ADDRS: usize = 4;
+/// Largest address (bytes).
+pub const MAX_ADDR_BYTES: usize = 64;
+
+/// What a member says about itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordBody {
+    /// Election priority (capacity, for the echo election).
+    pub priority: u64,
+    /// Raised by the subject on every change: its wall clock in microseconds, or one more than
+    /// the previous incarnation if that is later.
+    pub incarnation: u64,
+    /// Wall-clock microseconds after which the record is void.
+    pub expires_us: u64,
+    /// Addresses, as multiaddr bytes.
+    pub addrs: Vec<Vec<u8>>,
+}
+
+/// A record as it travels: key, payload and signature.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SignedRecord {
+    pub public_key: Vec<u8>,
+    pub body: Vec<u8>,
+    pub signature: Vec<u8>,
+}
+
+/// A verified record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub peer: PeerId,
+    pub node: NodeId,
+    pub priority: u64,
+    pub incarnation: u64,
+    pub expires_us: u64,
+    pub addrs: Vec<Multiaddr>,
+    pub signed: SignedRecord,
+}
+
+/// The signing key could not sign.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot sign a member record: {0}")]
+pub struct SignError(String);
+
+impl From<Refusal> for SignError {
+    fn from(r: Refusal) -> Self {
+        SignError(format!("the record just signed does not open: {}", r.name()))
+    }
+}
+
+fn varint(mut n: usize, out: &mut Vec<u8>) {
+    loop {
+        let b = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(b);
+            return;
+        }
+        out.push(b | 0x80);
+    }
+}
+
+/// The bytes a record's signature covers (libp2p's envelope layout).
+fn signed_bytes(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() + RECORD_DOMAIN.len() + RECORD_PAYLOAD_TYPE.len() + 6);
+    for part in [RECORD_DOMAIN, RECORD_PAYLOAD_TYPE, body] {
+        varint(part.len(), &mut out);
+        out.extend_from_slice(part);
+    }
+    out
+}
+
+/// The node id of a peer: SHA-256 of its peer id bytes (Kademlia's key of the peer).
+pub fn node_id_of(peer: &PeerId) -> NodeId {
+    NodeId::hash_of(&peer.to_bytes())
+}
+
+impl SignedRecord {
+    /// Sign `body` with `key`.
+    pub fn sign(key: &Keypair, body: &RecordBody) -> Result<SignedRecord, SignError> {
+        let bytes = postcard::to_stdvec(body).map_err(|e| SignError(e.to_string()))?;
+        if bytes.len() > MAX_BODY_BYTES {
+            return Err(SignError(format!("record body of {} bytes (limit {MAX_BODY_BYTES})", bytes.len())));
+        }
+        let signature = key.sign(&signed_bytes(&bytes)).map_err(|e| SignError(e.to_string()))?;
+        Ok(SignedRecord { public_key: key.public().encode_protobuf(), body: bytes, signature })
+    }
+
+    /// The subject's peer id, from the key alone (cheap; no signature check).
+    pub fn subject(&self) -> Result<PeerId, Refusal> {
+        if self.public_key.len() > MAX_KEY_BYTES {
+            return Err(Refusal::Malformed);
+        }
+        PublicKey::try_decode_protobuf(&self.public_key).map(|k| k.to_peer_id()).map_err(|_| Refusal::BadKey)
+    }
+
+    /// The body, decoded but not verified (cheap checks run on it before the signature).
+    pub fn peek(&self) -> Result<RecordBody, Refusal> {
+        if self.body.len() > MAX_BODY_BYTES || self.signature.len() > MAX_SIGNATURE_BYTES {
+            return Err(Refusal::Malformed);
+        }
+        let (body, rest) = postcard::take_from_bytes::<RecordBody>(&self.body).map_err(|_| Refusal::Malformed)?;
+        if !rest.is_empty() || body.addrs.len() > MAX_ADDRS || body.addrs.iter().any(|a| a.len() > MAX_ADDR_BYTES) {
+            return Err(Refusal::Malformed);
+        }
+        Ok(body)
+    }
+
+    /// Verify the signature and decode: the record, or why it is refused. Addresses that do
+    /// not parse are dropped (they are hints; the noise handshake checks whoever answers).
+    pub fn open(&self) -> Result<Record, Refusal> {
+        let body = self.peek()?;
+        if self.public_key.len() > MAX_KEY_BYTES {
+            return Err(Refusal::Malformed);
+        }
+        let key = PublicKey::try_decode_protobuf(&self.public_key).map_err(|_| Refusal::BadKey)?;
+        if !key.verify(&signed_bytes(&self.body), &self.signature) {
+            return Err(Refusal::BadSignature);
+        }
+        let peer = key.to_peer_id();
+        let addrs = body.addrs.iter().filter_map(|a| Multiaddr::try_from(a.clone()).ok()).collect();
+        Ok(Record {
+            peer,
+            node: node_id_of(&peer),
+            priority: body.priority,
+            incarnation: body.incarnation,
+            expires_us: body.expires_us,
+            addrs,
+            signed: self.clone(),
+        })
+    }
+
+    /// Bytes this record occupies (for memory accounting).
+    pub fn size(&self) -> usize {
+        self.public_key.len() + self.body.len() + self.signature.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body() -> RecordBody {
+        RecordBody {
+            priority: 7,
+            incarnation: 1_000,
+            expires_us: 2_000,
+            addrs: vec!["/memory/42".parse::<Multiaddr>().unwrap().to_vec()],
+        }
+    }
+
+    #[test]
+    fn signed_by_its_subject_only() {
+        let key = Keypair::generate_ed25519();
+        let r = SignedRecord::sign(&key, &body()).unwrap();
+        let open = r.open().unwrap();
+        assert_eq!(open.peer, key.public().to_peer_id());
+        assert_eq!(open.priority, 7);
+        assert_eq!(open.addrs.len(), 1);
+        assert_eq!(r.subject().unwrap(), open.peer);
+        // Another key over the same body: a different subject, never the first one.
+        let other = Keypair::generate_ed25519();
+        let mut forged = r.clone();
+        forged.public_key = other.public().encode_protobuf();
+        assert_eq!(forged.open(), Err(Refusal::BadSignature));
+        // A changed body under the old signature.
+        let mut b = body();
+        b.priority = u64::MAX;
+        let mut tampered = r.clone();
+        tampered.body = postcard::to_stdvec(&b).unwrap();
+        assert_eq!(tampered.open(), Err(Refusal::BadSignature));
+        // No signature, garbage key, oversized parts.
+        let mut unsigned = r.clone();
+        unsigned.signature.clear();
+        assert_eq!(unsigned.open(), Err(Refusal::BadSignature));
+        let mut badkey = r.clone();
+        badkey.public_key = vec![1, 2, 3];
+        assert_eq!(badkey.open(), Err(Refusal::BadKey));
+        let mut big = r.clone();
+        big.body = vec![0; MAX_BODY_BYTES + 1];
+        assert_eq!(big.open(), Err(Refusal::Malformed));
+    }
+
+    #[test]
+    fn the_signature_covers_the_domain() {
+        // A signature by the same key over the bare payload (another protocol's use of the
+        // key) does not verify as a record.
+        let key = Keypair::generate_ed25519();
+        let mut r = SignedRecord::sign(&key, &body()).unwrap();
+        r.signature = key.sign(&r.body).unwrap();
+        assert_eq!(r.open(), Err(Refusal::BadSignature));
+    }
+}

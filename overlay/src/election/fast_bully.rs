@@ -124,6 +124,7 @@
 
 use super::bully::{sender_rank, Timing, FOREIGN};
 use crate::driver::{Context, Election, Input, Timer};
+use crate::election::down::Down;
 use crate::election::{ElectionConfig, Message};
 use crate::id::{NodeId, Rank};
 use crate::membership::Membership;
@@ -163,6 +164,11 @@ pub struct FastBully {
     /// A higher process sent `IamUp` (it is up) since this process last left a phase or
     /// admitted a coordinator: evidence that a nomination may be stale.
     higher_up: bool,
+    /// Members reported down and not since up.
+    down: Down,
+    /// The highest process above this one reported up while this process was in an
+    /// election (see `Bully`'s field of the same name).
+    up_above: Option<Rank>,
 }
 
 impl FastBully {
@@ -176,6 +182,8 @@ impl FastBully {
             answered: Vec::new(),
             answered_since_announce: false,
             higher_up: false,
+            down: Down::default(),
+            up_above: None,
         }
     }
 
@@ -222,8 +230,17 @@ impl FastBully {
         }
         self.stop(ctx);
         self.leader = None;
+        self.up_above = None;
         ctx.started();
         self.send_elections(ctx);
+    }
+
+    /// An election or recovery ended naming coordinator `c`: if a higher process came up
+    /// meanwhile (see `up_above`), ask again.
+    fn recheck(&mut self, ctx: &mut Context<'_>, c: Rank) {
+        if self.up_above.take().is_some_and(|u| u > c && !self.down.contains(&u.id)) {
+            self.hold_election(ctx);
+        }
     }
 
     fn send_elections(&mut self, ctx: &mut Context<'_>) {
@@ -253,6 +270,7 @@ impl FastBully {
         if let Some(a) = self.timing.alive {
             ctx.set_timer(Timer::Heartbeat, a);
         }
+        self.recheck(ctx, self.me);
     }
 
     /// Admit `s` as the coordinator and stop any election or wait.
@@ -267,6 +285,7 @@ impl FastBully {
         if let Some(t1) = self.timing.t1 {
             ctx.set_timer(Timer::T1, t1);
         }
+        self.recheck(ctx, s);
     }
 
     fn nominate(&mut self, ctx: &mut Context<'_>, nominee: Rank) {
@@ -304,6 +323,8 @@ impl FastBully {
     fn recover(&mut self, ctx: &mut Context<'_>) {
         self.stop(ctx);
         self.leader = None;
+        self.down.clear();
+        self.up_above = None;
         if self.group.ranks().iter().all(|r| *r == self.me) {
             // Nobody else could answer: the pseudo-code's "no view within T2" at once.
             ctx.started();
@@ -332,6 +353,7 @@ impl FastBully {
                 if let Some(t1) = self.timing.t1 {
                     ctx.set_timer(Timer::T1, t1);
                 }
+                self.recheck(ctx, h);
             }
             Some(_) => {
                 ctx.started();
@@ -415,7 +437,10 @@ impl FastBully {
                 }
             }
             Message::Coordinator => {
-                if higher && self.phase == Phase::Idle && self.leader.is_some_and(|l| l > s) {
+                if higher && self.down.contains(&from) {
+                    // A claim of a process reported down (sent before its crash): ask.
+                    self.hold_election(ctx);
+                } else if higher && self.phase == Phase::Idle && self.leader.is_some_and(|l| l > s) {
                     // A lower claim over a higher coordinator it admitted: stale (it crossed
                     // the higher one's announcement) or the higher one died. Ask.
                     self.hold_election(ctx);
@@ -428,6 +453,8 @@ impl FastBully {
             Message::Alive => {
                 if !higher {
                     self.hold_election(ctx);
+                } else if self.down.contains(&from) {
+                    // Sent before the reported crash: not a claim to admit.
                 } else if self.phase == Phase::Idle {
                     match self.leader {
                         Some(l) if l == s => self.rearm_t1_if_from_leader(ctx, s),
@@ -449,7 +476,7 @@ impl FastBully {
                     return;
                 }
                 if let Phase::Recovering { best, .. } = self.phase {
-                    if best.is_none_or(|b| s > b) {
+                    if best.is_none_or(|b| s > b) && !self.down.contains(&from) {
                         self.phase = Phase::Recovering { best: Some(s), best_is_coordinator: coordinator == Some(s) };
                     }
                 }
@@ -502,6 +529,7 @@ impl FastBully {
 
     fn on_membership(&mut self, ctx: &mut Context<'_>, group: Arc<Membership>) {
         self.group = group;
+        self.down.retain_members(&self.group);
         self.answered.retain(|r| self.group.rank_of(&r.id) == Some(*r));
         if let Some(l) = self.leader {
             if l != self.me {
@@ -510,6 +538,24 @@ impl FastBully {
                     None => self.hold_election(ctx),
                 }
             }
+        }
+    }
+
+    fn on_peer_down(&mut self, ctx: &mut Context<'_>, p: NodeId) {
+        if !matches!(self.phase, Phase::Nominating { nominee } if nominee.id == p) {
+            self.answered.retain(|r| r.id != p);
+        }
+        match self.phase {
+            Phase::Recovering { best: Some(b), .. } if b.id == p => {
+                // Never admit a process reported down: hold an election after T2.
+                self.phase = Phase::Recovering { best: Some(b), best_is_coordinator: false };
+            }
+            Phase::Nominating { nominee } if nominee.id == p => {
+                ctx.cancel_timer(Timer::T3);
+                self.nominee_failed(ctx, nominee);
+            }
+            Phase::Idle if matches!(self.leader, Some(l) if l.id == p && l != self.me) => self.hold_election(ctx),
+            _ => {}
         }
     }
 }
@@ -525,18 +571,26 @@ impl Election for FastBully {
             Input::Recover => self.recover(ctx),
             Input::Message { from, msg } => self.on_message(ctx, from, msg),
             Input::Timer(t) => self.on_timer(ctx, t),
-            Input::PeerDown(p) => match self.phase {
-                Phase::Recovering { best: Some(b), .. } if b.id == p => {
-                    // Never admit a process reported down: hold an election after T2.
-                    self.phase = Phase::Recovering { best: Some(b), best_is_coordinator: false };
+            Input::PeerDown(p) => {
+                if p != self.me.id {
+                    self.down.insert(&self.group, p);
                 }
-                Phase::Nominating { nominee } if nominee.id == p => {
-                    ctx.cancel_timer(Timer::T3);
-                    self.nominee_failed(ctx, nominee);
+                self.on_peer_down(ctx, p);
+            }
+            Input::PeerUp(p) => {
+                self.down.remove(&p);
+                // A higher process is up again (a recovery or a heal), above the coordinator
+                // this process names: its claims may have been refused while it was reported
+                // down. Ask.
+                let up = self.group.rank_of(&p).filter(|&r| r > self.me && self.leader.is_none_or(|l| r > l));
+                if let Some(r) = up {
+                    if self.phase == Phase::Idle {
+                        self.hold_election(ctx);
+                    } else if self.up_above.is_none_or(|u| r > u) {
+                        self.up_above = Some(r);
+                    }
                 }
-                Phase::Idle if matches!(self.leader, Some(l) if l.id == p && l != self.me) => self.hold_election(ctx),
-                _ => {}
-            },
+            }
             Input::SendFailed { to, msg: Message::Nomination } => {
                 if let Phase::Nominating { nominee } = self.phase {
                     if nominee.id == to {
@@ -545,7 +599,7 @@ impl Election for FastBully {
                     }
                 }
             }
-            Input::SendFailed { .. } | Input::PeerUp(_) => {}
+            Input::SendFailed { .. } => {}
             Input::Membership(g) => self.on_membership(ctx, g),
         }
     }

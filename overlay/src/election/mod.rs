@@ -14,6 +14,7 @@
 pub mod bully;
 pub mod chang_roberts;
 pub mod config;
+pub mod down;
 pub mod echo;
 pub mod fast_bully;
 pub mod message;

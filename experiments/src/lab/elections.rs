@@ -9,7 +9,7 @@
 //! and the summaries).
 
 use crate::lab::cli::{ElectionsArgs, ExperimentArgs};
-use crate::lab::scenario::{Outcome, PartitionSpec, Scenario};
+use crate::lab::scenario::{FreezeSpec, Outcome, PartitionSpec, Scenario};
 use crate::lab::spec::SeedRange;
 use crate::lab::summary::Summary;
 use anyhow::{bail, Context as _};
@@ -63,6 +63,18 @@ pub fn scenarios(exp: &ExperimentArgs) -> anyhow::Result<(Vec<Scenario>, SeedRan
     }
     if let (Some(at_ms), Some(fraction)) = (exp.partition_at, exp.partition_fraction) {
         base.partition = Some(PartitionSpec { at_ms, fraction, heal_at_ms: exp.heal_at });
+    }
+    if let (Some(at_ms), Some(for_ms)) = (exp.freeze_at, exp.freeze_for) {
+        base.freeze = Some(FreezeSpec { at_ms, for_ms, leader: exp.freeze_leader });
+    }
+    if let Some(v) = exp.net_faults_until {
+        base.net_faults_until_ms = Some(v);
+    }
+    if let Some(v) = exp.heartbeat {
+        base.alive_interval_ms = v;
+    }
+    if let Some(v) = exp.connect_timeout {
+        base.connect_timeout_ms = Some(v);
     }
     if let Some(v) = exp.time_limit {
         base.time_limit_ms = v;

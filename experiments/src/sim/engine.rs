@@ -859,6 +859,10 @@ impl Sim {
     pub fn last_change(&self) -> Time {
         self.last_decision.max(self.last_started)
     }
+    /// Whether any live process is in an unfinished election.
+    pub fn any_in_election(&self) -> bool {
+        self.elections.iter().flatten().any(|e| e.in_election())
+    }
     /// Whether process `i` is frozen now.
     pub fn is_frozen(&self, i: u32) -> bool {
         self.frozen.contains_key(&i)

@@ -114,6 +114,9 @@ pub struct Bully {
     /// election: its claims may have been refused while it was reported down, so the
     /// election's outcome is checked against it.
     up_above: Option<Rank>,
+    /// T1 is armed for a process that names no coordinator (heartbeats on): when it
+    /// expires with still none, the process holds an election.
+    orphan: bool,
 }
 
 impl Bully {
@@ -126,6 +129,7 @@ impl Bully {
             leader: None,
             down: Down::default(),
             up_above: None,
+            orphan: false,
         }
     }
 
@@ -276,7 +280,8 @@ impl Bully {
     fn on_timer(&mut self, ctx: &mut Context<'_>, timer: Timer) {
         match (timer, self.phase) {
             (Timer::T1, Phase::Idle) => {
-                if matches!(self.leader, Some(l) if l != self.me) {
+                // Coordinator silence, or no coordinator at all for T1.
+                if self.leader != Some(self.me) {
                     self.hold_election(ctx);
                 }
             }
@@ -311,14 +316,8 @@ impl Bully {
             }
         }
     }
-}
 
-impl Election for Bully {
-    fn id(&self) -> NodeId {
-        self.me.id
-    }
-
-    fn handle(&mut self, ctx: &mut Context<'_>, input: Input) {
+    fn handle_input(&mut self, ctx: &mut Context<'_>, input: Input) {
         match input {
             Input::Start => self.hold_election(ctx),
             Input::Recover => {
@@ -358,6 +357,22 @@ impl Election for Bully {
             Input::SendFailed { .. } => {}
             Input::Membership(g) => self.on_membership(ctx, g),
         }
+    }
+}
+
+impl Election for Bully {
+    fn id(&self) -> NodeId {
+        self.me.id
+    }
+
+    fn handle(&mut self, ctx: &mut Context<'_>, input: Input) {
+        self.handle_input(ctx, input);
+        // With heartbeats, a process that names no coordinator waits T1 for one.
+        let orphan = self.phase == Phase::Idle && self.leader.is_none();
+        if let Some(t1) = self.timing.t1.filter(|_| orphan && !self.orphan) {
+            ctx.set_timer(Timer::T1, t1);
+        }
+        self.orphan = orphan;
     }
 
     fn leader(&self) -> Option<NodeId> {

@@ -502,8 +502,8 @@ impl ChangRoberts {
         let Some(pos) = group.position(&self.me.id) else { return };
         self.me = group.ranks()[pos];
         self.pos = Some(pos as u32);
+        self.dead.regroup(&self.group, &group);
         self.group = group;
-        self.dead.clear();
         if self.leader.is_some_and(|l| !is_member(&self.group, &l)) {
             self.leader = None;
             if !self.participant {
@@ -550,6 +550,11 @@ impl Election for ChangRoberts {
                 }
             }
             Input::PeerDown(id) => {
+                if id != self.me.id {
+                    if let Some(p) = self.pos_of(&id) {
+                        self.dead.report(p);
+                    }
+                }
                 if self.leader.is_some_and(|l| l.id == id) && !self.participant {
                     self.restart(ctx, Some(id));
                 } else {

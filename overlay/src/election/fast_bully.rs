@@ -169,6 +169,9 @@ pub struct FastBully {
     /// The highest process above this one reported up while this process was in an
     /// election (see `Bully`'s field of the same name).
     up_above: Option<Rank>,
+    /// T1 is armed for a process that names no coordinator (heartbeats on): when it
+    /// expires with still none, the process holds an election.
+    orphan: bool,
 }
 
 impl FastBully {
@@ -184,6 +187,7 @@ impl FastBully {
             higher_up: false,
             down: Down::default(),
             up_above: None,
+            orphan: false,
         }
     }
 
@@ -496,7 +500,8 @@ impl FastBully {
     fn on_timer(&mut self, ctx: &mut Context<'_>, timer: Timer) {
         match (timer, self.phase) {
             (Timer::T1, Phase::Idle) => {
-                if matches!(self.leader, Some(l) if l != self.me) {
+                // Coordinator silence, or no coordinator at all for T1.
+                if self.leader != Some(self.me) {
                     self.hold_election(ctx);
                 }
             }
@@ -558,14 +563,8 @@ impl FastBully {
             _ => {}
         }
     }
-}
 
-impl Election for FastBully {
-    fn id(&self) -> NodeId {
-        self.me.id
-    }
-
-    fn handle(&mut self, ctx: &mut Context<'_>, input: Input) {
+    fn handle_input(&mut self, ctx: &mut Context<'_>, input: Input) {
         match input {
             Input::Start => self.hold_election(ctx),
             Input::Recover => self.recover(ctx),
@@ -602,6 +601,22 @@ impl Election for FastBully {
             Input::SendFailed { .. } => {}
             Input::Membership(g) => self.on_membership(ctx, g),
         }
+    }
+}
+
+impl Election for FastBully {
+    fn id(&self) -> NodeId {
+        self.me.id
+    }
+
+    fn handle(&mut self, ctx: &mut Context<'_>, input: Input) {
+        self.handle_input(ctx, input);
+        // With heartbeats, a process that names no coordinator waits T1 for one.
+        let orphan = self.phase == Phase::Idle && self.leader.is_none();
+        if let Some(t1) = self.timing.t1.filter(|_| orphan && !self.orphan) {
+            ctx.set_timer(Timer::T1, t1);
+        }
+        self.orphan = orphan;
     }
 
     fn leader(&self) -> Option<NodeId> {

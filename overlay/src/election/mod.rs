@@ -11,6 +11,7 @@
 //! [`AnyElection`] picks one by [`Algorithm`] (seed 002: "one configuration switch selects the
 //! algorithm") and dispatches statically, so the simulator pays no virtual call.
 
+pub mod assumptions;
 pub mod bully;
 pub mod chang_roberts;
 pub mod config;
@@ -20,7 +21,9 @@ pub mod fast_bully;
 pub mod message;
 pub mod ring;
 pub mod villadangos;
+pub mod watch;
 
+pub use assumptions::Assumptions;
 pub use config::{Algorithm, ConfigError, ElectionConfig, UnknownAlgorithm};
 pub use message::{ElectionTag, Message};
 
@@ -28,6 +31,7 @@ use crate::driver::{Context, Election, Input};
 use crate::id::{NodeId, Rank};
 use crate::membership::Membership;
 use std::sync::Arc;
+use watch::Watched;
 
 /// Any of the six algorithms, chosen at run time.
 #[derive(Debug, Clone)]
@@ -38,9 +42,9 @@ use std::sync::Arc;
 pub enum AnyElection {
     Bully(bully::Bully),
     FastBully(fast_bully::FastBully),
-    Ring(ring::Ring),
-    ChangRoberts(chang_roberts::ChangRoberts),
-    Villadangos(villadangos::Villadangos),
+    Ring(Watched<ring::Ring>),
+    ChangRoberts(Watched<chang_roberts::ChangRoberts>),
+    Villadangos(Watched<villadangos::Villadangos>),
     Echo(echo::Echo),
 }
 
@@ -51,9 +55,17 @@ impl AnyElection {
         match cfg.algorithm {
             Algorithm::Bully => AnyElection::Bully(bully::Bully::new(me, group, cfg)),
             Algorithm::FastBully => AnyElection::FastBully(fast_bully::FastBully::new(me, group, cfg)),
-            Algorithm::Ring => AnyElection::Ring(ring::Ring::new(me, group, cfg)),
-            Algorithm::ChangRoberts => AnyElection::ChangRoberts(chang_roberts::ChangRoberts::new(me, group, cfg)),
-            Algorithm::Villadangos => AnyElection::Villadangos(villadangos::Villadangos::new(me, group, cfg)),
+            Algorithm::Ring => AnyElection::Ring(Watched::new(ring::Ring::new(me, group.clone(), cfg), group, cfg)),
+            Algorithm::ChangRoberts => AnyElection::ChangRoberts(Watched::new(
+                chang_roberts::ChangRoberts::new(me, group.clone(), cfg),
+                group,
+                cfg,
+            )),
+            Algorithm::Villadangos => AnyElection::Villadangos(Watched::new(
+                villadangos::Villadangos::new(me, group.clone(), cfg),
+                group,
+                cfg,
+            )),
             Algorithm::Echo => AnyElection::Echo(echo::Echo::new(me, group, cfg)),
         }
     }

@@ -171,43 +171,73 @@ use std::time::Duration;
 /// The largest doubling of the lap timeout after consecutive restarts.
 pub(crate) const MAX_BACKOFF_SHIFT: u8 = 10;
 
-/// Ring positions (indices in [`Membership::ranks`]) this process believes dead, sorted.
-/// Usually empty or tiny; cleared at every new epoch.
+/// Ring positions (indices in [`Membership::ranks`]) this process skips, in two sorted
+/// lists: found dead by a failed send or a `PeerDown` during the current epoch (`list`,
+/// forgotten at every new epoch), and reported down by the failure detector (`reported`,
+/// kept across epochs until `PeerUp` or a message from the process, so that members known
+/// dead cost later elections nothing). Both are usually empty.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Suspects {
     list: Vec<u32>,
+    reported: Vec<u32>,
     /// This epoch's suspicions were all dropped once because they left this process alone.
     rechecked: bool,
 }
 
+fn sorted_insert(v: &mut Vec<u32>, x: u32) {
+    if let Err(i) = v.binary_search(&x) {
+        v.insert(i, x);
+    }
+}
+
+fn sorted_remove(v: &mut Vec<u32>, x: u32) {
+    if let Ok(i) = v.binary_search(&x) {
+        v.remove(i);
+    }
+}
+
 impl Suspects {
     pub(crate) fn contains(&self, pos: usize) -> bool {
-        self.list.binary_search(&(pos as u32)).is_ok()
+        let p = pos as u32;
+        (!self.list.is_empty() && self.list.binary_search(&p).is_ok())
+            || (!self.reported.is_empty() && self.reported.binary_search(&p).is_ok())
     }
+    /// Found dead in this epoch.
     pub(crate) fn insert(&mut self, pos: usize) {
-        if let Err(i) = self.list.binary_search(&(pos as u32)) {
-            self.list.insert(i, pos as u32);
-        }
+        sorted_insert(&mut self.list, pos as u32);
     }
+    /// Reported down by the failure detector: skipped until taken back.
+    pub(crate) fn report(&mut self, pos: usize) {
+        sorted_insert(&mut self.reported, pos as u32);
+    }
+    /// A sign of life (a message, `PeerUp`): drop both kinds of suspicion.
     pub(crate) fn remove(&mut self, pos: usize) {
-        if let Ok(i) = self.list.binary_search(&(pos as u32)) {
-            self.list.remove(i);
-        }
+        sorted_remove(&mut self.list, pos as u32);
+        sorted_remove(&mut self.reported, pos as u32);
     }
-    /// Forget everything (a new epoch).
+    /// Forget this epoch's suspicions (a new epoch); the detector's reports stay.
     pub(crate) fn clear(&mut self) {
         self.list.clear();
         self.rechecked = false;
     }
     pub(crate) fn is_empty(&self) -> bool {
-        self.list.is_empty()
+        self.list.is_empty() && self.reported.is_empty()
+    }
+    /// The group changed: positions move. Keep the reports of members still in it.
+    pub(crate) fn regroup(&mut self, old: &Membership, new: &Membership) {
+        let ids: Vec<NodeId> =
+            self.reported.iter().filter_map(|&p| old.ranks().get(p as usize)).map(|r| r.id).collect();
+        self.list.clear();
+        self.rechecked = false;
+        self.reported = ids.iter().filter_map(|id| new.position(id)).map(|p| p as u32).collect();
+        self.reported.sort_unstable();
     }
 
     /// [`next_live`] from `from`; but the first time in an epoch that the suspicions leave
-    /// this process alone, they are dropped and the walk is retried: a suspicion can be older
-    /// than a recovery (a failed send reported just after the process came back), and being
-    /// alone is a strong conclusion. If everyone else really is dead this costs one failed
-    /// send per process, once per epoch.
+    /// this process alone, this epoch's are dropped and the walk is retried: a suspicion can
+    /// be older than a recovery (a failed send reported just after the process came back),
+    /// and being alone is a strong conclusion. If everyone else really is dead this costs one
+    /// failed send per process, once per epoch. The detector's reports are trusted.
     pub(crate) fn walk(&mut self, n: usize, from: usize, stop: Option<usize>) -> Next {
         let next = next_live(n, from, self, stop);
         if next == Next::Alone && !self.list.is_empty() && !self.rechecked {
@@ -702,8 +732,8 @@ impl Ring {
         let Some(pos) = group.position(&self.me.id) else { return };
         self.me = group.ranks()[pos];
         self.pos = Some(pos as u32);
+        self.dead.regroup(&self.group, &group);
         self.group = group;
-        self.dead.clear();
         let leader_gone = self.leader.is_some_and(|l| !is_member(&self.group, &l));
         if leader_gone {
             self.leader = None;
@@ -756,6 +786,11 @@ impl Election for Ring {
                 }
             }
             Input::PeerDown(id) => {
+                if id != self.me.id {
+                    if let Some(p) = self.pos_of(&id) {
+                        self.dead.report(p);
+                    }
+                }
                 if self.leader.is_some_and(|l| l.id == id) && self.phase == Phase::Passive {
                     self.restart(ctx, Some(id));
                 } else {

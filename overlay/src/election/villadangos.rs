@@ -127,6 +127,7 @@
 //! change); after a decision the leader is kept if it is still a member.
 
 use crate::driver::{Context, Election, Input, Timer};
+use crate::election::down::Down;
 use crate::election::{ElectionConfig, Message};
 use crate::id::{NodeId, Rank};
 use crate::membership::Membership;
@@ -185,6 +186,9 @@ pub struct Villadangos {
     suspect: u32,
     /// Positions known to be dead (at most `MAX_DEAD`, the most recent).
     dead: Vec<u32>,
+    /// Members the failure detector reported down: skipped on the ring across epochs until
+    /// `PeerUp` or news of life.
+    reported: Down,
 }
 
 impl Villadangos {
@@ -204,6 +208,7 @@ impl Villadangos {
             lap_timeout_ms: cfg.lap_timeout_ms,
             suspect: NONE,
             dead: Vec::new(),
+            reported: Down::default(),
         }
     }
 
@@ -224,7 +229,9 @@ impl Villadangos {
     }
     /// Known or suspected dead (skipped on the ring).
     fn is_dead(&self, p: u32) -> bool {
-        p == self.suspect || self.dead.contains(&p)
+        p == self.suspect
+            || self.dead.contains(&p)
+            || (!self.reported.is_empty() && self.reported.contains(&self.rank_at(p).id))
     }
     fn mark_dead(&mut self, p: u32) {
         if p != self.pos && !self.dead.contains(&p) {
@@ -236,6 +243,10 @@ impl Villadangos {
     }
     fn mark_alive(&mut self, p: u32) {
         self.dead.retain(|&d| d != p);
+        if !self.reported.is_empty() {
+            let id = self.rank_at(p).id;
+            self.reported.remove(&id);
+        }
         if self.suspect == p {
             self.suspect = NONE;
         }
@@ -342,7 +353,8 @@ impl Villadangos {
             // It won an epoch started after its failure: it has recovered.
             self.suspect = NONE;
         }
-        if self.dead.contains(&self.leader) {
+        let reported = !self.reported.is_empty() && self.reported.contains(&self.rank_at(self.leader).id);
+        if self.dead.contains(&self.leader) || reported {
             // The announcement overtook the report of the leader's crash.
             self.start_epoch(ctx, Some(self.leader));
         } else if self.leader < self.pos {
@@ -522,6 +534,7 @@ impl Villadangos {
         if x == self.pos {
             return;
         }
+        self.reported.insert(&self.group, id);
         self.mark_dead(x);
         if self.decided {
             if x == self.leader {
@@ -562,6 +575,7 @@ impl Villadangos {
         let was_active = self.status != Status::Passive;
         self.group = group;
         self.dead.clear();
+        self.reported.retain_members(&self.group);
         self.suspect = NONE;
         self.candidate_predecessor = NONE;
         self.candidate_successor = NONE;

@@ -513,6 +513,14 @@ impl ChangRoberts {
     }
 }
 
+impl crate::election::watch::LeaderSilence for ChangRoberts {
+    fn leader_silent(&mut self, ctx: &mut Context<'_>, leader: NodeId) {
+        if self.leader.is_some_and(|l| l.id == leader) && !self.participant {
+            self.restart(ctx, Some(leader));
+        }
+    }
+}
+
 impl Election for ChangRoberts {
     fn id(&self) -> NodeId {
         self.me.id

@@ -744,6 +744,14 @@ impl Ring {
     }
 }
 
+impl crate::election::watch::LeaderSilence for Ring {
+    fn leader_silent(&mut self, ctx: &mut Context<'_>, leader: NodeId) {
+        if self.leader.is_some_and(|l| l.id == leader) && self.phase == Phase::Passive {
+            self.restart(ctx, Some(leader));
+        }
+    }
+}
+
 impl Election for Ring {
     fn id(&self) -> NodeId {
         self.me.id

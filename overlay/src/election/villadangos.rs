@@ -615,6 +615,18 @@ fn position_of(group: &Membership, r: &Rank) -> Option<u32> {
     (group.ranks()[p] == *r).then_some(p as u32)
 }
 
+impl crate::election::watch::LeaderSilence for Villadangos {
+    fn leader_silent(&mut self, ctx: &mut Context<'_>, leader: NodeId) {
+        if self.pos == NONE || !self.decided {
+            return;
+        }
+        if self.rank_at(self.leader).id == leader && self.leader != self.pos {
+            let l = self.leader;
+            self.start_epoch(ctx, Some(l));
+        }
+    }
+}
+
 impl Election for Villadangos {
     fn id(&self) -> NodeId {
         self.me.id

@@ -1,14 +1,14 @@
 //! Leader liveness for the algorithms that have none of their own (the list ring,
 //! Chang-Roberts, Villadangos): seed 002's heartbeat, wrapped around the algorithm.
 //!
-//! With heartbeats on (`cfg.alive_interval()`), a process that names itself leader and is not
-//! in an election sends `Alive` to every member not reported down, each alive interval. A
-//! process that names another leader and is not in an election arms T1 (alive interval x
-//! error factor, seed 002) and re-arms it on every message from that leader. When T1 expires
-//! the leader is silent (crashed unreported, frozen, or cut off): the wrapper reports it to
-//! the algorithm as `PeerDown(leader)`, which makes each of them hold a new election without
-//! it. A later message from that process takes the report back (`PeerUp`), so a leader that
-//! was only frozen rejoins the next election.
+//! With heartbeats on (`cfg.alive_interval()`), a process that names itself leader sends
+//! `Alive` to every member not reported down, each alive interval (also while its own
+//! announcement lap is still out). A process that names another leader and is not in an
+//! election arms T1 (alive interval x error factor, seed 002) and re-arms it on every message
+//! from that leader. When T1 expires the leader is silent (crashed unreported, frozen, or cut
+//! off): the algorithm holds a new election that skips it ([`LeaderSilence`]). Silence is not
+//! a failure report: the skip lasts that one election, so a leader that was only frozen takes
+//! part in the next one.
 //!
 //! A process that names no leader outside an election (it was never reached by one, or a
 //! partition cut it off before the result came) holds an election after T1 too.
@@ -36,6 +36,13 @@ use crate::membership::Membership;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How an algorithm reacts to its leader's silence.
+pub trait LeaderSilence: Election {
+    /// The leader this process names (`leader`) was silent for T1: hold a new election that
+    /// skips it, for that election only.
+    fn leader_silent(&mut self, ctx: &mut Context<'_>, leader: NodeId);
+}
+
 /// What T1 is measuring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Watch {
@@ -59,25 +66,14 @@ pub struct Watched<E> {
     watch: Watch,
     /// This process sends `Alive` (it leads, and no election runs).
     beating: bool,
-    /// A leader this wrapper reported down for its silence.
-    silenced: Option<NodeId>,
     /// Members the driver reported down (they get no `Alive`).
     down: Down,
 }
 
-impl<E: Election> Watched<E> {
+impl<E: LeaderSilence> Watched<E> {
     pub fn new(inner: E, group: Arc<Membership>, cfg: &ElectionConfig) -> Self {
         let timing = cfg.alive_interval().zip(cfg.t1());
-        Watched {
-            me: inner.id(),
-            inner,
-            group,
-            timing,
-            watch: Watch::Nothing,
-            beating: false,
-            silenced: None,
-            down: Down::default(),
-        }
+        Watched { me: inner.id(), inner, group, timing, watch: Watch::Nothing, beating: false, down: Down::default() }
     }
 
     /// The wrapped algorithm.
@@ -98,11 +94,6 @@ impl<E: Election> Watched<E> {
             ctx.reject(from, "Alive from a process outside the group");
             return;
         };
-        if self.silenced == Some(from) {
-            // The silent leader speaks again: take our report back.
-            self.silenced = None;
-            self.inner.handle(ctx, Input::PeerUp(from));
-        }
         if self.watch == Watch::Leader(from) {
             if let Some((_, t1)) = self.timing {
                 ctx.set_timer(Timer::T1, t1);
@@ -126,7 +117,7 @@ impl<E: Election> Watched<E> {
         let Some((alive, t1)) = self.timing else { return };
         let busy = self.inner.in_election();
         let leader = self.inner.leader();
-        let leads = !busy && leader == Some(self.me);
+        let leads = leader == Some(self.me);
         if leads != self.beating {
             self.beating = leads;
             if leads {
@@ -172,7 +163,7 @@ impl<E> std::ops::Deref for Watched<E> {
     }
 }
 
-impl<E: Election> Election for Watched<E> {
+impl<E: LeaderSilence> Election for Watched<E> {
     fn id(&self) -> NodeId {
         self.me
     }
@@ -181,10 +172,7 @@ impl<E: Election> Election for Watched<E> {
         match input {
             Input::Message { from, msg: Message::Alive } => self.on_alive(ctx, from),
             Input::Timer(Timer::T1) => match std::mem::replace(&mut self.watch, Watch::Nothing) {
-                Watch::Leader(l) => {
-                    self.silenced = Some(l);
-                    self.inner.handle(ctx, Input::PeerDown(l));
-                }
+                Watch::Leader(l) => self.inner.leader_silent(ctx, l),
                 // No leader for T1 and no election: hold one.
                 Watch::Orphan => self.inner.handle(ctx, Input::Start),
                 Watch::Nothing => {}
@@ -196,10 +184,6 @@ impl<E: Election> Election for Watched<E> {
                         ctx.set_timer(Timer::T1, t1);
                     }
                 }
-                if self.silenced == Some(from) {
-                    self.silenced = None;
-                    self.inner.handle(ctx, Input::PeerUp(from));
-                }
                 self.inner.handle(ctx, Input::Message { from, msg });
             }
             Input::PeerDown(p) => {
@@ -210,9 +194,6 @@ impl<E: Election> Election for Watched<E> {
             }
             Input::PeerUp(p) => {
                 self.down.remove(&p);
-                if self.silenced == Some(p) {
-                    self.silenced = None;
-                }
                 self.inner.handle(ctx, Input::PeerUp(p));
             }
             Input::Membership(g) => {
@@ -222,7 +203,6 @@ impl<E: Election> Election for Watched<E> {
             }
             Input::Recover => {
                 self.down.clear();
-                self.silenced = None;
                 self.inner.handle(ctx, Input::Recover);
             }
             other => self.inner.handle(ctx, other),

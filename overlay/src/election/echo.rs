@@ -518,6 +518,11 @@ impl Echo {
             l.unanswered = l.unanswered.saturating_add(1);
             ctx.send(*id, Message::EchoProbe);
         }
+        // Suspected neighbours are probed too: two ends that lost each other's probes (loss,
+        // a pause) would otherwise never speak again, and their components never merge.
+        for id in &self.suspected {
+            ctx.send(*id, Message::EchoProbe);
+        }
         ctx.set_timer(PROBE_TIMER, every);
     }
 

@@ -146,6 +146,9 @@ pub const MAX_RETRIES: u32 = 3;
 pub const MAX_ROUND: u64 = u64::MAX / 2;
 /// Probes a neighbour may leave unanswered before it is taken as gone.
 pub const PROBE_MISSES: u8 = 2;
+/// Probe rounds a node may spend with no leader, outside any election, before it starts one
+/// (a component that no election reached: cut off before it came, or nobody started one).
+pub const LEADERLESS_ROUNDS: u8 = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -261,6 +264,8 @@ pub struct Echo {
     /// Next hop towards the leader on the election tree (`None`: we are the leader).
     via: Option<NodeId>,
     probing: bool,
+    /// Probe rounds in a row spent passive with no leader.
+    leaderless: u8,
 }
 
 impl Echo {
@@ -284,6 +289,7 @@ impl Echo {
             leader: None,
             via: None,
             probing: false,
+            leaderless: 0,
         }
     }
 
@@ -514,6 +520,15 @@ impl Echo {
             self.peer_down(ctx, id);
             self.suspected.insert(id);
         }
+        if self.phase == Phase::Passive && self.leader.is_none() {
+            self.leaderless += 1;
+            if self.leaderless >= LEADERLESS_ROUNDS {
+                self.leaderless = 0;
+                self.start_election(ctx);
+            }
+        } else {
+            self.leaderless = 0;
+        }
         for (id, l) in self.links.iter_mut() {
             l.unanswered = l.unanswered.saturating_add(1);
             ctx.send(*id, Message::EchoProbe);
@@ -645,6 +660,11 @@ impl Echo {
             return;
         };
         l.unanswered = 0;
+        if self.phase != Phase::Passive && tag.is_none() {
+            // A start-up hello from a node that has joined no election yet: the election
+            // this node is in reaches it (it floods the component), so it owes it nothing.
+            return;
+        }
         if self.phase != Phase::Passive {
             l.pending = true;
             if tag > self.tag {
@@ -749,6 +769,9 @@ mod tests {
     }
 
     impl Topo {
+        fn degree(&self, i: usize) -> usize {
+            self.edges.iter().filter(|&&(a, b)| a == i || b == i).count()
+        }
         fn new(n: usize) -> Topo {
             Topo { n, edges: BTreeSet::new() }
         }
@@ -972,6 +995,44 @@ mod tests {
             2 * e + n - 1
         );
         net.total_sent()
+    }
+
+    /// The source starts while the start-up hellos (one `EchoReply` per link end) are still
+    /// in flight: they cross its election, and the count is still exactly the hellos plus
+    /// 2|E| + N - 1.
+    #[test]
+    fn echo_count_is_exact_when_start_up_hellos_cross_the_election() {
+        let caps: Vec<u64> = (0..100).map(|i| (i * 7919 % 101) as u64).collect();
+        let mut cases = vec![
+            (Topo::line(8), 0usize, "line 8"),
+            (Topo::star(8), 0, "star 8 from the hub"),
+            (Topo::ring(8), 3, "ring 8"),
+            (Topo::grid(4, 3), 5, "grid 4x3"),
+            (Topo::complete(6), 2, "complete 6"),
+        ];
+        for seed in seeds(0..10) {
+            let (mut rng, n, topo, _) = random_case(seed, 2..30, 2);
+            let src = rng.gen_range(0..n);
+            cases.push((topo, src, "random"));
+        }
+        for (topo, source, name) in cases {
+            let ranks = (0..topo.n).map(|i| Rank::new(caps[i], NodeId::from_u64(i as u64 + 1))).collect();
+            let mut net = Net::with_ranks(ranks, cfg(0));
+            for &(a, b) in &topo.edges {
+                net.connect(a, b);
+            }
+            net.start_at(net.now, source);
+            net.run();
+            check_agreement(&net, &topo, name);
+            let (n, e) = (topo.n as u64, topo.edges.len() as u64);
+            let extra = net.total_sent() as i64 - (2 * e + 2 * e + n - 1) as i64;
+            assert_eq!(
+                extra,
+                0,
+                "{name}: messages beyond hellos + 2|E| + N - 1 (source degree {})",
+                topo.degree(source)
+            );
+        }
     }
 
     #[test]
@@ -1723,7 +1784,9 @@ mod tests {
         assert_eq!(e.neighbours().copied().collect::<Vec<_>>(), vec![a]);
         let new_tag = e.tag().unwrap();
         assert!(sends(&out).contains(&(a, Message::EchoElection { tag: new_tag })));
-        assert!(!sends(&out).iter().any(|(to, _)| *to == b));
+        // The suspected b gets no election, only the probe that lets it come back.
+        let to_b: Vec<Message> = sends(&out).into_iter().filter(|(to, _)| *to == b).map(|(_, m)| m).collect();
+        assert_eq!(to_b, vec![Message::EchoProbe]);
         // b was only slow: its probe readmits it, and it is answered.
         let out = feed(&mut e, Input::Message { from: b, msg: Message::EchoProbe });
         assert_eq!(sends(&out), vec![(b, Message::EchoReply { tag: Some(new_tag), leader: None })]);

@@ -15,7 +15,8 @@
 //! - `partition`: 10-50 % of the processes cut off at 0-500 ms for good, with crashes;
 //! - `partition-heal`: the same, healed 50 ms-2 s later;
 //! - `freeze`: the leader-to-be (70 %) or a random process stopped at 0-800 ms for
-//!   0.1-3 s, with crashes.
+//!   0.1-3 s, with crashes; a message that waits 500 ms for it is reported failed to its
+//!   sender, as a request-response timeout would be.
 //!
 //! Heartbeats (the leader's `Alive` every 100 ms, T1 = 300 ms; echo probes every 100 ms) are
 //! on for the kinds that need them, loss, partitions and freezes, and off otherwise so that
@@ -36,6 +37,9 @@ use std::time::Duration;
 
 /// The heartbeat period of the cases that need heartbeats.
 pub const HEARTBEAT_MS: u64 = 100;
+/// How long a message to a frozen process waits before its sender is told it failed (the
+/// node's request-response timeout, scaled like the heartbeat: 5 s against T1 = 3 s there).
+pub const REQUEST_TIMEOUT_MS: u64 = 500;
 
 /// The fault a sweep case tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -189,6 +193,7 @@ pub fn random_case(algorithm: Algorithm, seed: u64, kind: Option<FaultKind>) -> 
                 for_ms: r.gen_range(100..=3_000),
                 leader: r.gen_bool(0.7),
             });
+            s.request_timeout_ms = Some(REQUEST_TIMEOUT_MS);
             before = before.min(third / 2);
         }
     }

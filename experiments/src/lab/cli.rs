@@ -172,6 +172,9 @@ pub struct ExperimentArgs {
     /// A send to an unreachable process fails after this (default: after a round trip).
     #[arg(long, value_name = "DURATION", value_parser = duration_ms)]
     pub connect_timeout: Option<u64>,
+    /// A message waiting this long for a frozen process is reported failed to its sender.
+    #[arg(long, value_name = "DURATION", value_parser = duration_ms)]
+    pub request_timeout: Option<u64>,
     /// Virtual time limit.
     #[arg(long, value_name = "DURATION", value_parser = duration_ms)]
     pub time_limit: Option<u64>,

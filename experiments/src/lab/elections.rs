@@ -76,6 +76,9 @@ pub fn scenarios(exp: &ExperimentArgs) -> anyhow::Result<(Vec<Scenario>, SeedRan
     if let Some(v) = exp.connect_timeout {
         base.connect_timeout_ms = Some(v);
     }
+    if let Some(v) = exp.request_timeout {
+        base.request_timeout_ms = Some(v);
+    }
     if let Some(v) = exp.time_limit {
         base.time_limit_ms = v;
     }

@@ -100,6 +100,9 @@ pub struct Scenario {
     pub detect_delay_ms: u64,
     /// A send to an unreachable process fails after this (none: after a round trip).
     pub connect_timeout_ms: Option<u64>,
+    /// A message waiting this long for a frozen process is reported failed to its sender
+    /// (none: never).
+    pub request_timeout_ms: Option<u64>,
     /// Heartbeat period: the leader's `Alive` (T1 = 3 x this) or, for echo, the probe period;
     /// 0 turns them off (runs then end at quiescence).
     pub alive_interval_ms: u64,
@@ -135,6 +138,7 @@ impl Default for Scenario {
             net_faults_until_ms: None,
             detect_delay_ms: 100,
             connect_timeout_ms: None,
+            request_timeout_ms: None,
             alive_interval_ms: 0,
             topology: TopologySpec::RandomRegular { degree: 4 },
             capacities: 1_000,
@@ -411,6 +415,7 @@ impl Scenario {
             },
             detect_delay: Duration::from_millis(self.detect_delay_ms),
             connect_timeout: self.connect_timeout_ms.map(Duration::from_millis),
+            request_timeout: self.request_timeout_ms.map(Duration::from_millis),
             topology,
             count_bytes: self.count_bytes,
         };

@@ -20,8 +20,10 @@
 //! - A **crash** drops the state machine. A **recovery** builds a fresh `AnyElection`, tells
 //!   an echo process its live, reachable neighbours (`PeerUp`), then gives it `Input::Recover`.
 //! - A **frozen** process handles nothing: every event for it (deliveries, timers, failed
-//!   sends, reports, starts) waits and runs, in arrival order, when it thaws. Messages to it
-//!   do not fail and nothing reports it (a stopped process's connections stay open).
+//!   sends, reports, starts) waits and runs, in arrival order, when it thaws. Nothing reports
+//!   it (a stopped process's connections stay open). With `request_timeout` set, the sender
+//!   of a message still waiting after that long gets `SendFailed` (the request got no
+//!   response), and the message is still delivered at the thaw.
 //! - The **failure detector** tells each observer the truth about each peer `detect_delay`
 //!   after it changes, as a connection-level detector would: *peer reachable* means alive and
 //!   on the observer's side of any partition (echo: and a topology neighbour). After a
@@ -70,6 +72,10 @@ pub struct SimSetup {
     /// A send to a process unreachable when sent fails after this (`None`: after the
     /// one-way latency there and back, as a refused connection).
     pub connect_timeout: Option<Duration>,
+    /// A message that has waited this long for a frozen process is reported to its sender
+    /// as failed (a request that got no response); it is still delivered at the thaw.
+    /// `None`: the sender hears nothing.
+    pub request_timeout: Option<Duration>,
     /// The echo election's topology (required for echo, ignored otherwise).
     pub topology: Option<Topology>,
     /// Count serialised message bytes (costs one postcard size pass per message).
@@ -149,6 +155,14 @@ enum Event {
         peer: u32,
         up: bool,
     },
+    /// A copy of a message waiting for frozen `dest`: its sender hears of the failure if
+    /// `dest` is still frozen.
+    RequestTimeout {
+        sender: u32,
+        sender_inc: u32,
+        dest: u32,
+        slot: u32,
+    },
 }
 
 impl Event {
@@ -160,6 +174,7 @@ impl Event {
             Event::Failed { sender, .. } => Some(sender),
             Event::Timer { p, .. } => Some(p),
             Event::Report { to, .. } => Some(to),
+            Event::RequestTimeout { sender, .. } => Some(sender),
             _ => None,
         }
     }
@@ -215,6 +230,7 @@ pub struct Sim {
     faults: NetworkFaults,
     detect_delay: Duration,
     connect_timeout: Option<Duration>,
+    request_timeout: Option<Duration>,
     topology: Option<Topology>,
     side: Vec<u16>,
     partitioned: bool,
@@ -297,6 +313,7 @@ impl Sim {
             faults: setup.faults,
             detect_delay: setup.detect_delay,
             connect_timeout: setup.connect_timeout,
+            request_timeout: setup.request_timeout,
             topology: if echo { setup.topology } else { None },
             side: vec![0; n],
             partitioned: false,
@@ -421,6 +438,13 @@ impl Sim {
         if !self.frozen.is_empty() {
             if let Some(held) = ev.target().and_then(|t| self.frozen.get_mut(&t)) {
                 held.push(ev);
+                if let (Event::Deliver { to, from, from_inc, slot, .. }, Some(rt)) = (ev, self.request_timeout) {
+                    if let Some(copy) = self.msgs.get(slot).cloned() {
+                        let slot = self.msgs.insert(copy);
+                        let timeout = Event::RequestTimeout { sender: from, sender_inc: from_inc, dest: to, slot };
+                        self.queue.push(self.now + rt, timeout);
+                    }
+                }
                 return;
             }
         }
@@ -492,6 +516,13 @@ impl Sim {
                 let check = std::mem::take(&mut self.checks[k as usize]);
                 for (q, p) in check.pairs {
                     self.detect(q, p, check.recovery);
+                }
+            }
+            Event::RequestTimeout { sender, sender_inc, dest, slot } => {
+                let Some(msg) = self.msgs.take(slot) else { return };
+                if self.is_frozen(dest) && self.is_incarnation(sender, sender_inc) {
+                    let to = self.id_of(dest);
+                    self.input(sender, Input::SendFailed { to, msg });
                 }
             }
             Event::Report { to, inc, peer, up } => {

@@ -139,6 +139,8 @@ const ACK_TIMER: Timer = Timer::Custom(0xEC40);
 const LEADER_TIMER: Timer = Timer::Custom(0xEC41);
 /// The probe period.
 const PROBE_TIMER: Timer = Timer::Custom(0xEC42);
+/// Resending our state to neighbours a send to which failed.
+const RESYNC_TIMER: Timer = Timer::Custom(0xEC43);
 /// Resends before a safety-net timer gives up.
 pub const MAX_RETRIES: u32 = 3;
 /// Rounds above this are refused: honest rounds grow by one per election and never get
@@ -266,6 +268,8 @@ pub struct Echo {
     probing: bool,
     /// Probe rounds in a row spent passive with no leader.
     leaderless: u8,
+    /// Resends of our state since the last decision (backs the resync timer off).
+    resyncs: u32,
 }
 
 impl Echo {
@@ -290,6 +294,7 @@ impl Echo {
             via: None,
             probing: false,
             leaderless: 0,
+            resyncs: 0,
         }
     }
 
@@ -377,6 +382,7 @@ impl Echo {
         let Some(tag) = self.tag else { return };
         self.phase = Phase::Passive;
         self.leader = Some(leader);
+        self.resyncs = 0;
         ctx.cancel_timer(ACK_TIMER);
         ctx.cancel_timer(LEADER_TIMER);
         self.via = if leader == self.me {
@@ -438,7 +444,33 @@ impl Echo {
         let waiting = l.waiting;
         l.waiting = false;
         l.child = false;
+        // It missed something of ours: it gets our state once we are settled, to compare
+        // (a cut shorter than the failure detector's delay is reported by nothing else).
+        l.pending = true;
         self.after_loss(ctx, to, waiting, false);
+        if self.phase == Phase::Passive {
+            self.arm_resync(ctx);
+        }
+    }
+
+    fn arm_resync(&mut self, ctx: &mut Context<'_>) {
+        let after = self.ack_timeout.saturating_mul(1u32 << self.resyncs.min(10));
+        ctx.set_timer(RESYNC_TIMER, after);
+    }
+
+    /// Settled: send our state to the neighbours owed it.
+    fn resync(&mut self, ctx: &mut Context<'_>) {
+        if self.phase != Phase::Passive {
+            return;
+        }
+        self.resyncs = self.resyncs.saturating_add(1);
+        let reply = self.reply();
+        for (id, l) in self.links.iter_mut() {
+            if l.pending {
+                l.pending = false;
+                ctx.send(*id, reply.clone());
+            }
+        }
     }
 
     /// What losing contact with `peer` means for the election.
@@ -505,6 +537,7 @@ impl Echo {
                 }
             }
             PROBE_TIMER => self.probe_round(ctx),
+            RESYNC_TIMER => self.resync(ctx),
             _ => {}
         }
     }

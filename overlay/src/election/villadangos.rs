@@ -326,7 +326,9 @@ impl Villadangos {
         ctx.decide(self.me.id);
         let msg = Message::VillLeader { epoch: self.epoch, leader: self.me };
         for r in self.group.ranks() {
-            if r.id != self.me.id {
+            // Members the detector reported down are left out: one that comes back is
+            // reported up and catches up on its own (`reply_current`, `PeerUp`).
+            if r.id != self.me.id && !self.reported.contains(&r.id) {
                 ctx.send(r.id, msg.clone());
             }
         }

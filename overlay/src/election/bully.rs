@@ -110,6 +110,9 @@ pub struct Bully {
     leader: Option<Rank>,
     /// Members reported down and not since up.
     down: Down,
+    /// Members reported down whose claim of leadership this process refused: when one is
+    /// reported up again, the question is asked again.
+    refused: Down,
     /// The highest process above this one reported up while this process was in an
     /// election: its claims may have been refused while it was reported down, so the
     /// election's outcome is checked against it.
@@ -128,6 +131,7 @@ impl Bully {
             phase: Phase::Idle,
             leader: None,
             down: Down::default(),
+            refused: Down::default(),
             up_above: None,
             orphan: false,
         }
@@ -240,6 +244,7 @@ impl Bully {
             Message::Coordinator => {
                 if higher && self.down.contains(&from) {
                     // A claim of a process reported down (sent before its crash): ask.
+                    self.refused.insert(&self.group, from);
                     self.hold_election(ctx);
                 } else if higher && self.phase == Phase::Idle && self.leader.is_some_and(|l| l > s) {
                     // A lower claim over a higher coordinator it admitted: stale (messages
@@ -255,6 +260,7 @@ impl Bully {
                 if !higher {
                     self.hold_election(ctx);
                 } else if self.down.contains(&from) {
+                    self.refused.insert(&self.group, from);
                     // Sent before the reported crash (or the report is being taken back):
                     // not a claim to admit.
                 } else if self.phase == Phase::Idle {
@@ -280,8 +286,9 @@ impl Bully {
     fn on_timer(&mut self, ctx: &mut Context<'_>, timer: Timer) {
         match (timer, self.phase) {
             (Timer::T1, Phase::Idle) => {
-                // Coordinator silence, or no coordinator at all for T1.
-                if self.leader != Some(self.me) {
+                // Coordinator silence, or no coordinator at all for T1 (`orphan`).
+                let silent = matches!(self.leader, Some(l) if l != self.me);
+                if silent || (self.leader.is_none() && self.orphan) {
                     self.hold_election(ctx);
                 }
             }
@@ -307,6 +314,7 @@ impl Bully {
     fn on_membership(&mut self, ctx: &mut Context<'_>, group: Arc<Membership>) {
         self.group = group;
         self.down.retain_members(&self.group);
+        self.refused.retain_members(&self.group);
         if let Some(l) = self.leader {
             if l != self.me {
                 match self.group.rank_of(&l.id) {
@@ -327,6 +335,7 @@ impl Bully {
                 self.phase = Phase::Idle;
                 self.leader = None;
                 self.down.clear();
+                self.refused.clear();
                 self.up_above = None;
                 self.hold_election(ctx);
             }
@@ -343,9 +352,11 @@ impl Bully {
             Input::PeerUp(p) => {
                 self.down.remove(&p);
                 // A higher process is up again (a recovery or a heal), above the coordinator
-                // this process names: its claims may have been refused while it was reported
-                // down. Ask.
-                let up = self.group.rank_of(&p).filter(|&r| r > self.me && self.leader.is_none_or(|l| r > l));
+                // this process names, and its claim was refused while it was reported down:
+                // ask again.
+                let refused = self.refused.remove(&p);
+                let up =
+                    self.group.rank_of(&p).filter(|&r| refused && r > self.me && self.leader.is_none_or(|l| r > l));
                 if let Some(r) = up {
                     if self.phase == Phase::Idle {
                         self.hold_election(ctx);
@@ -518,7 +529,7 @@ pub(crate) mod tests {
     fn new_coordinator_crashes_during_election() {
         for n in 3..=8 {
             let mut net = Net::new(n, cfg());
-            net.report_crashes = true;
+            net.detector = true;
             net.start_at(Time::ZERO, 0);
             net.crash_at(Time::from_millis(100), n - 1);
             net.run();
@@ -533,7 +544,7 @@ pub(crate) mod tests {
     fn coordinator_crash_reported_then_reelection() {
         for n in 3..=10 {
             let mut net = Net::new(n, cfg());
-            net.report_crashes = true;
+            net.detector = true;
             net.start_all();
             net.crash_at(Time::from_millis(600), n - 1);
             net.run();
@@ -553,7 +564,7 @@ pub(crate) mod tests {
     fn recovered_highest_bullies_its_way_back() {
         for n in 2..=10 {
             let mut net = Net::new(n, cfg());
-            net.report_crashes = true;
+            net.detector = true;
             net.start_all();
             net.crash_at(Time::from_millis(1_000), n - 1);
             net.run();
@@ -673,7 +684,7 @@ pub(crate) mod tests {
         };
         let mut net = Net::new(n, cfg);
         // Without heartbeats only the failure detector's reports reveal a crash.
-        net.report_crashes = !heartbeats || rng.gen_bool(0.5);
+        net.detector = !heartbeats || rng.gen_bool(0.5);
         net.start_all();
         let mut schedule = Vec::new();
         // Crashes packed into the first elections, or spread out.
@@ -694,7 +705,7 @@ pub(crate) mod tests {
         net.run_until_quiet(Time::from_millis(60_000));
         let what = format!(
             "{algorithm}: replay with PEERAGE_SEED={seed} (n={n}, heartbeats={heartbeats}, reports={}, schedule={schedule:?})",
-            net.report_crashes
+            net.detector
         );
         let Some(h) = net.highest_alive() else { panic!("{what}: nobody alive") };
         assert!(net.all_agree_on(net.id(h)), "{what}: leaders {:?}, highest alive {h}", net.leaders());

@@ -607,8 +607,10 @@ mod tests {
     use crate::testkit::Net;
     use crate::time::Time;
 
+    /// Heartbeats off: these tests count the algorithm's own messages and run to
+    /// quiescence (the leader-liveness rule around it is tested in `watch.rs`).
     fn cfg() -> ElectionConfig {
-        ElectionConfig::for_algorithm(Algorithm::ChangRoberts)
+        crate::testkit::scenarios::quiet_cfg(Algorithm::ChangRoberts)
     }
 
     fn net(n: usize) -> Net {
@@ -762,7 +764,7 @@ mod tests {
     fn cr_leader_crash_reelection() {
         for n in 3..=12usize {
             let mut net = net(n);
-            net.report_crashes = true;
+            net.detector = true;
             net.start_at(Time::ZERO, 0);
             net.run();
             let before = net.total_sent();
@@ -794,7 +796,7 @@ mod tests {
     fn cr_recovered_low_process_catches_up() {
         for n in 3..=12usize {
             let mut net = net(n);
-            net.report_crashes = true;
+            net.detector = true;
             net.start_at(Time::ZERO, 0);
             net.run();
             net.start_at(net.now, 0); // a second election: epoch 2

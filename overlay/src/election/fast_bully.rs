@@ -166,6 +166,9 @@ pub struct FastBully {
     higher_up: bool,
     /// Members reported down and not since up.
     down: Down,
+    /// Members reported down whose claim of leadership this process refused: when one is
+    /// reported up again, the question is asked again.
+    refused: Down,
     /// The highest process above this one reported up while this process was in an
     /// election (see `Bully`'s field of the same name).
     up_above: Option<Rank>,
@@ -186,6 +189,7 @@ impl FastBully {
             answered_since_announce: false,
             higher_up: false,
             down: Down::default(),
+            refused: Down::default(),
             up_above: None,
             orphan: false,
         }
@@ -328,6 +332,7 @@ impl FastBully {
         self.stop(ctx);
         self.leader = None;
         self.down.clear();
+        self.refused.clear();
         self.up_above = None;
         if self.group.ranks().iter().all(|r| *r == self.me) {
             // Nobody else could answer: the pseudo-code's "no view within T2" at once.
@@ -443,6 +448,7 @@ impl FastBully {
             Message::Coordinator => {
                 if higher && self.down.contains(&from) {
                     // A claim of a process reported down (sent before its crash): ask.
+                    self.refused.insert(&self.group, from);
                     self.hold_election(ctx);
                 } else if higher && self.phase == Phase::Idle && self.leader.is_some_and(|l| l > s) {
                     // A lower claim over a higher coordinator it admitted: stale (it crossed
@@ -458,6 +464,7 @@ impl FastBully {
                 if !higher {
                     self.hold_election(ctx);
                 } else if self.down.contains(&from) {
+                    self.refused.insert(&self.group, from);
                     // Sent before the reported crash: not a claim to admit.
                 } else if self.phase == Phase::Idle {
                     match self.leader {
@@ -480,7 +487,9 @@ impl FastBully {
                     return;
                 }
                 if let Phase::Recovering { best, .. } = self.phase {
-                    if best.is_none_or(|b| s > b) && !self.down.contains(&from) {
+                    if self.down.contains(&from) {
+                        self.refused.insert(&self.group, from);
+                    } else if best.is_none_or(|b| s > b) {
                         self.phase = Phase::Recovering { best: Some(s), best_is_coordinator: coordinator == Some(s) };
                     }
                 }
@@ -500,8 +509,9 @@ impl FastBully {
     fn on_timer(&mut self, ctx: &mut Context<'_>, timer: Timer) {
         match (timer, self.phase) {
             (Timer::T1, Phase::Idle) => {
-                // Coordinator silence, or no coordinator at all for T1.
-                if self.leader != Some(self.me) {
+                // Coordinator silence, or no coordinator at all for T1 (`orphan`).
+                let silent = matches!(self.leader, Some(l) if l != self.me);
+                if silent || (self.leader.is_none() && self.orphan) {
                     self.hold_election(ctx);
                 }
             }
@@ -535,6 +545,7 @@ impl FastBully {
     fn on_membership(&mut self, ctx: &mut Context<'_>, group: Arc<Membership>) {
         self.group = group;
         self.down.retain_members(&self.group);
+        self.refused.retain_members(&self.group);
         self.answered.retain(|r| self.group.rank_of(&r.id) == Some(*r));
         if let Some(l) = self.leader {
             if l != self.me {
@@ -579,9 +590,11 @@ impl FastBully {
             Input::PeerUp(p) => {
                 self.down.remove(&p);
                 // A higher process is up again (a recovery or a heal), above the coordinator
-                // this process names: its claims may have been refused while it was reported
-                // down. Ask.
-                let up = self.group.rank_of(&p).filter(|&r| r > self.me && self.leader.is_none_or(|l| r > l));
+                // this process names, and its claim was refused while it was reported down:
+                // ask again.
+                let refused = self.refused.remove(&p);
+                let up =
+                    self.group.rank_of(&p).filter(|&r| refused && r > self.me && self.leader.is_none_or(|l| r > l));
                 if let Some(r) = up {
                     if self.phase == Phase::Idle {
                         self.hold_election(ctx);
@@ -832,7 +845,7 @@ mod tests {
         // The same, reported by the failure detector: the next nominee is chosen at once.
         let n = 6;
         let mut net = Net::new(n, cfg());
-        net.report_crashes = true;
+        net.detector = true;
         net.crash(n - 1);
         net.start_at(Time::ZERO, 0);
         net.crash_at(Time::from_millis(500) + Duration::from_micros(500), n - 2);
@@ -902,7 +915,7 @@ mod tests {
     fn recovered_highest_bullies_its_way_back() {
         for n in 2..=10 {
             let mut net = Net::new(n, cfg());
-            net.report_crashes = true;
+            net.detector = true;
             net.start_all();
             net.crash_at(Time::from_millis(1_000), n - 1);
             net.run();
@@ -943,7 +956,7 @@ mod tests {
     #[test]
     fn recovery_does_not_admit_a_process_reported_down() {
         let mut net = Net::new(2, cfg());
-        net.report_crashes = true;
+        net.detector = true;
         net.start_all();
         net.run();
         net.crash(0);

@@ -171,66 +171,72 @@ use std::time::Duration;
 /// The largest doubling of the lap timeout after consecutive restarts.
 pub(crate) const MAX_BACKOFF_SHIFT: u8 = 10;
 
-/// Ring positions (indices in [`Membership::ranks`]) this process skips, in two sorted
-/// lists: found dead by a failed send or a `PeerDown` during the current epoch (`list`,
-/// forgotten at every new epoch), and reported down by the failure detector (`reported`,
+/// Ring positions (indices in [`Membership::ranks`]) this process skips, one sorted list of
+/// two kinds: found dead by a failed send or a `PeerDown` during the current epoch (forgotten
+/// at every new epoch), and reported down by the failure detector (flagged [`REPORTED`],
 /// kept across epochs until `PeerUp` or a message from the process, so that members known
-/// dead cost later elections nothing). Both are usually empty.
+/// dead cost later elections nothing). Usually empty.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Suspects {
     list: Vec<u32>,
-    reported: Vec<u32>,
     /// This epoch's suspicions were all dropped once because they left this process alone.
     rechecked: bool,
 }
 
-fn sorted_insert(v: &mut Vec<u32>, x: u32) {
-    if let Err(i) = v.binary_search(&x) {
-        v.insert(i, x);
-    }
-}
-
-fn sorted_remove(v: &mut Vec<u32>, x: u32) {
-    if let Ok(i) = v.binary_search(&x) {
-        v.remove(i);
-    }
-}
+/// The flag of a position the failure detector reported down.
+const REPORTED: u32 = 1 << 31;
 
 impl Suspects {
+    fn has(&self, x: u32) -> bool {
+        self.list.binary_search(&x).is_ok()
+    }
+    fn add(&mut self, x: u32) {
+        if let Err(i) = self.list.binary_search(&x) {
+            self.list.insert(i, x);
+        }
+    }
+    fn drop_entry(&mut self, x: u32) {
+        if let Ok(i) = self.list.binary_search(&x) {
+            self.list.remove(i);
+        }
+    }
     pub(crate) fn contains(&self, pos: usize) -> bool {
-        let p = pos as u32;
-        (!self.list.is_empty() && self.list.binary_search(&p).is_ok())
-            || (!self.reported.is_empty() && self.reported.binary_search(&p).is_ok())
+        !self.list.is_empty() && (self.has(pos as u32) || self.has(pos as u32 | REPORTED))
     }
     /// Found dead in this epoch.
     pub(crate) fn insert(&mut self, pos: usize) {
-        sorted_insert(&mut self.list, pos as u32);
+        self.add(pos as u32);
     }
     /// Reported down by the failure detector: skipped until taken back.
     pub(crate) fn report(&mut self, pos: usize) {
-        sorted_insert(&mut self.reported, pos as u32);
+        self.add(pos as u32 | REPORTED);
     }
     /// A sign of life (a message, `PeerUp`): drop both kinds of suspicion.
     pub(crate) fn remove(&mut self, pos: usize) {
-        sorted_remove(&mut self.list, pos as u32);
-        sorted_remove(&mut self.reported, pos as u32);
+        self.drop_entry(pos as u32);
+        self.drop_entry(pos as u32 | REPORTED);
     }
     /// Forget this epoch's suspicions (a new epoch); the detector's reports stay.
     pub(crate) fn clear(&mut self) {
-        self.list.clear();
+        self.list.retain(|&x| x & REPORTED != 0);
         self.rechecked = false;
     }
     pub(crate) fn is_empty(&self) -> bool {
-        self.list.is_empty() && self.reported.is_empty()
+        self.list.is_empty()
     }
     /// The group changed: positions move. Keep the reports of members still in it.
     pub(crate) fn regroup(&mut self, old: &Membership, new: &Membership) {
-        let ids: Vec<NodeId> =
-            self.reported.iter().filter_map(|&p| old.ranks().get(p as usize)).map(|r| r.id).collect();
-        self.list.clear();
+        let moved: Vec<u32> = self
+            .list
+            .iter()
+            .filter(|&&x| x & REPORTED != 0)
+            .filter_map(|&x| old.ranks().get((x & !REPORTED) as usize))
+            .filter_map(|r| new.position(&r.id))
+            .map(|p| p as u32 | REPORTED)
+            .collect();
+        self.list = moved;
+        self.list.sort_unstable();
         self.rechecked = false;
-        self.reported = ids.iter().filter_map(|id| new.position(id)).map(|p| p as u32).collect();
-        self.reported.sort_unstable();
     }
 
     /// [`next_live`] from `from`; but the first time in an epoch that the suspicions leave
@@ -240,8 +246,8 @@ impl Suspects {
     /// failed send per process, once per epoch. The detector's reports are trusted.
     pub(crate) fn walk(&mut self, n: usize, from: usize, stop: Option<usize>) -> Next {
         let next = next_live(n, from, self, stop);
-        if next == Next::Alone && !self.list.is_empty() && !self.rechecked {
-            self.list.clear();
+        if next == Next::Alone && self.list.iter().any(|&x| x & REPORTED == 0) && !self.rechecked {
+            self.clear();
             self.rechecked = true;
             return next_live(n, from, self, stop);
         }
@@ -841,8 +847,10 @@ pub(crate) mod tests {
     use crate::testkit::Net;
     use crate::time::Time;
 
+    /// Heartbeats off: these tests count the algorithm's own messages and run to
+    /// quiescence (the leader-liveness rule around it is tested in `watch.rs`).
     fn cfg() -> ElectionConfig {
-        ElectionConfig::for_algorithm(Algorithm::Ring)
+        crate::testkit::scenarios::quiet_cfg(Algorithm::Ring)
     }
 
     fn net(n: usize) -> Net {
@@ -973,7 +981,7 @@ pub(crate) mod tests {
     fn ring_leader_crash_reelection() {
         for n in 3..=12usize {
             let mut net = net(n);
-            net.report_crashes = true;
+            net.detector = true;
             net.start_at(Time::ZERO, 0);
             net.run();
             assert_settled(&net, "first");

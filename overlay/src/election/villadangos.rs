@@ -127,7 +127,6 @@
 //! change); after a decision the leader is kept if it is still a member.
 
 use crate::driver::{Context, Election, Input, Timer};
-use crate::election::down::Down;
 use crate::election::{ElectionConfig, Message};
 use crate::id::{NodeId, Rank};
 use crate::membership::Membership;
@@ -137,9 +136,12 @@ use std::time::Duration;
 /// "No process": the sentinel for the position fields.
 const NONE: u32 = u32::MAX;
 
-/// How many dead processes a process remembers (the most recent); forgetting one only costs
-/// a failed send.
+/// How many processes found dead by a failed send a process remembers (the most recent);
+/// forgetting one only costs a failed send.
 const MAX_DEAD: usize = 32;
+
+/// The flag, in `dead`, of a position the failure detector reported down.
+const REPORTED: u32 = 1 << 31;
 
 /// A process's status, in seed 004's vocabulary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,11 +186,10 @@ pub struct Villadangos {
     /// The process whose failure made this process start its latest epoch (`NONE` if none):
     /// skipped on the ring, but accepted as leader if it wins (then it has recovered).
     suspect: u32,
-    /// Positions known to be dead (at most `MAX_DEAD`, the most recent).
+    /// Positions known to be dead: from failed sends (at most `MAX_DEAD`, the most recent,
+    /// forgotten at a stall) and, flagged [`REPORTED`], from the failure detector (kept
+    /// across epochs until `PeerUp` or news of life).
     dead: Vec<u32>,
-    /// Members the failure detector reported down: skipped on the ring across epochs until
-    /// `PeerUp` or news of life.
-    reported: Down,
 }
 
 impl Villadangos {
@@ -208,7 +209,6 @@ impl Villadangos {
             lap_timeout_ms: cfg.lap_timeout_ms,
             suspect: NONE,
             dead: Vec::new(),
-            reported: Down::default(),
         }
     }
 
@@ -229,24 +229,28 @@ impl Villadangos {
     }
     /// Known or suspected dead (skipped on the ring).
     fn is_dead(&self, p: u32) -> bool {
-        p == self.suspect
-            || self.dead.contains(&p)
-            || (!self.reported.is_empty() && self.reported.contains(&self.rank_at(p).id))
+        p == self.suspect || self.dead.contains(&p) || self.is_reported(p)
+    }
+    fn is_reported(&self, p: u32) -> bool {
+        self.dead.contains(&(p | REPORTED))
     }
     fn mark_dead(&mut self, p: u32) {
         if p != self.pos && !self.dead.contains(&p) {
-            if self.dead.len() >= MAX_DEAD {
-                self.dead.remove(0);
+            if self.dead.iter().filter(|&&d| d & REPORTED == 0).count() >= MAX_DEAD {
+                if let Some(i) = self.dead.iter().position(|&d| d & REPORTED == 0) {
+                    self.dead.remove(i);
+                }
             }
             self.dead.push(p);
         }
     }
-    fn mark_alive(&mut self, p: u32) {
-        self.dead.retain(|&d| d != p);
-        if !self.reported.is_empty() {
-            let id = self.rank_at(p).id;
-            self.reported.remove(&id);
+    fn mark_reported(&mut self, p: u32) {
+        if p != self.pos && !self.is_reported(p) {
+            self.dead.push(p | REPORTED);
         }
+    }
+    fn mark_alive(&mut self, p: u32) {
+        self.dead.retain(|&d| d & !REPORTED != p);
         if self.suspect == p {
             self.suspect = NONE;
         }
@@ -328,7 +332,7 @@ impl Villadangos {
         for r in self.group.ranks() {
             // Members the detector reported down are left out: one that comes back is
             // reported up and catches up on its own (`reply_current`, `PeerUp`).
-            if r.id != self.me.id && !self.reported.contains(&r.id) {
+            if r.id != self.me.id && !self.group.position(&r.id).is_some_and(|p| self.is_reported(p as u32)) {
                 ctx.send(r.id, msg.clone());
             }
         }
@@ -355,8 +359,7 @@ impl Villadangos {
             // It won an epoch started after its failure: it has recovered.
             self.suspect = NONE;
         }
-        let reported = !self.reported.is_empty() && self.reported.contains(&self.rank_at(self.leader).id);
-        if self.dead.contains(&self.leader) || reported {
+        if self.dead.contains(&self.leader) || self.is_reported(self.leader) {
             // The announcement overtook the report of the leader's crash.
             self.start_epoch(ctx, Some(self.leader));
         } else if self.leader < self.pos {
@@ -536,7 +539,7 @@ impl Villadangos {
         if x == self.pos {
             return;
         }
-        self.reported.insert(&self.group, id);
+        self.mark_reported(x);
         self.mark_dead(x);
         if self.decided {
             if x == self.leader {
@@ -575,9 +578,10 @@ impl Villadangos {
     fn on_membership(&mut self, ctx: &mut Context<'_>, group: Arc<Membership>) {
         let old_leader = self.decided.then(|| self.rank_at(self.leader));
         let was_active = self.status != Status::Passive;
+        let reported: Vec<NodeId> =
+            self.dead.iter().filter(|&&d| d & REPORTED != 0).map(|&d| self.rank_at(d & !REPORTED).id).collect();
         self.group = group;
-        self.dead.clear();
-        self.reported.retain_members(&self.group);
+        self.dead = reported.iter().filter_map(|id| self.group.position(id)).map(|p| p as u32 | REPORTED).collect();
         self.suspect = NONE;
         self.candidate_predecessor = NONE;
         self.candidate_successor = NONE;
@@ -658,7 +662,7 @@ impl Election for Villadangos {
                     // A stall may come from a wrong belief that someone is dead (a process
                     // that recovered unreported, a healed partition): forget them all.
                     self.stalls = self.stalls.saturating_add(1);
-                    self.dead.clear();
+                    self.dead.retain(|&d| d & REPORTED != 0);
                     self.suspect = NONE;
                     self.start_epoch(ctx, None);
                 }
@@ -667,7 +671,9 @@ impl Election for Villadangos {
             Input::PeerUp(id) => {
                 if let Some(x) = self.group.position(&id).map(|p| p as u32) {
                     self.mark_alive(x);
-                    if self.decided && self.leader == self.pos && x > self.pos {
+                    // The leader tells a process that comes back who leads: its announcement
+                    // left out members reported down, and a higher one must take over.
+                    if self.decided && self.leader == self.pos {
                         let msg = Message::VillLeader { epoch: self.epoch, leader: self.me };
                         ctx.send(id, msg);
                     }
@@ -703,8 +709,10 @@ mod tests {
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
 
+    /// Heartbeats off: these tests count the algorithm's own messages and run to
+    /// quiescence (the leader-liveness rule around it is tested in `watch.rs`).
     fn cfg() -> ElectionConfig {
-        ElectionConfig::for_algorithm(Algorithm::Villadangos)
+        crate::testkit::scenarios::quiet_cfg(Algorithm::Villadangos)
     }
 
     /// The base seed of a randomised test: `PEERAGE_SEED` if set (to replay), else fixed.
@@ -880,7 +888,7 @@ mod tests {
             let mut rng = StdRng::seed_from_u64(seed);
             let n = rng.gen_range(1..=12usize);
             let mut net = Net::new(n, cfg());
-            net.report_crashes = rng.gen_bool(0.5);
+            net.detector = rng.gen_bool(0.5);
             let crashed: Vec<usize> = (0..n).filter(|_| rng.gen_bool(0.3)).collect();
             if crashed.len() == n {
                 continue;
@@ -914,7 +922,7 @@ mod tests {
             let n = rng.gen_range(2..=12usize);
             let mut net = Net::new(n, cfg());
             let reports = rng.gen_bool(0.6);
-            net.report_crashes = reports;
+            net.detector = reports;
             let mut inits: Vec<usize> = (0..n).filter(|_| rng.gen_bool(0.4)).collect();
             if inits.is_empty() {
                 inits.push(rng.gen_range(0..n));
@@ -957,7 +965,7 @@ mod tests {
     fn villadangos_leader_crash_afterwards_and_recovery() {
         for n in 1..=12usize {
             let mut net = Net::new(n, cfg());
-            net.report_crashes = true;
+            net.detector = true;
             net.start_all();
             net.run();
             check_agreement(&net, &format!("n={n} initial"));
@@ -995,7 +1003,7 @@ mod tests {
             let mut rng = StdRng::seed_from_u64(seed);
             let n = rng.gen_range(2..=12usize);
             let mut net = Net::new(n, cfg());
-            net.report_crashes = true;
+            net.detector = true;
             let mut events = Vec::new();
             net.start_at(Time::ZERO, rng.gen_range(0..n));
             for _ in 0..rng.gen_range(1..=4) {

@@ -5,10 +5,9 @@
 //! capacity, with concurrent elections, partitions, merges, joins and leaves.
 //!
 //! Sources: seed 000 (the procedure, multiple elections, "minor adjustments" for partitions
-//! and joins) and the paper's abstract and introduction, the only parts our search tool
-//! reached (extrema-finding by diffusing computations; "weakly" self-stabilizing and
-//! terminating). Where this doc says "as we recall the paper", the detail is from memory of
-//! the paper and was not checked against its text.
+//! and joins) and the paper's abstract and introduction (extrema-finding by diffusing
+//! computations; "weakly" self-stabilizing and terminating). Where this doc says "as we
+//! recall the paper", the detail is from memory of the paper, not checked against its text.
 //!
 //! # The topology
 //! A node's neighbours are exactly the peers reported by [`Input::PeerUp`] and not since by
@@ -44,7 +43,10 @@
 //!   heartbeat: with `cfg.echo_probe_interval()` set, every node probes all neighbours each
 //!   interval; a neighbour that leaves [`PROBE_MISSES`] probes in a row unanswered is taken
 //!   as gone (as if `PeerDown`): detection takes two to three intervals, and one lost probe
-//!   or reply is tolerated.
+//!   or reply is tolerated. Neighbours taken as gone are still probed, so two ends that lost
+//!   each other's probes (loss, a pause) meet again, and a node that spends
+//!   [`LEADERLESS_ROUNDS`] probe rounds with no leader outside any election starts one (a
+//!   component that no election reached).
 //! - **A node with no neighbours is its own leader**: its election ends at once, and a node
 //!   that loses its last neighbour elects itself.
 //!
@@ -56,10 +58,12 @@
 //!   other sender already in the election. In a fault-free run from one source over a
 //!   connected graph of N nodes and |E| edges this gives exactly **2|E| - (N-1)** elections
 //!   (every node sends to all neighbours but its parent), **N-1** acks (tree edges) and
-//!   **N-1** leader announcements: **2|E| + N - 1** messages (3(N-1) on a tree). The tests
-//!   assert these counts exactly. Not counted there: the two hellos (`EchoReply`) each new
-//!   link costs when it comes up. Concurrent sources cost more (a node forwards every higher
-//!   election it joins); `docs/RESULTS.md` lists measured counts.
+//!   **N-1** leader announcements: **2|E| + N - 1** messages (3(N-1) on a tree), plus the two
+//!   hellos (`EchoReply`) each link costs when it comes up. The count is Segall's echo and
+//!   holds also when the start-up hellos cross the election: a hello from a node that has
+//!   joined no election yet (`tag: None`) makes a node in an election owe it nothing, since
+//!   the election floods the component and reaches it anyway. The tests assert these counts
+//!   exactly. Concurrent sources cost more (a node forwards every higher election it joins).
 //! - **No periodic traffic without probes.** With `echo_probe_interval_ms = 0` nothing is
 //!   periodic: failures are learned from `PeerDown` and failed sends, and runs reach
 //!   quiescence (the simulator checks agreement there).
@@ -88,6 +92,10 @@
 //!   election also re-checks the leaders, which may be stale. A node that has never started
 //!   nor joined an election (no `Start` yet) stays leaderless until an election reaches it or
 //!   a settled neighbour's reply makes it start one.
+//! - **Missed messages.** A neighbour a send to which failed is owed our state: it gets our
+//!   `EchoReply` once we are settled, resent (the resync timer, doubling) while that send
+//!   fails, until it goes through or the link is reported down. So a cut shorter than the
+//!   failure detector's delay, which nothing reports, still ends in a comparison of leaders.
 //! - **Safety-net timers** (`Timer::Custom`, `cfg.echo_ack_timeout()`, doubling after each
 //!   try, [`MAX_RETRIES`] tries): a node waiting for acks resends `EchoElection` to the
 //!   neighbours still silent (a duplicate makes a node that already acknowledged resend its

@@ -1,126 +1,53 @@
-//! The fast bully algorithm, as a sans-IO state machine.
-//!
-//! Follows seed 002's three pseudo-code listings ("Starting failure recovery", "Start
-//! election", and the event handlers) with its timeouts: T1 (coordinator silence), T2 (waiting
-//! for `Answer`s, or for `View`s during recovery), T3 (waiting for `Coordinator` after a
-//! `Nomination`) and T4 (an answering process waiting for `Nomination` or `Coordinator`).
+//! The fast bully algorithm, as a sans-IO state machine (seed 002's three listings: failure
+//! recovery, start election, and the handlers), with timeouts T1 (coordinator silence), T2
+//! (waiting for `Answer`s, or `View`s when recovering), T3 (waiting for the nominee's
+//! `Coordinator`) and T4 (an answering process waiting for `Nomination` or `Coordinator`).
 //!
 //! # The protocol
-//! - *Failure recovery* (`Input::Recover`): send `IamUp` to every other process, wait T2 for
-//!   `View`s, merge them; if this process is the highest, send `Coordinator` to every lower
-//!   process, otherwise admit the highest process of the view as coordinator.
-//! - `IamUp` is answered with `View { up, coordinator }`.
-//! - *Election* (`Input::Start`, T1 silence, `Input::PeerDown(coordinator)`, T4 expiry, a
-//!   `Coordinator`/`Alive` from a lower process): send `Election` to every higher process,
-//!   wait T2 collecting `Answer`s into the answered list. None: send `Coordinator` to every
-//!   lower process. Otherwise send `Nomination` to the highest answerer and wait T3 for its
-//!   `Coordinator`; on expiry remove it from the list and nominate the next; when the list is
-//!   empty, restart the election.
-//! - `Election` from a lower process: `Answer`, then wait T4 for `Nomination` or
-//!   `Coordinator`; on expiry hold an election. Unlike the bully, the receiver does *not*
-//!   hold its own election at once: that is the saving.
-//! - `Nomination` from a lower process: become coordinator, `Coordinator` to every lower
-//!   process. `Coordinator` from a higher process: admit it, stop any election.
-//! - Heartbeats as in [`super::bully`]: the coordinator sends `Alive` to the lower processes
-//!   every alive interval; followers re-arm T1 on every message from the coordinator.
+//! - *Recovery* (`Recover`): `IamUp` to every process, T2 for `View`s, then: no `View`, it
+//!   is the coordinator (nobody else is up); it outranks every sender, `Coordinator` to every
+//!   lower process; the highest sender H names itself coordinator in its view, admit H;
+//!   otherwise (H names someone who sent no `View`, so is dead) hold an election.
+//! - *Election* (`Start`, T1 silence, `PeerDown(coordinator)`, T4 expiry, a lower claim):
+//!   `Election` to every higher process, T2 collecting `Answer`s. None: `Coordinator` to every
+//!   lower process. Else `Nomination` to the highest answerer, T3; on expiry (or its
+//!   `PeerDown`, or a failed send) the next answerer; none left: elect again.
+//! - `Election` from a lower process: `Answer`, then T4 for `Nomination`/`Coordinator` (the
+//!   saving over the bully: no election of its own). `Nomination`: become coordinator.
+//!   `IamUp`: answer with `View`. Heartbeats as in [`super::bully`].
 //!
-//! # States (`state()`), in the seeds' vocabulary
-//! - `Passive`: not in an election; follows the coordinator it names (or none yet).
-//! - `Recovering`: sent `IamUp`, waiting T2 for `View`s (seed 002's StartFailureRecovery).
-//! - `Candidate`: sent `Election`, waiting T2 for `Answer`s.
-//! - `Waiting`: waiting for a `Coordinator`: either after nominating (T3), or after answering
-//!   a lower process's `Election` (T4).
-//! - `Leader`: this process is the coordinator.
+//! States: `Passive`, `Recovering`, `Candidate`, `Waiting` (nominating, or answered), `Leader`.
 //!
 //! # Choices where seed 002 is vague
-//! - **Start-up uses `Election`, recovery uses `IamUp`.** `Input::Start` (start-up, or the
-//!   driver deciding an election is needed) holds an election; only `Input::Recover` runs the
-//!   failure-recovery procedure. Recovery emits `ElectionStarted` and counts as being in an
-//!   election.
-//! - **What a view is.** A process's view is what it knows to be up without keeping a per-peer
-//!   table: itself and the coordinator it names. A `View` carries those (one or two ranks) and
-//!   the coordinator. The recovering process merges the views: the senders of `View`s within
-//!   T2 are up; a process named in some view that sent no `View` within T2 is down (seed 002
-//!   assumption 9: a live process answers at once).
-//! - **Recovering process, after T2:**
-//!   - no `View` at all: it is the coordinator and stops, *without* sending `Coordinator`
-//!     (the pseudo-code's "Stop the procedure": nobody answered, so nobody is up);
-//!   - it outranks every sender: `Coordinator` to every lower process of the group;
-//!   - the highest sender H outranks it and H's own view names H coordinator: admit H;
-//!   - otherwise (H names another process, which sent no `View` and so is dead, or names
-//!     none): the view's highest is dead or nobody is coordinator, so admitting H would name
-//!     a coordinator that does not know it; it holds an election instead.
-//!
-//!   `View`s arriving after T2 are ignored. If H is reported down (`PeerDown`) before T2
-//!   expires, it is not admitted: the recovering process holds an election instead (found by
-//!   the seeded schedules, `PEERAGE_SEED=3381`).
-//! - **The answered list is bounded** to the [`ANSWERED_CAP`] highest answerers: when all of
-//!   them fail (T3 expiry one after the other), the list is empty and the election restarts,
-//!   exactly as when the seed's full list empties. This keeps a process's state O(1) although
-//!   up to N-1 processes answer.
-//! - A nominee that is reported down (`PeerDown`) or whose `Nomination` could not be sent
-//!   (`SendFailed`) is treated as if T3 had expired: the next answerer is nominated at once.
-//! - A process already holding an election (`Recovering`, `Candidate`, nominating) answers
-//!   `Election`s from lower processes but arms no T4: its own election's outcome reaches them.
-//!   A process already waiting T4 re-arms it for each further `Election` (it waits for the
-//!   latest election's outcome). While waiting T4 it keeps naming its old coordinator.
-//! - The coordinator answers an `Election` from a lower process and stays coordinator (no T4:
-//!   it waits for nobody). When it is then nominated it announces again to every lower process
-//!   (the other answerers of that election wait for a `Coordinator`). A `Nomination` that
-//!   reaches the coordinator when it has answered no `Election` since its last announcement
-//!   (concurrent initiators nominating it together) is answered with `Coordinator` to the
+//! - `Start` holds an election; only `Recover` runs the recovery procedure.
+//! - A view is what a process knows is up without a per-peer table: itself and its
+//!   coordinator. `View`s after T2 are ignored.
+//! - The answered list keeps the [`ANSWERED_CAP`] highest answerers, so state is O(1); when
+//!   all of them fail the election restarts, as when the seed's full list empties.
+//! - A process holding its own election answers lower `Election`s without arming T4; one
+//!   waiting T4 re-arms it for each further `Election`. The coordinator answers and stays
+//!   coordinator; nominated after answering, it announces again to every lower process; a
+//!   nomination it did not answer an `Election` for is answered with `Coordinator` to the
 //!   nominator alone.
-//! - A process that is nominated while its own election has already heard an `Answer` from a
-//!   higher process does not take over: a higher process is alive, and the outcome of its own
-//!   election will reach the (lower) nominator.
 //! - A nominee that knows of a live higher process the nominator did not hear from does not
-//!   take over: it holds an election instead (Garcia-Molina's answer to a lower process's
-//!   claim), or, already holding one, lets that election's outcome reach the nominator. It
-//!   knows of one when it is `Passive` naming a *higher* coordinator (answering the
-//!   nominator's `Election` made it wait T4, so it has admitted that coordinator's
-//!   `Coordinator` or `Alive` since), or when a higher process has sent it `IamUp` since it
-//!   last changed phase or admitted a coordinator (a recovering process, which may announce
-//!   itself or be nominated by others at any moment). The nominator asked while that process
-//!   was down; the nomination is stale. Taking over would send a `Coordinator` that the
-//!   higher process never sees (it goes to lower processes only) and that overrides the
-//!   higher one's announcement wherever it arrives last: two coordinators (found by the
-//!   simulator's sweep, fast bully seeds 135 and 742; after the simulator's seed mapping
-//!   changed, seed 407 still failed with the `Passive` rule alone and needed the `IamUp` one;
-//!   tests `stale_nomination_after_a_higher_coordinator_holds_an_election` and
-//!   `nominee_that_heard_iamup_from_a_higher_process_holds_an_election`). The election asks
-//!   the higher processes: a live one answers and is nominated (a coordinator that answered
-//!   an `Election` announces again to every lower process), a dead one does not and the
-//!   nominee takes over after T2. A nominee still waiting T4 with no such evidence keeps
-//!   naming its old coordinator but takes over at once: the seed's fast path (the
-//!   nominator's T2 showed the higher processes silent), so the message counts below are
-//!   unchanged.
-//! - Otherwise a `Nomination` makes it coordinator, as the seed says.
-//! - A `Passive` process that receives `Coordinator` from a process higher than itself but
-//!   *lower than the coordinator it names* does not admit it: it holds an election. Messages
-//!   are not FIFO between different senders, so a lower process's announcement sent before it
-//!   heard of the higher coordinator can land after the higher one's (the 5,000-seed sweep:
-//!   fast bully seeds 2280, 2450, 4068, 4782; seed 002's "admit any higher announcement",
-//!   i.e. the last one wins, then leaves two coordinators, since the higher coordinator never
-//!   receives the lower claim and so cannot bully it). The election asks every higher
-//!   process: a live named coordinator answers, is nominated and announces again; if it is
-//!   dead, the claimant answers and is nominated and announces again. Cost: one extra
-//!   election where a process follows a dead coordinator it was not told about
-//!   (`recovery_with_dead_coordinator_in_view_holds_an_election`); processes waiting T4
-//!   admit the announcement as before, so the counts of the table below are unchanged.
-//! - A process of the highest rank still waits T2 before announcing itself (as in the bully).
-//! - On entering an election (`Candidate` or `Recovering`) a process forgets its coordinator
-//!   (seed 002: elected_i = ⊥).
-//! - `Alive`, `Coordinator` from a lower process, membership changes, and bad input are
-//!   handled as in [`super::bully`] (rejections: message from outside the group or from
-//!   itself, `Election`/`Nomination` from a higher process, `Answer` from a lower one, a
-//!   `View` naming a process outside the group or with a wrong rank, messages of other
-//!   algorithms).
+//!   take over: it holds an election (or lets its own reach the nominator). It knows of one
+//!   when its own election heard an `Answer`, when it names a higher coordinator, or when a
+//!   higher process sent it `IamUp` since it last changed phase. Taking over would send a
+//!   `Coordinator` the higher process never sees, leaving two coordinators.
+//! - A `Passive` process naming a coordinator higher than a claimant holds an election
+//!   instead of admitting the lower claim (announcements of different senders are not FIFO).
+//! - **A failure report outlives the messages in flight**, as in [`super::bully`]: a process
+//!   reported down is not admitted as coordinator (`Coordinator`, `Alive`, or its `View`)
+//!   until `PeerUp`; if its claim was refused, its `PeerUp` makes this process ask again (at
+//!   once when idle, when its election ends otherwise). A nominee reported down is skipped.
+//! - With heartbeats, a process that names no coordinator for T1 holds an election.
+//! - The highest process still waits T2 before announcing; entering an election forgets the
+//!   coordinator; bad input is rejected as in [`super::bully`].
 //!
 //! # Cost
-//! Per process: the shared `Arc<Membership>`, a few ranks and at most [`ANSWERED_CAP`]
-//! answerers while an election runs. With the lowest process initiating and the highest
-//! crashed the count is 3N - 4 messages against the bully's N² - N - 1 (N >= 3; derived in
-//! the tests, `exact_count_lowest_initiates`).
+//! The shared group, a few ranks, at most [`ANSWERED_CAP`] answerers during an election and
+//! the (usually empty) reported-down sets. With the lowest process initiating and the highest
+//! crashed: 3N - 4 messages against the bully's N² - N - 1 (`exact_count_lowest_initiates`).
 
 use super::bully::{sender_rank, Timing, FOREIGN};
 use crate::driver::{Context, Election, Input, Timer};

@@ -8,6 +8,17 @@
 //! - [`villadangos`]: Villadangos et al., O(n) election in complete networks (seed 004).
 //! - [`echo`]: Vasudevan et al.'s echo election over arbitrary topologies (seed 000).
 //!
+//! Shared by several: [`down`] (a failure report outlives the messages in flight),
+//! [`watch`] (the leader-liveness rule of seed 002, heartbeats and T1, around the ring
+//! algorithms and Villadangos; the bully family has its own), and [`assumptions`] (what each
+//! algorithm assumes of its environment, which the simulator's sweep judges cases against).
+//!
+//! Every algorithm detects a dead, frozen or cut-off leader: through failure reports
+//! (`PeerDown`) and, with heartbeats on, through T1 silence (echo: its probes). A partitioned
+//! minority elects its own leader (availability, no quorum), so each side of a partition has
+//! one; when it heals the higher leader's heartbeats reach the other side, which elects
+//! again, and the sides merge under the best.
+//!
 //! [`AnyElection`] picks one by [`Algorithm`] (seed 002: "one configuration switch selects the
 //! algorithm") and dispatches statically, so the simulator pays no virtual call.
 

@@ -58,7 +58,7 @@
 //!    election); a process that already takes part in an unfinished election ignores it; a
 //!    process that has decided starts a new epoch (the application wants a new election).
 //!
-//! # Failure handling (our addition; the paper assumes no failures)
+//! # Failure handling (not in the paper, which assumes no failures)
 //!
 //! - **Epochs.** Every message carries an epoch. A message of a higher epoch makes the
 //!   receiver drop its election state and join that epoch; a message of a lower epoch is
@@ -74,9 +74,12 @@
 //!   state (a `Waiting` process handed a higher candidate without having a successor). Processes that restart from the same epoch start
 //!   the same new epoch, which is then one election with many initiators.
 //! - **Dead neighbours.** A failed `Message1` is resent to the next process below the failed
-//!   one on the ring, skipping processes known to be dead (from `SendFailed` and `PeerDown`;
-//!   the 32 most recent are kept, forgetting one only costs a failed send). If nobody else is
-//!   left, the process is alone and elects itself. A process is alive again after `PeerUp`,
+//!   one on the ring, skipping processes known to be dead: found by a failed send (the 32
+//!   most recent; forgetting one only costs a failed send) or reported by the failure
+//!   detector (kept across epochs until `PeerUp` or news of life, so members known dead cost
+//!   later elections nothing; the announcement leaves them out too, and the leader tells a
+//!   member reported up who leads). If nobody else is left, the process is alone and elects
+//!   itself. A process is alive again after `PeerUp`,
 //!   or when a `Message1` it initiated arrives as the first `Message1` the receiver handles in
 //!   that epoch (only a live process initiates; such a message arriving after the crash
 //!   report cannot come from a process that won afterwards, because a process only wins after
@@ -84,8 +87,9 @@
 //!   Other messages are no news of life: they may have been sent before the reported crash. So a process told of a leader it knows to be dead (the announcement
 //!   overtook the crash report) starts a new epoch. The process whose failure made a process
 //!   start an epoch becomes its *suspect*: skipped on the ring, but accepted as leader if it
-//!   wins later (it recovered). A stall (the timer) forgets all the dead: a wrong belief
-//!   (a recovery nobody reported, a healed partition) can break the ring.
+//!   wins later (it recovered). A stall (the timer) forgets the dead found by failed sends: a
+//!   wrong belief (a recovery nobody reported) can break the ring. A leader silent for T1
+//!   ([`super::watch`]) becomes the suspect of the epoch that follows.
 //! - **Stall timer.** A process taking part in an undecided election arms [`Timer::Lap`] for
 //!   3 x `lap_timeout` (a fault-free election needs at most n + 2(n - 1) message delays,
 //!   three laps' worth, so `lap_timeout` must exceed one lap, n message delays, as for the
@@ -114,19 +118,18 @@
 //!
 //! # Assumptions
 //!
-//! A complete network (any process can message any other); channels need not be FIFO (the
-//! tests deliver pending messages in any order) and duplicates are harmless; crash-stop
-//! failures with optional recovery (fresh state); a shared [`Membership`]. Not covered: a
-//! *lost* message is only made up for by the stall timer (a whole new epoch), so the loss rate
-//! must stay well below 1/(4n); after a partition heals nothing is reported to this algorithm,
-//! so the two sides keep their leaders until a `Start` or a `PeerDown` of a leader.
-//! Per-process state is a few words: positions in the shared group instead of ranks, and a
-//! list of known dead (at most 32, usually empty). A process whose own rank is not in
-//! its group takes no part and rejects every message until a [`Input::Membership`] that
-//! contains it arrives. A membership change during an election restarts it (positions
-//! change); after a decision the leader is kept if it is still a member.
+//! A complete network; channels need not be FIFO and a duplicate meets a process whose status
+//! has moved on and is ignored; crash-recovery with fresh state; a shared [`Membership`]; a
+//! failure detector, and heartbeats for a silent leader and for merging after a heal
+//! ([`super::watch`], [`super::assumptions`]). A *lost* message is made up for only by the
+//! stall timer (a whole new epoch). Per-process state is a few words: positions in the
+//! shared group and a short list of the dead. A process whose own rank is not in its group
+//! takes no part and rejects every message until a [`Input::Membership`] that contains it
+//! arrives. A membership change during an election restarts it (positions change); after a
+//! decision the leader is kept if it is still a member.
 
 use crate::driver::{Context, Election, Input, Timer};
+use crate::election::watch::LeaderSilence;
 use crate::election::{ElectionConfig, Message};
 use crate::id::{NodeId, Rank};
 use crate::membership::Membership;
@@ -621,7 +624,7 @@ fn position_of(group: &Membership, r: &Rank) -> Option<u32> {
     (group.ranks()[p] == *r).then_some(p as u32)
 }
 
-impl crate::election::watch::LeaderSilence for Villadangos {
+impl LeaderSilence for Villadangos {
     fn leader_silent(&mut self, ctx: &mut Context<'_>, leader: NodeId) {
         if self.pos == NONE || !self.decided {
             return;

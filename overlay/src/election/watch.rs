@@ -222,3 +222,116 @@ impl<E: LeaderSilence> Election for Watched<E> {
         self.inner.in_election()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::Effect;
+    use crate::election::{Algorithm, AnyElection};
+    use crate::id::Rank;
+    use crate::testkit::{feed, Net};
+    use crate::time::Time;
+
+    const RINGS: [Algorithm; 3] = [Algorithm::Ring, Algorithm::ChangRoberts, Algorithm::Villadangos];
+
+    fn cfg(a: Algorithm) -> ElectionConfig {
+        ElectionConfig { alive_interval_ms: 100, alive_error_factor: 3, ..ElectionConfig::for_algorithm(a) }
+    }
+
+    /// Run `net` for `ms` more virtual milliseconds (heartbeats never let it go quiet).
+    fn run_for(net: &mut Net, ms: u64) {
+        let until = net.now + Duration::from_millis(ms);
+        net.run_until_quiet(until);
+    }
+
+    /// A leader that stops without any report (a frozen or silently dead process) is noticed
+    /// by T1 and replaced, for every algorithm the wrapper serves; without heartbeats the
+    /// followers would name it for good.
+    #[test]
+    fn silent_leader_is_replaced_within_t1_and_one_election() {
+        for a in RINGS {
+            for n in [2usize, 3, 5, 9] {
+                let mut net = Net::new(n, cfg(a));
+                net.start_all();
+                run_for(&mut net, 2_000);
+                assert!(net.all_agree_on(net.id(n - 1)), "{a} n={n}: first election {:?}", net.leaders());
+                let beats = net.sent_of("Alive");
+                assert!(beats > 0, "{a} n={n}: the leader beats");
+                // Silent crash: nothing reports it.
+                net.crash(n - 1);
+                let crashed_at = net.now;
+                run_for(&mut net, 2_000);
+                assert!(net.all_agree_on(net.id(n - 2)), "{a} n={n}: after the silent crash {:?}", net.leaders());
+                let took = net.last_decision.since(crashed_at);
+                // T1 = 300 ms, plus one election over n processes (1 ms a hop, a few laps).
+                assert!(took <= Duration::from_millis(300 + 100 + 10 * n as u64), "{a} n={n}: took {took:?}");
+            }
+        }
+    }
+
+    /// Two leaders that can hear each other (a heal) merge: the lower one's side holds an
+    /// election on the higher one's `Alive`, and everyone ends with the highest.
+    #[test]
+    fn alive_from_a_higher_process_merges_two_leaders() {
+        for a in RINGS {
+            let n = 4;
+            let ranks: Vec<Rank> = (0..n).map(|i| Rank::new(0, NodeId::from_u64(i as u64 + 1))).collect();
+            let group = Arc::new(Membership::new(ranks.clone()));
+            // Process 1 leads a side of its own (it never heard of 3).
+            let mut p = AnyElection::new(ranks[1], group.clone(), &cfg(a));
+            feed(&mut p, Input::PeerDown(ranks[2].id));
+            feed(&mut p, Input::PeerDown(ranks[3].id));
+            feed(&mut p, Input::PeerDown(ranks[0].id));
+            feed(&mut p, Input::Start);
+            // Alone (everyone else reported down), it names itself.
+            assert_eq!(p.leader(), Some(ranks[1].id), "{a}");
+            // The heal: the others come back, and the highest's heartbeat arrives.
+            for r in [0usize, 2, 3] {
+                feed(&mut p, Input::PeerUp(ranks[r].id));
+            }
+            let out = feed(&mut p, Input::Message { from: ranks[3].id, msg: Message::Alive });
+            let started = out.contains(&Effect::ElectionStarted) || p.in_election();
+            assert!(started, "{a}: a higher leader's Alive starts an election: {out:?}");
+            // A lower process's Alive changes nothing.
+            let mut q = AnyElection::new(ranks[3], group.clone(), &cfg(a));
+            feed(&mut q, Input::Start);
+            let mut net = Net::with_ranks(ranks.clone(), cfg(a));
+            net.start_all();
+            run_for(&mut net, 2_000);
+            assert!(net.all_agree_on(ranks[3].id), "{a}");
+            let before = (net.process(3).leader(), net.process(3).in_election());
+            net.input(3, Input::Message { from: ranks[1].id, msg: Message::Alive });
+            assert_eq!(before, (net.process(3).leader(), net.process(3).in_election()), "{a}");
+        }
+    }
+
+    /// A process that names no leader and is in no election holds one after T1 (a partition
+    /// cut it off before any election reached it).
+    #[test]
+    fn no_leader_for_t1_starts_an_election() {
+        for a in RINGS {
+            let ranks: Vec<Rank> = (0..3).map(|i| Rank::new(0, NodeId::from_u64(i + 1))).collect();
+            let group = Arc::new(Membership::new(ranks.clone()));
+            let mut p = AnyElection::new(ranks[0], group, &cfg(a));
+            let out = feed(&mut p, Input::PeerDown(ranks[2].id));
+            assert!(
+                out.contains(&Effect::SetTimer { timer: Timer::T1, after: Duration::from_millis(300) }),
+                "{a}: {out:?}"
+            );
+            let out = feed(&mut p, Input::Timer(Timer::T1));
+            assert!(out.contains(&Effect::ElectionStarted), "{a}: {out:?}");
+        }
+    }
+
+    /// Heartbeats off: the wrapper only forwards (no `Alive`, no T1).
+    #[test]
+    fn heartbeats_off_adds_nothing() {
+        for a in RINGS {
+            let mut net = Net::new(5, ElectionConfig { alive_interval_ms: 0, ..ElectionConfig::for_algorithm(a) });
+            net.start_at(Time::ZERO, 0);
+            net.run();
+            assert!(net.all_agree_on(net.id(4)), "{a}");
+            assert_eq!(net.sent_of("Alive"), 0, "{a}");
+        }
+    }
+}

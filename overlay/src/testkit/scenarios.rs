@@ -6,9 +6,7 @@
 //!
 //! Each helper drives the real state machines on a [`Net`] and panics with the scenario (and,
 //! for the random schedules, the seed to replay with `PEERAGE_SEED`) when a check fails, so an
-//! algorithm's test is one call. The schedules are the ones the per-algorithm tests used before
-//! they were shared (2026-11-21), unchanged, so the exact counts in the algorithms' own tests
-//! and the seeds recorded in `docs/RESULTS.md` still mean the same thing.
+//! algorithm's test is one call.
 
 use crate::driver::{Effect, Election, Input, Timer};
 use crate::election::{Algorithm, ElectionConfig, Message};

@@ -46,10 +46,6 @@ use watch::Watched;
 
 /// Any of the six algorithms, chosen at run time.
 #[derive(Debug, Clone)]
-#[expect(
-    clippy::large_enum_variant,
-    reason = "one per node and election, and one algorithm per run: boxing would add an allocation per election"
-)]
 pub enum AnyElection {
     Bully(bully::Bully),
     FastBully(fast_bully::FastBully),

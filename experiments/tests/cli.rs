@@ -63,3 +63,32 @@ fn elections_writes_table_csv_and_json() {
     assert_eq!(leaders.len(), 9, "12 processes, 3 down from the start");
     assert!(json["runs"][0]["verdict"]["safety"].as_bool().unwrap());
 }
+
+/// The sweep prints its table per algorithm and fault kind, exits 0 when only cases outside
+/// the assumptions failed (counted as degraded), and writes one CSV row per case.
+#[test]
+fn sweep_reports_degradation_outside_without_failing() {
+    let dir = tempfile::Builder::new().prefix("peerage-lab-sweep-").tempdir().unwrap();
+    let csv = dir.path().join("cases.csv");
+    let (code, stdout, err) = lab(&[
+        "sweep",
+        "--algorithm",
+        "fast-bully",
+        "--kind",
+        "loss",
+        "--seeds",
+        "118..121",
+        "--markdown",
+        "--out",
+        csv.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    // algorithm | kind | cases | inside | violations | outside | degraded | ...
+    assert!(stdout.contains("| fast-bully | loss | 3 | 0 | 0 | 3 | 1 |"), "{stdout}");
+    let rows = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(rows.lines().count(), 4, "{rows}");
+    assert!(rows.lines().any(|l| l.starts_with("fast-bully,120,loss,false,false")), "{rows}");
+    let (code, _, err) = lab(&["sweep", "--kind", "meteor"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("unknown fault kind"), "{err}");
+}

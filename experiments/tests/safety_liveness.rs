@@ -1,5 +1,5 @@
 //! Safety and liveness of every election algorithm in the simulator under every fault kind:
-//! a short run of the sweep (`peerage-lab sweep`), seeds `0..600` per algorithm (or
+//! a short run of the sweep (`peerage-lab sweep`), seeds `0..1000` per algorithm (or
 //! `PEERAGE_SEED_COUNT`), each seed drawing one fault kind (see `lab::cases`).
 //!
 //! A case inside the algorithm's assumptions must end with one leader per connected
@@ -17,7 +17,7 @@ fn seeds() -> Vec<u64> {
         let seed: u64 = s.trim().parse().expect("PEERAGE_SEED must be a number");
         return vec![seed];
     }
-    let count: u64 = std::env::var("PEERAGE_SEED_COUNT").ok().and_then(|s| s.parse().ok()).unwrap_or(600);
+    let count: u64 = std::env::var("PEERAGE_SEED_COUNT").ok().and_then(|s| s.parse().ok()).unwrap_or(1000);
     (0..count).collect()
 }
 
@@ -86,20 +86,20 @@ fn echo() {
 }
 
 /// Outside the assumptions a case still runs and its result is kept: loss against the
-/// algorithms that assume reliable channels is classified outside, and some such cases do
-/// degrade (the count the sweep reports), while the same seeds inside echo's assumptions hold.
+/// algorithms that assume reliable channels is classified outside; fast bully seed 120 (a
+/// lost `Election`, 11 % loss) ends with wrong leaders and is recorded as such, while the
+/// same seeds inside echo's assumptions hold.
 #[test]
 fn cases_outside_the_assumptions_are_run_and_counted() {
-    let mut degraded = 0;
-    for seed in 0..200 {
+    for seed in 0..100 {
         let r = run_case(Algorithm::Ring, seed, Some(FaultKind::Loss));
-        assert!(!r.inside);
-        assert!(r.outcome.is_some(), "seed {seed}: the case ran");
-        degraded += u32::from(!r.ok);
+        assert!(!r.inside && r.outcome.is_some(), "seed {seed}: the case ran, outside");
         let e = run_case(Algorithm::Echo, seed, Some(FaultKind::Loss));
         assert!(e.inside && e.ok, "echo seed {seed}: {}", e.summary);
     }
-    eprintln!("ring under loss: {degraded} of 200 cases degraded");
-    assert!(degraded > 0, "loss against a reliable-channel algorithm degrades some cases");
+    let r = run_case(Algorithm::FastBully, 120, Some(FaultKind::Loss));
+    assert!(!r.inside);
+    let o = r.outcome.as_ref().expect("the case ran");
+    assert!(!r.ok && !o.verdict.safety, "{}", r.summary);
     assert_eq!(random_case(Algorithm::Ring, 5, Some(FaultKind::Loss)).scenario.alive_interval_ms, 100);
 }

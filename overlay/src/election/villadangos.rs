@@ -3,130 +3,60 @@
 //! crashes, with the winner announced to all.
 //!
 //! # The fault-free algorithm (seed 004)
+//! The members form a *virtual ring*: a process's `neighbor` is the next lower rank, the
+//! lowest wrapping to the highest. Any number of processes may initiate (become `Candidate`,
+//! send `Message1(me)` to the neighbour). Per process: the status (`Passive`, `Candidate`,
+//! `Dummy`, `Waiting`, `Leader`), the `candidate_predecessor` and the `candidate_successor`.
+//! - `Message1(p)`: `Passive` becomes `Dummy` and forwards it. A `Candidate` records `p`;
+//!   `p` itself: `Leader`; with a successor s: `Dummy`, `Message3(p)` to s; `p` lower (the
+//!   message crossed the wrap): `Waiting`, `Message2(me)` to p.
+//! - `Message2(s)`: a `Candidate` that knows its predecessor p sends `Message3(p)` to s and
+//!   becomes `Dummy`, otherwise records s; a `Waiting` process records s.
+//! - `Message3(p)`: a `Waiting` process records p; p itself: `Leader`; with a successor s:
+//!   `Dummy`, forward to s; else if p is lower, `Message2(me)` to p.
 //!
-//! The processes of the [`Membership`] form a *virtual ring*: a process's `neighbor` is the
-//! process directly below it in rank order ([`Membership::predecessor`]), and the lowest
-//! wraps to the highest. Every process starts `Passive`; any number of processes may
-//! *initiate* at any time (become `Candidate`, send `Message1(me)` to the neighbour). State
-//! per process: the status (`Passive`, `Candidate`, `Dummy`, `Waiting`, `Leader`), the
-//! `candidate_predecessor` (the candidate whose `Message1` reached us; everything between it
-//! and us is `Dummy`) and the `candidate_successor` (a higher candidate that will take over).
-//! The handlers are the seed's:
+//! The highest candidate receives the lowest candidate's `Message1`, waits, and eats the
+//! candidates from the lowest up, one `Message2`/`Message3` each. Messages: n `Message1`,
+//! 2(k - 1) for k candidates, n - 1 announcements: at most 4n - 3.
 //!
-//! - `Message1(p)`: a `Passive` process becomes `Dummy` and forwards `Message1(p)` to its
-//!   neighbour. A `Candidate` records `candidate_predecessor = p`; if `p` is itself it is the
-//!   `Leader` (its message went round without meeting another candidate); if it already has a
-//!   `candidate_successor` s it becomes `Dummy` and sends `Message3(p)` to s; if `p` is lower
-//!   (the message crossed the ring's wrap) it becomes `Waiting` and sends `Message2(me)` to p.
-//! - `Message2(s)`: a `Candidate` that knows its `candidate_predecessor` p sends
-//!   `Message3(p)` to s and becomes `Dummy`; otherwise it records `candidate_successor = s`.
-//!   A `Waiting` process records `candidate_successor = s`.
-//! - `Message3(p)`: a `Waiting` process records `candidate_predecessor = p`; if `p` is itself
-//!   it is the `Leader`; if it has a `candidate_successor` s it becomes `Dummy` and forwards
-//!   `Message3(p)` to s; else, if `p` is lower, it sends `Message2(me)` to p.
-//!
-//! So the highest candidate H receives the `Message1` of the lowest candidate, goes `Waiting`
-//! and "eats" the candidates from the lowest upwards, one `Message2`/`Message3` exchange each,
-//! until the `Message3` names H itself. Other states ignore a message (as in the seed).
-//!
-//! # Choices where the seed is vague (written down as the house rules ask)
-//!
-//! 1. **Orientation.** `neighbor` = the next *lower* rank, wrapping from the lowest to the
-//!    highest, as seed 004 says ("the ID directly below"; "the last node's neighbor is the
-//!    first").
-//! 2. **The highest live process wins.** In the seed the highest *candidate* wins, so with a
-//!    single initiator the initiator wins. The issue requires the highest live process. Rule:
-//!    a `Passive` process that receives `Message1(p)` from a *lower* candidate p (which only
-//!    happens to the first process after the ring's wrap, i.e. the highest live process when
-//!    it is not a candidate yet) initiates first (the paper lets a passive process become a
-//!    candidate at any moment) and then handles the message as a `Candidate`. A passive
-//!    process reached by a higher candidate becomes `Dummy` as in the seed. Hence the
-//!    highest live process is always a candidate, never a dummy, and wins.
-//! 3. **Message order.** The seed's summary only covers the common interleavings. With
-//!    asynchronous delivery a candidate can receive `Message2(s)` before its `Message1(p)` with
-//!    `p` above it; the seed's `Message1` handler then does nothing and the election stalls.
-//!    We apply the seed's rule "a candidate that knows both its candidate predecessor and its
-//!    candidate successor hands the predecessor on (`Message3`) and becomes `Dummy`" whatever
-//!    the order. A `Message2` must come from the candidate successor it names, and from a
-//!    higher process (it always does in the algorithm); otherwise it is rejected.
-//! 4. **Announcement.** The winner sends `VillLeader` to every other member (also to those it
-//!    believes dead: a wrongly suspected process still learns the leader). A process decides
-//!    on receipt. If two leaders were announced in one epoch (only possible after crashes)
-//!    everyone keeps the higher.
-//! 5. **Start.** `Input::Start` makes an undecided `Passive` process initiate in the current
-//!    epoch (joining an election that may already run; many simultaneous initiators are one
-//!    election); a process that already takes part in an unfinished election ignores it; a
-//!    process that has decided starts a new epoch (the application wants a new election).
+//! # Choices where the seed is vague
+//! 1. `neighbor` is the next *lower* rank, as the seed says.
+//! 2. The highest *live* process wins: a `Passive` process reached by a lower candidate (only
+//!    the first process after the wrap) initiates first, so the highest is always a candidate.
+//! 3. A candidate that knows both its predecessor and its successor hands the predecessor on
+//!    and becomes `Dummy`, whatever order the messages came in. `Message2` must come from the
+//!    successor it names, from above.
+//! 4. The winner sends `VillLeader` to every member not reported down; a process decides on
+//!    receipt; two leaders in one epoch (only after crashes): everyone keeps the higher.
+//! 5. `Start` joins the current election if undecided, starts a new epoch after a decision.
 //!
 //! # Failure handling (not in the paper, which assumes no failures)
-//!
-//! - **Epochs.** Every message carries an epoch. A message of a higher epoch makes the
-//!   receiver drop its election state and join that epoch; a message of a lower epoch is
-//!   ignored, except that a process that has decided answers it with `VillLeader(its epoch,
-//!   its leader)` so that a stale process (one that recovered, say) catches up at once. A
-//!   process that has decided also answers `Message1/2/3` of its own epoch that way (in a
-//!   fault-free run no such message arrives after the decision). A new epoch (the old one
-//!   plus one) is started on: `Recover`; `PeerDown(leader)`; `Start` after a decision; a failed
-//!   `Message2` or `Message3` (the chain of the election is broken); `PeerDown` of the
-//!   process's candidate successor, or of the candidate predecessor a `Waiting` process is
-//!   eating; a failed send to the leader it names; the stall timer; a `VillLeader` naming a
-//!   leader lower than the receiver (a live higher process must win); and an impossible
-//!   state (a `Waiting` process handed a higher candidate without having a successor). Processes that restart from the same epoch start
-//!   the same new epoch, which is then one election with many initiators.
-//! - **Dead neighbours.** A failed `Message1` is resent to the next process below the failed
-//!   one on the ring, skipping processes known to be dead: found by a failed send (the 32
-//!   most recent; forgetting one only costs a failed send) or reported by the failure
-//!   detector (kept across epochs until `PeerUp` or news of life, so members known dead cost
-//!   later elections nothing; the announcement leaves them out too, and the leader tells a
-//!   member reported up who leads). If nobody else is left, the process is alone and elects
-//!   itself. A process is alive again after `PeerUp`,
-//!   or when a `Message1` it initiated arrives as the first `Message1` the receiver handles in
-//!   that epoch (only a live process initiates; such a message arriving after the crash
-//!   report cannot come from a process that won afterwards, because a process only wins after
-//!   its election has passed the receiver, and a later copy, a duplicate, is not the first).
-//!   Other messages are no news of life: they may have been sent before the reported crash. So a process told of a leader it knows to be dead (the announcement
-//!   overtook the crash report) starts a new epoch. The process whose failure made a process
-//!   start an epoch becomes its *suspect*: skipped on the ring, but accepted as leader if it
-//!   wins later (it recovered). A stall (the timer) forgets the dead found by failed sends: a
-//!   wrong belief (a recovery nobody reported) can break the ring. A leader silent for T1
-//!   ([`super::watch`]) becomes the suspect of the epoch that follows.
-//! - **Stall timer.** A process taking part in an undecided election arms [`Timer::Lap`] for
-//!   3 x `lap_timeout` (a fault-free election needs at most n + 2(n - 1) message delays,
-//!   three laps' worth, so `lap_timeout` must exceed one lap, n message delays, as for the
-//!   ring algorithms), doubled after each stall this process detected in a row (at most
-//!   1024x, reset by a decision), and starts a new epoch when it fires. This covers messages
-//!   lost with a crashed process when nobody reports the crash, and a `lap_timeout` set too
-//!   short for the group.
-//! - **A recovered higher process.** `Recover` starts a new epoch. If the group has decided
-//!   at a higher epoch, the first process reached answers with `VillLeader`; the recovered
-//!   process adopts that epoch and, being higher than the leader, starts the next one, which
-//!   it wins. A leader that gets `PeerUp` of a higher process sends it `VillLeader` for the
-//!   same reason.
-//!
-//! At quiescence every live process therefore names the highest live process: an epoch in
-//! which nothing crashes runs the fault-free algorithm over the live processes, its winner is
-//! the highest live process that took part, and any live process above it restarts.
-//!
-//! # Messages (fault-free)
-//!
-//! Every live process receives exactly one `Message1` (a passive process forwards it once, a
-//! candidate stops it): n. Each of the k candidates except the winner is eaten with one
-//! `Message2` and one `Message3`: 2(k - 1). The announcement: n - 1. Total
-//! 2n - 1 + 2(k - 1) <= 4n - 3 < 4n. One initiator that is not the highest: k = 2 (it and the
-//! woken highest), 2n + 1; the highest alone: 2n - 1; everyone initiating: 4n - 3. Time:
-//! at most n + 2(k - 1) message delays.
+//! - **Epochs**: every message carries one; a higher one is joined, a lower one ignored, and
+//!   a decided process answers a stale or late message with `VillLeader`. A new epoch starts
+//!   on `Recover`, `PeerDown` of the leader, the leader's silence ([`super::watch`]), `Start`
+//!   after a decision, a broken chain (a failed `Message2`/`Message3`, `PeerDown` of the
+//!   successor or of the predecessor being eaten), a failed send to the leader, the stall
+//!   timer, a `VillLeader` naming a leader below the receiver, or an impossible state.
+//! - **The dead are skipped** on the ring: found by a failed send (the 32 most recent,
+//!   forgotten at a stall) or reported by the failure detector (kept across epochs until
+//!   `PeerUp` or news of life, so members known dead cost later elections nothing; the leader
+//!   tells a member reported up who leads). The process whose failure started an epoch is its
+//!   *suspect*: skipped, but accepted as leader if it wins. A process is alive again after
+//!   `PeerUp`, or when its `Message1` is the first of an epoch the receiver handles. A leader
+//!   known dead when its announcement arrives (it overtook the crash report) starts an epoch.
+//! - **Stall timer**: a process in an undecided election arms `Lap` for 3 x `lap_timeout`
+//!   (one lap's worth each of n + 2(n - 1) delays), doubled after each stall in a row.
+//! - A recovered higher process adopts the group's epoch from the first `VillLeader` it gets
+//!   and, being higher than the leader, starts the next one, which it wins.
 //!
 //! # Assumptions
-//!
-//! A complete network; channels need not be FIFO and a duplicate meets a process whose status
-//! has moved on and is ignored; crash-recovery with fresh state; a shared [`Membership`]; a
-//! failure detector, and heartbeats for a silent leader and for merging after a heal
-//! ([`super::watch`], [`super::assumptions`]). A *lost* message is made up for only by the
-//! stall timer (a whole new epoch). Per-process state is a few words: positions in the
-//! shared group and a short list of the dead. A process whose own rank is not in its group
-//! takes no part and rejects every message until a [`Input::Membership`] that contains it
-//! arrives. A membership change during an election restarts it (positions change); after a
-//! decision the leader is kept if it is still a member.
+//! A complete network; channels need not be FIFO, and a duplicate meets a process whose status
+//! has moved on and is ignored; crash-recovery with fresh state; a failure detector, and
+//! heartbeats for a silent leader and for merging after a heal ([`super::assumptions`]). A
+//! lost message is made up for only by the stall timer. State: a few words, positions in the
+//! shared group, and a short list of the dead. A process whose rank is not in its group takes
+//! no part until a [`Input::Membership`] that contains it; a membership change during an
+//! election restarts it.
 
 use crate::driver::{Context, Election, Input, Timer};
 use crate::election::watch::LeaderSilence;

@@ -65,9 +65,10 @@ pub(crate) const MAX_BACKOFF_SHIFT: u8 = 10;
 
 /// Ring positions (indices in [`Membership::ranks`]) this process skips, one sorted list of
 /// two kinds: found dead by a failed send or a `PeerDown` during the current epoch (forgotten
-/// at every new epoch), and reported down by the failure detector (flagged [`REPORTED`],
-/// kept across epochs until `PeerUp` or a message from the process, so that members known
-/// dead cost later elections nothing). Usually empty.
+/// at every new epoch, or when a message shows the process alive), and reported down by the
+/// failure detector (flagged [`REPORTED`], kept across epochs until `PeerUp`, so that members
+/// known dead cost later elections nothing, and a message sent before a reported crash
+/// cannot bring the process back). Usually empty.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Suspects {
     list: Vec<u32>,
@@ -92,6 +93,10 @@ impl Suspects {
             self.list.remove(i);
         }
     }
+    /// Reported down by the failure detector (and not taken back).
+    pub(crate) fn is_reported(&self, pos: usize) -> bool {
+        !self.list.is_empty() && self.has(pos as u32 | REPORTED)
+    }
     pub(crate) fn contains(&self, pos: usize) -> bool {
         !self.list.is_empty() && (self.has(pos as u32) || self.has(pos as u32 | REPORTED))
     }
@@ -103,10 +108,16 @@ impl Suspects {
     pub(crate) fn report(&mut self, pos: usize) {
         self.add(pos as u32 | REPORTED);
     }
-    /// A sign of life (a message, `PeerUp`): drop both kinds of suspicion.
+    /// A sign of life (a message from or naming the process): drop this epoch's suspicion.
     pub(crate) fn remove(&mut self, pos: usize) {
         self.drop_entry(pos as u32);
+    }
+    /// `PeerUp`: the detector takes its report back. Returns whether there was one.
+    pub(crate) fn unreport(&mut self, pos: usize) -> bool {
+        self.drop_entry(pos as u32);
+        let had = self.has(pos as u32 | REPORTED);
         self.drop_entry(pos as u32 | REPORTED);
+        had
     }
     /// Forget this epoch's suspicions (a new epoch); the detector's reports stay.
     pub(crate) fn clear(&mut self) {
@@ -289,6 +300,14 @@ impl Ring {
         if let Some(p) = self.pos_of(id) {
             self.dead.remove(p);
         }
+    }
+
+    /// True if `id` is the next process on the ring after this one once the processes known
+    /// dead are skipped: the one this process's laps go to, or skipped.
+    fn is_live_predecessor_of(&self, id: &NodeId) -> bool {
+        let (Some(me), Some(t)) = (self.pos, self.pos_of(id)) else { return false };
+        let n = self.group.len();
+        (1..n).map(|k| (me as usize + k) % n).take_while(|&p| p != t).all(|p| self.dead.contains(p))
     }
 
     fn is_dead(&self, r: &Rank) -> bool {
@@ -675,7 +694,7 @@ impl Election for Ring {
             }
             Input::Timer(_) => {}
             Input::PeerUp(id) => {
-                self.alive(&id);
+                let was_reported = self.pos_of(&id).is_some_and(|p| self.dead.unreport(p));
                 // A process ranked above our leader came up (recovered): the election that
                 // named the leader did not include it, perhaps on a failure report older than
                 // its recovery. Hold a new election (as the bully does), which it joins.
@@ -687,6 +706,14 @@ impl Election for Ring {
                 let named = self.leader.is_some();
                 if above_leader && ((passive && named) || (!passive && up.is_some_and(|r| r > self.me))) {
                     self.restart(ctx, None);
+                } else if was_reported && self.is_live_predecessor_of(&id) {
+                    // Our laps skipped it while it was reported down: when passive, elect
+                    // again; in an election, check the lap we adopt for it.
+                    match up {
+                        Some(_) if passive && named => self.restart(ctx, None),
+                        Some(r) if !passive => self.remember_stale(&r),
+                        _ => {}
+                    }
                 }
             }
             Input::PeerDown(id) => {

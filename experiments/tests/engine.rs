@@ -153,7 +153,8 @@ fn any_process_numbering_runs_the_same_election() {
             latency: Box::new(Constant(Duration::from_millis(5))),
             faults: NetworkFaults::default(),
             detect_delay: Duration::from_millis(100),
-            report_recoveries: true,
+            connect_timeout: None,
+            request_timeout: None,
             topology: None,
             count_bytes: false,
         }
@@ -186,4 +187,66 @@ fn any_process_numbering_runs_the_same_election() {
     let mut dup = sorted.clone();
     dup.push(sorted[3]);
     assert!(matches!(Sim::new(setup(dup), ChaCha8Rng::seed_from_u64(s)), Err(SimError::DuplicateId(_))));
+}
+
+/// Loss, duplication and reordering apply only to messages sent before `net_faults_until`:
+/// with every message lost for the first 500 ms, the election still ends once the window
+/// has passed (heartbeats carry the leader to everyone), which it never would if the loss
+/// went on.
+#[test]
+fn network_faults_stop_at_their_window() {
+    let scn =
+        Scenario { loss: 1.0, net_faults_until_ms: Some(500), alive_interval_ms: 100, ..base(Algorithm::Bully, 10) };
+    let o = scn.run(seed(), false).unwrap();
+    assert!(o.metrics.lost > 0);
+    assert_eq!(o.last_fault_us, 500_000);
+    assert!(o.ok(), "{:?}", o.verdict.problems);
+    let forever = Scenario { net_faults_until_ms: None, time_limit_ms: 60_000, ..scn };
+    let o = forever.run(seed(), false).unwrap();
+    assert!(!o.ok(), "with all messages lost for good nobody can agree");
+}
+
+/// The failure detector tells every observer the truth once a change holds, whatever the
+/// order of crashes, partitions and heals: a crash behind a partition that heals before the
+/// partition's own reports are due is still reported, to every process.
+#[test]
+fn detector_reports_a_crash_across_a_partition_that_healed() {
+    use overlay::{Election, Time};
+    for a in [Algorithm::Bully, Algorithm::Ring, Algorithm::Echo] {
+        let scn = Scenario {
+            crash_during: 1,
+            crash_window_ms: Some(50),
+            detect_delay_ms: 200,
+            partition: Some(PartitionSpec { at_ms: 100, fraction: 0.5, heal_at_ms: Some(250) }),
+            topology: TopologySpec::Complete,
+            ..base(a, 10)
+        };
+        let (mut sim, _, last) = scn.build(seed(), Some(Duration::from_millis(50))).unwrap();
+        let end = scn.run_to_end(&mut sim, last);
+        let v = peerage_experiments::sim::check(&sim, end);
+        assert!(v.ok(), "{a}: {:?}", v.problems);
+        let dead: Vec<u32> = (0..sim.len() as u32).filter(|&i| !sim.is_alive(i)).collect();
+        assert_eq!(dead.len(), 1, "{a}");
+        for i in (0..sim.len() as u32).filter(|&i| sim.is_alive(i)) {
+            assert_ne!(sim.process(i).unwrap().leader(), Some(sim.rank(dead[0]).id), "{a}: process {i}");
+        }
+        assert!(sim.now() > Time::from_millis(250));
+    }
+}
+
+/// A frozen process handles nothing while frozen, loses nothing, and nothing reports it.
+#[test]
+fn a_frozen_process_keeps_its_messages_for_the_thaw() {
+    use peerage_experiments::lab::scenario::FreezeSpec;
+    let scn = Scenario {
+        freeze: Some(FreezeSpec { at_ms: 0, for_ms: 2_000, leader: true }),
+        crash_window_ms: Some(1),
+        ..base(Algorithm::ChangRoberts, 8)
+    };
+    let o = scn.run(seed(), false).unwrap();
+    assert_eq!(o.metrics.freezes, 1);
+    assert_eq!(o.metrics.failed + o.metrics.peer_down_reports, 0, "a frozen process is not dead");
+    assert!(o.ok(), "{:?}", o.verdict.problems);
+    // Its messages waited: the election could only end after the thaw.
+    assert!(o.agreement_us.unwrap() >= 2_000_000);
 }

@@ -33,9 +33,11 @@ pub enum Input {
     /// A timer armed earlier fired.
     Timer(Timer),
     /// The transport reports that a peer became reachable (a new neighbour, for the echo
-    /// election; a recovered process, for the others).
+    /// election; for the others a peer reported down that is back: recovered, or across a
+    /// healed partition).
     PeerUp(NodeId),
-    /// The transport or failure detector reports a peer unreachable.
+    /// The transport or failure detector reports a peer unreachable. The report stands until
+    /// `PeerUp`: messages the peer sent before it crashed may still arrive after it.
     PeerDown(NodeId),
     /// A message could not be delivered (connection refused, request timed out). Ring
     /// algorithms skip the dead successor and resend to the next one.

@@ -56,11 +56,9 @@ pub struct Net {
     pub now: Time,
     /// One-way delay of every message.
     pub latency: Duration,
-    /// Whether a crash is reported to every live process as `PeerDown`.
-    pub report_crashes: bool,
-    /// Whether a recovery is reported to every other live process as `PeerUp` (after the
-    /// recovered process has handled `Recover`), as the simulator's failure detector does.
-    pub report_recoveries: bool,
+    /// Whether a failure detector reports every crash to every live process as `PeerDown`,
+    /// and every recovery (after the recovered process handled `Recover`) as `PeerUp`.
+    pub detector: bool,
     rng: StdRng,
     /// Messages sent, by kind.
     pub sent: BTreeMap<&'static str, u64>,
@@ -101,8 +99,7 @@ impl Net {
             msgs: Vec::new(),
             now: Time::ZERO,
             latency: Duration::from_millis(1),
-            report_crashes: false,
-            report_recoveries: false,
+            detector: false,
             rng: StdRng::seed_from_u64(0),
             sent: BTreeMap::new(),
             rejected: 0,
@@ -197,7 +194,7 @@ impl Net {
         }
         self.alive[i] = false;
         self.incarnation[i] += 1;
-        if self.report_crashes {
+        if self.detector {
             let id = self.id(i);
             for j in 0..self.len() {
                 if self.alive[j] {
@@ -281,7 +278,7 @@ impl Net {
                     self.alive[at] = true;
                     self.procs[at] = AnyElection::new(self.ranks[at], self.group.clone(), &self.cfg);
                     self.input(at, Input::Recover);
-                    if self.report_recoveries {
+                    if self.detector {
                         let id = self.id(at);
                         for j in 0..self.len() {
                             if j != at && self.alive[j] {

@@ -13,7 +13,6 @@ use crate::sim::check;
 use crate::sim::engine::Sim;
 use anyhow::Context as _;
 use overlay::election::Algorithm;
-use overlay::Time;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -79,11 +78,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         for seed in seeds.iter() {
             let window = s.crash_window_ms.map(Duration::from_millis);
             let build_start = std::time::Instant::now();
-            let (mut sim, _) = s.build(seed, window).with_context(|| format!("{} N={}", s.algorithm, s.nodes))?;
+            let (mut sim, _, last_fault) =
+                s.build(seed, window).with_context(|| format!("{} N={}", s.algorithm, s.nodes))?;
             let build = build_start.elapsed().as_secs_f64();
             let c0 = thread_cpu_secs();
             let t0 = std::time::Instant::now();
-            let end = sim.run_until(Time::from_millis(s.time_limit_ms), s.max_events);
+            let end = s.run_to_end(&mut sim, last_fault);
             let wall = t0.elapsed().as_secs_f64();
             let cpu = match (c0, thread_cpu_secs()) {
                 (Some(a), Some(b)) if b > a => b - a,

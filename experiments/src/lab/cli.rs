@@ -31,7 +31,7 @@ pub struct Cli {
 pub enum Command {
     /// Run election experiments over seeds; print a table, write CSV and JSON.
     Elections(ElectionsArgs),
-    /// Long randomised safety/liveness sweep of small random cases (not run in CI).
+    /// Randomised safety/liveness sweep of small cases under every fault kind.
     Sweep(SweepArgs),
     /// Measure the simulator's throughput (delivered messages/s) and memory per process.
     Bench(BenchArgs),
@@ -158,6 +158,27 @@ pub struct ExperimentArgs {
     /// Heal the partition at this time.
     #[arg(long, value_name = "DURATION", value_parser = duration_ms, requires = "partition_at")]
     pub heal_at: Option<u64>,
+    /// Freeze a process (it handles nothing, nothing reports it) at this time.
+    #[arg(long, value_name = "DURATION", value_parser = duration_ms, requires = "freeze_for")]
+    pub freeze_at: Option<u64>,
+    /// How long the frozen process stays frozen.
+    #[arg(long, value_name = "DURATION", value_parser = duration_ms, requires = "freeze_at")]
+    pub freeze_for: Option<u64>,
+    /// Freeze the highest process (the leader-to-be) instead of a random one.
+    #[arg(long, requires = "freeze_at")]
+    pub freeze_leader: bool,
+    /// Loss, duplication and reordering stop for messages sent after this time.
+    #[arg(long, value_name = "DURATION", value_parser = duration_ms)]
+    pub net_faults_until: Option<u64>,
+    /// Heartbeat period (the leader's Alive, T1 = 3 x this; echo probes); 0 or unset: off.
+    #[arg(long, value_name = "DURATION", value_parser = duration_ms)]
+    pub heartbeat: Option<u64>,
+    /// A send to an unreachable process fails after this (default: after a round trip).
+    #[arg(long, value_name = "DURATION", value_parser = duration_ms)]
+    pub connect_timeout: Option<u64>,
+    /// A message waiting this long for a frozen process is reported failed to its sender.
+    #[arg(long, value_name = "DURATION", value_parser = duration_ms)]
+    pub request_timeout: Option<u64>,
     /// Virtual time limit.
     #[arg(long, value_name = "DURATION", value_parser = duration_ms)]
     pub time_limit: Option<u64>,
@@ -198,12 +219,21 @@ pub struct SweepArgs {
     /// Seeds A..B (half-open) or one seed.
     #[arg(long, value_name = "A..B", default_value = "0..1000")]
     pub seeds: SeedRange,
+    /// Give every case this fault kind (default: each seed draws its kind).
+    #[arg(long)]
+    pub kind: Option<crate::lab::cases::FaultKind>,
     /// Worker threads.
     #[arg(short, long, default_value_t = 1)]
     pub jobs: usize,
-    /// Print every failing seed's scenario and verdict in full.
+    /// Also print the cases outside the assumptions that degraded.
     #[arg(long)]
     pub details: bool,
+    /// Write one CSV row per case to this file.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Print the table as Markdown (for docs/RESULTS.md).
+    #[arg(long)]
+    pub markdown: bool,
 }
 
 #[derive(Debug, Clone, Args)]

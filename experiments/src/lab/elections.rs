@@ -9,7 +9,7 @@
 //! and the summaries).
 
 use crate::lab::cli::{ElectionsArgs, ExperimentArgs};
-use crate::lab::scenario::{Outcome, PartitionSpec, Scenario};
+use crate::lab::scenario::{FreezeSpec, Outcome, PartitionSpec, Scenario};
 use crate::lab::spec::SeedRange;
 use crate::lab::summary::Summary;
 use anyhow::{bail, Context as _};
@@ -63,6 +63,21 @@ pub fn scenarios(exp: &ExperimentArgs) -> anyhow::Result<(Vec<Scenario>, SeedRan
     }
     if let (Some(at_ms), Some(fraction)) = (exp.partition_at, exp.partition_fraction) {
         base.partition = Some(PartitionSpec { at_ms, fraction, heal_at_ms: exp.heal_at });
+    }
+    if let (Some(at_ms), Some(for_ms)) = (exp.freeze_at, exp.freeze_for) {
+        base.freeze = Some(FreezeSpec { at_ms, for_ms, leader: exp.freeze_leader });
+    }
+    if let Some(v) = exp.net_faults_until {
+        base.net_faults_until_ms = Some(v);
+    }
+    if let Some(v) = exp.heartbeat {
+        base.alive_interval_ms = v;
+    }
+    if let Some(v) = exp.connect_timeout {
+        base.connect_timeout_ms = Some(v);
+    }
+    if let Some(v) = exp.request_timeout {
+        base.request_timeout_ms = Some(v);
     }
     if let Some(v) = exp.time_limit {
         base.time_limit_ms = v;
@@ -256,6 +271,8 @@ fn write_runs_csv(path: &Path, runs: &[Outcome]) -> anyhow::Result<()> {
         "agreement_ms",
         "end_ms",
         "crash_window_ms",
+        "last_fault_ms",
+        "settle_ms",
         "down_at_start",
         "crashed_during",
         "delivered",
@@ -291,6 +308,8 @@ fn write_runs_csv(path: &Path, runs: &[Outcome]) -> anyhow::Result<()> {
             r.agreement_us.map_or(String::new(), |t| format!("{:.3}", t as f64 / 1e3)),
             format!("{:.3}", r.end_us as f64 / 1e3),
             format!("{:.3}", r.crash_window_us as f64 / 1e3),
+            format!("{:.3}", r.last_fault_us as f64 / 1e3),
+            r.settle_us.map_or(String::new(), |t| format!("{:.3}", t as f64 / 1e3)),
             r.down_at_start.to_string(),
             r.crashed_during.to_string(),
             m.delivered.to_string(),

@@ -3,33 +3,30 @@
 //!
 //! How a seed is used (everything from one `ChaCha8Rng::seed_from_u64(seed)`, in this order):
 //! ranks (random 256-bit ids; for echo a random capacity in `0..capacities` as the priority;
-//! process index `i` gets the `i`-th lowest rank),
-//! the echo topology, the latency model's placement (matrix), the processes down from the
-//! start, the initiators, then the crash-during victims and times, the recovery times and the
-//! partition; the same RNG then drives the run itself.
+//! process index `i` gets the `i`-th lowest rank), the echo topology, the latency model's
+//! placement (matrix), the processes down from the start, the initiators, the crash-during
+//! victims and times, the recovery times, the partition, the frozen process; the same RNG
+//! then drives the run itself.
 //!
-//! Choices the brief left open, written down:
+//! Choices:
 //! - `crash_before` processes are down from time zero and never reported (see the engine).
 //! - `crash_during` crashes K distinct, initially live processes at times uniform in
-//!   `[0, W]`, where W (the *crash window*) is the election's duration: unless given, it is
-//!   measured by a dry run of the same seed without the during-election faults (its time of
-//!   agreement, at least 1 ms). So "random times within the election" is exact.
+//!   `[0, W]`, W being the *crash window*: unless given, the time of agreement of a dry run
+//!   of the same seed without the faults (at least 1 ms).
 //! - `recover`: every crashed process comes back at a uniform time in `(t, t + W]` after its
 //!   crash time `t` (time 0 for `crash_before`).
-//! - Initiators are drawn among the processes live at the start; asking for more than there
-//!   are starts them all. An election needs someone who wants it: for the complete-graph
-//!   algorithms the first initiator never crashes during the election; for echo, every
-//!   connected component of the topology that remains after the during-election crashes
-//!   (without `recover`) contains an initiator that does not crash (its lowest-index process
-//!   is added if none was drawn). Without this, a group whose only initiators crash before
-//!   sending anything (or a component cut off before the election reaches it) has nobody who
-//!   knows an election is needed, and "no leader" is then the expected outcome, not a
-//!   liveness failure. The oracle itself is not weakened.
-//! - Timeouts: heartbeats and echo probes are off (`alive_interval_ms = 0`,
-//!   `echo_probe_interval_ms = 0`) so that runs end; the ring lap timeout is raised to at least
-//!   4 x N x the largest one-way latency (a lap at N = 100,000 takes minutes of virtual time),
-//!   and the echo acknowledgement timeout to at least 8 x (topology eccentricity of process 0)
-//!   x the largest latency. Explicit `timeouts` override these.
+//! - Initiators are drawn among the processes live at the start. An election needs someone
+//!   who wants it: for the complete-graph algorithms the first initiator never crashes; for
+//!   echo, every connected component left after the crashes (without `recover`) keeps an
+//!   initiator that does not crash. Otherwise "no leader" would be the right outcome.
+//! - Timeouts: the ring lap timeout is raised to at least 4 x N x the largest one-way
+//!   latency, the echo acknowledgement timeout to at least 8 x (eccentricity of process 0) x
+//!   the largest latency. Explicit `timeouts` override these.
+//! - **How a run ends.** Without heartbeats (`alive_interval_ms = 0`) at quiescence. With
+//!   them nothing is ever quiet, so the run ends *settled*: no process is in an election and
+//!   none decided or started one for a window of T1 + T2 + T3 + T4 + one alive interval
+//!   after the last fault (longer than any timer of the bully family, so a wrong but quiet
+//!   state shows up as one; an election still running is waited for, lap timers included).
 //! - At least one process must stay up: `crash_before + crash_during <= N - 1`.
 
 use crate::lab::spec::{Amount, Initiators};
@@ -56,6 +53,18 @@ pub struct Timeouts {
     pub nomination_timeout_ms: Option<u64>,
     pub lap_timeout_ms: Option<u64>,
     pub echo_ack_timeout_ms: Option<u64>,
+}
+
+/// A process frozen at `at_ms` for `for_ms` (a stopped process: it keeps its state and its
+/// connections, and handles nothing meanwhile).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FreezeSpec {
+    pub at_ms: u64,
+    pub for_ms: u64,
+    /// Freeze the highest process live at start (the leader-to-be) instead of a random one.
+    #[serde(default)]
+    pub leader: bool,
 }
 
 /// A partition of a random `fraction` of the processes at `at_ms`, optionally healed.
@@ -85,13 +94,24 @@ pub struct Scenario {
     pub reorder: f64,
     /// Largest extra delay of a reordered message.
     pub reorder_delay_ms: u64,
+    /// Loss, duplication and reordering stop for messages sent from this time on (none:
+    /// they last the whole run).
+    pub net_faults_until_ms: Option<u64>,
     pub detect_delay_ms: u64,
-    pub report_recoveries: bool,
+    /// A send to an unreachable process fails after this (none: after a round trip).
+    pub connect_timeout_ms: Option<u64>,
+    /// A message waiting this long for a frozen process is reported failed to its sender
+    /// (none: never).
+    pub request_timeout_ms: Option<u64>,
+    /// Heartbeat period: the leader's `Alive` (T1 = 3 x this) or, for echo, the probe period;
+    /// 0 turns them off (runs then end at quiescence).
+    pub alive_interval_ms: u64,
     /// Echo only.
     pub topology: TopologySpec,
     /// Echo only: capacities are drawn from `0..capacities` (0: all equal, ids decide).
     pub capacities: u64,
     pub partition: Option<PartitionSpec>,
+    pub freeze: Option<FreezeSpec>,
     /// Virtual time limit.
     pub time_limit_ms: u64,
     /// Event budget (guards against runaway runs).
@@ -115,11 +135,15 @@ impl Default for Scenario {
             dup: 0.0,
             reorder: 0.0,
             reorder_delay_ms: 20,
+            net_faults_until_ms: None,
             detect_delay_ms: 100,
-            report_recoveries: true,
+            connect_timeout_ms: None,
+            request_timeout_ms: None,
+            alive_interval_ms: 0,
             topology: TopologySpec::RandomRegular { degree: 4 },
             capacities: 1_000,
             partition: None,
+            freeze: None,
             time_limit_ms: 24 * 3_600_000,
             max_events: 2_000_000_000,
             count_bytes: false,
@@ -143,6 +167,8 @@ pub enum ScenarioError {
     PartitionFraction(f64),
     #[error("heal time {heal} ms is before the partition at {at} ms")]
     HealBeforePartition { at: u64, heal: u64 },
+    #[error("a freeze must last at least 1 ms")]
+    EmptyFreeze,
     #[error("time limit must be positive")]
     NoTime,
     #[error(transparent)]
@@ -168,6 +194,11 @@ pub struct Outcome {
     pub end_us: u64,
     /// The crash window used (µs).
     pub crash_window_us: u64,
+    /// Time of the last scheduled fault (µs).
+    pub last_fault_us: u64,
+    /// Time from the last fault to the last decision or election start, if any came after it
+    /// (µs): how long the system took to settle.
+    pub settle_us: Option<u64>,
     pub crashed_during: usize,
     pub down_at_start: usize,
     /// Wall-clock seconds the run took (the measured run only, not the dry run).
@@ -212,6 +243,9 @@ impl Scenario {
                 }
             }
         }
+        if self.freeze.as_ref().is_some_and(|f| f.for_ms == 0) {
+            return Err(ScenarioError::EmptyFreeze);
+        }
         if self.time_limit_ms == 0 {
             return Err(ScenarioError::NoTime);
         }
@@ -221,8 +255,8 @@ impl Scenario {
     /// The election configuration this scenario runs with.
     pub fn election_config(&self, eccentricity: Option<u32>) -> ElectionConfig {
         let mut c = ElectionConfig::for_algorithm(self.algorithm);
-        c.alive_interval_ms = 0;
-        c.echo_probe_interval_ms = 0;
+        c.alive_interval_ms = self.alive_interval_ms;
+        c.echo_probe_interval_ms = self.alive_interval_ms;
         let ub_ms = self.latency.upper_bound().map_or(500, |d| d.as_millis() as u64).max(1)
             + if self.reorder > 0.0 { self.reorder_delay_ms } else { 0 };
         c.lap_timeout_ms = c.lap_timeout_ms.max(4 * self.nodes as u64 * ub_ms);
@@ -249,9 +283,9 @@ impl Scenario {
     }
 
     /// Build the simulation of `seed`; `window` is the crash window (`None`: no
-    /// during-election faults, the dry run). Returns the simulator and the count of
-    /// processes down from the start.
-    pub fn build(&self, seed: u64, window: Option<Duration>) -> Result<(Sim, usize), ScenarioError> {
+    /// during-election faults, the dry run). Returns the simulator, the count of processes
+    /// down from the start and the time of the last scheduled fault.
+    pub fn build(&self, seed: u64, window: Option<Duration>) -> Result<(Sim, usize, Time), ScenarioError> {
         self.validate()?;
         let n = self.nodes;
         let echo = self.algorithm == Algorithm::Echo;
@@ -356,6 +390,17 @@ impl Scenario {
                     plan.push(Time::from_millis(h), Fault::Heal);
                 }
             }
+            if let Some(f) = &self.freeze {
+                let who = if f.leader { live.last().copied() } else { Some(live[rng.gen_range(0..live.len())]) };
+                if let Some(who) = who {
+                    plan.push(Time::from_millis(f.at_ms), Fault::Freeze(who));
+                    plan.push(Time::from_millis(f.at_ms + f.for_ms), Fault::Thaw(who));
+                }
+            }
+        }
+        let mut last_fault = plan.last();
+        if let Some(u) = self.net_faults_until_ms.filter(|_| self.has_net_faults()) {
+            last_fault = last_fault.max(Time::from_millis(u));
         }
         let setup = SimSetup {
             ranks,
@@ -366,9 +411,11 @@ impl Scenario {
                 duplicate: self.dup,
                 reorder: self.reorder,
                 reorder_delay: Duration::from_millis(self.reorder_delay_ms),
+                until: self.net_faults_until_ms.map(Time::from_millis),
             },
             detect_delay: Duration::from_millis(self.detect_delay_ms),
-            report_recoveries: self.report_recoveries,
+            connect_timeout: self.connect_timeout_ms.map(Duration::from_millis),
+            request_timeout: self.request_timeout_ms.map(Duration::from_millis),
             topology,
             count_bytes: self.count_bytes,
         };
@@ -381,23 +428,65 @@ impl Scenario {
             sim.start_at(Time::ZERO, s)?;
         }
         sim.schedule(plan)?;
-        Ok((sim, before))
+        Ok((sim, before, last_fault))
     }
 
     /// True if the scenario has faults that happen during the election.
     pub fn has_during_faults(&self) -> bool {
-        self.crash_during > 0 || self.partition.is_some() || (self.recover && self.crash_before.of(self.nodes) > 0)
+        self.crash_during > 0
+            || self.partition.is_some()
+            || self.freeze.is_some()
+            || (self.recover && self.crash_before.of(self.nodes) > 0)
+    }
+
+    /// True if messages are lost, duplicated or reordered.
+    pub fn has_net_faults(&self) -> bool {
+        self.loss > 0.0 || self.dup > 0.0 || self.reorder > 0.0
+    }
+
+    /// How long nothing may change before a run with heartbeats counts as settled: longer
+    /// than any timer that can still be pending (T1 + T2 + T3 + T4) plus one heartbeat.
+    pub fn settle_window(&self) -> Duration {
+        let c = self.election_config(None);
+        let t1 = c.t1().unwrap_or_default();
+        t1 + c.t2() + c.t3() + c.t4() + Duration::from_millis(self.alive_interval_ms)
+    }
+
+    /// Run a built simulation to its end: quiescence without heartbeats; with them, until
+    /// nothing has changed for [`Self::settle_window`] after `last_fault` (or the limits).
+    pub fn run_to_end(&self, sim: &mut Sim, last_fault: Time) -> RunEnd {
+        let limit = Time::from_millis(self.time_limit_ms);
+        if self.alive_interval_ms == 0 {
+            return sim.run_until(limit, self.max_events);
+        }
+        let window = self.settle_window();
+        let mut target = last_fault + window;
+        loop {
+            let used = sim.metrics().events;
+            let end = sim.run_until(target.min(limit), self.max_events.saturating_sub(used));
+            if end != RunEnd::TimeLimit {
+                return end;
+            }
+            let since = sim.last_change().max(last_fault);
+            if target >= since + window && !sim.any_in_election() {
+                return RunEnd::Settled;
+            }
+            if target >= limit {
+                return RunEnd::TimeLimit;
+            }
+            // An election still running waits for its own timers (a ring lap), however long.
+            target = (since + window).max(target + window);
+        }
     }
 
     /// Run `seed` to quiescence (or the limits) and judge it.
     pub fn run(&self, seed: u64, keep_leaders: bool) -> Result<Outcome, ScenarioError> {
-        let limit = Time::from_millis(self.time_limit_ms);
         let window = if self.has_during_faults() {
             Some(match self.crash_window_ms {
                 Some(ms) => Duration::from_millis(ms.max(1)),
                 None => {
-                    let (mut dry, _) = self.build(seed, None)?;
-                    dry.run_until(limit, self.max_events);
+                    let (mut dry, _, last) = self.build(seed, None)?;
+                    self.run_to_end(&mut dry, last);
                     let t = agreement_time(&dry).unwrap_or(dry.now());
                     Duration::from_micros(t.as_micros().max(1_000))
                 }
@@ -405,9 +494,9 @@ impl Scenario {
         } else {
             None
         };
-        let (mut sim, down) = self.build(seed, window)?;
+        let (mut sim, down, last_fault) = self.build(seed, window)?;
         let started = std::time::Instant::now();
-        let end = sim.run_until(limit, self.max_events);
+        let end = self.run_to_end(&mut sim, last_fault);
         let wall_secs = started.elapsed().as_secs_f64();
         let verdict = check(&sim, end);
         let metrics = sim.metrics_snapshot();
@@ -427,60 +516,17 @@ impl Scenario {
             agreement_us: agreement_time(&sim).map(|t| t.as_micros()),
             end_us: sim.now().as_micros(),
             crash_window_us: window.map_or(0, |w| w.as_micros() as u64),
+            last_fault_us: last_fault.as_micros(),
+            settle_us: (sim.last_change() > last_fault).then(|| sim.last_change().as_micros() - last_fault.as_micros()),
             down_at_start: down,
             wall_secs,
             verdict,
             leaders,
         })
     }
-
-    /// A small random scenario for the safety/liveness tests and the sweep: N in 3..=24,
-    /// crashes before and during the election, sometimes recoveries, random latencies; echo
-    /// additionally gets a random topology and capacities. The parameters are drawn from the
-    /// seed (through a separate stream), so `seed` alone replays the whole case.
-    pub fn random_small(algorithm: Algorithm, seed: u64) -> Scenario {
-        let mut r = ChaCha8Rng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15);
-        let n = r.gen_range(3..=24usize);
-        let before = r.gen_range(0..=n / 3);
-        let during = r.gen_range(0..=(n / 3).min(n - 1 - before));
-        let hi = r.gen_range(1..=30u64);
-        Scenario {
-            algorithm,
-            nodes: n,
-            initiators: if r.gen_bool(0.5) { Initiators::All } else { Initiators::Count(r.gen_range(1..=n)) },
-            crash_before: Amount::Count(before),
-            crash_during: during,
-            recover: r.gen_bool(0.3),
-            latency: LatencySpec::Range(Duration::from_millis(1), Duration::from_millis(hi)),
-            detect_delay_ms: r.gen_range(1..=200),
-            topology: if r.gen_bool(0.5) {
-                TopologySpec::RandomRegular { degree: r.gen_range(2..=4) }
-            } else {
-                TopologySpec::Geometric { avg_degree: r.gen_range(2.0..6.0) }
-            },
-            capacities: if r.gen_bool(0.3) { 0 } else { r.gen_range(1..=10) },
-            time_limit_ms: 3_600_000,
-            max_events: 5_000_000,
-            ..Scenario::default()
-        }
-    }
 }
 
 /// The last leader decision among processes live at the end.
 pub fn agreement_time(sim: &Sim) -> Option<Time> {
     (0..sim.len() as u32).filter(|&i| sim.is_alive(i)).filter_map(|i| sim.decided_at(i)).max()
-}
-
-/// The command that replays one seed of a random small case exactly.
-pub fn replay_command(algorithm: Algorithm, seed: u64) -> String {
-    format!(
-        "PEERAGE_SEED={seed} cargo nextest run -p peerage-experiments --test safety_liveness {}   # or: cargo run -p peerage-experiments --bin peerage-lab -- sweep --algorithm {} --seeds {seed} -v",
-        test_name(algorithm),
-        algorithm
-    )
-}
-
-/// The integration test's name for an algorithm.
-pub fn test_name(algorithm: Algorithm) -> String {
-    algorithm.name().replace('-', "_")
 }

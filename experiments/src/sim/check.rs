@@ -13,7 +13,9 @@
 //! - **safety**: no live process names a leader other than its component's expected one;
 //! - **agreement**: all live processes of a component name the same leader (implied by
 //!   safety when everyone decided, reported separately for undecided runs);
-//! - **liveness**: the run reached quiescence and every live process names a leader.
+//! - **liveness**: the run came to rest and every live process names a leader. At rest means
+//!   quiescence, or, with heartbeats (which never stop), *settled*: nothing changed for the
+//!   settle window and no live process is still in an election.
 
 use crate::sim::engine::{RunEnd, Sim};
 use overlay::{Election, NodeId};
@@ -30,6 +32,7 @@ pub struct Verdict {
     pub wrong: usize,
     /// Live processes still `in_election()` at the end (reported, not judged).
     pub still_in_election: usize,
+    /// The run came to rest (quiescent, or settled with no election unfinished).
     pub quiescent: bool,
     pub safety: bool,
     pub agreement: bool,
@@ -120,9 +123,10 @@ pub fn check(sim: &Sim, end: RunEnd) -> Verdict {
             Some(_) => {}
         }
     }
-    let quiescent = end == RunEnd::Quiescent;
+    // A settled run (heartbeats on) must also have no election left unfinished.
+    let quiescent = end == RunEnd::Quiescent || (end == RunEnd::Settled && still == 0);
     if !quiescent {
-        problems.push(format!("run did not reach quiescence ({end:?})"));
+        problems.push(format!("run did not come to rest ({end:?}, {still} still in an election)"));
     }
     let mut expected: Vec<NodeId> = best.iter().flatten().map(|&j| sim.rank(j).id).collect();
     expected.sort_unstable_by(|a, b| b.cmp(a));

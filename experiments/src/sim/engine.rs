@@ -1,45 +1,50 @@
 //! The discrete-event engine: runs `overlay` election state machines, unchanged, over a
 //! simulated network in virtual time.
 //!
-//! Determinism: one seeded RNG (`rand_chacha::ChaCha8Rng`, the fast 8-round ChaCha) drives
-//! everything: the scenario's draws (ranks, topology, fault plan; done by the caller before it
-//! hands the RNG over), latencies and per-message faults, and the `Context::rng` the state
-//! machines see. Events at the same virtual time run in the order they were scheduled
-//! ([`EventQueue`]), so a run is a pure function of its seed and configuration.
+//! Determinism: one seeded RNG (`rand_chacha::ChaCha8Rng`) drives everything: the scenario's
+//! draws (done by the caller before it hands the RNG over), latencies and per-message faults,
+//! and the `Context::rng` the state machines see. Events at the same virtual time run in the
+//! order they were scheduled ([`EventQueue`]), so a run is a pure function of its seed and
+//! configuration.
 //!
 //! Representation, chosen for 100,000+ processes and millions of messages per second:
 //! processes are `u32` indices; `NodeId -> index` reuses the group's own index
-//! ([`Membership::position`]; no second hash table), since callers number processes in rank
-//! order (a permutation is kept otherwise); an event is a few `u32`s
-//! (about 24 bytes; 32 with its time in the queue); messages wait in a [`Slab`] while in flight, so a
-//! send allocates nothing beyond the message the state machine built; the effect buffer is
-//! reused; every process's armed timers are a short vector of `(Timer, generation)`.
+//! ([`Membership::position`]); an event is a few `u32`s; messages wait in a [`Slab`] while in
+//! flight; the effect buffer is reused; every process's armed timers are a short vector of
+//! `(Timer, generation)`.
 //!
-//! Semantics (the brief's, written down where it left room):
-//! - Timers follow `overlay::driver`: arming replaces an armed timer of the same value
-//!   (a newer generation; the old queue entry is ignored when it pops), cancelling an unarmed
-//!   timer is a no-op, a timer fires at most once per arming, and a crash drops all timers
-//!   (the process's incarnation number changes, and stale events check it).
+//! Semantics:
+//! - Timers follow `overlay::driver`: arming replaces an armed timer of the same value,
+//!   cancelling an unarmed timer is a no-op, a timer fires at most once per arming, and a
+//!   crash drops all timers (the incarnation number changes; stale events check it).
 //! - A **crash** drops the state machine. A **recovery** builds a fresh `AnyElection`, tells
 //!   an echo process its live, reachable neighbours (`PeerUp`), then gives it `Input::Recover`.
-//! - The **failure detector** reports a crash as `PeerDown(crashed)` after `detect_delay` to
-//!   every live process on the same side of any partition (echo: only to the crashed
-//!   process's topology neighbours), unless the process recovered meanwhile; a recovery is
-//!   reported as `PeerUp` the same way (`report_recoveries`). Processes that are down from the
-//!   start ([`Sim::down_from_start`]) are never reported: seed 000 says processes "do not know
-//!   which ones are currently up"; they learn it from timeouts and failed sends.
+//! - A **frozen** process handles nothing: every event for it (deliveries, timers, failed
+//!   sends, reports, starts) waits and runs, in arrival order, when it thaws. Nothing reports
+//!   it (a stopped process's connections stay open). With `request_timeout` set, the sender
+//!   of a message still waiting after that long gets `SendFailed` (the request got no
+//!   response), and the message is still delivered at the thaw.
+//! - The **failure detector** tells each observer the truth about each peer `detect_delay`
+//!   after it changes, as a connection-level detector would: *peer reachable* means alive and
+//!   on the observer's side of any partition (echo: and a topology neighbour). After a
+//!   crash, a recovery, a partition or a heal, every affected (observer, peer) pair is checked
+//!   `detect_delay` later against what the observer was last told, and `PeerDown`/`PeerUp` is
+//!   reported if they differ; a recovery is also reported as `PeerUp` to observers still
+//!   believing the peer up (a new connection). The complete-network algorithms assume all
+//!   members up until told otherwise; echo knows only the links it was told of. So no report is
+//!   lost, whatever the order of crashes, partitions and heals. Processes down from the start
+//!   ([`Sim::down_from_start`]) are never reported: seed 000 says processes "do not know which
+//!   ones are currently up"; they learn it from timeouts and failed sends.
 //! - A message reaching a crashed process, a process on another side of a partition, or (for
 //!   echo) a process that is not a topology neighbour fails: its sender, if still the same
-//!   incarnation, gets `SendFailed` after the one-way latency back. Messages already in
-//!   flight when their sender crashes are still delivered. Links behave like connections
-//!   (libp2p runs over TCP/QUIC): a message sent to a process before it crashed is never
-//!   delivered to its recovered incarnation (the connection died with the crash); it fails
-//!   like a message to a crashed process.
-//! - A **partition** cuts traffic between sides. For echo, each topology edge that the
-//!   partition cuts (or a heal restores) is reported as `PeerDown` (`PeerUp`) to both live
-//!   ends after `detect_delay`, if still true then.
-//! - **Quiescence** is an empty queue (use `alive_interval_ms = 0`, so no heartbeats, and
-//!   `echo_probe_interval_ms = 0`); [`Sim::run_until`] also stops at a virtual time limit.
+//!   incarnation, gets `SendFailed` after the one-way latency back. With `connect_timeout`
+//!   set, a send to a process that is unreachable when sent fails after that timeout instead
+//!   (a dial to a dead host). Messages in flight when their sender crashes are still
+//!   delivered. A message sent to a process before it crashed is never delivered to its
+//!   recovered incarnation (the connection died with the crash).
+//! - **Quiescence** is an empty queue (heartbeats and echo probes off);
+//!   [`Sim::run_until`] also stops at a virtual time limit, and [`Sim::last_change`] tells
+//!   when a process last decided or started an election (for runs with periodic traffic).
 
 use crate::sim::faults::{Fault, FaultPlan, NetworkFaults};
 use crate::sim::latency::LatencyModel;
@@ -51,7 +56,7 @@ use overlay::election::{Algorithm, AnyElection, ElectionConfig, Message};
 use overlay::{Context, Effect, Election, Input, Membership, NodeId, Rank, Time, Timer};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -64,8 +69,13 @@ pub struct SimSetup {
     pub faults: NetworkFaults,
     /// Failure-detector delay.
     pub detect_delay: Duration,
-    /// Report recoveries as `PeerUp` (see the module doc).
-    pub report_recoveries: bool,
+    /// A send to a process unreachable when sent fails after this (`None`: after the
+    /// one-way latency there and back, as a refused connection).
+    pub connect_timeout: Option<Duration>,
+    /// A message that has waited this long for a frozen process is reported to its sender
+    /// as failed (a request that got no response); it is still delivered at the thaw.
+    /// `None`: the sender hears nothing.
+    pub request_timeout: Option<Duration>,
     /// The echo election's topology (required for echo, ignored otherwise).
     pub topology: Option<Topology>,
     /// Count serialised message bytes (costs one postcard size pass per message).
@@ -103,21 +113,81 @@ pub enum RunEnd {
     TimeLimit,
     /// The event budget ran out.
     EventLimit,
+    /// Periodic traffic goes on, but no process decided or started an election for the
+    /// caller's settle window (see `Scenario::run_to_end`).
+    Settled,
 }
 
 #[derive(Debug, Clone, Copy)]
 enum Event {
     Start(u32),
-    Deliver { to: u32, to_inc: u32, from: u32, from_inc: u32, slot: u32 },
-    Failed { sender: u32, sender_inc: u32, dest: u32, slot: u32 },
-    Timer { p: u32, inc: u32, gen: u32, timer: Timer },
+    Deliver {
+        to: u32,
+        to_inc: u32,
+        from: u32,
+        from_inc: u32,
+        slot: u32,
+    },
+    Failed {
+        sender: u32,
+        sender_inc: u32,
+        dest: u32,
+        slot: u32,
+    },
+    Timer {
+        p: u32,
+        inc: u32,
+        gen: u32,
+        timer: Timer,
+    },
     Crash(u32),
     Recover(u32),
-    DetectDown { peer: u32, inc: u32 },
-    DetectUp { peer: u32, inc: u32 },
+    Freeze(u32),
+    Thaw(u32),
     Partition(u32),
     Heal,
-    LinkReports(u32),
+    /// Check the pairs of `checks[k]` (see [`Check`]).
+    Detect(u32),
+    /// A detector report that waited for a frozen observer.
+    Report {
+        to: u32,
+        inc: u32,
+        peer: u32,
+        up: bool,
+    },
+    /// A copy of a message waiting for frozen `dest`: its sender hears of the failure if
+    /// `dest` is still frozen.
+    RequestTimeout {
+        sender: u32,
+        sender_inc: u32,
+        dest: u32,
+        slot: u32,
+    },
+}
+
+impl Event {
+    /// The process an event is handled by (it waits while that process is frozen).
+    fn target(&self) -> Option<u32> {
+        match *self {
+            Event::Start(i) => Some(i),
+            Event::Deliver { to, .. } => Some(to),
+            Event::Failed { sender, .. } => Some(sender),
+            Event::Timer { p, .. } => Some(p),
+            Event::Report { to, .. } => Some(to),
+            Event::RequestTimeout { sender, .. } => Some(sender),
+            _ => None,
+        }
+    }
+}
+
+/// What the failure detector re-checks `detect_delay` after a change.
+#[derive(Debug, Clone, Default)]
+struct Check {
+    /// `(observer, peer)` pairs.
+    pairs: Vec<(u32, u32)>,
+    /// The change was a recovery: observers that believe the peer up hear of the new
+    /// connection too (`PeerUp`).
+    recovery: bool,
 }
 
 /// How process indices relate to positions in the group (its rank order).
@@ -159,17 +229,29 @@ pub struct Sim {
     latency: Box<dyn LatencyModel>,
     faults: NetworkFaults,
     detect_delay: Duration,
-    report_recoveries: bool,
+    connect_timeout: Option<Duration>,
+    request_timeout: Option<Duration>,
     topology: Option<Topology>,
     side: Vec<u16>,
     partitioned: bool,
     partitions: Vec<Vec<u16>>,
-    link_reports: Vec<Vec<(u32, u32, bool)>>,
+    /// Pending failure-detector checks, by `Event::Detect` index.
+    checks: Vec<Check>,
+    /// Per observer, the peers whose last report differs from the observer's default belief
+    /// (complete networks: up until told otherwise; echo: no link until told of one),
+    /// sorted. Only observers that have any are present.
+    told: FxHashMap<u32, Vec<u32>>,
+    /// Echo: a process knows only the links it was told of (others: every member is up until
+    /// reported down).
+    links_only: bool,
+    /// Frozen processes and the events waiting for them.
+    frozen: FxHashMap<u32, Vec<Event>>,
     metrics: Metrics,
     effects: Vec<Effect>,
     count_bytes: bool,
     bytes: u64,
     last_decision: Time,
+    last_started: Time,
 }
 
 impl Sim {
@@ -230,17 +312,22 @@ impl Sim {
             latency: setup.latency,
             faults: setup.faults,
             detect_delay: setup.detect_delay,
-            report_recoveries: setup.report_recoveries,
+            connect_timeout: setup.connect_timeout,
+            request_timeout: setup.request_timeout,
             topology: if echo { setup.topology } else { None },
             side: vec![0; n],
             partitioned: false,
             partitions: Vec::new(),
-            link_reports: Vec::new(),
+            checks: Vec::new(),
+            told: FxHashMap::default(),
+            links_only: echo,
+            frozen: FxHashMap::default(),
             metrics: Metrics::default(),
             effects: Vec::with_capacity(64),
             count_bytes: setup.count_bytes,
             bytes: 0,
             last_decision: Time::ZERO,
+            last_started: Time::ZERO,
         })
     }
 
@@ -264,6 +351,7 @@ impl Sim {
             for &j in topo.neighbours(i) {
                 if self.is_alive(j) && self.same_side(i, j) {
                     self.metrics.peer_up_reports += 1;
+                    self.set_told(i, j, true);
                     let id = self.id_of(j);
                     self.input(i, Input::PeerUp(id));
                 }
@@ -290,6 +378,14 @@ impl Sim {
                 Fault::Recover(i) => {
                     self.check(i)?;
                     Event::Recover(i)
+                }
+                Fault::Freeze(i) => {
+                    self.check(i)?;
+                    Event::Freeze(i)
+                }
+                Fault::Thaw(i) => {
+                    self.check(i)?;
+                    Event::Thaw(i)
                 }
                 Fault::Partition(mut sides) => {
                     sides.resize(self.procs.len(), 0);
@@ -339,6 +435,19 @@ impl Sim {
     }
 
     fn dispatch(&mut self, ev: Event) {
+        if !self.frozen.is_empty() {
+            if let Some(held) = ev.target().and_then(|t| self.frozen.get_mut(&t)) {
+                held.push(ev);
+                if let (Event::Deliver { to, from, from_inc, slot, .. }, Some(rt)) = (ev, self.request_timeout) {
+                    if let Some(copy) = self.msgs.get(slot).cloned() {
+                        let slot = self.msgs.insert(copy);
+                        let timeout = Event::RequestTimeout { sender: from, sender_inc: from_inc, dest: to, slot };
+                        self.queue.push(self.now + rt, timeout);
+                    }
+                }
+                return;
+            }
+        }
         match ev {
             Event::Start(i) => self.input(i, Input::Start),
             Event::Deliver { to, to_inc, from, from_inc, slot } => {
@@ -380,20 +489,20 @@ impl Sim {
             }
             Event::Crash(i) => self.crash(i),
             Event::Recover(i) => self.recover(i),
-            Event::DetectDown { peer, inc } => {
-                let p = &self.procs[peer as usize];
-                if p.alive || p.incarnation != inc {
-                    return;
+            Event::Freeze(i) => {
+                if self.is_alive(i) && !self.frozen.contains_key(&i) {
+                    tracing::debug!(t = self.now.0, process = i, "freeze");
+                    self.metrics.freezes += 1;
+                    self.frozen.insert(i, Vec::new());
                 }
-                let id = self.id_of(peer);
-                self.report_all(peer, Input::PeerDown(id));
             }
-            Event::DetectUp { peer, inc } => {
-                if !self.is_incarnation(peer, inc) {
-                    return;
+            Event::Thaw(i) => {
+                if let Some(held) = self.frozen.remove(&i) {
+                    tracing::debug!(t = self.now.0, process = i, waiting = held.len(), "thaw");
+                    for ev in held {
+                        self.queue.push(self.now, ev);
+                    }
                 }
-                let id = self.id_of(peer);
-                self.report_all(peer, Input::PeerUp(id));
             }
             Event::Partition(k) => {
                 let new = std::mem::take(&mut self.partitions[k as usize]);
@@ -403,74 +512,120 @@ impl Sim {
                 let n = self.procs.len();
                 self.change_sides(vec![0; n], false);
             }
-            Event::LinkReports(k) => {
-                let list = std::mem::take(&mut self.link_reports[k as usize]);
-                for (a, b, up) in list {
-                    for (x, y) in [(a, b), (b, a)] {
-                        if !self.is_alive(x) {
-                            continue;
-                        }
-                        let still = self.same_side(x, y);
-                        let id = self.id_of(y);
-                        if up && still && self.is_alive(y) {
-                            self.metrics.peer_up_reports += 1;
-                            self.input(x, Input::PeerUp(id));
-                        } else if !up && !still {
-                            self.metrics.peer_down_reports += 1;
-                            self.input(x, Input::PeerDown(id));
-                        }
-                    }
+            Event::Detect(k) => {
+                let check = std::mem::take(&mut self.checks[k as usize]);
+                for (q, p) in check.pairs {
+                    self.detect(q, p, check.recovery);
+                }
+            }
+            Event::RequestTimeout { sender, sender_inc, dest, slot } => {
+                let Some(msg) = self.msgs.take(slot) else { return };
+                if self.is_frozen(dest) && self.is_incarnation(sender, sender_inc) {
+                    let to = self.id_of(dest);
+                    self.input(sender, Input::SendFailed { to, msg });
+                }
+            }
+            Event::Report { to, inc, peer, up } => {
+                if self.is_incarnation(to, inc) {
+                    let id = self.id_of(peer);
+                    self.input(to, if up { Input::PeerUp(id) } else { Input::PeerDown(id) });
                 }
             }
         }
     }
 
-    /// Give `input` to every live process that should hear about `peer` (echo: its
-    /// neighbours; others: everyone), on the same side, except `peer` itself.
-    fn report_all(&mut self, peer: u32, input: Input) {
-        let up = matches!(input, Input::PeerUp(_));
-        if up && !self.report_recoveries {
+    // ----- the failure detector -----
+
+    /// What observer `q` was last told about `p`: up or down.
+    fn told_up(&self, q: u32, p: u32) -> bool {
+        let flipped = self.told.get(&q).is_some_and(|v| v.binary_search(&p).is_ok());
+        let default_up = !self.links_only;
+        default_up != flipped
+    }
+
+    fn set_told(&mut self, q: u32, p: u32, up: bool) {
+        let flip = up == self.links_only;
+        let v = self.told.entry(q).or_default();
+        match (v.binary_search(&p), flip) {
+            (Err(at), true) => v.insert(at, p),
+            (Ok(at), false) => {
+                v.remove(at);
+            }
+            _ => {}
+        }
+        if v.is_empty() {
+            self.told.remove(&q);
+        }
+    }
+
+    /// The truth the detector reports: `p` is alive and reachable from `q`.
+    fn truth(&self, q: u32, p: u32) -> bool {
+        self.is_alive(p) && self.reachable(q, p)
+    }
+
+    /// The observers of `p`: its neighbours (echo) or everyone else.
+    fn observers(&self, p: u32) -> Vec<u32> {
+        match &self.topology {
+            Some(t) => t.neighbours(p).to_vec(),
+            None => (0..self.procs.len() as u32).filter(|&q| q != p).collect(),
+        }
+    }
+
+    /// Check `pairs` `detect_delay` from now.
+    fn schedule_check(&mut self, pairs: Vec<(u32, u32)>, recovery: bool) {
+        if pairs.is_empty() {
             return;
         }
-        let targets: Vec<u32> = match &self.topology {
-            Some(t) => t.neighbours(peer).to_vec(),
-            None => (0..self.procs.len() as u32).collect(),
-        };
-        for q in targets {
-            if q != peer && self.is_alive(q) && self.same_side(q, peer) {
-                if up {
-                    self.metrics.peer_up_reports += 1;
-                } else {
-                    self.metrics.peer_down_reports += 1;
-                }
-                self.input(q, input.clone());
-            }
+        self.checks.push(Check { pairs, recovery });
+        let k = self.checks.len() as u32 - 1;
+        self.queue.push(self.now + self.detect_delay, Event::Detect(k));
+    }
+
+    /// Tell `q` the truth about `p` if it was told otherwise (or, after a recovery, of the new
+    /// connection).
+    fn detect(&mut self, q: u32, p: u32, recovery: bool) {
+        if !self.is_alive(q) || q == p {
+            return;
         }
+        let up = self.truth(q, p);
+        let was = self.told_up(q, p);
+        if up == was && !(recovery && up) {
+            return;
+        }
+        self.set_told(q, p, up);
+        if up {
+            self.metrics.peer_up_reports += 1;
+        } else {
+            self.metrics.peer_down_reports += 1;
+        }
+        if let Some(held) = self.frozen.get_mut(&q) {
+            let inc = self.procs[q as usize].incarnation;
+            held.push(Event::Report { to: q, inc, peer: p, up });
+            return;
+        }
+        let id = self.id_of(p);
+        self.input(q, if up { Input::PeerUp(id) } else { Input::PeerDown(id) });
     }
 
     fn change_sides(&mut self, new: Vec<u16>, partitioned: bool) {
         let old = std::mem::replace(&mut self.side, new);
+        let was_partitioned = self.partitioned;
         self.partitioned = partitioned;
-        if let Some(t) = &self.topology {
-            let mut changes = Vec::new();
-            for a in 0..t.len() as u32 {
-                for &b in t.neighbours(a) {
-                    if b <= a {
-                        continue;
-                    }
-                    let before = old[a as usize] == old[b as usize];
-                    let after = self.side[a as usize] == self.side[b as usize];
-                    if before != after {
-                        changes.push((a, b, after));
-                    }
+        let joined = |s: &[u16], on: bool, a: u32, b: u32| !on || s[a as usize] == s[b as usize];
+        let mut pairs = Vec::new();
+        let n = self.procs.len() as u32;
+        for a in 0..n {
+            let peers: Vec<u32> = match &self.topology {
+                Some(t) => t.neighbours(a).to_vec(),
+                None => (0..n).filter(|&b| b != a).collect(),
+            };
+            for b in peers {
+                if joined(&old, was_partitioned, a, b) != joined(&self.side, partitioned, a, b) {
+                    pairs.push((a, b));
                 }
             }
-            if !changes.is_empty() {
-                self.link_reports.push(changes);
-                let k = self.link_reports.len() as u32 - 1;
-                self.queue.push(self.now + self.detect_delay, Event::LinkReports(k));
-            }
         }
+        self.schedule_check(pairs, false);
     }
 
     fn crash(&mut self, i: u32) {
@@ -478,9 +633,16 @@ impl Sim {
             return;
         }
         tracing::debug!(t = self.now.0, process = i, "crash");
-        let inc = self.kill(i);
+        self.kill(i);
         self.metrics.crashes += 1;
-        self.queue.push(self.now + self.detect_delay, Event::DetectDown { peer: i, inc });
+        if let Some(held) = self.frozen.remove(&i) {
+            // What waited for it now meets a crashed process (messages fail, timers lapse).
+            for ev in held {
+                self.queue.push(self.now, ev);
+            }
+        }
+        let pairs = self.observers(i).into_iter().map(|q| (q, i)).collect();
+        self.schedule_check(pairs, false);
     }
 
     fn recover(&mut self, i: u32) {
@@ -494,11 +656,13 @@ impl Sim {
         let p = &mut self.procs[i as usize];
         p.alive = true;
         p.timers.clear();
-        let inc = p.incarnation;
+        // A fresh state machine believes what a new one does.
+        self.told.remove(&i);
         if let Some(t) = self.topology.take() {
             for &j in t.neighbours(i) {
                 if self.is_alive(j) && self.same_side(i, j) {
                     self.metrics.peer_up_reports += 1;
+                    self.set_told(i, j, true);
                     let id = self.id_of(j);
                     self.input(i, Input::PeerUp(id));
                 }
@@ -506,12 +670,14 @@ impl Sim {
             self.topology = Some(t);
         }
         self.input(i, Input::Recover);
-        self.queue.push(self.now + self.detect_delay, Event::DetectUp { peer: i, inc });
+        let pairs = self.observers(i).into_iter().map(|q| (q, i)).collect();
+        self.schedule_check(pairs, true);
     }
 
     /// Drop process `i`'s state machine and timers and start its next incarnation (returned).
     fn kill(&mut self, i: u32) -> u32 {
         self.elections[i as usize] = None;
+        self.told.remove(&i);
         let p = &mut self.procs[i as usize];
         p.alive = false;
         p.timers.clear();
@@ -565,7 +731,10 @@ impl Sim {
                 self.procs[i as usize].decided_at = Some(self.now);
                 self.last_decision = self.now;
             }
-            Effect::ElectionStarted => self.metrics.elections_started += 1,
+            Effect::ElectionStarted => {
+                self.metrics.elections_started += 1;
+                self.last_started = self.now;
+            }
             &mut Effect::Rejected { from, reason } => {
                 tracing::debug!(process = i, from = %from.short(), reason, "rejected");
                 self.metrics.rejected += 1;
@@ -586,7 +755,16 @@ impl Sim {
             self.queue.push(self.now, Event::Failed { sender: i, sender_inc: inc, dest: i, slot });
             return;
         };
-        if self.faults.is_clean() {
+        if let Some(ct) = self.connect_timeout {
+            if !self.is_alive(j) || !self.reachable(i, j) {
+                // A dial to a host that does not answer: fails after the connect timeout.
+                self.metrics.failed += 1;
+                let slot = self.msgs.insert(msg);
+                self.queue.push(self.now + ct, Event::Failed { sender: i, sender_inc: inc, dest: j, slot });
+                return;
+            }
+        }
+        if self.faults.is_clean_at(self.now) {
             let d = self.latency.delay(i, j, &mut self.rng);
             let slot = self.msgs.insert(msg);
             let to_inc = self.procs[j as usize].incarnation;
@@ -707,6 +885,18 @@ impl Sim {
     /// Time of the last `Effect::Leader` by any process.
     pub fn last_decision(&self) -> Time {
         self.last_decision
+    }
+    /// Time of the last leader decision or election start by any process.
+    pub fn last_change(&self) -> Time {
+        self.last_decision.max(self.last_started)
+    }
+    /// Whether any live process is in an unfinished election.
+    pub fn any_in_election(&self) -> bool {
+        self.elections.iter().flatten().any(|e| e.in_election())
+    }
+    /// Whether process `i` is frozen now.
+    pub fn is_frozen(&self, i: u32) -> bool {
+        self.frozen.contains_key(&i)
     }
     /// Events still queued.
     pub fn pending(&self) -> usize {

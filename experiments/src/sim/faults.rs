@@ -1,7 +1,8 @@
 //! Faults the simulator injects: per-message network faults and scheduled process and
 //! partition faults.
 //!
-//! Network faults ([`NetworkFaults`]) are drawn per message from the run's one RNG:
+//! Network faults ([`NetworkFaults`]) are drawn per message from the run's one RNG, for
+//! messages sent before `until` (none: for the whole run):
 //! - `loss`: the message silently vanishes (no `SendFailed`: a real network does not report
 //!   a dropped datagram).
 //! - `duplicate`: a second copy is sent, with its own independently drawn latency.
@@ -9,10 +10,12 @@
 //!   messages on the same link may overtake it. (With a random latency model messages are
 //!   reordered anyway; with `const:` latency and `reorder = 0` every link is FIFO.)
 //!
-//! Scheduled faults ([`Fault`]) are crashes, recoveries, partitions and heals at given virtual
-//! times. Their semantics are the engine's (see `engine.rs`): a crash drops the process's
-//! state and timers; a recovery creates a fresh state machine and gives it `Input::Recover`;
-//! a partition assigns every process a side, and traffic between sides fails.
+//! Scheduled faults ([`Fault`]) are crashes, recoveries, freezes, thaws, partitions and heals
+//! at given virtual times. Their semantics are the engine's (see `engine.rs`): a crash drops
+//! the process's state and timers; a recovery creates a fresh state machine and gives it
+//! `Input::Recover`; a frozen process handles nothing until it thaws (a stopped process whose
+//! connections stay open: no failure detector notices it); a partition assigns every process
+//! a side, and traffic between sides fails.
 
 use overlay::Time;
 use std::time::Duration;
@@ -25,11 +28,13 @@ pub struct NetworkFaults {
     pub reorder: f64,
     /// Largest extra delay of a reordered message.
     pub reorder_delay: Duration,
+    /// Messages sent from this time on are not faulted (`None`: the whole run).
+    pub until: Option<Time>,
 }
 
 impl Default for NetworkFaults {
     fn default() -> Self {
-        NetworkFaults { loss: 0.0, duplicate: 0.0, reorder: 0.0, reorder_delay: Duration::from_millis(20) }
+        NetworkFaults { loss: 0.0, duplicate: 0.0, reorder: 0.0, reorder_delay: Duration::from_millis(20), until: None }
     }
 }
 
@@ -55,6 +60,12 @@ impl NetworkFaults {
     pub fn is_clean(&self) -> bool {
         self.loss == 0.0 && self.duplicate == 0.0 && self.reorder == 0.0
     }
+
+    /// True when a message sent at `now` is not faulted.
+    #[inline]
+    pub fn is_clean_at(&self, now: Time) -> bool {
+        self.is_clean() || self.until.is_some_and(|u| now >= u)
+    }
 }
 
 /// One scheduled fault.
@@ -64,6 +75,11 @@ pub enum Fault {
     Crash(u32),
     /// The process comes back with fresh state and receives `Input::Recover`.
     Recover(u32),
+    /// The process stops handling anything (messages, timers, reports wait for it); it keeps
+    /// its state, and nothing reports it.
+    Freeze(u32),
+    /// A frozen process resumes and handles what waited for it, in arrival order.
+    Thaw(u32),
     /// Every process `i` is put on side `sides[i]`; messages (and, for topologies, links)
     /// between different sides are cut.
     Partition(Vec<u16>),
@@ -83,6 +99,10 @@ impl FaultPlan {
     }
     pub fn crashes(&self) -> usize {
         self.faults.iter().filter(|(_, f)| matches!(f, Fault::Crash(_))).count()
+    }
+    /// Time of the last scheduled fault (`Time::ZERO` if none).
+    pub fn last(&self) -> Time {
+        self.faults.iter().map(|(t, _)| *t).max().unwrap_or(Time::ZERO)
     }
 }
 

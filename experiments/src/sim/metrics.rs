@@ -91,9 +91,10 @@ pub struct Metrics {
     /// `PeerDown` / `PeerUp` inputs given by the failure detector and topology changes.
     pub peer_down_reports: u64,
     pub peer_up_reports: u64,
-    /// Crashes and recoveries that happened.
+    /// Crashes, recoveries and freezes that happened.
     pub crashes: u64,
     pub recoveries: u64,
+    pub freezes: u64,
     /// Events popped from the queue.
     pub events: u64,
     /// Largest number of events queued at once.

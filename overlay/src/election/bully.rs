@@ -1,71 +1,50 @@
-//! Garcia-Molina's bully algorithm, as a sans-IO state machine.
-//!
-//! Follows seed 002 ("Bully Algorithm", steps 1-10 and its pseudo-code) with the timeouts
-//! T1 (coordinator silence = alive interval x error factor), T2 (waiting for `Answer`) and T3
-//! (waiting for `Coordinator` after an `Answer`), and seeds 000/001 for the rules they add:
-//! a receiver of `Election` "holds an election, unless it is already holding one", and "a
-//! process that was previously down comes back up, it holds an election".
+//! Garcia-Molina's bully algorithm, as a sans-IO state machine (seed 002's "Bully Algorithm",
+//! steps 1-10, with seeds 000/001's rules that a receiver of `Election` holds an election
+//! unless it already holds one, and that a recovered process holds one).
 //!
 //! # The protocol
-//! - *Holding an election* (`StartElection` in seed 002): send `Election` to every process of
-//!   higher rank, arm T2. No `Answer` within T2: this process is the coordinator; it sends
-//!   `Coordinator` to every process of lower rank. An `Answer`: arm T3 and wait for a
-//!   `Coordinator`; T3 expires: restart the election.
-//! - An election is held on `Input::Start` (seed 002 step 10: every process runs the
-//!   election at start-up), `Input::Recover` (seeds 000/001), coordinator silence for T1
-//!   (heartbeats on), `Input::PeerDown(coordinator)` (the failure detector's report; it
-//!   replaces T1 when heartbeats are off), `Election` from a lower process (after sending
-//!   `Answer`), and `Coordinator` (or `Alive`) from a *lower* process: a higher receiver
-//!   bullies it by holding an election (Garcia-Molina; this happens after recovery, message
-//!   loss or differing group views). A process already holding an election starts no other.
-//! - `Coordinator` from a higher process is accepted at once and stops any election
-//!   (seed 002 step 9).
-//! - Heartbeats (when `cfg.alive_interval()` is `Some`): the coordinator sends `Alive` to
-//!   every lower process each alive interval; a follower re-arms T1 on every message from its
-//!   coordinator.
+//! - *Holding an election*: `Election` to every higher process, arm T2. No `Answer` within
+//!   T2: announce `Coordinator` to every lower process. An `Answer`: arm T3 and wait for a
+//!   `Coordinator`; T3 expires: hold the election again.
+//! - An election is held on `Start`, `Recover`, coordinator silence for T1 (heartbeats on),
+//!   `PeerDown(coordinator)`, `Election` from a lower process (after answering it), and a
+//!   claim (`Coordinator`, `Alive`) from a lower process, which the receiver bullies.
+//! - `Coordinator` from a higher process is admitted and ends any election (seed 002 step 9).
+//! - Heartbeats (`cfg.alive_interval()`): the coordinator sends `Alive` to every lower
+//!   process each interval; a follower re-arms T1 (= interval x error factor) on every
+//!   message from its coordinator.
 //!
-//! # States (`state()`), in the seeds' vocabulary
-//! - `Passive`: not in an election; follows the coordinator it names (or none yet).
-//! - `Candidate`: sent `Election` to the higher processes, waiting T2 for an `Answer`.
-//! - `Waiting`: got an `Answer`, waiting T3 for a `Coordinator`.
-//! - `Leader`: this process is the coordinator.
+//! States: `Passive`, `Candidate` (waiting T2), `Waiting` (waiting T3), `Leader`.
 //!
 //! # Choices where the seeds are vague
-//! - On entering an election a process forgets its coordinator (`leader()` is `None`): seed
-//!   002's "elected_i = ⊥ when entering the election process". This includes a coordinator
-//!   that receives `Election` from a lower process: it answers and holds an election, as
-//!   Garcia-Molina's rule says, and re-announces itself after T2.
-//! - A process of the highest rank still waits T2 before announcing itself (it sends no
-//!   `Election`). This batches the `Election`s of concurrent initiators into one
-//!   `Coordinator` round instead of one round per `Election`.
-//! - `Answer`s after the first, and `Answer`s reaching a process no longer waiting for one,
-//!   are ignored (they are valid, only late). `Coordinator` from a higher process is accepted
-//!   (seed 002 step 9), except by a `Passive` process whose coordinator is higher than the
-//!   sender: it holds an election instead. Messages from different senders are not FIFO, so a
-//!   lower process's announcement sent before it heard of the higher coordinator can land
-//!   last, and the higher coordinator never receives it (announcements go to lower
-//!   processes only) so cannot bully it: two coordinators (the simulator's 100,000-seed
-//!   sweep, bully seeds 8840, 11146, ...). The election asks every higher process, and the
-//!   highest live one announces again.
-//! - `Alive` from a higher process other than the coordinator is taken as a `Coordinator`
-//!   (its announcement was lost) when this process is `Passive` and names no coordinator or
-//!   a lower one; during an election it is ignored (the election decides). `Alive` from a
-//!   lower process is treated like `Coordinator` from a lower process.
-//! - `Input::Membership` replaces the group; if the coordinator left the group, an election is
-//!   held. The process's own rank is fixed at construction.
-//! - Message to self, message from a process outside the group, `Election` from a higher
-//!   process, `Answer` from a lower one, and any message of another algorithm
-//!   (including the fast bully's `IamUp`, `View`, `Nomination`) are rejected with
-//!   `Effect::Rejected` and change nothing.
-//! - `SendFailed` and `PeerUp` change nothing: a dead higher process simply never answers
-//!   (T2), and a recovered process holds its own election.
+//! - Entering an election forgets the coordinator (seed 002: elected = ⊥), also for a
+//!   coordinator that answers a lower process's `Election` and re-announces after T2.
+//! - The highest process still waits T2 before announcing, so concurrent initiators cost one
+//!   `Coordinator` round.
+//! - **A failure report outlives the messages in flight** ([`Down`]). A process reported down
+//!   stays down for the receiver until `PeerUp`; its `Coordinator` or `Alive` is not admitted
+//!   meanwhile: a `Passive` receiver holds an election instead, one in an election lets the
+//!   election decide. Otherwise a coordinator that crashed just after announcing, whose
+//!   announcement lands after the crash report, would be named by everyone for good. A live
+//!   process wrongly reported down (its `PeerUp` is still on the way) costs re-elections
+//!   until the report is taken back.
+//! - A `Passive` process naming a coordinator higher than a claimant holds an election instead
+//!   of admitting the lower claim: announcements from different senders are not FIFO, and the
+//!   higher coordinator never receives the lower claim (announcements go down only), so
+//!   admitting the one that lands last can leave two coordinators.
+//! - `Alive` from a higher process other than the coordinator is taken as its announcement
+//!   when `Passive` and naming none or a lower one (after a heal, or a lost `Coordinator`).
+//! - `Membership` replaces the group; if the coordinator left it, an election is held.
+//! - Messages from non-members or from itself, `Election` from a higher process, `Answer` from
+//!   a lower one, and messages of other algorithms are rejected (`Effect::Rejected`).
 //!
 //! # Cost
-//! Per process: the shared `Arc<Membership>`, its rank, the coordinator's rank and a phase;
-//! no per-process allocation. Message count with the lowest process initiating and the
-//! highest crashed: N² - N - 1 (derived in the tests, `exact_count_lowest_initiates`).
+//! State: the shared group, a rank, a phase and the (usually empty) [`Down`] set. With the
+//! lowest process initiating and the highest crashed: N² - N - 1 messages
+//! (`exact_count_lowest_initiates`).
 
 use crate::driver::{Context, Election, Input, Timer};
+use crate::election::down::Down;
 use crate::election::{ElectionConfig, Message};
 use crate::id::{NodeId, Rank};
 use crate::membership::Membership;
@@ -129,11 +108,33 @@ pub struct Bully {
     phase: Phase,
     /// The coordinator this process names (seed 002's `elected_i`; `None` = ⊥).
     leader: Option<Rank>,
+    /// Members reported down and not since up.
+    down: Down,
+    /// Members reported down whose claim of leadership this process refused: when one is
+    /// reported up again, the question is asked again.
+    refused: Down,
+    /// The highest process above this one reported up while this process was in an
+    /// election: its claims may have been refused while it was reported down, so the
+    /// election's outcome is checked against it.
+    up_above: Option<Rank>,
+    /// T1 is armed for a process that names no coordinator (heartbeats on): when it
+    /// expires with still none, the process holds an election.
+    orphan: bool,
 }
 
 impl Bully {
     pub fn new(me: Rank, group: Arc<Membership>, cfg: &ElectionConfig) -> Self {
-        Bully { me, group, timing: Timing::new(cfg), phase: Phase::Idle, leader: None }
+        Bully {
+            me,
+            group,
+            timing: Timing::new(cfg),
+            phase: Phase::Idle,
+            leader: None,
+            down: Down::default(),
+            refused: Down::default(),
+            up_above: None,
+            orphan: false,
+        }
     }
 
     /// This process's rank.
@@ -165,8 +166,17 @@ impl Bully {
         }
         self.disarm(ctx);
         self.leader = None;
+        self.up_above = None;
         ctx.started();
         self.send_elections(ctx);
+    }
+
+    /// The election ended with coordinator `c`: if a higher process came up meanwhile (see
+    /// `up_above`), ask again.
+    fn recheck(&mut self, ctx: &mut Context<'_>, c: Rank) {
+        if self.up_above.take().is_some_and(|u| u > c && !self.down.contains(&u.id)) {
+            self.hold_election(ctx);
+        }
     }
 
     fn send_elections(&mut self, ctx: &mut Context<'_>) {
@@ -188,6 +198,7 @@ impl Bully {
         if let Some(a) = self.timing.alive {
             ctx.set_timer(Timer::Heartbeat, a);
         }
+        self.recheck(ctx, self.me);
     }
 
     /// Admit `s` (a higher process) as the coordinator and stop any election.
@@ -202,6 +213,7 @@ impl Bully {
         if let Some(t1) = self.timing.t1 {
             ctx.set_timer(Timer::T1, t1);
         }
+        self.recheck(ctx, s);
     }
 
     fn on_message(&mut self, ctx: &mut Context<'_>, from: NodeId, msg: Message) {
@@ -230,7 +242,11 @@ impl Bully {
                 }
             }
             Message::Coordinator => {
-                if higher && self.phase == Phase::Idle && self.leader.is_some_and(|l| l > s) {
+                if higher && self.down.contains(&from) {
+                    // A claim of a process reported down (sent before its crash): ask.
+                    self.refused.insert(&self.group, from);
+                    self.hold_election(ctx);
+                } else if higher && self.phase == Phase::Idle && self.leader.is_some_and(|l| l > s) {
                     // A lower claim over a higher coordinator it admitted: stale (messages
                     // from different senders are not FIFO) or the higher one died. Ask.
                     self.hold_election(ctx);
@@ -243,6 +259,10 @@ impl Bully {
             Message::Alive => {
                 if !higher {
                     self.hold_election(ctx);
+                } else if self.down.contains(&from) {
+                    self.refused.insert(&self.group, from);
+                    // Sent before the reported crash (or the report is being taken back):
+                    // not a claim to admit.
                 } else if self.phase == Phase::Idle {
                     match self.leader {
                         Some(l) if l == s => self.rearm_t1_if_from_leader(ctx, s),
@@ -266,7 +286,9 @@ impl Bully {
     fn on_timer(&mut self, ctx: &mut Context<'_>, timer: Timer) {
         match (timer, self.phase) {
             (Timer::T1, Phase::Idle) => {
-                if matches!(self.leader, Some(l) if l != self.me) {
+                // Coordinator silence, or no coordinator at all for T1 (`orphan`).
+                let silent = matches!(self.leader, Some(l) if l != self.me);
+                if silent || (self.leader.is_none() && self.orphan) {
                     self.hold_election(ctx);
                 }
             }
@@ -291,6 +313,8 @@ impl Bully {
 
     fn on_membership(&mut self, ctx: &mut Context<'_>, group: Arc<Membership>) {
         self.group = group;
+        self.down.retain_members(&self.group);
+        self.refused.retain_members(&self.group);
         if let Some(l) = self.leader {
             if l != self.me {
                 match self.group.rank_of(&l.id) {
@@ -298,6 +322,51 @@ impl Bully {
                     None => self.hold_election(ctx),
                 }
             }
+        }
+    }
+
+    fn handle_input(&mut self, ctx: &mut Context<'_>, input: Input) {
+        match input {
+            Input::Start => self.hold_election(ctx),
+            Input::Recover => {
+                // Fresh state (the driver may reuse this value): forget everything, then hold
+                // an election (seeds 000/001).
+                self.disarm(ctx);
+                self.phase = Phase::Idle;
+                self.leader = None;
+                self.down.clear();
+                self.refused.clear();
+                self.up_above = None;
+                self.hold_election(ctx);
+            }
+            Input::Message { from, msg } => self.on_message(ctx, from, msg),
+            Input::Timer(t) => self.on_timer(ctx, t),
+            Input::PeerDown(p) => {
+                if p != self.me.id {
+                    self.down.insert(&self.group, p);
+                }
+                if self.phase == Phase::Idle && matches!(self.leader, Some(l) if l.id == p && l != self.me) {
+                    self.hold_election(ctx);
+                }
+            }
+            Input::PeerUp(p) => {
+                self.down.remove(&p);
+                // A higher process is up again (a recovery or a heal), above the coordinator
+                // this process names, and its claim was refused while it was reported down:
+                // ask again.
+                let refused = self.refused.remove(&p);
+                let up =
+                    self.group.rank_of(&p).filter(|&r| refused && r > self.me && self.leader.is_none_or(|l| r > l));
+                if let Some(r) = up {
+                    if self.phase == Phase::Idle {
+                        self.hold_election(ctx);
+                    } else if self.up_above.is_none_or(|u| r > u) {
+                        self.up_above = Some(r);
+                    }
+                }
+            }
+            Input::SendFailed { .. } => {}
+            Input::Membership(g) => self.on_membership(ctx, g),
         }
     }
 }
@@ -308,26 +377,13 @@ impl Election for Bully {
     }
 
     fn handle(&mut self, ctx: &mut Context<'_>, input: Input) {
-        match input {
-            Input::Start => self.hold_election(ctx),
-            Input::Recover => {
-                // Fresh state (the driver may reuse this value): forget everything, then hold
-                // an election (seeds 000/001).
-                self.disarm(ctx);
-                self.phase = Phase::Idle;
-                self.leader = None;
-                self.hold_election(ctx);
-            }
-            Input::Message { from, msg } => self.on_message(ctx, from, msg),
-            Input::Timer(t) => self.on_timer(ctx, t),
-            Input::PeerDown(p) => {
-                if self.phase == Phase::Idle && matches!(self.leader, Some(l) if l.id == p && l != self.me) {
-                    self.hold_election(ctx);
-                }
-            }
-            Input::PeerUp(_) | Input::SendFailed { .. } => {}
-            Input::Membership(g) => self.on_membership(ctx, g),
+        self.handle_input(ctx, input);
+        // With heartbeats, a process that names no coordinator waits T1 for one.
+        let orphan = self.phase == Phase::Idle && self.leader.is_none();
+        if let Some(t1) = self.timing.t1.filter(|_| orphan && !self.orphan) {
+            ctx.set_timer(Timer::T1, t1);
         }
+        self.orphan = orphan;
     }
 
     fn leader(&self) -> Option<NodeId> {
@@ -473,7 +529,7 @@ pub(crate) mod tests {
     fn new_coordinator_crashes_during_election() {
         for n in 3..=8 {
             let mut net = Net::new(n, cfg());
-            net.report_crashes = true;
+            net.detector = true;
             net.start_at(Time::ZERO, 0);
             net.crash_at(Time::from_millis(100), n - 1);
             net.run();
@@ -488,7 +544,7 @@ pub(crate) mod tests {
     fn coordinator_crash_reported_then_reelection() {
         for n in 3..=10 {
             let mut net = Net::new(n, cfg());
-            net.report_crashes = true;
+            net.detector = true;
             net.start_all();
             net.crash_at(Time::from_millis(600), n - 1);
             net.run();
@@ -508,7 +564,7 @@ pub(crate) mod tests {
     fn recovered_highest_bullies_its_way_back() {
         for n in 2..=10 {
             let mut net = Net::new(n, cfg());
-            net.report_crashes = true;
+            net.detector = true;
             net.start_all();
             net.crash_at(Time::from_millis(1_000), n - 1);
             net.run();
@@ -628,7 +684,7 @@ pub(crate) mod tests {
         };
         let mut net = Net::new(n, cfg);
         // Without heartbeats only the failure detector's reports reveal a crash.
-        net.report_crashes = !heartbeats || rng.gen_bool(0.5);
+        net.detector = !heartbeats || rng.gen_bool(0.5);
         net.start_all();
         let mut schedule = Vec::new();
         // Crashes packed into the first elections, or spread out.
@@ -649,7 +705,7 @@ pub(crate) mod tests {
         net.run_until_quiet(Time::from_millis(60_000));
         let what = format!(
             "{algorithm}: replay with PEERAGE_SEED={seed} (n={n}, heartbeats={heartbeats}, reports={}, schedule={schedule:?})",
-            net.report_crashes
+            net.detector
         );
         let Some(h) = net.highest_alive() else { panic!("{what}: nobody alive") };
         assert!(net.all_agree_on(net.id(h)), "{what}: leaders {:?}, highest alive {h}", net.leaders());

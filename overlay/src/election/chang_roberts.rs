@@ -1,130 +1,52 @@
 //! Chang and Roberts' ring election with a participant flag (seed 003, "Ring-Based
 //! Algorithm"), made failure-tolerant as seed 003's "modified version" suggests.
 //!
-//! The logical ring is the rank order of [`Membership`]: a process's successor is the process
-//! with the next higher rank, wrapping from the highest to the lowest.
+//! The logical ring is the rank order of [`Membership`]: a process's successor is the next
+//! higher rank, wrapping from the highest to the lowest.
 //!
 //! # The algorithm as seed 003 gives it
 //! Every process starts non-participant. An initiator marks itself participant and sends
-//! `election(own rank)` ([`Message::CrElection`]) to its successor. On `election(c)`:
-//! - `c > me`: forward it, mark participant;
-//! - `c < me` and not participant: replace `c` by its own rank, forward, mark participant;
-//! - `c < me` and participant: discard it;
-//! - `c = me`: this process is the leader; it marks itself non-participant and sends
-//!   `elected(me)` ([`Message::CrElected`]) round.
+//! `election(own rank)` ([`Message::CrElection`]) to its successor. On `election(c)`: `c > me`
+//! forward it and mark participant; `c < me` and not participant: replace `c` by its own rank
+//! and forward; `c < me` and participant: discard it; `c = me`: it is the leader and sends
+//! `elected(me)` ([`Message::CrElected`]) round, which every process adopts and forwards until
+//! it is back at the leader. One initiator at position `i` costs `N - 1 - i` + `N` `election`
+//! and `N` `elected` messages: 2N when the highest initiates, 3N - 1 when the lowest does.
 //!
-//! On `elected(l)` with `l != me`: set the leader to `l`, mark non-participant, forward; the
-//! lap stops at `l`. With one initiator and no faults this costs `N - 1 - i` + `N` `election`
-//! and `N` `elected` messages, where `i` is the initiator's position in rank order; in our
-//! ring direction (successor = next higher rank) the best case, 2N, is the highest process
-//! initiating, the worst, 3N - 1, the lowest (the highest process's successor) initiating.
-//!
-//! # Failure handling (ours, after seed 003's "modified version")
-//! - **Dead successors** are skipped: a failed send (`Input::SendFailed`) or a `PeerDown`
-//!   report marks the process dead and the same message is resent to the next process after
-//!   it. The marks (`Suspects`) are ring positions, forgotten at every new epoch so that a
-//!   recovered process is tried again.
-//! - **A dead candidate.** An `election(c)` whose candidate `c` is dead would circulate for
-//!   ever (everyone else ranks below it and forwards it). The process whose send to `c`
-//!   fails discards the message and holds a new election. (Receiving `election(c)` counts
-//!   as evidence that `c` lives: a suspicion of `c` is dropped and the message is sent
-//!   towards it, so a recovered process is never skipped on an old suspicion; a wrong guess
-//!   costs one failed send.) Likewise an `elected(l)` lap whose leader `l` is dead ends at
-//!   the process whose send to `l` fails, which holds a new election that supersedes it
-//!   (`elected(l)` is evidence that `l` lives, as `election(c)` is for `c`).
-//! - **Epochs.** Messages carry an `epoch` (our addition). A new election (on `Start` when
-//!   not participant, `Recover`, `PeerDown` of the leader, a dead candidate or leader, a lap
-//!   timeout, or the rank check below) increments the epoch; a process that sees a higher
-//!   epoch joins it (participant flag cleared, leader unset, as seed 003's "elected = false").
-//!   So a restart can always run even though earlier messages left every process
-//!   participant. Messages of an older epoch never set a leader. A stale `election`
-//!   (typically from a recovered process, whose fresh state starts at epoch 0) or a stale
-//!   `elected` (its sender lags behind; the sender counts as the candidate) is answered by a
-//!   non-participant at once and by a participant when its own election ends (it remembers
-//!   one, the highest; the running election may skip the sender, whose predecessor can still
-//!   suspect it). For a stale `elected(l)` the candidate is the higher of its sender and `l`:
-//!   both lived, and an `l` above our leader may have been skipped by our election on a
-//!   suspicion older than its recovery (sweep seed 6965). If the candidate ranks above the
-//!   leader it holds a new election, in which the suspicions are dropped, otherwise
-//!   it sends `elected(leader)` straight back to the sender (a catch-up). A non-participant
-//!   that already names `l` in this epoch does not forward a second `elected(l)`, so a
-//!   catch-up costs three messages: the stale `election`, the catch-up, and the recovered
-//!   process's forward that its successor stops.
-//!   Together: at quiescence every live process names the leader of the highest epoch, which
-//!   was alive when its `elected` lap went round: older epochs never set a leader, and the
-//!   lap of a leader that died ends at the process that cannot deliver to it, which holds a
-//!   new election at a higher epoch (processes that adopted the dead leader meanwhile are
-//!   corrected by it; `PeerDown` of the named leader also starts one).
-//! - **Rank check.** A process that receives `elected(l)` with `l` ranked below itself was
-//!   missed by the election (it recovered after the `election` lap passed): it holds a new
-//!   election instead of naming a lower leader.
-//! - **Two laps in one epoch** (possible only when processes recovered while an election
-//!   ran, so that two candidates each went round the processes alive at the time): within an
-//!   epoch a process only moves to a higher leader. A non-participant naming `l'` that
-//!   receives `elected(l)` with `l < l'` does not pass that lap on but sends `elected(l')`
-//!   straight to `l`, which adopts it and sends it on round the processes its own lap
-//!   passed; the highest lap is never cut, so everyone ends with the highest. The leader
-//!   named in this epoch stays the reference while the process takes part in a later
-//!   election of the same epoch (for a higher candidate), and a process that already names
-//!   `l` passes a same-epoch `election(l)` on without taking part again (a recovered `l`,
-//!   whose fresh state can be at the group's epoch, needs its message back; the lap ends at
-//!   `l`, and the echo of `elected(l)` stops here). Before 2026-11-21 such a second
-//!   `election(l)` made the process a participant, which let a lower lap of the epoch (one
-//!   that skipped the recovered `l` on an old suspicion) replace `l` (sweep seed 56168;
-//!   test `cr_second_election_of_the_leader_does_not_let_a_lower_lap_in`).
-//!   A leader whose own lap comes back while it names a higher leader of the same epoch
-//!   holds a new election: the processes its lap passed name it, and the higher lap may have
-//!   skipped them on an old suspicion (sweep seed 92791; test
-//!   `cr_lower_leader_lap_back_while_naming_a_higher_one_reelects`).
-//! - **Lap timer.** Every participant arms the `Lap` timer (`cfg.lap_timeout()`); when it
-//!   fires before `elected` arrives (a message was lost with a crashed forwarder), the
-//!   process holds a new election. The timeout must cover a whole election (up to 3N - 1
-//!   one-way delays); to stay live when it is configured too short it doubles with every
-//!   consecutive restart of this process (up to 2^10) and resets when a leader is set.
-//!   (For 100,000 processes the configured `lap_timeout_ms` must exceed 3N one-way delays, or
-//!   the first elections are restarted until the backoff has grown enough.)
-//! - A process alone (every other process known dead) names itself at once.
-//! - `Input::Membership` with a group that contains this process replaces the group; one
-//!   without this process is ignored.
-//!
-//! - **Alone, checked once.** The first time in an epoch that its suspicions leave a
-//!   process alone, it drops them and tries its successors again (a suspicion can predate a
-//!   recovery); only if that fails too does it go on alone.
-//!
-//! # Failure reports older than a recovery (fixed 2026-11-21)
-//! As for the ring (see `ring.rs`, same section; the reasons for not carrying incarnation
-//! numbers are there): a failed send or `PeerDown` about a process's old incarnation can
-//! arrive after it recovered, and a lap that skips the live process left the group split
-//! (2 of 100,000 sweeps: 82223, 83038; 18 of 1,000,000 random schedules). The rules:
-//! - **Failure reports are scoped to their epoch**: a `SendFailed` of an older epoch's
-//!   message creates no suspicion, and a new election never inherits a suspicion from a
-//!   failed send (a dead candidate or leader is tried again once; one more failed send).
-//! - **Recoveries reported by the failure detector** (`PeerUp`): a non-participant whose
-//!   leader ranks below the recovered process, or a participant that ranks below it, holds
-//!   a new election (random schedule 542217).
-//! - **A self-named leader does not take a higher lap of its epoch**: a process that named
-//!   itself in an epoch (its lap went round) and then receives a higher `elected` of the
-//!   same epoch holds a new election, the mirror of "a leader whose own lap comes back
-//!   while it names a higher leader" above (random schedules 930650, 949565).
-//! - **Lost `elected` lap**: the leader keeps the `Lap` timer armed until its own
-//!   `elected` lap comes back (`announcing`); if a forwarder crashed with it and no failure
-//!   detector tells anyone, the timer holds a new election (random schedule 250171).
-//!
-//! Unlike the ring, the recovery election stays at epoch 1: answering it at epoch 0 made
-//! the non-participant's catch-up (`elected(leader)` straight back) the usual answer, and
-//! that catch-up can come from an epoch that a concurrent new epoch replaces (68 of
-//! 1,000,000 schedules failed that way when tried).
-//! Results (2026-11-21): 0 of 1,000,000 random schedules disagree; the simulator sweep is in
-//! `docs/RESULTS.md`. Regression tests: `cr_random_schedule_regressions` and
-//! `ring_and_chang_roberts_sweep_regressions` (experiments).
+//! # Failure handling (seed 003's "modified version", made precise)
+//! - **Dead successors** are skipped as in [`super::ring`] (the same suspects list: this
+//!   epoch's failed sends and `PeerDown`s, and the detector's reports kept across epochs until
+//!   `PeerUp` or a message from the process).
+//! - **A dead candidate or leader**: the process whose send to it fails (or that skips it)
+//!   discards the message and elects again; receiving `election(c)` or `elected(l)` is taken
+//!   as a sign that `c` or `l` lives (a wrong guess costs one failed send).
+//! - **Epochs** (not in the seed): every message carries one; a new election increments it, a
+//!   higher one is joined (participant flag cleared, leader unset), and a lower one never sets
+//!   a leader. A stale `election` or `elected` (a recovered or lagging sender) is answered,
+//!   by a non-participant at once and by a participant when its election ends: a new election
+//!   if the sender (or the leader it names, whichever is higher) ranks above this process's
+//!   leader, else `elected(leader)` straight back (a catch-up). A failed send of an older
+//!   epoch's message marks nothing.
+//! - **Rank check**: `elected(l)` with `l` below the receiver makes it elect again.
+//! - **Two laps in one epoch** (only when processes recovered during the election): within an
+//!   epoch a process only moves to a higher leader; a lower lap is answered with the higher
+//!   leader instead of being passed on, and a process that named itself and meets a higher
+//!   lap of the same epoch, or whose own lap comes back while it names a higher leader, elects
+//!   again.
+//! - **Lap timer**: a participant, and a leader whose `elected` lap is out, arm `Lap`; it
+//!   elects again when it fires, doubling the timeout with each consecutive restart.
+//! - **Recoveries**: `PeerUp` of a process above the leader (or, during an election, above
+//!   this process) starts a new election. A recovered process elects at epoch 1.
+//! - A process alone names itself; `Membership` without this process is ignored.
+//! - The leader's liveness (heartbeats, T1) is the wrapper's ([`super::watch`]).
 //!
 //! # Memory
-//! The simulator runs 100,000 processes all initiating, so the state is a handful of words:
-//! rank, ring position, epoch, participant flag, leader, backoff, and the (usually empty)
-//! suspects list. The group is shared (`Arc`).
+//! A handful of words per process (the simulator holds 100,000): rank, ring position, epoch,
+//! flags, leader, backoff and the (usually empty) suspects list; the group is shared.
 
 use crate::driver::{Context, Election, Input, Timer};
 use crate::election::ring::{backoff, is_member, Next, Suspects, MAX_BACKOFF_SHIFT};
+use crate::election::watch::LeaderSilence;
 use crate::election::{ElectionConfig, Message};
 use crate::id::{NodeId, Rank};
 use crate::membership::Membership;
@@ -433,9 +355,15 @@ impl ChangRoberts {
             self.restart(ctx, None);
             return;
         }
-        // The leader sent this lap, so it lived after any older suspicion of it: adopt it and
-        // send the lap on towards it; if it is dead after all, the process whose send to it
-        // fails holds a new election, which supersedes this one.
+        // A leader the failure detector reported down sent this lap before its crash: do not
+        // adopt it, elect again without it.
+        if self.pos_of(&leader.id).is_some_and(|p| self.dead.is_reported(p)) {
+            self.restart(ctx, None);
+            return;
+        }
+        // The leader sent this lap, so it lived after any older suspicion of this epoch: adopt
+        // it and send the lap on towards it; if it is dead after all, the process whose send
+        // to it fails holds a new election, which supersedes this one.
         self.alive(&leader.id);
         self.set_leader(ctx, leader);
         self.send_elected(ctx, leader);
@@ -443,9 +371,8 @@ impl ChangRoberts {
     }
 
     fn on_send_failed(&mut self, ctx: &mut Context<'_>, to: NodeId, msg: Message) {
-        // A report about a message of an older epoch says nothing about `to` now: the
-        // suspicions of that epoch were dropped with it (see "Failure reports are scoped to
-        // their epoch" in the module doc).
+        // A failed send of an older epoch's message says nothing about `to` now: that
+        // epoch's marks were dropped with it.
         let current = match &msg {
             Message::CrElection { epoch, .. } | Message::CrElected { epoch, .. } => *epoch >= self.epoch,
             _ => false,
@@ -502,13 +429,21 @@ impl ChangRoberts {
         let Some(pos) = group.position(&self.me.id) else { return };
         self.me = group.ranks()[pos];
         self.pos = Some(pos as u32);
+        self.dead.regroup(&self.group, &group);
         self.group = group;
-        self.dead.clear();
         if self.leader.is_some_and(|l| !is_member(&self.group, &l)) {
             self.leader = None;
             if !self.participant {
                 self.restart(ctx, None);
             }
+        }
+    }
+}
+
+impl LeaderSilence for ChangRoberts {
+    fn leader_silent(&mut self, ctx: &mut Context<'_>, leader: NodeId) {
+        if self.leader.is_some_and(|l| l.id == leader) && !self.participant {
+            self.restart(ctx, Some(leader));
         }
     }
 }
@@ -535,11 +470,13 @@ impl Election for ChangRoberts {
             }
             Input::Timer(_) => {}
             Input::PeerUp(id) => {
-                self.alive(&id);
+                if let Some(p) = self.pos_of(&id) {
+                    self.dead.unreport(p);
+                }
                 // A process ranked above our leader came up (recovered): hold a new election,
-                // as for the ring (see "Recoveries reported by the failure detector").
-                // While in an election, one ranked above this process is enough: a failure
-                // report older than its recovery can still make this election skip it.
+                // as for the ring. While in an election, one ranked above this process is
+                // enough. A lower one learns the leader from the catch-up its own recovery
+                // election gets.
                 let up = self.group.rank_of(&id);
                 let above_leader = up.is_some_and(|r| self.leader.is_none_or(|l| r > l));
                 let named = self.leader.is_some();
@@ -550,6 +487,11 @@ impl Election for ChangRoberts {
                 }
             }
             Input::PeerDown(id) => {
+                if id != self.me.id {
+                    if let Some(p) = self.pos_of(&id) {
+                        self.dead.report(p);
+                    }
+                }
                 if self.leader.is_some_and(|l| l.id == id) && !self.participant {
                     self.restart(ctx, Some(id));
                 } else {
@@ -594,8 +536,10 @@ mod tests {
     use crate::testkit::Net;
     use crate::time::Time;
 
+    /// Heartbeats off: these tests count the algorithm's own messages and run to
+    /// quiescence (the leader-liveness rule around it is tested in `watch.rs`).
     fn cfg() -> ElectionConfig {
-        ElectionConfig::for_algorithm(Algorithm::ChangRoberts)
+        crate::testkit::scenarios::quiet_cfg(Algorithm::ChangRoberts)
     }
 
     fn net(n: usize) -> Net {
@@ -749,7 +693,7 @@ mod tests {
     fn cr_leader_crash_reelection() {
         for n in 3..=12usize {
             let mut net = net(n);
-            net.report_crashes = true;
+            net.detector = true;
             net.start_at(Time::ZERO, 0);
             net.run();
             let before = net.total_sent();
@@ -781,7 +725,7 @@ mod tests {
     fn cr_recovered_low_process_catches_up() {
         for n in 3..=12usize {
             let mut net = net(n);
-            net.report_crashes = true;
+            net.detector = true;
             net.start_at(Time::ZERO, 0);
             net.run();
             net.start_at(net.now, 0); // a second election: epoch 2
@@ -833,25 +777,20 @@ mod tests {
         let fx = feed(&mut p, Input::Message { from, msg: Message::CrElection { epoch: 1, candidate: ranks[2] } });
         let catch_up = Message::CrElected { epoch: 3, leader: ranks[3] };
         assert_eq!(fx, vec![Effect::Send { to: from, msg: catch_up }]);
-        // Epoch 4: election(4) passes, process 4 is reported dead, its elected(4) arrives and
-        // is sent on towards 4; the send fails: the lap ends here and epoch 5 begins.
+        // Epoch 4: election(4) passes, process 4 is reported dead, then its elected(4) arrives
+        // (sent before the crash): it is not adopted, and epoch 5 begins at once, its own
+        // election skipping the reported 4 and going to process 0.
         feed(&mut p, Input::Message { from, msg: Message::CrElection { epoch: 4, candidate: ranks[4] } });
         assert_eq!(p.leader(), None);
         feed(&mut p, Input::PeerDown(ranks[4].id));
         let lap = Message::CrElected { epoch: 4, leader: ranks[4] };
-        let fx3 = feed(&mut p, Input::Message { from, msg: lap.clone() });
-        assert!(fx3.contains(&Effect::Send { to: ranks[4].id, msg: lap.clone() }), "{fx3:?}");
-        let fx4 = feed(&mut p, Input::SendFailed { to: ranks[4].id, msg: lap });
+        let fx4 = feed(&mut p, Input::Message { from, msg: lap.clone() });
         assert_ne!(p.leader(), Some(ranks[4].id));
         assert_eq!(p.epoch(), 5);
         assert!(fx4.contains(&Effect::ElectionStarted));
-        // The new epoch inherits no suspicion from a failed send (it may predate a
-        // recovery): its own election tries 4 again and, when that send fails too, goes on
-        // to process 0, skipping the dead 4.
         let own = Message::CrElection { epoch: 5, candidate: ranks[3] };
-        assert!(fx4.contains(&Effect::Send { to: ranks[4].id, msg: own.clone() }), "{fx4:?}");
-        let fx5 = feed(&mut p, Input::SendFailed { to: ranks[4].id, msg: own.clone() });
-        assert_eq!(fx5, vec![Effect::Send { to: ranks[0].id, msg: own.clone() }]);
+        assert!(fx4.contains(&Effect::Send { to: ranks[0].id, msg: own.clone() }), "{fx4:?}");
+        assert!(!fx4.iter().any(|e| matches!(e, Effect::Send { to, .. } if *to == ranks[4].id)), "{fx4:?}");
         // A late report about the epoch-4 lap says nothing about epoch 5: no effect.
         let fx6 =
             feed(&mut p, Input::SendFailed { to: ranks[0].id, msg: Message::CrElected { epoch: 4, leader: ranks[4] } });
@@ -985,8 +924,7 @@ mod tests {
         random_faults(&cfg(), "chang-roberts");
     }
 
-    /// Schedules of the 1,000,000-seed run that failed while the fixes of 2026-11-21 were
-    /// made, one per distinct cause (see the module doc): 542217 (a recovery reported to a
+    /// Random schedules that once failed, one per distinct cause: 542217 (a recovery reported to a
     /// participant whose election then skipped the recovered process on an older failure
     /// report), 930650 and 949565 (a process that named itself in an epoch adopted a higher
     /// lap of that epoch, which had skipped the processes its own lap passed), 250171 (the

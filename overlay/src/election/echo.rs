@@ -1,52 +1,30 @@
-//! Vasudevan, Kurose and Towsley's leader election for wireless ad hoc networks ("Design and
-//! analysis of a leader election algorithm for mobile ad hoc networks", ICNP 2004), as
-//! summarised in seed 000, section "Elections in wireless environments": an echo (diffusing
-//! computation) over a spanning tree of an **arbitrary topology**, electing the node of best
-//! capacity, with concurrent elections, partitions, merges, joins and leaves.
-//!
-//! Sources: seed 000 (the procedure, multiple elections, "minor adjustments" for partitions
-//! and joins) and the paper's abstract and introduction, the only parts our search tool
-//! reached (extrema-finding by diffusing computations; "weakly" self-stabilizing and
-//! terminating). Where this doc says "as we recall the paper", the detail is from memory of
-//! the paper and was not checked against its text.
+//! Vasudevan, Kurose and Towsley's leader election for ad hoc networks (ICNP 2004), as seed
+//! 000 summarises it: an echo (diffusing computation) over a spanning tree of an **arbitrary
+//! topology**, electing the node of best capacity, with concurrent elections, partitions,
+//! merges, joins and leaves. Details marked "as we recall the paper" come from memory of the
+//! paper, not checked against its text (only its abstract and introduction were at hand).
 //!
 //! # The topology
-//! A node's neighbours are exactly the peers reported by [`Input::PeerUp`] and not since by
-//! [`Input::PeerDown`] (the group given to [`Echo::new`] is *not* the topology and is not used).
-//! A node sends only to neighbours. A message from a peer that is not a neighbour (typically
-//! one still in flight when the link went down) is refused with `Effect::Rejected` and
-//! changes nothing. A failed send ([`Input::SendFailed`]) means the neighbour is unreachable
-//! for now: the election reacts as to its loss (below), but it stays a neighbour (it may
-//! have crashed and recovered before any report).
+//! A node's neighbours are the peers reported by `PeerUp` and not since by `PeerDown` (the
+//! group is not used); it sends only to them and refuses messages from others. A failed send
+//! makes the neighbour unreachable for now, but it stays a neighbour.
 //!
-//! # What is taken from the paper and seed 000
-//! - **Capacity.** The `priority` of a [`Rank`] is the node's capacity; `(capacity, id)`
-//!   compared lexicographically decides, so the best-capacity node wins and ids break ties.
-//! - **Election tree.** The source sends `EchoElection{tag}` to all its neighbours. The first
-//!   `EchoElection` of an election makes its sender the receiver's *parent*; the receiver
-//!   forwards the election to all its neighbours except the parent and waits for their
-//!   acknowledgements before acknowledging to its parent. A node that already belongs to that
-//!   election acknowledges at once with `EchoAck{best: None}` ("merely acknowledges").
-//! - **Acknowledgements carry the best.** `EchoAck{best: Some(r)}` goes to the parent once
-//!   all neighbours have answered, `r` being the best `(capacity, id)` of the sender's subtree
-//!   (itself included). A `Some` ack marks the sender as a *child*.
-//! - **Announcement.** The source, once every neighbour has answered, knows the best node and
-//!   announces it with `EchoLeader{tag, leader}`, sent down the tree (each node forwards it to
-//!   its children). The tree reaches every node of the component, so this is a broadcast.
-//! - **Concurrent elections.** An election is identified by [`ElectionTag`] `(round, source)`,
-//!   (as we recall the paper) its computation index `(num, id)`. A node takes part only in
-//!   the highest election it has received an `EchoElection` for: a higher one makes it drop
-//!   its participation in the lower one (it rejoins with the new parent), a lower one is
-//!   ignored. The highest election floods the whole component regardless of the others, so
-//!   it completes, and results of lower elections are overwritten. A node starts an election
-//!   with a round above every round it has seen, so a new election beats all it knows of.
-//! - **Probes.** `EchoProbe`/`EchoReply` between neighbours are (as we recall the paper) its
-//!   heartbeat: with `cfg.echo_probe_interval()` set, every node probes all neighbours each
-//!   interval; a neighbour that leaves [`PROBE_MISSES`] probes in a row unanswered is taken
-//!   as gone (as if `PeerDown`): detection takes two to three intervals, and one lost probe
-//!   or reply is tolerated.
-//! - **A node with no neighbours is its own leader**: its election ends at once, and a node
-//!   that loses its last neighbour elects itself.
+//! # From the paper and seed 000
+//! - **Capacity**: `(capacity, id)` of a [`Rank`] decides; the best-capacity node wins.
+//! - **Election tree**: the source sends `EchoElection{tag}` to all neighbours; the first one
+//!   a node receives makes its sender the *parent*; the node forwards to all other neighbours
+//!   and acknowledges to its parent, `EchoAck{best: Some(r)}` with the best of its subtree,
+//!   once they all answered; a node already in the election "merely acknowledges"
+//!   (`best: None`). The source announces the winner with `EchoLeader`, down the tree.
+//! - **Concurrent elections**: [`ElectionTag`] `(round, source)`, (as we recall the paper)
+//!   the computation index; a node takes part only in the highest it has seen, and starts
+//!   elections with a round above all it knows.
+//! - **Probes** (as we recall the paper, its heartbeat): every probe interval a node probes
+//!   its neighbours; [`PROBE_MISSES`] unanswered in a row take one as gone (*suspected*), and
+//!   traffic from it brings it back. Suspected neighbours are still probed, so two ends that
+//!   lost each other's probes (loss, a pause) meet again. A node that spends
+//!   [`LEADERLESS_ROUNDS`] rounds with no leader outside any election starts one.
+//! - A node with no neighbours is its own leader.
 //! - **Heartbeats** (as we recall the paper: the leader beats periodically, and a node that
 //!   stops hearing them starts an election), on when `cfg.echo_heartbeat_interval()` is set.
 //!   The leader sends `EchoHeartbeat{seq}` to its neighbours every interval, `seq` counting
@@ -69,82 +47,37 @@
 //!   without a live leader. Without heartbeats the rules below apply. Nodes in an election
 //!   ignore beats; a node settles with a fresh count for its leader's beats.
 //!
-//! # What is adapted or added (the seed says only "with some minor adjustments")
-//! - **Crossing elections count as acknowledgements** (Segall's echo). When `EchoElection`
-//!   arrives from a neighbour this node is itself waiting on, that neighbour evidently already
-//!   belongs to the election (it forwards only after joining), so the message is taken as its
-//!   `EchoAck{best: None}` and nothing is sent back. "Ack at once with `None`" is kept for every
-//!   other sender already in the election. In a fault-free run from one source over a
-//!   connected graph of N nodes and |E| edges this gives exactly **2|E| - (N-1)** elections
-//!   (every node sends to all neighbours but its parent), **N-1** acks (tree edges) and
-//!   **N-1** leader announcements: **2|E| + N - 1** messages (3(N-1) on a tree). The tests
-//!   assert these counts exactly. Not counted there: the two hellos (`EchoReply`) each new
-//!   link costs when it comes up. Concurrent sources cost more (a node forwards every higher
-//!   election it joins); `docs/RESULTS.md` lists measured counts.
-//! - **No periodic traffic without probes.** With `echo_probe_interval_ms = 0` nothing is
-//!   periodic: failures are learned from `PeerDown` and failed sends, and runs reach
-//!   quiescence (the simulator checks agreement there).
-//! - **Lost neighbour during an election.** A neighbour that goes down while we wait for its
-//!   answer is taken as answered. Losing the parent, or the child whose subtree holds the best
-//!   found so far, starts a new election (higher round): what we would report is no longer
-//!   reachable.
-//! - **Leaving, partitions and leader loss** (heartbeats off). When the leader is decided
-//!   every node records `via`, its next hop towards the leader on the election tree (the
-//!   child whose ack carried the leader, else the parent). A node that loses the link to
-//!   `via` (or to the leader itself, or is told the leader is down) may be cut off from the
-//!   leader and starts a new election; that election floods its whole component. Losing any
-//!   other link cannot cut the node off: the node on the other end, if cut off, has that link
-//!   as its own `via`. So each side of a partition ends with the best of its side (the side
-//!   keeping the old leader keeps the right one, since the old leader was the best of the
-//!   whole).
-//! - **Joins and merges.** On `PeerUp` both ends send an unprompted `EchoReply{tag, leader}`
-//!   (their state; `leader: None` while in an election). With heartbeats off, a settled
-//!   node receiving a settled reply that names a different leader acts: if its own leader is
-//!   worse (no leader counts as worst) it starts a new election, with a round above both
-//!   sides' rounds so that both components join it; if its own is better it sends its own
-//!   reply back, so that the other end, comparing in turn, starts it. A node in an election
-//!   that receives a reply marks the sender *pending* and sends it its result once decided; a
-//!   settled node receiving an unsettled reply sends its state back so that the sender will
-//!   owe it its result. Thus a merged component always holds one election that covers it all
-//!   and agrees on its best. The paper, as we recall it, merges by propagating the better
-//!   leader instead (what heartbeats do); a new election also re-checks the leaders, which
-//!   may be stale. A node that has never started
-//!   nor joined an election (no `Start` yet) stays leaderless until an election reaches it or
-//!   a settled neighbour's reply makes it start one.
-//! - **Safety-net timers** (`Timer::Custom`, `cfg.echo_ack_timeout()`, doubling after each
-//!   try, [`MAX_RETRIES`] tries): a node waiting for acks resends `EchoElection` to the
-//!   neighbours still silent (a duplicate makes a node that already acknowledged resend its
-//!   ack; a node still collecting its subtree ignores it), then gives up on them and goes on
-//!   without their subtrees (they are sent our result once decided, as a reply, so that a
-//!   disagreement is noticed). A node that acknowledged and waits for `EchoLeader` resends its
-//!   ack (a settled parent answers with `EchoLeader`), then starts a new election. A late
-//!   `Some` ack still makes its sender a child (it gets the announcement); if a node learns of
-//!   a subtree better than the announced leader, it starts a new election. The timeout should
-//!   exceed an echo's round trip over the component: a premature one costs extra messages and
-//!   elections, and one far below the round trip could keep elections restarting. In the
-//!   tests' fault-free runs no timer fires.
-//! - **Links seen at different times.** The two ends of a link may learn of it at different
-//!   times (a recovered node is told its neighbours at once, they learn of it later), so an
-//!   `EchoElection` can be refused as coming from a non-neighbour. A node waiting on a
-//!   neighbour whose reply shows a lower tag than its election resends the `EchoElection`
-//!   at once instead of waiting for the timer. A node in an election whose neighbour's reply
-//!   shows a *higher* tag is in a stale election (the neighbour ignores it: say the node
-//!   recovered with fresh state, round 0): it starts a new election above both at once.
-//! - **Failure detection by probes.** A neighbour taken as gone by the probe detector is kept
-//!   as *suspected*; a probe or reply from it brings it back as a neighbour.
-//! - **Trust.** Ranks in messages are believed as sent (no authentication; the group is not
-//!   consulted, since a newcomer may not be in it yet).
-//! - **Bad input.** Messages of other algorithms, messages from non-neighbours or from
-//!   ourselves, and tags with a round above [`MAX_ROUND`] (so that a higher round can always
-//!   follow) are refused with `ctx.reject` and leave the state unchanged. `Start` and
-//!   `Recover` start an election.
+//! # Adapted or added (the seed says "with some minor adjustments")
+//! - **Crossing elections count as acknowledgements** (Segall's echo): one election from one
+//!   source over N nodes and |E| links costs exactly 2|E| - (N-1) `EchoElection`, N-1
+//!   `EchoAck` and N-1 `EchoLeader`: **2|E| + N - 1**, plus two hellos per link. The count
+//!   holds when the start-up hellos cross the election too: a hello from a node that has
+//!   joined no election (`tag: None`) makes a node in an election owe it nothing, since the
+//!   election reaches it anyway.
+//! - **Losses**: a neighbour lost while we wait for it counts as answered; losing the parent
+//!   or the child holding the best found starts a new election. A settled node records `via`,
+//!   its next hop towards the leader; losing `via` or the leader starts one. So each side of a
+//!   partition ends with its own best.
+//! - **Joins and merges**: on `PeerUp` both ends send their state (`EchoReply{tag, leader}`);
+//!   a settled node that sees a different, better leader starts an election above both sides'
+//!   rounds, one that sees a worse one replies so that the other end does. A node in an
+//!   election marks a neighbour whose state it hears *pending* and sends it its result once
+//!   decided. A neighbour a send to which failed is pending too, and the result is resent
+//!   (the resync timer, doubling) while the send fails: a cut shorter than the failure
+//!   detector's delay still ends in a comparison of leaders.
+//! - **Safety-net timers** (`cfg.echo_ack_timeout()`, doubling, [`MAX_RETRIES`] tries): a node
+//!   waiting for acks resends `EchoElection` to the silent neighbours, then goes on without
+//!   them (they get our result); one waiting for `EchoLeader` resends its ack, then elects
+//!   again. A neighbour whose state shows a lower tag than our election is resent it at once
+//!   (it may have refused it before it knew the link); a higher tag means our election is
+//!   stale, and we elect above both.
+//! - Without probes nothing is periodic and runs reach quiescence.
+//! - Ranks in messages are believed as sent here; the node checks each against the signed
+//!   directory before it gets here (`crate::directory::claims`). Messages of other algorithms, from
+//!   non-neighbours or from itself, and rounds above [`MAX_ROUND`] are rejected.
 //!
-//! # States (seeds' vocabulary)
-//! `Passive`: not in an election (idle, or naming a leader other than itself); `Candidate`:
-//! in an election, waiting for acknowledgements; `Waiting`: acknowledged to the parent,
-//! waiting for `EchoLeader`; `Leader`: not in an election and naming itself.
-//!
-//! Per-node state is a few scalars plus one small record per neighbour (flags) and the set of
+//! States: `Passive`, `Candidate` (waiting for acks), `Waiting` (acknowledged, waiting for
+//! `EchoLeader`), `Leader`. State: a few scalars, one small record per neighbour, and the
 //! suspected neighbours.
 
 use crate::driver::{Context, Election, Input, Timer};
@@ -167,6 +100,8 @@ const PROBE_TIMER: Timer = Timer::Custom(0xEC42);
 const BEAT_TIMER: Timer = Timer::Custom(0xEC43);
 /// Heartbeat intervals a follower waits without a beat before it starts an election.
 pub const BEAT_MISSES: u32 = 3;
+/// Resending our state to neighbours a send to which failed.
+const RESYNC_TIMER: Timer = Timer::Custom(0xEC44);
 /// Resends before a safety-net timer gives up.
 pub const MAX_RETRIES: u32 = 3;
 /// Rounds above this are refused: honest rounds grow by one per election and never get
@@ -174,6 +109,9 @@ pub const MAX_RETRIES: u32 = 3;
 pub const MAX_ROUND: u64 = u64::MAX / 2;
 /// Probes a neighbour may leave unanswered before it is taken as gone.
 pub const PROBE_MISSES: u8 = 2;
+/// Probe rounds a node may spend with no leader, outside any election, before it starts one
+/// (a component that no election reached: cut off before it came, or nobody started one).
+pub const LEADERLESS_ROUNDS: u8 = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -296,6 +234,10 @@ pub struct Echo {
     /// when it came.
     beat_seen: u64,
     beat_at: Option<Time>,
+    /// Probe rounds in a row spent passive with no leader.
+    leaderless: u8,
+    /// Resends of our state since the last decision (backs the resync timer off).
+    resyncs: u32,
 }
 
 impl Echo {
@@ -323,6 +265,8 @@ impl Echo {
             beats: 0,
             beat_seen: 0,
             beat_at: None,
+            leaderless: 0,
+            resyncs: 0,
         }
     }
 
@@ -410,6 +354,7 @@ impl Echo {
         let Some(tag) = self.tag else { return };
         self.phase = Phase::Passive;
         self.leader = Some(leader);
+        self.resyncs = 0;
         ctx.cancel_timer(ACK_TIMER);
         ctx.cancel_timer(LEADER_TIMER);
         self.via = if leader == self.me {
@@ -477,7 +422,33 @@ impl Echo {
         let waiting = l.waiting;
         l.waiting = false;
         l.child = false;
+        // It missed something of ours: it gets our state once we are settled, to compare
+        // (a cut shorter than the failure detector's delay is reported by nothing else).
+        l.pending = true;
         self.after_loss(ctx, to, waiting, false);
+        if self.phase == Phase::Passive {
+            self.arm_resync(ctx);
+        }
+    }
+
+    fn arm_resync(&mut self, ctx: &mut Context<'_>) {
+        let after = self.ack_timeout.saturating_mul(1u32 << self.resyncs.min(10));
+        ctx.set_timer(RESYNC_TIMER, after);
+    }
+
+    /// Settled: send our state to the neighbours owed it.
+    fn resync(&mut self, ctx: &mut Context<'_>) {
+        if self.phase != Phase::Passive {
+            return;
+        }
+        self.resyncs = self.resyncs.saturating_add(1);
+        let reply = self.reply();
+        for (id, l) in self.links.iter_mut() {
+            if l.pending {
+                l.pending = false;
+                ctx.send(*id, reply.clone());
+            }
+        }
     }
 
     /// What losing contact with `peer` means for the election.
@@ -561,6 +532,7 @@ impl Echo {
             }
             PROBE_TIMER => self.probe_round(ctx),
             BEAT_TIMER => self.beat_timer(ctx),
+            RESYNC_TIMER => self.resync(ctx),
             _ => {}
         }
     }
@@ -629,8 +601,22 @@ impl Echo {
             self.peer_down(ctx, id);
             self.suspected.insert(id);
         }
+        if self.phase == Phase::Passive && self.leader.is_none() {
+            self.leaderless += 1;
+            if self.leaderless >= LEADERLESS_ROUNDS {
+                self.leaderless = 0;
+                self.start_election(ctx);
+            }
+        } else {
+            self.leaderless = 0;
+        }
         for (id, l) in self.links.iter_mut() {
             l.unanswered = l.unanswered.saturating_add(1);
+            ctx.send(*id, Message::EchoProbe);
+        }
+        // Suspected neighbours are probed too: two ends that lost each other's probes (loss,
+        // a pause) would otherwise never speak again, and their components never merge.
+        for id in &self.suspected {
             ctx.send(*id, Message::EchoProbe);
         }
         ctx.set_timer(PROBE_TIMER, every);
@@ -762,6 +748,11 @@ impl Echo {
             return;
         };
         l.unanswered = 0;
+        if self.phase != Phase::Passive && tag.is_none() {
+            // A start-up hello from a node that has joined no election yet: the election
+            // this node is in reaches it (it floods the component), so it owes it nothing.
+            return;
+        }
         if self.phase != Phase::Passive {
             l.pending = true;
             if tag > self.tag && self.beat_every.is_some() {
@@ -875,6 +866,9 @@ mod tests {
     }
 
     impl Topo {
+        fn degree(&self, i: usize) -> usize {
+            self.edges.iter().filter(|&&(a, b)| a == i || b == i).count()
+        }
         fn new(n: usize) -> Topo {
             Topo { n, edges: BTreeSet::new() }
         }
@@ -1098,6 +1092,44 @@ mod tests {
             2 * e + n - 1
         );
         net.total_sent()
+    }
+
+    /// The source starts while the start-up hellos (one `EchoReply` per link end) are still
+    /// in flight: they cross its election, and the count is still exactly the hellos plus
+    /// 2|E| + N - 1.
+    #[test]
+    fn echo_count_is_exact_when_start_up_hellos_cross_the_election() {
+        let caps: Vec<u64> = (0..100).map(|i| (i * 7919 % 101) as u64).collect();
+        let mut cases = vec![
+            (Topo::line(8), 0usize, "line 8"),
+            (Topo::star(8), 0, "star 8 from the hub"),
+            (Topo::ring(8), 3, "ring 8"),
+            (Topo::grid(4, 3), 5, "grid 4x3"),
+            (Topo::complete(6), 2, "complete 6"),
+        ];
+        for seed in seeds(0..10) {
+            let (mut rng, n, topo, _) = random_case(seed, 2..30, 2);
+            let src = rng.gen_range(0..n);
+            cases.push((topo, src, "random"));
+        }
+        for (topo, source, name) in cases {
+            let ranks = (0..topo.n).map(|i| Rank::new(caps[i], NodeId::from_u64(i as u64 + 1))).collect();
+            let mut net = Net::with_ranks(ranks, cfg(0));
+            for &(a, b) in &topo.edges {
+                net.connect(a, b);
+            }
+            net.start_at(net.now, source);
+            net.run();
+            check_agreement(&net, &topo, name);
+            let (n, e) = (topo.n as u64, topo.edges.len() as u64);
+            let extra = net.total_sent() as i64 - (2 * e + 2 * e + n - 1) as i64;
+            assert_eq!(
+                extra,
+                0,
+                "{name}: messages beyond hellos + 2|E| + N - 1 (source degree {})",
+                topo.degree(source)
+            );
+        }
     }
 
     #[test]
@@ -2040,7 +2072,9 @@ mod tests {
         assert_eq!(e.neighbours().copied().collect::<Vec<_>>(), vec![a]);
         let new_tag = e.tag().unwrap();
         assert!(sends(&out).contains(&(a, Message::EchoElection { tag: new_tag })));
-        assert!(!sends(&out).iter().any(|(to, _)| *to == b));
+        // The suspected b gets no election, only the probe that lets it come back.
+        let to_b: Vec<Message> = sends(&out).into_iter().filter(|(to, _)| *to == b).map(|(_, m)| m).collect();
+        assert_eq!(to_b, vec![Message::EchoProbe]);
         // b was only slow: its probe readmits it, and it is answered.
         let out = feed(&mut e, Input::Message { from: b, msg: Message::EchoProbe });
         assert_eq!(sends(&out), vec![(b, Message::EchoReply { tag: Some(new_tag), leader: None })]);

@@ -1,129 +1,57 @@
-//! The fast bully algorithm, as a sans-IO state machine.
-//!
-//! Follows seed 002's three pseudo-code listings ("Starting failure recovery", "Start
-//! election", and the event handlers) with its timeouts: T1 (coordinator silence), T2 (waiting
-//! for `Answer`s, or for `View`s during recovery), T3 (waiting for `Coordinator` after a
-//! `Nomination`) and T4 (an answering process waiting for `Nomination` or `Coordinator`).
+//! The fast bully algorithm, as a sans-IO state machine (seed 002's three listings: failure
+//! recovery, start election, and the handlers), with timeouts T1 (coordinator silence), T2
+//! (waiting for `Answer`s, or `View`s when recovering), T3 (waiting for the nominee's
+//! `Coordinator`) and T4 (an answering process waiting for `Nomination` or `Coordinator`).
 //!
 //! # The protocol
-//! - *Failure recovery* (`Input::Recover`): send `IamUp` to every other process, wait T2 for
-//!   `View`s, merge them; if this process is the highest, send `Coordinator` to every lower
-//!   process, otherwise admit the highest process of the view as coordinator.
-//! - `IamUp` is answered with `View { up, coordinator }`.
-//! - *Election* (`Input::Start`, T1 silence, `Input::PeerDown(coordinator)`, T4 expiry, a
-//!   `Coordinator`/`Alive` from a lower process): send `Election` to every higher process,
-//!   wait T2 collecting `Answer`s into the answered list. None: send `Coordinator` to every
-//!   lower process. Otherwise send `Nomination` to the highest answerer and wait T3 for its
-//!   `Coordinator`; on expiry remove it from the list and nominate the next; when the list is
-//!   empty, restart the election.
-//! - `Election` from a lower process: `Answer`, then wait T4 for `Nomination` or
-//!   `Coordinator`; on expiry hold an election. Unlike the bully, the receiver does *not*
-//!   hold its own election at once: that is the saving.
-//! - `Nomination` from a lower process: become coordinator, `Coordinator` to every lower
-//!   process. `Coordinator` from a higher process: admit it, stop any election.
-//! - Heartbeats as in [`super::bully`]: the coordinator sends `Alive` to the lower processes
-//!   every alive interval; followers re-arm T1 on every message from the coordinator.
+//! - *Recovery* (`Recover`): `IamUp` to every process, T2 for `View`s, then: no `View`, it
+//!   is the coordinator (nobody else is up); it outranks every sender, `Coordinator` to every
+//!   lower process; the highest sender H names itself coordinator in its view, admit H;
+//!   otherwise (H names someone who sent no `View`, so is dead) hold an election.
+//! - *Election* (`Start`, T1 silence, `PeerDown(coordinator)`, T4 expiry, a lower claim):
+//!   `Election` to every higher process, T2 collecting `Answer`s. None: `Coordinator` to every
+//!   lower process. Else `Nomination` to the highest answerer, T3; on expiry (or its
+//!   `PeerDown`, or a failed send) the next answerer; none left: elect again.
+//! - `Election` from a lower process: `Answer`, then T4 for `Nomination`/`Coordinator` (the
+//!   saving over the bully: no election of its own). `Nomination`: become coordinator.
+//!   `IamUp`: answer with `View`. Heartbeats as in [`super::bully`].
 //!
-//! # States (`state()`), in the seeds' vocabulary
-//! - `Passive`: not in an election; follows the coordinator it names (or none yet).
-//! - `Recovering`: sent `IamUp`, waiting T2 for `View`s (seed 002's StartFailureRecovery).
-//! - `Candidate`: sent `Election`, waiting T2 for `Answer`s.
-//! - `Waiting`: waiting for a `Coordinator`: either after nominating (T3), or after answering
-//!   a lower process's `Election` (T4).
-//! - `Leader`: this process is the coordinator.
+//! States: `Passive`, `Recovering`, `Candidate`, `Waiting` (nominating, or answered), `Leader`.
 //!
 //! # Choices where seed 002 is vague
-//! - **Start-up uses `Election`, recovery uses `IamUp`.** `Input::Start` (start-up, or the
-//!   driver deciding an election is needed) holds an election; only `Input::Recover` runs the
-//!   failure-recovery procedure. Recovery emits `ElectionStarted` and counts as being in an
-//!   election.
-//! - **What a view is.** A process's view is what it knows to be up without keeping a per-peer
-//!   table: itself and the coordinator it names. A `View` carries those (one or two ranks) and
-//!   the coordinator. The recovering process merges the views: the senders of `View`s within
-//!   T2 are up; a process named in some view that sent no `View` within T2 is down (seed 002
-//!   assumption 9: a live process answers at once).
-//! - **Recovering process, after T2:**
-//!   - no `View` at all: it is the coordinator and stops, *without* sending `Coordinator`
-//!     (the pseudo-code's "Stop the procedure": nobody answered, so nobody is up);
-//!   - it outranks every sender: `Coordinator` to every lower process of the group;
-//!   - the highest sender H outranks it and H's own view names H coordinator: admit H;
-//!   - otherwise (H names another process, which sent no `View` and so is dead, or names
-//!     none): the view's highest is dead or nobody is coordinator, so admitting H would name
-//!     a coordinator that does not know it; it holds an election instead.
-//!
-//!   `View`s arriving after T2 are ignored. If H is reported down (`PeerDown`) before T2
-//!   expires, it is not admitted: the recovering process holds an election instead (found by
-//!   the seeded schedules, `PEERAGE_SEED=3381`).
-//! - **The answered list is bounded** to the [`ANSWERED_CAP`] highest answerers: when all of
-//!   them fail (T3 expiry one after the other), the list is empty and the election restarts,
-//!   exactly as when the seed's full list empties. This keeps a process's state O(1) although
-//!   up to N-1 processes answer.
-//! - A nominee that is reported down (`PeerDown`) or whose `Nomination` could not be sent
-//!   (`SendFailed`) is treated as if T3 had expired: the next answerer is nominated at once.
-//! - A process already holding an election (`Recovering`, `Candidate`, nominating) answers
-//!   `Election`s from lower processes but arms no T4: its own election's outcome reaches them.
-//!   A process already waiting T4 re-arms it for each further `Election` (it waits for the
-//!   latest election's outcome). While waiting T4 it keeps naming its old coordinator.
-//! - The coordinator answers an `Election` from a lower process and stays coordinator (no T4:
-//!   it waits for nobody). When it is then nominated it announces again to every lower process
-//!   (the other answerers of that election wait for a `Coordinator`). A `Nomination` that
-//!   reaches the coordinator when it has answered no `Election` since its last announcement
-//!   (concurrent initiators nominating it together) is answered with `Coordinator` to the
+//! - `Start` holds an election; only `Recover` runs the recovery procedure.
+//! - A view is what a process knows is up without a per-peer table: itself and its
+//!   coordinator. `View`s after T2 are ignored.
+//! - The answered list keeps the [`ANSWERED_CAP`] highest answerers, so state is O(1); when
+//!   all of them fail the election restarts, as when the seed's full list empties.
+//! - A process holding its own election answers lower `Election`s without arming T4; one
+//!   waiting T4 re-arms it for each further `Election`. The coordinator answers and stays
+//!   coordinator; nominated after answering, it announces again to every lower process; a
+//!   nomination it did not answer an `Election` for is answered with `Coordinator` to the
 //!   nominator alone.
-//! - A process that is nominated while its own election has already heard an `Answer` from a
-//!   higher process does not take over: a higher process is alive, and the outcome of its own
-//!   election will reach the (lower) nominator.
 //! - A nominee that knows of a live higher process the nominator did not hear from does not
-//!   take over: it holds an election instead (Garcia-Molina's answer to a lower process's
-//!   claim), or, already holding one, lets that election's outcome reach the nominator. It
-//!   knows of one when it is `Passive` naming a *higher* coordinator (answering the
-//!   nominator's `Election` made it wait T4, so it has admitted that coordinator's
-//!   `Coordinator` or `Alive` since), or when a higher process has sent it `IamUp` since it
-//!   last changed phase or admitted a coordinator (a recovering process, which may announce
-//!   itself or be nominated by others at any moment). The nominator asked while that process
-//!   was down; the nomination is stale. Taking over would send a `Coordinator` that the
-//!   higher process never sees (it goes to lower processes only) and that overrides the
-//!   higher one's announcement wherever it arrives last: two coordinators (found by the
-//!   simulator's sweep, fast bully seeds 135 and 742; after the simulator's seed mapping
-//!   changed, seed 407 still failed with the `Passive` rule alone and needed the `IamUp` one;
-//!   tests `stale_nomination_after_a_higher_coordinator_holds_an_election` and
-//!   `nominee_that_heard_iamup_from_a_higher_process_holds_an_election`). The election asks
-//!   the higher processes: a live one answers and is nominated (a coordinator that answered
-//!   an `Election` announces again to every lower process), a dead one does not and the
-//!   nominee takes over after T2. A nominee still waiting T4 with no such evidence keeps
-//!   naming its old coordinator but takes over at once: the seed's fast path (the
-//!   nominator's T2 showed the higher processes silent), so the message counts below are
-//!   unchanged.
-//! - Otherwise a `Nomination` makes it coordinator, as the seed says.
-//! - A `Passive` process that receives `Coordinator` from a process higher than itself but
-//!   *lower than the coordinator it names* does not admit it: it holds an election. Messages
-//!   are not FIFO between different senders, so a lower process's announcement sent before it
-//!   heard of the higher coordinator can land after the higher one's (the 5,000-seed sweep:
-//!   fast bully seeds 2280, 2450, 4068, 4782; seed 002's "admit any higher announcement",
-//!   i.e. the last one wins, then leaves two coordinators, since the higher coordinator never
-//!   receives the lower claim and so cannot bully it). The election asks every higher
-//!   process: a live named coordinator answers, is nominated and announces again; if it is
-//!   dead, the claimant answers and is nominated and announces again. Cost: one extra
-//!   election where a process follows a dead coordinator it was not told about
-//!   (`recovery_with_dead_coordinator_in_view_holds_an_election`); processes waiting T4
-//!   admit the announcement as before, so the counts of the table below are unchanged.
-//! - A process of the highest rank still waits T2 before announcing itself (as in the bully).
-//! - On entering an election (`Candidate` or `Recovering`) a process forgets its coordinator
-//!   (seed 002: elected_i = ⊥).
-//! - `Alive`, `Coordinator` from a lower process, membership changes, and bad input are
-//!   handled as in [`super::bully`] (rejections: message from outside the group or from
-//!   itself, `Election`/`Nomination` from a higher process, `Answer` from a lower one, a
-//!   `View` naming a process outside the group or with a wrong rank, messages of other
-//!   algorithms).
+//!   take over: it holds an election (or lets its own reach the nominator). It knows of one
+//!   when its own election heard an `Answer`, when it names a higher coordinator, or when a
+//!   higher process sent it `IamUp` since it last changed phase. Taking over would send a
+//!   `Coordinator` the higher process never sees, leaving two coordinators.
+//! - A `Passive` process naming a coordinator higher than a claimant holds an election
+//!   instead of admitting the lower claim (announcements of different senders are not FIFO).
+//! - **A failure report outlives the messages in flight**, as in [`super::bully`]: a process
+//!   reported down is not admitted as coordinator (`Coordinator`, `Alive`, or its `View`)
+//!   until `PeerUp`; if its claim was refused, its `PeerUp` makes this process ask again (at
+//!   once when idle, when its election ends otherwise). A nominee reported down is skipped.
+//! - With heartbeats, a process that names no coordinator for T1 holds an election.
+//! - The highest process still waits T2 before announcing; entering an election forgets the
+//!   coordinator; bad input is rejected as in [`super::bully`].
 //!
 //! # Cost
-//! Per process: the shared `Arc<Membership>`, a few ranks and at most [`ANSWERED_CAP`]
-//! answerers while an election runs. With the lowest process initiating and the highest
-//! crashed the count is 3N - 4 messages against the bully's N² - N - 1 (N >= 3; derived in
-//! the tests, `exact_count_lowest_initiates`).
+//! The shared group, a few ranks, at most [`ANSWERED_CAP`] answerers during an election and
+//! the (usually empty) reported-down sets. With the lowest process initiating and the highest
+//! crashed: 3N - 4 messages against the bully's N² - N - 1 (`exact_count_lowest_initiates`).
 
 use super::bully::{sender_rank, Timing, FOREIGN};
 use crate::driver::{Context, Election, Input, Timer};
+use crate::election::down::Down;
 use crate::election::{ElectionConfig, Message};
 use crate::id::{NodeId, Rank};
 use crate::membership::Membership;
@@ -163,6 +91,17 @@ pub struct FastBully {
     /// A higher process sent `IamUp` (it is up) since this process last left a phase or
     /// admitted a coordinator: evidence that a nomination may be stale.
     higher_up: bool,
+    /// Members reported down and not since up.
+    down: Down,
+    /// Members reported down whose claim of leadership this process refused: when one is
+    /// reported up again, the question is asked again.
+    refused: Down,
+    /// The highest process above this one reported up while this process was in an
+    /// election (see `Bully`'s field of the same name).
+    up_above: Option<Rank>,
+    /// T1 is armed for a process that names no coordinator (heartbeats on): when it
+    /// expires with still none, the process holds an election.
+    orphan: bool,
 }
 
 impl FastBully {
@@ -176,6 +115,10 @@ impl FastBully {
             answered: Vec::new(),
             answered_since_announce: false,
             higher_up: false,
+            down: Down::default(),
+            refused: Down::default(),
+            up_above: None,
+            orphan: false,
         }
     }
 
@@ -222,8 +165,17 @@ impl FastBully {
         }
         self.stop(ctx);
         self.leader = None;
+        self.up_above = None;
         ctx.started();
         self.send_elections(ctx);
+    }
+
+    /// An election or recovery ended naming coordinator `c`: if a higher process came up
+    /// meanwhile (see `up_above`), ask again.
+    fn recheck(&mut self, ctx: &mut Context<'_>, c: Rank) {
+        if self.up_above.take().is_some_and(|u| u > c && !self.down.contains(&u.id)) {
+            self.hold_election(ctx);
+        }
     }
 
     fn send_elections(&mut self, ctx: &mut Context<'_>) {
@@ -253,6 +205,7 @@ impl FastBully {
         if let Some(a) = self.timing.alive {
             ctx.set_timer(Timer::Heartbeat, a);
         }
+        self.recheck(ctx, self.me);
     }
 
     /// Admit `s` as the coordinator and stop any election or wait.
@@ -267,6 +220,7 @@ impl FastBully {
         if let Some(t1) = self.timing.t1 {
             ctx.set_timer(Timer::T1, t1);
         }
+        self.recheck(ctx, s);
     }
 
     fn nominate(&mut self, ctx: &mut Context<'_>, nominee: Rank) {
@@ -304,6 +258,9 @@ impl FastBully {
     fn recover(&mut self, ctx: &mut Context<'_>) {
         self.stop(ctx);
         self.leader = None;
+        self.down.clear();
+        self.refused.clear();
+        self.up_above = None;
         if self.group.ranks().iter().all(|r| *r == self.me) {
             // Nobody else could answer: the pseudo-code's "no view within T2" at once.
             ctx.started();
@@ -332,6 +289,7 @@ impl FastBully {
                 if let Some(t1) = self.timing.t1 {
                     ctx.set_timer(Timer::T1, t1);
                 }
+                self.recheck(ctx, h);
             }
             Some(_) => {
                 ctx.started();
@@ -415,7 +373,11 @@ impl FastBully {
                 }
             }
             Message::Coordinator => {
-                if higher && self.phase == Phase::Idle && self.leader.is_some_and(|l| l > s) {
+                if higher && self.down.contains(&from) {
+                    // A claim of a process reported down (sent before its crash): ask.
+                    self.refused.insert(&self.group, from);
+                    self.hold_election(ctx);
+                } else if higher && self.phase == Phase::Idle && self.leader.is_some_and(|l| l > s) {
                     // A lower claim over a higher coordinator it admitted: stale (it crossed
                     // the higher one's announcement) or the higher one died. Ask.
                     self.hold_election(ctx);
@@ -428,6 +390,9 @@ impl FastBully {
             Message::Alive => {
                 if !higher {
                     self.hold_election(ctx);
+                } else if self.down.contains(&from) {
+                    self.refused.insert(&self.group, from);
+                    // Sent before the reported crash: not a claim to admit.
                 } else if self.phase == Phase::Idle {
                     match self.leader {
                         Some(l) if l == s => self.rearm_t1_if_from_leader(ctx, s),
@@ -449,7 +414,9 @@ impl FastBully {
                     return;
                 }
                 if let Phase::Recovering { best, .. } = self.phase {
-                    if best.is_none_or(|b| s > b) {
+                    if self.down.contains(&from) {
+                        self.refused.insert(&self.group, from);
+                    } else if best.is_none_or(|b| s > b) {
                         self.phase = Phase::Recovering { best: Some(s), best_is_coordinator: coordinator == Some(s) };
                     }
                 }
@@ -469,7 +436,9 @@ impl FastBully {
     fn on_timer(&mut self, ctx: &mut Context<'_>, timer: Timer) {
         match (timer, self.phase) {
             (Timer::T1, Phase::Idle) => {
-                if matches!(self.leader, Some(l) if l != self.me) {
+                // Coordinator silence, or no coordinator at all for T1 (`orphan`).
+                let silent = matches!(self.leader, Some(l) if l != self.me);
+                if silent || (self.leader.is_none() && self.orphan) {
                     self.hold_election(ctx);
                 }
             }
@@ -502,6 +471,8 @@ impl FastBully {
 
     fn on_membership(&mut self, ctx: &mut Context<'_>, group: Arc<Membership>) {
         self.group = group;
+        self.down.retain_members(&self.group);
+        self.refused.retain_members(&self.group);
         self.answered.retain(|r| self.group.rank_of(&r.id) == Some(*r));
         if let Some(l) = self.leader {
             if l != self.me {
@@ -512,31 +483,53 @@ impl FastBully {
             }
         }
     }
-}
 
-impl Election for FastBully {
-    fn id(&self) -> NodeId {
-        self.me.id
+    fn on_peer_down(&mut self, ctx: &mut Context<'_>, p: NodeId) {
+        if !matches!(self.phase, Phase::Nominating { nominee } if nominee.id == p) {
+            self.answered.retain(|r| r.id != p);
+        }
+        match self.phase {
+            Phase::Recovering { best: Some(b), .. } if b.id == p => {
+                // Never admit a process reported down: hold an election after T2.
+                self.phase = Phase::Recovering { best: Some(b), best_is_coordinator: false };
+            }
+            Phase::Nominating { nominee } if nominee.id == p => {
+                ctx.cancel_timer(Timer::T3);
+                self.nominee_failed(ctx, nominee);
+            }
+            Phase::Idle if matches!(self.leader, Some(l) if l.id == p && l != self.me) => self.hold_election(ctx),
+            _ => {}
+        }
     }
 
-    fn handle(&mut self, ctx: &mut Context<'_>, input: Input) {
+    fn handle_input(&mut self, ctx: &mut Context<'_>, input: Input) {
         match input {
             Input::Start => self.hold_election(ctx),
             Input::Recover => self.recover(ctx),
             Input::Message { from, msg } => self.on_message(ctx, from, msg),
             Input::Timer(t) => self.on_timer(ctx, t),
-            Input::PeerDown(p) => match self.phase {
-                Phase::Recovering { best: Some(b), .. } if b.id == p => {
-                    // Never admit a process reported down: hold an election after T2.
-                    self.phase = Phase::Recovering { best: Some(b), best_is_coordinator: false };
+            Input::PeerDown(p) => {
+                if p != self.me.id {
+                    self.down.insert(&self.group, p);
                 }
-                Phase::Nominating { nominee } if nominee.id == p => {
-                    ctx.cancel_timer(Timer::T3);
-                    self.nominee_failed(ctx, nominee);
+                self.on_peer_down(ctx, p);
+            }
+            Input::PeerUp(p) => {
+                self.down.remove(&p);
+                // A higher process is up again (a recovery or a heal), above the coordinator
+                // this process names, and its claim was refused while it was reported down:
+                // ask again.
+                let refused = self.refused.remove(&p);
+                let up =
+                    self.group.rank_of(&p).filter(|&r| refused && r > self.me && self.leader.is_none_or(|l| r > l));
+                if let Some(r) = up {
+                    if self.phase == Phase::Idle {
+                        self.hold_election(ctx);
+                    } else if self.up_above.is_none_or(|u| r > u) {
+                        self.up_above = Some(r);
+                    }
                 }
-                Phase::Idle if matches!(self.leader, Some(l) if l.id == p && l != self.me) => self.hold_election(ctx),
-                _ => {}
-            },
+            }
             Input::SendFailed { to, msg: Message::Nomination } => {
                 if let Phase::Nominating { nominee } = self.phase {
                     if nominee.id == to {
@@ -545,9 +538,25 @@ impl Election for FastBully {
                     }
                 }
             }
-            Input::SendFailed { .. } | Input::PeerUp(_) => {}
+            Input::SendFailed { .. } => {}
             Input::Membership(g) => self.on_membership(ctx, g),
         }
+    }
+}
+
+impl Election for FastBully {
+    fn id(&self) -> NodeId {
+        self.me.id
+    }
+
+    fn handle(&mut self, ctx: &mut Context<'_>, input: Input) {
+        self.handle_input(ctx, input);
+        // With heartbeats, a process that names no coordinator waits T1 for one.
+        let orphan = self.phase == Phase::Idle && self.leader.is_none();
+        if let Some(t1) = self.timing.t1.filter(|_| orphan && !self.orphan) {
+            ctx.set_timer(Timer::T1, t1);
+        }
+        self.orphan = orphan;
     }
 
     fn leader(&self) -> Option<NodeId> {
@@ -763,7 +772,7 @@ mod tests {
         // The same, reported by the failure detector: the next nominee is chosen at once.
         let n = 6;
         let mut net = Net::new(n, cfg());
-        net.report_crashes = true;
+        net.detector = true;
         net.crash(n - 1);
         net.start_at(Time::ZERO, 0);
         net.crash_at(Time::from_millis(500) + Duration::from_micros(500), n - 2);
@@ -833,7 +842,7 @@ mod tests {
     fn recovered_highest_bullies_its_way_back() {
         for n in 2..=10 {
             let mut net = Net::new(n, cfg());
-            net.report_crashes = true;
+            net.detector = true;
             net.start_all();
             net.crash_at(Time::from_millis(1_000), n - 1);
             net.run();
@@ -874,7 +883,7 @@ mod tests {
     #[test]
     fn recovery_does_not_admit_a_process_reported_down() {
         let mut net = Net::new(2, cfg());
-        net.report_crashes = true;
+        net.detector = true;
         net.start_all();
         net.run();
         net.crash(0);

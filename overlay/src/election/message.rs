@@ -30,7 +30,7 @@ pub enum Message {
     /// The sender announces itself coordinator.
     Coordinator,
     /// The coordinator's periodic heartbeat (seed 002: alive.interval); silence for T1 starts
-    /// an election.
+    /// an election. The ring algorithms and Villadangos use it too (`watch.rs`).
     Alive,
     /// Fast bully: a recovering process announces itself to every process.
     IamUp,
@@ -41,7 +41,7 @@ pub enum Message {
     Nomination,
 
     // ---- list-based ring (seeds 000, 001, 003 "modified version") ----
-    // `epoch` is our addition for crashes and restarts (see `ring.rs`): a restarted election
+    // `epoch` (not in the seeds) is for crashes and restarts (see `ring.rs`): a restarted election
     // has a higher epoch, and messages of older epochs never set a leader.
     /// `Election` on the ring, collecting the ranks of every live process it passes.
     RingElection { epoch: u64, initiator: Rank, candidates: Vec<Rank> },
@@ -50,14 +50,14 @@ pub enum Message {
     RingCoordinator { epoch: u64, initiator: Rank, leader: Rank, members: Vec<Rank> },
 
     // ---- Chang-Roberts (seed 003) ----
-    // `epoch` is our addition for crashes (see `chang_roberts.rs`), as for the ring.
+    // `epoch` (not in the seed) is for crashes (see `chang_roberts.rs`), as for the ring.
     /// The election message carrying the best candidate seen so far.
     CrElection { epoch: u64, candidate: Rank },
     /// The `elected` message carrying the winner.
     CrElected { epoch: u64, leader: Rank },
 
     // ---- Villadangos et al. (seed 004) ----
-    // `epoch` is our addition for crashes (see `villadangos.rs`): a restarted election has a
+    // `epoch` (not in the paper) is for crashes (see `villadangos.rs`): a restarted election has a
     // higher epoch, and messages of older epochs are ignored.
     /// Goes down the virtual ring from a candidate to the next candidate below it.
     Message1 { epoch: u64, candidate_predecessor: Rank },

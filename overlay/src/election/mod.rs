@@ -8,18 +8,33 @@
 //! - [`villadangos`]: Villadangos et al., O(n) election in complete networks (seed 004).
 //! - [`echo`]: Vasudevan et al.'s echo election over arbitrary topologies (seed 000).
 //!
+//! Shared by several: [`down`] (a failure report outlives the messages in flight),
+//! [`watch`] (the leader-liveness rule of seed 002, heartbeats and T1, around the ring
+//! algorithms and Villadangos; the bully family has its own), and [`assumptions`] (what each
+//! algorithm assumes of its environment, which the simulator's sweep judges cases against).
+//!
+//! Every algorithm detects a dead, frozen or cut-off leader: through failure reports
+//! (`PeerDown`) and, with heartbeats on, through T1 silence (echo: its probes). A partitioned
+//! minority elects its own leader (availability, no quorum), so each side of a partition has
+//! one; when it heals the higher leader's heartbeats reach the other side, which elects
+//! again, and the sides merge under the best.
+//!
 //! [`AnyElection`] picks one by [`Algorithm`] (seed 002: "one configuration switch selects the
 //! algorithm") and dispatches statically, so the simulator pays no virtual call.
 
+pub mod assumptions;
 pub mod bully;
 pub mod chang_roberts;
 pub mod config;
+pub mod down;
 pub mod echo;
 pub mod fast_bully;
 pub mod message;
 pub mod ring;
 pub mod villadangos;
+pub mod watch;
 
+pub use assumptions::Assumptions;
 pub use config::{Algorithm, ConfigError, ElectionConfig, UnknownAlgorithm};
 pub use message::{ElectionTag, Message};
 
@@ -27,19 +42,16 @@ use crate::driver::{Context, Election, Input};
 use crate::id::{NodeId, Rank};
 use crate::membership::Membership;
 use std::sync::Arc;
+use watch::Watched;
 
 /// Any of the six algorithms, chosen at run time.
 #[derive(Debug, Clone)]
-#[expect(
-    clippy::large_enum_variant,
-    reason = "one per node and election, and one algorithm per run: boxing would add an allocation per election"
-)]
 pub enum AnyElection {
     Bully(bully::Bully),
     FastBully(fast_bully::FastBully),
-    Ring(ring::Ring),
-    ChangRoberts(chang_roberts::ChangRoberts),
-    Villadangos(villadangos::Villadangos),
+    Ring(Watched<ring::Ring>),
+    ChangRoberts(Watched<chang_roberts::ChangRoberts>),
+    Villadangos(Watched<villadangos::Villadangos>),
     Echo(echo::Echo),
 }
 
@@ -50,9 +62,17 @@ impl AnyElection {
         match cfg.algorithm {
             Algorithm::Bully => AnyElection::Bully(bully::Bully::new(me, group, cfg)),
             Algorithm::FastBully => AnyElection::FastBully(fast_bully::FastBully::new(me, group, cfg)),
-            Algorithm::Ring => AnyElection::Ring(ring::Ring::new(me, group, cfg)),
-            Algorithm::ChangRoberts => AnyElection::ChangRoberts(chang_roberts::ChangRoberts::new(me, group, cfg)),
-            Algorithm::Villadangos => AnyElection::Villadangos(villadangos::Villadangos::new(me, group, cfg)),
+            Algorithm::Ring => AnyElection::Ring(Watched::new(ring::Ring::new(me, group.clone(), cfg), group, cfg)),
+            Algorithm::ChangRoberts => AnyElection::ChangRoberts(Watched::new(
+                chang_roberts::ChangRoberts::new(me, group.clone(), cfg),
+                group,
+                cfg,
+            )),
+            Algorithm::Villadangos => AnyElection::Villadangos(Watched::new(
+                villadangos::Villadangos::new(me, group.clone(), cfg),
+                group,
+                cfg,
+            )),
             Algorithm::Echo => AnyElection::Echo(echo::Echo::new(me, group, cfg)),
         }
     }

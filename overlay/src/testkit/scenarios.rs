@@ -6,9 +6,7 @@
 //!
 //! Each helper drives the real state machines on a [`Net`] and panics with the scenario (and,
 //! for the random schedules, the seed to replay with `PEERAGE_SEED`) when a check fails, so an
-//! algorithm's test is one call. The schedules are the ones the per-algorithm tests used before
-//! they were shared (2026-11-21), unchanged, so the exact counts in the algorithms' own tests
-//! and the seeds recorded in `docs/RESULTS.md` still mean the same thing.
+//! algorithm's test is one call.
 
 use crate::driver::{Effect, Election, Input, Timer};
 use crate::election::{Algorithm, ElectionConfig, Message};
@@ -94,7 +92,7 @@ pub fn crash_during(cfg: &ElectionConfig, laps: u64, no_lap_timer: bool) {
                 for t in 0..=(laps * n as u64 + 2) {
                     for report in [false, true] {
                         let mut net = Net::new(n, cfg.clone());
-                        net.report_crashes = report;
+                        net.detector = report;
                         net.start_at(Time::ZERO, i);
                         net.crash_at(Time::from_micros(t * 1000 + 500), victim);
                         net.run();
@@ -120,7 +118,7 @@ pub fn crash_during(cfg: &ElectionConfig, laps: u64, no_lap_timer: bool) {
 pub fn recovered_highest_wins(cfg: &ElectionConfig) {
     for n in 3..=12usize {
         let mut net = Net::new(n, cfg.clone());
-        net.report_crashes = true;
+        net.detector = true;
         net.start_at(Time::ZERO, 0);
         net.run();
         net.crash(n - 1);
@@ -162,11 +160,10 @@ pub fn random_schedule(cfg: &ElectionConfig, name: &str, seed: u64) -> Result<()
     let mut rng = StdRng::seed_from_u64(seed);
     let n = rng.gen_range(1..=16usize);
     let mut net = Net::new(n, cfg.clone());
-    net.report_crashes = rng.gen_bool(0.5);
+    net.detector = rng.gen_bool(0.5);
     // A failure detector reports recoveries too (the simulator's does).
-    net.report_recoveries = net.report_crashes;
     let span = 3 * n as u64 + 3;
-    let mut plan = format!("report={} ", net.report_crashes);
+    let mut plan = format!("report={} ", net.detector);
     for i in 0..n {
         if rng.gen_bool(0.3) {
             net.crash(i);
@@ -267,7 +264,7 @@ pub fn assert_leader_settled(net: &Net, expected: usize, what: &str) {
 pub fn two_coordinator_crashes(cfg: &ElectionConfig) {
     for n in 3..=10 {
         let mut net = Net::new(n, cfg.clone());
-        net.report_crashes = true;
+        net.detector = true;
         net.start_all();
         net.crash_at(Time::from_millis(600), n - 1);
         net.crash_at(Time::from_millis(700), n - 2);

@@ -1,0 +1,337 @@
+//! Leader liveness for the algorithms that have none of their own (the list ring,
+//! Chang-Roberts, Villadangos): seed 002's heartbeat, wrapped around the algorithm.
+//!
+//! With heartbeats on (`cfg.alive_interval()`), a process that names itself leader sends
+//! `Alive` to every member not reported down, each alive interval (also while its own
+//! announcement lap is still out). A process that names another leader and is not in an
+//! election arms T1 (alive interval x error factor, seed 002) and re-arms it on every message
+//! from that leader. When T1 expires the leader is silent (crashed unreported, frozen, or cut
+//! off): the algorithm holds a new election that skips it ([`LeaderSilence`]). Silence is not
+//! a failure report: the skip lasts that one election, so a leader that was only frozen takes
+//! part in the next one.
+//!
+//! A process that names no leader outside an election (it was never reached by one, or a
+//! partition cut it off before the result came) holds an election after T1 too.
+//!
+//! `Alive` from a process this one does not follow, ranked above the leader it names (or
+//! when it names none), means two leaders can see each other: after a heal, a thaw, or an
+//! announcement that was lost. Outside an election the process then holds one (`Start`),
+//! which the ring algorithms run over everyone reachable, so the components merge under the
+//! best leader. `Alive` from a lower process is left alone: that process hears the higher
+//! leader's `Alive` itself. Convergence after a heal therefore takes one alive interval, the
+//! detector's delay, and one election.
+//!
+//! A partitioned minority elects its own leader (each side's T1 expires, or its
+//! `PeerDown` reports arrive): the algorithms here favour availability, like Vasudevan et
+//! al.'s echo election, and the heal merges the sides as above.
+//!
+//! The wrapped algorithm never sees `Alive`, T1 or `Heartbeat`; everything else passes
+//! through unchanged. With heartbeats off the wrapper only forwards.
+
+use crate::driver::{Context, Election, Input, Timer};
+use crate::election::down::Down;
+use crate::election::{ElectionConfig, Message};
+use crate::id::NodeId;
+use crate::membership::Membership;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How an algorithm reacts to its leader's silence.
+pub trait LeaderSilence: Election {
+    /// The leader this process names (`leader`) was silent for T1: hold a new election that
+    /// skips it, for that election only.
+    fn leader_silent(&mut self, ctx: &mut Context<'_>, leader: NodeId);
+}
+
+/// What T1 is measuring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Watch {
+    /// Nothing (this process leads, is in an election, or heartbeats are off).
+    Nothing,
+    /// The silence of the leader this process follows.
+    Leader(NodeId),
+    /// How long this process has named no leader, outside any election.
+    Orphan,
+}
+
+/// An election wrapped with the leader-liveness rule.
+#[derive(Debug, Clone)]
+pub struct Watched<E> {
+    inner: E,
+    me: NodeId,
+    group: Arc<Membership>,
+    /// The `Alive` period and T1; `None` when heartbeats are off.
+    timing: Option<(Duration, Duration)>,
+    /// What T1 is measuring.
+    watch: Watch,
+    /// This process sends `Alive` (it leads, and no election runs).
+    beating: bool,
+    /// Members the driver reported down (they get no `Alive`).
+    down: Down,
+}
+
+impl<E: LeaderSilence> Watched<E> {
+    pub fn new(inner: E, group: Arc<Membership>, cfg: &ElectionConfig) -> Self {
+        let timing = cfg.alive_interval().zip(cfg.t1());
+        Watched { me: inner.id(), inner, group, timing, watch: Watch::Nothing, beating: false, down: Down::default() }
+    }
+
+    /// The wrapped algorithm.
+    pub fn inner(&self) -> &E {
+        &self.inner
+    }
+
+    fn rank_of(&self, id: &NodeId) -> Option<crate::id::Rank> {
+        self.group.rank_of(id)
+    }
+
+    fn on_alive(&mut self, ctx: &mut Context<'_>, from: NodeId) {
+        if from == self.me {
+            ctx.reject(from, "Alive claims to come from this process");
+            return;
+        }
+        let Some(sender) = self.rank_of(&from) else {
+            ctx.reject(from, "Alive from a process outside the group");
+            return;
+        };
+        if self.watch == Watch::Leader(from) {
+            if let Some((_, t1)) = self.timing {
+                ctx.set_timer(Timer::T1, t1);
+            }
+            return;
+        }
+        if self.inner.in_election() || self.inner.leader() == Some(from) {
+            return;
+        }
+        let above = match self.inner.leader() {
+            None => true,
+            Some(l) => self.rank_of(&l).is_none_or(|l| sender > l),
+        };
+        if above {
+            self.inner.handle(ctx, Input::Start);
+        }
+    }
+
+    /// Arm or disarm the heartbeat and T1 after the algorithm handled an input.
+    fn sync(&mut self, ctx: &mut Context<'_>) {
+        let Some((alive, t1)) = self.timing else { return };
+        let busy = self.inner.in_election();
+        let leader = self.inner.leader();
+        let leads = leader == Some(self.me);
+        if leads != self.beating {
+            self.beating = leads;
+            if leads {
+                ctx.set_timer(Timer::Heartbeat, alive);
+            } else {
+                ctx.cancel_timer(Timer::Heartbeat);
+            }
+        }
+        let watch = match leader {
+            _ if busy => Watch::Nothing,
+            Some(l) if l == self.me => Watch::Nothing,
+            Some(l) => Watch::Leader(l),
+            None => Watch::Orphan,
+        };
+        if watch != self.watch {
+            self.watch = watch;
+            if watch == Watch::Nothing {
+                ctx.cancel_timer(Timer::T1);
+            } else {
+                ctx.set_timer(Timer::T1, t1);
+            }
+        }
+    }
+
+    fn beat(&mut self, ctx: &mut Context<'_>) {
+        let Some((alive, _)) = self.timing else { return };
+        if !self.beating {
+            return;
+        }
+        for r in self.group.ranks() {
+            if r.id != self.me && !self.down.contains(&r.id) {
+                ctx.send(r.id, Message::Alive);
+            }
+        }
+        ctx.set_timer(Timer::Heartbeat, alive);
+    }
+}
+
+impl<E> std::ops::Deref for Watched<E> {
+    type Target = E;
+    fn deref(&self) -> &E {
+        &self.inner
+    }
+}
+
+impl<E: LeaderSilence> Election for Watched<E> {
+    fn id(&self) -> NodeId {
+        self.me
+    }
+
+    fn handle(&mut self, ctx: &mut Context<'_>, input: Input) {
+        match input {
+            Input::Message { from, msg: Message::Alive } => self.on_alive(ctx, from),
+            Input::Timer(Timer::T1) => match std::mem::replace(&mut self.watch, Watch::Nothing) {
+                Watch::Leader(l) => self.inner.leader_silent(ctx, l),
+                // No leader for T1 and no election: hold one.
+                Watch::Orphan => self.inner.handle(ctx, Input::Start),
+                Watch::Nothing => {}
+            },
+            Input::Timer(Timer::Heartbeat) => self.beat(ctx),
+            Input::Message { from, msg } => {
+                if self.watch == Watch::Leader(from) {
+                    if let Some((_, t1)) = self.timing {
+                        ctx.set_timer(Timer::T1, t1);
+                    }
+                }
+                self.inner.handle(ctx, Input::Message { from, msg });
+            }
+            Input::PeerDown(p) => {
+                if p != self.me {
+                    self.down.insert(&self.group, p);
+                }
+                self.inner.handle(ctx, Input::PeerDown(p));
+            }
+            Input::PeerUp(p) => {
+                self.down.remove(&p);
+                self.inner.handle(ctx, Input::PeerUp(p));
+            }
+            Input::Membership(g) => {
+                self.group = g.clone();
+                self.down.retain_members(&self.group);
+                self.inner.handle(ctx, Input::Membership(g));
+            }
+            Input::Recover => {
+                self.down.clear();
+                self.inner.handle(ctx, Input::Recover);
+            }
+            other => self.inner.handle(ctx, other),
+        }
+        self.sync(ctx);
+    }
+
+    fn leader(&self) -> Option<NodeId> {
+        self.inner.leader()
+    }
+
+    fn state(&self) -> &'static str {
+        self.inner.state()
+    }
+
+    fn in_election(&self) -> bool {
+        self.inner.in_election()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::Effect;
+    use crate::election::{Algorithm, AnyElection};
+    use crate::id::Rank;
+    use crate::testkit::{feed, Net};
+    use crate::time::Time;
+
+    const RINGS: [Algorithm; 3] = [Algorithm::Ring, Algorithm::ChangRoberts, Algorithm::Villadangos];
+
+    fn cfg(a: Algorithm) -> ElectionConfig {
+        ElectionConfig { alive_interval_ms: 100, alive_error_factor: 3, ..ElectionConfig::for_algorithm(a) }
+    }
+
+    /// Run `net` for `ms` more virtual milliseconds (heartbeats never let it go quiet).
+    fn run_for(net: &mut Net, ms: u64) {
+        let until = net.now + Duration::from_millis(ms);
+        net.run_until_quiet(until);
+    }
+
+    /// A leader that stops without any report (a frozen or silently dead process) is noticed
+    /// by T1 and replaced, for every algorithm the wrapper serves; without heartbeats the
+    /// followers would name it for good.
+    #[test]
+    fn silent_leader_is_replaced_within_t1_and_one_election() {
+        for a in RINGS {
+            for n in [2usize, 3, 5, 9] {
+                let mut net = Net::new(n, cfg(a));
+                net.start_all();
+                run_for(&mut net, 2_000);
+                assert!(net.all_agree_on(net.id(n - 1)), "{a} n={n}: first election {:?}", net.leaders());
+                let beats = net.sent_of("Alive");
+                assert!(beats > 0, "{a} n={n}: the leader beats");
+                // Silent crash: nothing reports it.
+                net.crash(n - 1);
+                let crashed_at = net.now;
+                run_for(&mut net, 2_000);
+                assert!(net.all_agree_on(net.id(n - 2)), "{a} n={n}: after the silent crash {:?}", net.leaders());
+                let took = net.last_decision.since(crashed_at);
+                // T1 = 300 ms, plus one election over n processes (1 ms a hop, a few laps).
+                assert!(took <= Duration::from_millis(300 + 100 + 10 * n as u64), "{a} n={n}: took {took:?}");
+            }
+        }
+    }
+
+    /// Two leaders that can hear each other (a heal) merge: the lower one's side holds an
+    /// election on the higher one's `Alive`, and everyone ends with the highest.
+    #[test]
+    fn alive_from_a_higher_process_merges_two_leaders() {
+        for a in RINGS {
+            let n = 4;
+            let ranks: Vec<Rank> = (0..n).map(|i| Rank::new(0, NodeId::from_u64(i as u64 + 1))).collect();
+            let group = Arc::new(Membership::new(ranks.clone()));
+            // Process 1 leads a side of its own (it never heard of 3).
+            let mut p = AnyElection::new(ranks[1], group.clone(), &cfg(a));
+            feed(&mut p, Input::PeerDown(ranks[2].id));
+            feed(&mut p, Input::PeerDown(ranks[3].id));
+            feed(&mut p, Input::PeerDown(ranks[0].id));
+            feed(&mut p, Input::Start);
+            // Alone (everyone else reported down), it names itself.
+            assert_eq!(p.leader(), Some(ranks[1].id), "{a}");
+            // The heal: the others come back, and the highest's heartbeat arrives.
+            for r in [0usize, 2, 3] {
+                feed(&mut p, Input::PeerUp(ranks[r].id));
+            }
+            let out = feed(&mut p, Input::Message { from: ranks[3].id, msg: Message::Alive });
+            let started = out.contains(&Effect::ElectionStarted) || p.in_election();
+            assert!(started, "{a}: a higher leader's Alive starts an election: {out:?}");
+            // A lower process's Alive changes nothing.
+            let mut q = AnyElection::new(ranks[3], group.clone(), &cfg(a));
+            feed(&mut q, Input::Start);
+            let mut net = Net::with_ranks(ranks.clone(), cfg(a));
+            net.start_all();
+            run_for(&mut net, 2_000);
+            assert!(net.all_agree_on(ranks[3].id), "{a}");
+            let before = (net.process(3).leader(), net.process(3).in_election());
+            net.input(3, Input::Message { from: ranks[1].id, msg: Message::Alive });
+            assert_eq!(before, (net.process(3).leader(), net.process(3).in_election()), "{a}");
+        }
+    }
+
+    /// A process that names no leader and is in no election holds one after T1 (a partition
+    /// cut it off before any election reached it).
+    #[test]
+    fn no_leader_for_t1_starts_an_election() {
+        for a in RINGS {
+            let ranks: Vec<Rank> = (0..3).map(|i| Rank::new(0, NodeId::from_u64(i + 1))).collect();
+            let group = Arc::new(Membership::new(ranks.clone()));
+            let mut p = AnyElection::new(ranks[0], group, &cfg(a));
+            let out = feed(&mut p, Input::PeerDown(ranks[2].id));
+            assert!(
+                out.contains(&Effect::SetTimer { timer: Timer::T1, after: Duration::from_millis(300) }),
+                "{a}: {out:?}"
+            );
+            let out = feed(&mut p, Input::Timer(Timer::T1));
+            assert!(out.contains(&Effect::ElectionStarted), "{a}: {out:?}");
+        }
+    }
+
+    /// Heartbeats off: the wrapper only forwards (no `Alive`, no T1).
+    #[test]
+    fn heartbeats_off_adds_nothing() {
+        for a in RINGS {
+            let mut net = Net::new(5, ElectionConfig { alive_interval_ms: 0, ..ElectionConfig::for_algorithm(a) });
+            net.start_at(Time::ZERO, 0);
+            net.run();
+            assert!(net.all_agree_on(net.id(4)), "{a}");
+            assert_eq!(net.sent_of("Alive"), 0, "{a}");
+        }
+    }
+}

@@ -145,7 +145,7 @@ pub struct Handled {
 
 /// Per-node sync counters (what this node's anti-entropy did), to find the nodes and the
 /// phases where convergence lags (`peerage swarm` reports them; status JSON carries them).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct SyncStats {
     /// Digests this node sent (periodic and at join).
     pub digests_sent: u64,

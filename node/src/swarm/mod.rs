@@ -1,3 +1,4 @@
 //! Many nodes in one process: `peerage swarm` and the integration tests' `LocalSwarm`.
 
+pub mod keys;
 pub mod runner;

@@ -31,7 +31,6 @@ use crate::runtime::node::{self, NodeHandle, NodeOptions};
 use crate::runtime::status::{Snapshot, StatusSink};
 use crate::runtime::sysstat;
 use indicatif::{ProgressBar, ProgressStyle};
-use libp2p::identity::Keypair;
 use libp2p::multiaddr::Protocol;
 use libp2p::Multiaddr;
 use overlay::ElectionConfig;
@@ -103,7 +102,7 @@ impl LocalSwarm {
         };
         let mut probes = Vec::with_capacity(cfg.nodes);
         for i in 0..cfg.nodes {
-            let key = Keypair::generate_ed25519();
+            let key = crate::swarm::keys::node_key(cfg.seed, i);
             let peer = key.public().to_peer_id();
             // Registered before the node starts, so every peer that can connect is known.
             let latency = match &net {

@@ -68,6 +68,23 @@ pub struct RunArgs {
     /// Most members one super peer serves. TOML: [superpeer] cluster_cap.
     #[arg(long)]
     pub sp_cap: Option<u32>,
+    /// Emulate link latency with the seeded Internet model (needs --model-nodes and a seed);
+    /// peers that emulate too see the model's RTT to this node. TOML: [emulation] latency.
+    #[arg(long, value_enum)]
+    pub latency: Option<SwarmLatency>,
+    /// Places in the latency model (for a swarm: its node count). TOML: [emulation] model_nodes.
+    #[arg(long)]
+    pub model_nodes: Option<usize>,
+    /// Seed of the latency model (default: --swarm-seed). TOML: [emulation] model_seed.
+    #[arg(long)]
+    pub model_seed: Option<u64>,
+    /// With --node-index: be that node of the swarm with this seed (its key, and its place in
+    /// the model), instead of an --identity file. TOML: [emulation] swarm_seed.
+    #[arg(long)]
+    pub swarm_seed: Option<u64>,
+    /// The node's index in the swarm of --swarm-seed. TOML: [emulation] node_index.
+    #[arg(long)]
+    pub node_index: Option<usize>,
 }
 
 /// Emulated link latency between the in-process nodes.

@@ -97,25 +97,47 @@ fn merge(args: &RunArgs) -> anyhow::Result<FileConfig> {
     if let Some(c) = args.sp_cap {
         fc.superpeer.cluster_cap = c;
     }
+    let em = &mut fc.emulation;
+    if let Some(l) = args.latency {
+        em.latency = Some(match l {
+            SwarmLatency::None => "none".into(),
+            SwarmLatency::Internet => "internet".into(),
+        });
+    }
+    em.model_nodes = args.model_nodes.or(em.model_nodes);
+    em.model_seed = args.model_seed.or(em.model_seed);
+    em.swarm_seed = args.swarm_seed.or(em.swarm_seed);
+    em.node_index = args.node_index.or(em.node_index);
     Ok(fc)
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
-    let cfg = merge(&args)?.resolve()?;
-    let key = match &cfg.identity {
-        Some(path) => {
+    let fc = merge(&args)?;
+    let emulation = fc.emulation.clone();
+    let cfg = fc.resolve()?;
+    let swarm_key = emulation.swarm_key()?;
+    if swarm_key.is_some() && cfg.identity.is_some() {
+        return Err(peerage_node::config::emulation::EmulationError::TwoIdentities.into());
+    }
+    let key = match (swarm_key, &cfg.identity) {
+        (Some(key), _) => key,
+        (None, Some(path)) => {
             let (key, created) = identity::load_or_create(path)?;
             if created {
                 tracing::info!(path = %path.display(), "created a new identity key");
             }
             key
         }
-        None => {
+        (None, None) => {
             tracing::info!("no --identity file: using a fresh identity for this run");
             libp2p::identity::Keypair::generate_ed25519()
         }
     };
     let peer = key.public().to_peer_id();
+    let latency = emulation.link(&key)?;
+    if let Some(l) = &latency {
+        tracing::info!(place = l.local, nodes = l.net.model().len(), seed = l.net.seed(), "emulating Internet latency");
+    }
     let metrics = match cfg.metrics {
         Some(addr) => {
             let (m, registry) = metrics::Metrics::new();
@@ -133,7 +155,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         status: StatusSink::stdout(peer.to_string()),
         metrics,
         seed,
-        latency: None,
+        latency,
     })?;
     tokio::select! {
         r = tokio::signal::ctrl_c() => {

@@ -21,8 +21,41 @@ pub struct Cli {
 pub enum Command {
     /// Run one node (status as JSON lines on stdout).
     Run(RunArgs),
-    /// Run N nodes in this process and print a JSON report.
+    /// Run N nodes in this process (or one shard's slice of them) and print a JSON report.
     Swarm(SwarmArgs),
+    /// Work on swarm reports (merge the parts of a sharded swarm).
+    Report(ReportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    #[command(subcommand)]
+    pub command: ReportCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ReportCommand {
+    /// Merge the parts a sharded swarm's shards wrote into the one report a single-process
+    /// swarm writes (with every node's row).
+    Merge {
+        /// Part files (every shard's, any order), or directories holding them (`*.json`).
+        #[arg(required = true)]
+        parts: Vec<PathBuf>,
+        /// The testbed's event log (JSON lines): judge each cut and its heal.
+        #[arg(long)]
+        events: Option<PathBuf>,
+        /// Also write the merged report to this file.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+/// How shards' nodes reach each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ShardTransportArg {
+    Tcp,
+    /// One UDP socket per node whatever its connections (TCP costs a descriptor each).
+    Quic,
 }
 
 #[derive(Debug, Args)]
@@ -233,4 +266,30 @@ pub struct SwarmArgs {
     /// Seconds after convergence at which --kill-superpeers strikes.
     #[arg(long, default_value_t = 5.0)]
     pub kill_superpeers_at: f64,
+    /// Run shard i of M (`i/M`): nodes g with g mod M = i, in one swarm with the other shards
+    /// (same seed, keys and latency model), over real sockets. Shard 0 measures the swarm;
+    /// every shard writes its part of the report (`peerage report merge` joins them).
+    #[arg(long)]
+    pub shard: Option<String>,
+    /// The shards' hosts (names or IPs, comma-separated; one entry: every shard on it). Node g
+    /// listens at host(g mod M):(--port-base + g).
+    #[arg(long, value_delimiter = ',', default_value = "127.0.0.1")]
+    pub shard_hosts: Vec<String>,
+    /// Node g of a sharded swarm listens on port --port-base + g.
+    #[arg(long, default_value_t = 20_000)]
+    pub port_base: u16,
+    /// Transport between the shards' nodes.
+    #[arg(long, value_enum, default_value = "tcp")]
+    pub shard_transport: ShardTransportArg,
+    /// Shard 0's control address, `host:port` or `unix:/path` (out of band: the testbed uses
+    /// a Unix socket, which cutting links between hosts does not cut).
+    #[arg(long, default_value = "127.0.0.1:7070")]
+    pub control: String,
+    /// How long shards wait for each other to join.
+    #[arg(long, default_value_t = 120)]
+    pub join_timeout_s: u64,
+    /// Keep the swarm running this many seconds after its measurements (faults from outside,
+    /// such as a testbed partition, land in the per-node role logs meanwhile).
+    #[arg(long, default_value_t = 0.0)]
+    pub hold_s: f64,
 }

@@ -4,12 +4,15 @@
 
 use anyhow::Context as _;
 use clap::Parser;
-use peerage_node::cli::{Cli, Command, RunArgs, SwarmArgs, SwarmLatency, SwarmTransport};
+use peerage_node::cli::{
+    Cli, Command, ReportArgs, ReportCommand, RunArgs, ShardTransportArg, SwarmArgs, SwarmLatency, SwarmTransport,
+};
 use peerage_node::config::FileConfig;
 use peerage_node::runtime::status::StatusSink;
 use peerage_node::runtime::{metrics, node};
 use peerage_node::swarm::runner::{self as swarm_runner, Kill, LocalSwarmConfig, SwarmOptions};
 use peerage_node::{identity, TransportKind};
+use std::io::Write as _;
 use std::time::Duration;
 use tracing_subscriber::EnvFilter;
 
@@ -23,7 +26,7 @@ fn main() {
     let cli = Cli::parse();
     let default_log = match cli.command {
         Command::Run(_) => "info",
-        Command::Swarm(_) => "warn",
+        Command::Swarm(_) | Command::Report(_) => "warn",
     };
     // An explicit --log wins over RUST_LOG, which wins over the subcommand's default.
     let log = match (&cli.log, std::env::var("RUST_LOG")) {
@@ -49,6 +52,7 @@ fn main() {
     let result = match cli.command {
         Command::Run(args) => rt.block_on(run(args)),
         Command::Swarm(args) => rt.block_on(swarm(args)),
+        Command::Report(args) => report(args),
     };
     if let Err(e) = result {
         eprintln!("peerage: error: {e:#}");
@@ -236,7 +240,18 @@ async fn swarm(args: SwarmArgs) -> anyhow::Result<()> {
         Kill::Leader { at } | Kill::Fraction { at, .. } => *at,
     });
     let superpeers = superpeer_phase(&args, n, seed, &mut sc, !kills.is_empty())?;
-    let report = swarm_runner::run(SwarmOptions {
+    sc.shard = shard_plan(&args).await?;
+    if sc.shard.is_some() {
+        sc.transport = TransportKind::TcpQuic;
+    }
+    if let Some(plan) = sc.shard.as_ref().filter(|p| p.index > 0) {
+        eprintln!("peerage swarm: shard {}/{}, conductor at {}", plan.index, plan.count, plan.control);
+        let part = peerage_node::swarm::worker::work(&sc).await?;
+        return write_json(&part, args.out.as_deref());
+    }
+    let run = swarm_runner::run_key(&sc);
+    let sharded = sc.shard.is_some();
+    let mut report = swarm_runner::run(SwarmOptions {
         swarm: sc,
         timeout: Duration::from_secs(args.timeout_s),
         settle: Duration::from_secs(args.settle_s),
@@ -244,12 +259,23 @@ async fn swarm(args: SwarmArgs) -> anyhow::Result<()> {
         kills,
         progress: !args.quiet,
         superpeers,
+        hold: secs(args.hold_s)?,
     })
     .await?;
-    let text = serde_json::to_string_pretty(&report)?;
-    println!("{text}");
-    if let Some(p) = &args.out {
-        std::fs::write(p, &text).with_context(|| format!("cannot write {}", p.display()))?;
+    if sharded {
+        // Shard 0's part: the swarm's report, and its own nodes' rows beside it.
+        let nodes = std::mem::take(&mut report.node_rows);
+        let part = peerage_node::swarm::merge::ReportPart {
+            part_version: peerage_node::swarm::merge::PART_VERSION,
+            run,
+            shard: 0,
+            t0_unix_ms: report.started_unix_ms,
+            report: Some(serde_json::to_value(&report)?),
+            nodes,
+        };
+        write_json(&part, args.out.as_deref())?;
+    } else {
+        write_json(&report, args.out.as_deref())?;
     }
     if let Some(sp) = &report.superpeers {
         if sp.converged_s.is_none() {
@@ -267,6 +293,83 @@ async fn swarm(args: SwarmArgs) -> anyhow::Result<()> {
         anyhow::bail!("the swarm did not agree on a leader within {} s", args.timeout_s);
     }
     Ok(())
+}
+
+/// Print `value` as pretty JSON, and write it to `out` too.
+fn write_json<T: serde::Serialize>(value: &T, out: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(value)?;
+    // A closed stdout (a reader that stopped early) loses the printout, not the file.
+    let _ = writeln!(std::io::stdout().lock(), "{text}");
+    if let Some(p) = out {
+        std::fs::write(p, &text).with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// `--shard` and friends.
+async fn shard_plan(args: &SwarmArgs) -> anyhow::Result<Option<peerage_node::swarm::shard::ShardPlan>> {
+    use peerage_node::swarm::shard::{parse_shard, resolve_hosts, ShardPlan, ShardTransport};
+    let Some(s) = &args.shard else { return Ok(None) };
+    let (index, count) = parse_shard(s)?;
+    if args.seed.is_none() {
+        anyhow::bail!("--shard needs --seed: every shard must run the same swarm");
+    }
+    let join_timeout = Duration::from_secs(args.join_timeout_s);
+    let hosts = resolve_hosts(&args.shard_hosts, join_timeout).await?;
+    let plan = ShardPlan {
+        index,
+        count,
+        hosts,
+        port_base: args.port_base,
+        transport: match args.shard_transport {
+            ShardTransportArg::Tcp => ShardTransport::Tcp,
+            ShardTransportArg::Quic => ShardTransport::Quic,
+        },
+        control: args.control.parse().map_err(|e: String| anyhow::anyhow!(e))?,
+        join_timeout,
+    };
+    plan.validate(args.nodes as usize)?;
+    Ok(Some(plan))
+}
+
+/// `peerage report merge`.
+fn report(args: ReportArgs) -> anyhow::Result<()> {
+    use peerage_node::swarm::heal::FaultEvent;
+    use peerage_node::swarm::merge::{merge, ReportPart};
+    let ReportCommand::Merge { parts, events, out } = args.command;
+    let mut files = Vec::new();
+    for p in parts {
+        if p.is_dir() {
+            let mut in_dir: Vec<_> = std::fs::read_dir(&p)
+                .with_context(|| format!("cannot read {}", p.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| f.extension().is_some_and(|x| x == "json"))
+                .collect();
+            in_dir.sort();
+            files.extend(in_dir);
+        } else {
+            files.push(p);
+        }
+    }
+    let mut loaded = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).with_context(|| format!("cannot read {}", f.display()))?;
+        let part: ReportPart =
+            serde_json::from_str(&text).with_context(|| format!("{} is not a swarm report part", f.display()))?;
+        loaded.push(part);
+    }
+    let events: Vec<FaultEvent> = match &events {
+        None => Vec::new(),
+        Some(p) => std::fs::read_to_string(p)
+            .with_context(|| format!("cannot read {}", p.display()))?
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .enumerate()
+            .map(|(i, l)| serde_json::from_str(l).with_context(|| format!("{} line {}: not an event", p.display(), i + 1)))
+            .collect::<anyhow::Result<_>>()?,
+    };
+    let merged = merge(loaded, &events)?;
+    write_json(&merged, out.as_deref())
 }
 
 /// `--superpeers` and friends: the nodes' `[superpeer]` settings and the report phase.

@@ -25,6 +25,61 @@ pub enum Command {
     Swarm(SwarmArgs),
     /// Work on swarm reports (merge the parts of a sharded swarm).
     Report(ReportArgs),
+    /// A local testbed of hosts in network namespaces (needs root and iproute2).
+    Testbed(TestbedArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TestbedArgs {
+    #[command(subcommand)]
+    pub command: TestbedCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TestbedCommand {
+    /// Run an N-node swarm as one shard per host; optionally cut the hosts in two halves and
+    /// heal them; merge the shards' parts into DIR/report.json. Flags after `--` go to every
+    /// `peerage swarm` (for example `-- --latency internet --superpeers prefix`).
+    Swarm {
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=250))]
+        hosts: u32,
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=20000))]
+        nodes: u32,
+        #[arg(long)]
+        seed: u64,
+        /// Output directory (parts, logs, events, the merged report).
+        #[arg(long)]
+        out: PathBuf,
+        /// Cut the halves apart this many seconds after the swarm's measurements.
+        #[arg(long)]
+        partition_after_s: Option<f64>,
+        /// How long the halves stay apart.
+        #[arg(long, default_value_t = 30.0)]
+        partition_s: f64,
+        /// How long the swarm runs after the heal.
+        #[arg(long, default_value_t = 60.0)]
+        heal_settle_s: f64,
+        /// Give up (and tear down) after this many seconds.
+        #[arg(long, default_value_t = 1200)]
+        timeout_s: u64,
+        #[arg(long, default_value_t = 20_000)]
+        port_base: u16,
+        #[arg(last = true)]
+        swarm_args: Vec<String>,
+    },
+    /// Run a command in every host (env PEERAGE_HOST = its index, PEERAGE_HOSTS = every
+    /// host's address) until all end or Ctrl-C; then tear down.
+    Exec {
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=250))]
+        hosts: u32,
+        /// Directory for the hosts' logs (`host-<h>.log`).
+        #[arg(long, default_value = ".")]
+        logs: PathBuf,
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Remove every testbed namespace left on this machine (and stop what runs in them).
+    Clean,
 }
 
 #[derive(Debug, Args)]

@@ -6,6 +6,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use peerage_node::cli::{
     Cli, Command, ReportArgs, ReportCommand, RunArgs, ShardTransportArg, SwarmArgs, SwarmLatency, SwarmTransport,
+    TestbedArgs, TestbedCommand,
 };
 use peerage_node::config::FileConfig;
 use peerage_node::runtime::status::StatusSink;
@@ -26,7 +27,7 @@ fn main() {
     let cli = Cli::parse();
     let default_log = match cli.command {
         Command::Run(_) => "info",
-        Command::Swarm(_) | Command::Report(_) => "warn",
+        Command::Swarm(_) | Command::Report(_) | Command::Testbed(_) => "warn",
     };
     // An explicit --log wins over RUST_LOG, which wins over the subcommand's default.
     let log = match (&cli.log, std::env::var("RUST_LOG")) {
@@ -53,6 +54,7 @@ fn main() {
         Command::Run(args) => rt.block_on(run(args)),
         Command::Swarm(args) => rt.block_on(swarm(args)),
         Command::Report(args) => report(args),
+        Command::Testbed(args) => rt.block_on(testbed(args)),
     };
     if let Err(e) = result {
         eprintln!("peerage: error: {e:#}");
@@ -330,6 +332,86 @@ async fn shard_plan(args: &SwarmArgs) -> anyhow::Result<Option<peerage_node::swa
     };
     plan.validate(args.nodes as usize)?;
     Ok(Some(plan))
+}
+
+/// `peerage testbed`: the work runs on a blocking thread; Ctrl-C or SIGTERM raise `stop`,
+/// the work returns, and the testbed's tear-down (on drop) removes everything it made.
+async fn testbed(args: TestbedArgs) -> anyhow::Result<()> {
+    use peerage_node::testbed::{self, swarm as tbswarm, Testbed};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        eprintln!("peerage testbed: interrupted; tearing down");
+        s.store(true, Ordering::Relaxed);
+    });
+    let binary = std::env::current_exe().context("cannot find the peerage binary")?;
+    let work = tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
+        let create = |hosts: u32| Testbed::create(hosts as usize).map_err(|e| anyhow::anyhow!(tbswarm::explain(&e)));
+        match args.command {
+            TestbedCommand::Clean => {
+                let removed = testbed::clean_all().map_err(|e| anyhow::anyhow!(tbswarm::explain(&e)))?;
+                eprintln!("peerage testbed: removed {} namespaces {removed:?}", removed.len());
+                Ok(())
+            }
+            TestbedCommand::Swarm {
+                hosts,
+                nodes,
+                seed,
+                out,
+                partition_after_s,
+                partition_s,
+                heal_settle_s,
+                timeout_s,
+                port_base,
+                swarm_args,
+            } => {
+                let mut tb = create(hosts)?;
+                eprintln!("peerage testbed {}: {hosts} hosts, {nodes} nodes, seed {seed}", tb.tag());
+                let run = tbswarm::SwarmRun {
+                    binary,
+                    nodes: nodes as usize,
+                    seed,
+                    swarm_args,
+                    dir: out,
+                    partition: partition_after_s.map(|after_s| tbswarm::Partition {
+                        after_s,
+                        for_s: partition_s,
+                        settle_s: heal_settle_s,
+                    }),
+                    timeout: Duration::from_secs(timeout_s),
+                    port_base,
+                };
+                let result = tbswarm::run(&mut tb, &run, &stop);
+                tb.teardown(testbed::GRACE).map_err(|e| anyhow::anyhow!(tbswarm::explain(&e)))?;
+                let report = result?;
+                eprintln!("peerage testbed: merged report {}", report.display());
+                Ok(())
+            }
+            TestbedCommand::Exec { hosts, logs, command } => {
+                let mut tb = create(hosts)?;
+                let all: Vec<String> = (0..hosts as usize).map(|h| tb.addr(h).to_string()).collect();
+                std::fs::create_dir_all(&logs)?;
+                for h in 0..hosts as usize {
+                    let env = [("PEERAGE_HOST".to_string(), h.to_string()), ("PEERAGE_HOSTS".to_string(), all.join(","))];
+                    tb.spawn(h, &command, &env, &logs.join(format!("host-{h}.log")))?;
+                }
+                eprintln!("peerage testbed {}: {hosts} hosts {all:?} running {command:?}", tb.tag());
+                while !stop.load(Ordering::Relaxed) && tb.procs().iter_mut().any(|p| p.try_wait().is_none()) {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                tb.teardown(testbed::GRACE).map_err(|e| anyhow::anyhow!(tbswarm::explain(&e)))?;
+                Ok(())
+            }
+        }
+    });
+    work.await?
 }
 
 /// `peerage report merge`.

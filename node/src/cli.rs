@@ -27,6 +27,62 @@ pub enum Command {
     Report(ReportArgs),
     /// A local testbed of hosts in network namespaces (needs root and iproute2).
     Testbed(TestbedArgs),
+    /// Write cluster manifests for a sharded swarm (Kubernetes, or compose on one host).
+    Deploy(DeployArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DeployArgs {
+    #[command(subcommand)]
+    pub target: DeployTarget,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DeployTarget {
+    /// A headless Service, a StatefulSet of shards (Prometheus annotations) and a Job that
+    /// collects and merges the report (`kubectl logs job/NAME-collect`).
+    K8s(DeployCommon),
+    /// One service per shard on one Docker host (up to about 100), parts in ./out.
+    Compose(DeployCommon),
+}
+
+#[derive(Debug, Args)]
+pub struct DeployCommon {
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub nodes: u32,
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub shards: u32,
+    #[arg(long)]
+    pub seed: u64,
+    /// The container image (built from deploy/Dockerfile).
+    #[arg(long, default_value = "peerage:latest")]
+    pub image: String,
+    /// Name of the Service/StatefulSet/Job (and the pods' prefix).
+    #[arg(long, default_value = "peerage")]
+    pub name: String,
+    #[arg(long, default_value = "default")]
+    pub namespace: String,
+    #[arg(long, default_value_t = 20_000)]
+    pub port_base: u16,
+    #[arg(long, default_value_t = 7070)]
+    pub control_port: u16,
+    /// Port of the shards' /metrics and /part.
+    #[arg(long, default_value_t = 9100)]
+    pub http_port: u16,
+    #[arg(long, value_enum, default_value = "tcp")]
+    pub shard_transport: ShardTransportArg,
+    /// CPU request per shard (Kubernetes quantity).
+    #[arg(long, default_value = "1")]
+    pub cpu: String,
+    /// Memory request and limit per shard (Kubernetes quantity).
+    #[arg(long, default_value = "4Gi")]
+    pub memory: String,
+    /// Write the manifests here instead of stdout.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// `peerage swarm` flags for every shard, after `--`.
+    #[arg(last = true)]
+    pub swarm_args: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -347,4 +403,12 @@ pub struct SwarmArgs {
     /// such as a testbed partition, land in the per-node role logs meanwhile).
     #[arg(long, default_value_t = 0.0)]
     pub hold_s: f64,
+    /// Serve `/metrics` (gauges of this process's nodes) and, once written, `/part` (this
+    /// process's report part) on this host:port.
+    #[arg(long)]
+    pub http: Option<std::net::SocketAddr>,
+    /// After the run, keep serving --http until stopped (SIGTERM), so a collector can fetch
+    /// `/part` (a cluster pod that ended would be restarted).
+    #[arg(long, requires = "http")]
+    pub linger: bool,
 }

@@ -11,11 +11,13 @@
 //! - [`runtime`]: the event loop, status, metrics;
 //! - [`swarm`]: N nodes as one swarm, in one process or as shards (`peerage swarm`, integration
 //!   tests), per-node rows and merged reports;
+//! - [`deploy`]: Kubernetes and compose manifests for a sharded swarm (`peerage deploy`);
 //! - [`testbed`]: hosts in network namespaces for real-process experiments (`peerage testbed`).
 
 pub mod cli;
 pub mod config;
 pub mod coords;
+pub mod deploy;
 pub mod directory;
 pub mod election;
 pub mod identity;

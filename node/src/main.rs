@@ -6,7 +6,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use peerage_node::cli::{
     Cli, Command, ReportArgs, ReportCommand, RunArgs, ShardTransportArg, SwarmArgs, SwarmLatency, SwarmTransport,
-    TestbedArgs, TestbedCommand,
+    DeployArgs, DeployTarget, TestbedArgs, TestbedCommand,
 };
 use peerage_node::config::FileConfig;
 use peerage_node::runtime::status::StatusSink;
@@ -27,7 +27,7 @@ fn main() {
     let cli = Cli::parse();
     let default_log = match cli.command {
         Command::Run(_) => "info",
-        Command::Swarm(_) | Command::Report(_) | Command::Testbed(_) => "warn",
+        Command::Swarm(_) | Command::Report(_) | Command::Testbed(_) | Command::Deploy(_) => "warn",
     };
     // An explicit --log wins over RUST_LOG, which wins over the subcommand's default.
     let log = match (&cli.log, std::env::var("RUST_LOG")) {
@@ -55,6 +55,7 @@ fn main() {
         Command::Swarm(args) => rt.block_on(swarm(args)),
         Command::Report(args) => report(args),
         Command::Testbed(args) => rt.block_on(testbed(args)),
+        Command::Deploy(args) => deploy(args),
     };
     if let Err(e) = result {
         eprintln!("peerage: error: {e:#}");
@@ -246,10 +247,19 @@ async fn swarm(args: SwarmArgs) -> anyhow::Result<()> {
     if sc.shard.is_some() {
         sc.transport = TransportKind::TcpQuic;
     }
+    let http = match args.http {
+        Some(addr) => {
+            let h = peerage_node::swarm::serve::SwarmHttp::serve(addr, sc.shard.as_ref().map_or(0, |p| p.index))?;
+            eprintln!("peerage swarm: serving /metrics and /part on {}", h.bound);
+            Some(h)
+        }
+        None => None,
+    };
     if let Some(plan) = sc.shard.as_ref().filter(|p| p.index > 0) {
         eprintln!("peerage swarm: shard {}/{}, conductor at {}", plan.index, plan.count, plan.control);
-        let part = peerage_node::swarm::worker::work(&sc).await?;
-        return write_json(&part, args.out.as_deref());
+        let part = peerage_node::swarm::worker::work(&sc, http.as_ref()).await?;
+        write_json(&part, args.out.as_deref())?;
+        return linger(http.as_deref(), &part, args.linger).await;
     }
     let run = swarm_runner::run_key(&sc);
     let sharded = sc.shard.is_some();
@@ -262,6 +272,7 @@ async fn swarm(args: SwarmArgs) -> anyhow::Result<()> {
         progress: !args.quiet,
         superpeers,
         hold: secs(args.hold_s)?,
+        http: http.clone(),
     })
     .await?;
     if sharded {
@@ -276,6 +287,7 @@ async fn swarm(args: SwarmArgs) -> anyhow::Result<()> {
             nodes,
         };
         write_json(&part, args.out.as_deref())?;
+        linger(http.as_deref(), &part, args.linger).await?;
     } else {
         write_json(&report, args.out.as_deref())?;
     }
@@ -304,6 +316,25 @@ fn write_json<T: serde::Serialize>(value: &T, out: Option<&std::path::Path>) -> 
     let _ = writeln!(std::io::stdout().lock(), "{text}");
     if let Some(p) = out {
         std::fs::write(p, &text).with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// Put `part` on `/part` and, with `--linger`, keep serving until SIGTERM or Ctrl-C.
+async fn linger<T: serde::Serialize>(
+    http: Option<&peerage_node::swarm::serve::SwarmHttp>,
+    part: &T,
+    linger: bool,
+) -> anyhow::Result<()> {
+    let Some(h) = http else { return Ok(()) };
+    h.set_part(serde_json::to_string(part)?);
+    if linger {
+        eprintln!("peerage swarm: done; serving /part until stopped");
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
     }
     Ok(())
 }
@@ -412,6 +443,41 @@ async fn testbed(args: TestbedArgs) -> anyhow::Result<()> {
         }
     });
     work.await?
+}
+
+/// `peerage deploy k8s|compose`.
+fn deploy(args: DeployArgs) -> anyhow::Result<()> {
+    use peerage_node::deploy::{compose, k8s, DeployParams};
+    let (c, kube) = match args.target {
+        DeployTarget::K8s(c) => (c, true),
+        DeployTarget::Compose(c) => (c, false),
+    };
+    let p = DeployParams {
+        nodes: c.nodes,
+        shards: c.shards,
+        seed: c.seed,
+        image: c.image,
+        name: c.name,
+        namespace: c.namespace,
+        port_base: c.port_base,
+        control_port: c.control_port,
+        http_port: c.http_port,
+        shard_transport: match c.shard_transport {
+            ShardTransportArg::Tcp => "tcp".into(),
+            ShardTransportArg::Quic => "quic".into(),
+        },
+        swarm_args: c.swarm_args,
+        cpu: c.cpu,
+        memory: c.memory,
+    };
+    let text = if kube { k8s(&p)? } else { compose(&p)? };
+    match &c.out {
+        Some(path) => std::fs::write(path, &text).with_context(|| format!("cannot write {}", path.display()))?,
+        None => {
+            let _ = write!(std::io::stdout().lock(), "{text}");
+        }
+    }
+    Ok(())
 }
 
 /// `peerage report merge`.

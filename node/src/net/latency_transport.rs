@@ -998,6 +998,98 @@ mod tests {
         assert!(net.recent_lateness(b, a).is_some(), "either order names the same link");
     }
 
+    /// Two nodes with *separate* emulated nets of the same seeds, as two processes on two
+    /// hosts have: each knows the other's place from the seed alone, and ping measures the
+    /// model RTT over TCP and over QUIC.
+    async fn ping_across_separate_nets(quic: bool) {
+        use futures::StreamExt;
+        use libp2p::swarm::SwarmEvent;
+        use libp2p::{ping, Multiaddr, SwarmBuilder};
+        let seed = std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(21u64);
+        eprintln!("seed {seed} (replay with PEERAGE_SEED={seed})");
+        let (probe, a, b) = net_and_pair(seed);
+        let model_rtt = probe.model().rtt(a, b);
+        let keys: Vec<Keypair> = (0..40).map(|i| crate::swarm::keys::node_key(seed, i)).collect();
+        let build = |idx: usize| {
+            // A process's own view: the open net of 40 places, every swarm key registered.
+            let net = LatencyNet::open(40, seed).unwrap();
+            for (i, k) in keys.iter().enumerate() {
+                net.register(k.public().to_peer_id(), i).unwrap();
+            }
+            let link = EmulatedLink::new(net.clone(), idx).unwrap();
+            let swarm = SwarmBuilder::with_existing_identity(keys[idx].clone())
+                .with_tokio()
+                .with_other_transport(|key| -> Result<_, Box<dyn std::error::Error + Send + Sync>> {
+                    Ok(tcp_quic_transport(key, link)?)
+                })
+                .unwrap()
+                .with_behaviour(|_| ping::Behaviour::new(ping::Config::new().with_interval(Duration::from_millis(100))))
+                .unwrap()
+                .with_swarm_config(|c| c.with_idle_connection_timeout(Duration::from_secs(30)))
+                .build();
+            (swarm, net)
+        };
+        let (mut sa, net_a) = build(a);
+        let (mut sb, net_b) = build(b);
+        let listen: Multiaddr =
+            if quic { "/ip4/127.0.0.1/udp/0/quic-v1".parse().unwrap() } else { "/ip4/127.0.0.1/tcp/0".parse().unwrap() };
+        sb.listen_on(listen).unwrap();
+        let addr = loop {
+            if let SwarmEvent::NewListenAddr { address, .. } = sb.select_next_some().await {
+                break address;
+            }
+        };
+        tokio::spawn(async move {
+            loop {
+                sb.select_next_some().await;
+            }
+        });
+        sa.dial(addr).unwrap();
+        let mut rtts = Vec::new();
+        let until = tokio::time::Instant::now() + Duration::from_secs(30);
+        while rtts.len() < 6 {
+            let ev = tokio::time::timeout_at(until, sa.select_next_some()).await.expect("no ping results in 30 s");
+            if let SwarmEvent::Behaviour(ping::Event { result, .. }) = ev {
+                rtts.push(result.expect("ping failed"));
+            }
+        }
+        let mut later: Vec<Duration> = rtts[1..].to_vec();
+        later.sort();
+        let median = later[later.len() / 2];
+        eprintln!("quic {quic}: model RTT {model_rtt:?}, measured {rtts:?}");
+        assert!(median >= model_rtt, "median {median:?} below the model RTT {model_rtt:?}");
+        let high = model_rtt + model_rtt / 10 + Duration::from_millis(15);
+        assert!(median <= high, "median {median:?} above {high:?} (model RTT {model_rtt:?})");
+        assert!(net_a.delayed_connections() >= 1 && net_b.delayed_connections() >= 1, "both ends delay their reads");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn separate_processes_see_the_model_rtt_over_tcp() {
+        ping_across_separate_nets(false).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn separate_processes_see_the_model_rtt_over_quic() {
+        ping_across_separate_nets(true).await;
+    }
+
+    #[test]
+    fn open_nets_place_unknown_peers_alike() {
+        let a = LatencyNet::open(100, 4).unwrap();
+        let b = LatencyNet::open(100, 4).unwrap();
+        let p = PeerId::random();
+        assert_eq!(a.index_of(&p), b.index_of(&p));
+        assert_eq!(a.index_of(&p), Some(derived_place(4, 100, &p)));
+        assert!(a.is_open());
+        let closed = LatencyNet::internet(100, 4).unwrap();
+        assert_eq!(closed.index_of(&p), None);
+        // A registered place wins over the derived one.
+        let q = PeerId::random();
+        let other = (derived_place(4, 100, &q) + 1) % 100;
+        a.register(q, other).unwrap();
+        assert_eq!(a.index_of(&q), Some(other));
+    }
+
     #[test]
     fn lateness_window_keeps_the_last_two_buckets() {
         let l = LinkLateness::default();

@@ -159,7 +159,15 @@ pub enum Listener {
 impl Listener {
     pub async fn bind(addr: &ControlAddr) -> std::io::Result<Listener> {
         match addr {
-            ControlAddr::Tcp(a) => Ok(Listener::Tcp(tokio::net::TcpListener::bind(a.as_str()).await?)),
+            ControlAddr::Tcp(a) => {
+                // A name (a pod's DNS name on a cluster) is the others' way here; this end
+                // listens on every interface at its port.
+                let bind = match a.rsplit_once(':') {
+                    Some((host, port)) if host.parse::<std::net::IpAddr>().is_err() => format!("0.0.0.0:{port}"),
+                    _ => a.clone(),
+                };
+                Ok(Listener::Tcp(tokio::net::TcpListener::bind(bind).await?))
+            }
             ControlAddr::Unix(p) => {
                 // A socket file left by an earlier run would refuse the bind.
                 if std::fs::symlink_metadata(p).is_ok_and(|m| {

@@ -7,5 +7,6 @@ pub mod keys;
 pub mod merge;
 pub mod rows;
 pub mod runner;
+pub mod serve;
 pub mod shard;
 pub mod worker;

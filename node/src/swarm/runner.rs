@@ -220,6 +220,11 @@ impl LocalSwarm {
         (snaps, gone)
     }
 
+    /// The status probes of this process's nodes.
+    pub fn local_probes(&self) -> Vec<Arc<crate::runtime::status::Probe>> {
+        self.local_nodes().into_iter().map(|i| self.probes[i].clone()).collect()
+    }
+
     /// The other shards, when this process conducts.
     pub fn remote(&self) -> Option<&Arc<Remote>> {
         self.remote.as_ref()
@@ -420,6 +425,8 @@ pub struct SwarmOptions {
     /// Keep the swarm running this long after its measurements (faults from outside, such
     /// as the testbed's partitions, land in the role logs meanwhile).
     pub hold: Duration,
+    /// Gauges of this process's nodes for `/metrics` (`node/src/swarm/serve.rs`).
+    pub http: Option<Arc<crate::swarm::serve::SwarmHttp>>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -514,6 +521,7 @@ pub async fn run(opts: SwarmOptions) -> anyhow::Result<SwarmReport> {
     let swarm = LocalSwarm::start_with(&opts.swarm, remote).await?;
     let start_s = t0.elapsed().as_secs_f64();
     let log = swarm.role_log(t0);
+    let observer = opts.http.as_ref().map(|h| h.observe(swarm.local_probes()));
     let sampler = swarm
         .latency_net()
         .map(|net| CoordsSampler::start(net.clone(), swarm.probes().to_vec(), t0, Duration::from_secs(2)));
@@ -527,7 +535,7 @@ pub async fn run(opts: SwarmOptions) -> anyhow::Result<SwarmReport> {
         if let Some(s) = sampler {
             r.coords = s.finish().await;
         }
-        return conclude(r, swarm, log, &opts, t0, t0_unix_ms).await;
+        return conclude(r, swarm, log, observer, &opts, t0, t0_unix_ms).await;
     }
     let (mut connected, mut members, mut dht, mut agreed) = (None, None, None, None);
     let dht_target = (n.saturating_sub(1)).min(crate::runtime::node::KAD_K);
@@ -661,7 +669,7 @@ pub async fn run(opts: SwarmOptions) -> anyhow::Result<SwarmReport> {
         if let Some(s) = sampler {
             r.coords = s.finish().await;
         }
-        return conclude(r, swarm, log, &opts, t0, t0_unix_ms).await;
+        return conclude(r, swarm, log, observer, &opts, t0, t0_unix_ms).await;
     }
     finish(bar);
     let mut r = report(&opts, start_s, connected, members, dht, agreed, leader, steady, kills, &swarm);
@@ -669,7 +677,7 @@ pub async fn run(opts: SwarmOptions) -> anyhow::Result<SwarmReport> {
     if let Some(s) = sampler {
         r.coords = s.finish().await;
     }
-    conclude(r, swarm, log, &opts, t0, t0_unix_ms).await
+    conclude(r, swarm, log, observer, &opts, t0, t0_unix_ms).await
 }
 
 /// What every shard of this swarm must agree on.
@@ -688,6 +696,7 @@ async fn conclude(
     mut r: SwarmReport,
     swarm: LocalSwarm,
     log: RoleLog,
+    observer: Option<tokio::task::JoinHandle<()>>,
     opts: &SwarmOptions,
     t0: Instant,
     t0_unix_ms: u64,
@@ -699,6 +708,9 @@ async fn conclude(
             serde_json::json!({ "event": "measured", "t_s": t0.elapsed().as_secs_f64(), "hold_s": opts.hold.as_secs_f64() })
         );
         tokio::time::sleep(opts.hold).await;
+    }
+    if let Some(o) = observer {
+        o.abort();
     }
     let rows = swarm.rows(log.finish());
     r.rows_summary = Some(rows::summarize(&rows, swarm.latency_net().map(|n| &**n)));

@@ -7,7 +7,9 @@
 use crate::swarm::control::{self, ToConductor, ToShard};
 use crate::swarm::merge::{ReportPart, PART_VERSION};
 use crate::swarm::runner::{run_key, LocalSwarm, LocalSwarmConfig};
+use crate::swarm::serve::SwarmHttp;
 use crate::swarm::shard;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tracing::{info, warn};
@@ -16,7 +18,7 @@ use tracing::{info, warn};
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// Run this shard until the conductor stops it; returns its part of the report.
-pub async fn work(cfg: &LocalSwarmConfig) -> anyhow::Result<ReportPart> {
+pub async fn work(cfg: &LocalSwarmConfig, http: Option<&Arc<SwarmHttp>>) -> anyhow::Result<ReportPart> {
     let plan = cfg.shard.as_ref().ok_or_else(|| anyhow::anyhow!("a shard worker needs --shard i/M"))?;
     let run = run_key(cfg);
     let joined = shard::join(plan, run).await?;
@@ -25,6 +27,7 @@ pub async fn work(cfg: &LocalSwarmConfig) -> anyhow::Result<ReportPart> {
     let mut swarm = LocalSwarm::start_with(cfg, None).await?;
     info!(shard = plan.index, nodes = swarm.local_nodes().len(), "shard started");
     let log = swarm.role_log(t0);
+    let observer = http.map(|h| h.observe(swarm.local_probes()));
     let (mut rd, mut wr) = tokio::io::split(joined.stream);
     let (tx, mut commands) = mpsc::unbounded_channel::<Option<ToShard>>();
     let reader = tokio::spawn(async move {
@@ -68,6 +71,9 @@ pub async fn work(cfg: &LocalSwarmConfig) -> anyhow::Result<ReportPart> {
         }
     }
     reader.abort();
+    if let Some(o) = observer {
+        o.abort();
+    }
     let nodes = swarm.rows(log.finish());
     let _ = tokio::time::timeout(STOP_GRACE, swarm.shutdown()).await;
     Ok(ReportPart { part_version: PART_VERSION, run, shard: plan.index, t0_unix_ms: joined.t0_unix_ms, report: None, nodes })

@@ -249,8 +249,8 @@ pub enum SwarmTransport {
 
 #[derive(Debug, Args)]
 pub struct SwarmArgs {
-    /// Number of nodes.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=5000))]
+    /// Number of nodes (at most 5,000 in one process; with --shard, in each shard).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub nodes: u32,
     /// Election algorithm.
     #[arg(long, default_value = "bully")]

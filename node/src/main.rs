@@ -5,8 +5,8 @@
 use anyhow::Context as _;
 use clap::Parser;
 use peerage_node::cli::{
-    Cli, Command, ReportArgs, ReportCommand, RunArgs, ShardTransportArg, SwarmArgs, SwarmLatency, SwarmTransport,
-    DeployArgs, DeployTarget, TestbedArgs, TestbedCommand,
+    Cli, Command, DeployArgs, DeployTarget, ReportArgs, ReportCommand, RunArgs, ShardTransportArg, SwarmArgs,
+    SwarmLatency, SwarmTransport, TestbedArgs, TestbedCommand,
 };
 use peerage_node::config::FileConfig;
 use peerage_node::runtime::status::StatusSink;
@@ -244,6 +244,12 @@ async fn swarm(args: SwarmArgs) -> anyhow::Result<()> {
     });
     let superpeers = superpeer_phase(&args, n, seed, &mut sc, !kills.is_empty())?;
     sc.shard = shard_plan(&args).await?;
+    let per_process = sc.shard.as_ref().map_or(n, |p| n.div_ceil(p.count));
+    if per_process > MAX_NODES_PER_PROCESS {
+        anyhow::bail!(
+            "{per_process} nodes in one process: at most {MAX_NODES_PER_PROCESS} (use --shard i/M with more shards)"
+        );
+    }
     if sc.shard.is_some() {
         sc.transport = TransportKind::TcpQuic;
     }
@@ -430,7 +436,8 @@ async fn testbed(args: TestbedArgs) -> anyhow::Result<()> {
                 let all: Vec<String> = (0..hosts as usize).map(|h| tb.addr(h).to_string()).collect();
                 std::fs::create_dir_all(&logs)?;
                 for h in 0..hosts as usize {
-                    let env = [("PEERAGE_HOST".to_string(), h.to_string()), ("PEERAGE_HOSTS".to_string(), all.join(","))];
+                    let env =
+                        [("PEERAGE_HOST".to_string(), h.to_string()), ("PEERAGE_HOSTS".to_string(), all.join(","))];
                     tb.spawn(h, &command, &env, &logs.join(format!("host-{h}.log")))?;
                 }
                 eprintln!("peerage testbed {}: {hosts} hosts {all:?} running {command:?}", tb.tag());
@@ -513,7 +520,9 @@ fn report(args: ReportArgs) -> anyhow::Result<()> {
             .lines()
             .filter(|l| !l.trim().is_empty())
             .enumerate()
-            .map(|(i, l)| serde_json::from_str(l).with_context(|| format!("{} line {}: not an event", p.display(), i + 1)))
+            .map(|(i, l)| {
+                serde_json::from_str(l).with_context(|| format!("{} line {}: not an event", p.display(), i + 1))
+            })
             .collect::<anyhow::Result<_>>()?,
     };
     let merged = merge(loaded, &events)?;
@@ -605,6 +614,9 @@ fn superpeer_phase(
         seed,
     }))
 }
+
+/// Most nodes one process runs (descriptors, memory, the CPU of one machine).
+const MAX_NODES_PER_PROCESS: usize = 5000;
 
 fn secs(s: f64) -> anyhow::Result<Duration> {
     Duration::try_from_secs_f64(s).map_err(|_| anyhow::anyhow!("bad time {s} s: must be a non-negative number"))

@@ -33,10 +33,23 @@ fn three_shard_processes_make_the_report_one_process_makes() {
     let seed = seed();
     let dir = tempfile::tempdir().unwrap();
     let common = |extra: &[&str]| -> Vec<String> {
-        let mut v: Vec<String> = ["swarm", "--nodes", "9", "--seed", &seed.to_string(), "--settle-s", "1", "--measure-s", "1", "--quiet", "--timeout-s", "60"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let mut v: Vec<String> = [
+            "swarm",
+            "--nodes",
+            "9",
+            "--seed",
+            &seed.to_string(),
+            "--settle-s",
+            "1",
+            "--measure-s",
+            "1",
+            "--quiet",
+            "--timeout-s",
+            "60",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         v.extend(extra.iter().map(|s| s.to_string()));
         v
     };
@@ -55,7 +68,16 @@ fn three_shard_processes_make_the_report_one_process_makes() {
         let shard = format!("{i}/3");
         children.push(
             Command::new(BIN)
-                .args(common(&["--shard", &shard, "--control", &control, "--port-base", &base, "--out", part.to_str().unwrap()]))
+                .args(common(&[
+                    "--shard",
+                    &shard,
+                    "--control",
+                    &control,
+                    "--port-base",
+                    &base,
+                    "--out",
+                    part.to_str().unwrap(),
+                ]))
                 .stdout(Stdio::null())
                 .spawn()
                 .unwrap(),
@@ -66,7 +88,12 @@ fn three_shard_processes_make_the_report_one_process_makes() {
     }
     let merged_path = dir.path().join("merged.json");
     let st = Command::new(BIN)
-        .args(["report", "merge", dir.path().join("part-2.json").to_str().unwrap(), dir.path().join("part-0.json").to_str().unwrap()])
+        .args([
+            "report",
+            "merge",
+            dir.path().join("part-2.json").to_str().unwrap(),
+            dir.path().join("part-0.json").to_str().unwrap(),
+        ])
         .args([dir.path().join("part-1.json").to_str().unwrap(), "--out", merged_path.to_str().unwrap()])
         .stdout(Stdio::null())
         .status()
@@ -83,7 +110,8 @@ fn three_shard_processes_make_the_report_one_process_makes() {
     };
     assert_eq!(ids(&one).len(), 9);
     assert_eq!(ids(&one), ids(&merged), "same seed, same keys at every index");
-    let shards: Vec<u64> = merged["node_rows"].as_array().unwrap().iter().map(|n| n["shard"].as_u64().unwrap()).collect();
+    let shards: Vec<u64> =
+        merged["node_rows"].as_array().unwrap().iter().map(|n| n["shard"].as_u64().unwrap()).collect();
     assert_eq!(shards, vec![0, 1, 2, 0, 1, 2, 0, 1, 2]);
     assert!(one["leader"].is_string() && merged["leader"].is_string(), "both agree on a leader");
     assert_eq!(one["leader"], merged["leader"], "bully elects the highest id: the same in both");
@@ -142,7 +170,10 @@ fn testbed_hosts_connect_cut_heal_and_vanish() {
         }
     });
     let connect_from = |tb: &Testbed, h: usize, to: SocketAddr| -> bool {
-        tb.in_host(h, move || TcpStream::connect_timeout(&to, Duration::from_millis(700)).is_ok()).unwrap().join().unwrap()
+        tb.in_host(h, move || TcpStream::connect_timeout(&to, Duration::from_millis(700)).is_ok())
+            .unwrap()
+            .join()
+            .unwrap()
     };
     let target: SocketAddr = (a0, 7000).into();
     assert!(connect_from(&tb, 2, target), "host 2 reaches host 0");
@@ -203,7 +234,8 @@ fn testbed_ctrl_c_leaves_nothing_behind() {
         assert!(Instant::now() < until, "the testbed did not exit after Ctrl-C");
         std::thread::sleep(Duration::from_millis(100));
     }
-    let left: Vec<String> = peerage_node::testbed::namespaces().unwrap().into_iter().filter(|n| ours.contains(n)).collect();
+    let left: Vec<String> =
+        peerage_node::testbed::namespaces().unwrap().into_iter().filter(|n| ours.contains(n)).collect();
     assert!(left.is_empty(), "namespaces left: {left:?}");
     for p in pids {
         assert!(!Path::new(&format!("/proc/{p}")).exists(), "process {p} still runs");
@@ -231,7 +263,20 @@ use clap::Parser as _;
 #[test]
 fn k8s_manifests_parse_and_match_the_command_line() {
     let out = Command::new(BIN)
-        .args(["deploy", "k8s", "--nodes", "10000", "--shards", "20", "--seed", "7", "--namespace", "lab", "--http-port", "9200"])
+        .args([
+            "deploy",
+            "k8s",
+            "--nodes",
+            "10000",
+            "--shards",
+            "20",
+            "--seed",
+            "7",
+            "--namespace",
+            "lab",
+            "--http-port",
+            "9200",
+        ])
         .args(["--", "--latency", "internet", "--superpeers", "prefix", "--timeout-s", "900"])
         .output()
         .unwrap();
@@ -294,7 +339,8 @@ fn compose_file_has_one_parsing_service_per_shard() {
     let mut seen = std::collections::BTreeSet::new();
     for (name, svc) in services {
         assert_eq!(svc["user"], "65532:65532");
-        let args: Vec<String> = svc["command"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect();
+        let args: Vec<String> =
+            svc["command"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect();
         let s = parse_swarm(&args);
         assert_eq!((s.nodes, s.seed), (2000, Some(3)));
         let (i, m) = peerage_node::swarm::shard::parse_shard(s.shard.as_deref().unwrap()).unwrap();

@@ -124,10 +124,7 @@ mod tests {
         assert_eq!(link.local, 17);
         assert_eq!(link.net.index_of(&keys::node_key(9, 33).public().to_peer_id()), Some(33));
         let stranger = Keypair::generate_ed25519().public().to_peer_id();
-        assert_eq!(
-            link.net.index_of(&stranger),
-            Some(crate::net::latency_transport::derived_place(9, 50, &stranger))
-        );
+        assert_eq!(link.net.index_of(&stranger), Some(crate::net::latency_transport::derived_place(9, 50, &stranger)));
         // A node with its own key and the same model sits at its derived place.
         let own = EmulationFileConfig { swarm_seed: None, node_index: None, model_seed: Some(9), ..cfg.clone() };
         let k = Keypair::generate_ed25519();

@@ -101,9 +101,11 @@ impl DeployParams {
         a
     }
 
-    /// Parse `args` (with `index` put in for a `$(VAR)`) as the binary would.
+    /// Parse `args` (with `index` put in for `var`, a `$(VAR)`; "" for none) as the binary
+    /// would.
     fn parse_check(args: &[String], var: &str, index: u32) -> Result<(), DeployError> {
-        let argv = std::iter::once("peerage".to_string()).chain(args.iter().map(|a| a.replace(var, &index.to_string())));
+        let put = |a: &String| if var.is_empty() { a.clone() } else { a.replace(var, &index.to_string()) };
+        let argv = std::iter::once("peerage".to_string()).chain(args.iter().map(put));
         match Cli::try_parse_from(argv) {
             Ok(Cli { command: CliCommand::Swarm(_) | CliCommand::Report(_), .. }) => Ok(()),
             Ok(_) => Err(DeployError::Command("not a swarm or report command".into())),
@@ -191,7 +193,8 @@ pub fn k8s(p: &DeployParams) -> Result<String, DeployError> {
         last = p.shards - 1,
         port = p.http_port
     );
-    let merge_args = vec!["report".to_string(), "merge".into(), "/parts".into(), "--out".into(), "/parts/report.json".into()];
+    let merge_args =
+        vec!["report".to_string(), "merge".into(), "/parts".into(), "--out".into(), "/parts/report.json".into()];
     DeployParams::parse_check(&merge_args, "", 0)?;
     let job = json!({
         "apiVersion": "batch/v1",

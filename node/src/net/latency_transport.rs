@@ -1031,8 +1031,11 @@ mod tests {
         };
         let (mut sa, net_a) = build(a);
         let (mut sb, net_b) = build(b);
-        let listen: Multiaddr =
-            if quic { "/ip4/127.0.0.1/udp/0/quic-v1".parse().unwrap() } else { "/ip4/127.0.0.1/tcp/0".parse().unwrap() };
+        let listen: Multiaddr = if quic {
+            "/ip4/127.0.0.1/udp/0/quic-v1".parse().unwrap()
+        } else {
+            "/ip4/127.0.0.1/tcp/0".parse().unwrap()
+        };
         sb.listen_on(listen).unwrap();
         let addr = loop {
             if let SwarmEvent::NewListenAddr { address, .. } = sb.select_next_some().await {

@@ -98,11 +98,19 @@ pub enum ToConductor {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum ToShard {
     /// Start the nodes `delay_ms` after this arrives; `t0_unix_ms` is the swarm's start.
-    Start { version: u16, delay_ms: u64, t0_unix_ms: u64 },
-    Crash { node: usize },
+    Start {
+        version: u16,
+        delay_ms: u64,
+        t0_unix_ms: u64,
+    },
+    Crash {
+        node: usize,
+    },
     Stop,
     /// The conductor refuses this shard (why).
-    Refused { reason: String },
+    Refused {
+        reason: String,
+    },
 }
 
 /// Why the channel failed.
@@ -227,7 +235,10 @@ mod tests {
     #[test]
     fn control_addresses_parse() {
         assert_eq!("unix:/tmp/c.sock".parse::<ControlAddr>(), Ok(ControlAddr::Unix("/tmp/c.sock".into())));
-        assert_eq!("peerage-0.peerage:7000".parse::<ControlAddr>(), Ok(ControlAddr::Tcp("peerage-0.peerage:7000".into())));
+        assert_eq!(
+            "peerage-0.peerage:7000".parse::<ControlAddr>(),
+            Ok(ControlAddr::Tcp("peerage-0.peerage:7000".into()))
+        );
         assert!("unix:".parse::<ControlAddr>().is_err());
         assert!("nohost".parse::<ControlAddr>().is_err());
         assert!("h:99999".parse::<ControlAddr>().is_err());

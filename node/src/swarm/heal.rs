@@ -46,12 +46,7 @@ pub struct HealReport {
 }
 
 fn roles_at(rows: &[NodeRow], t: f64) -> BTreeSet<String> {
-    state_at(rows, t)
-        .into_iter()
-        .flatten()
-        .filter(|s| s.role != "crashed")
-        .filter_map(|s| s.role_key.clone())
-        .collect()
+    state_at(rows, t).into_iter().flatten().filter(|s| s.role != "crashed").filter_map(|s| s.role_key.clone()).collect()
 }
 
 /// Judge a cut at `cut_s` healed at `heal_s` (seconds from the start); `rows` by index.
@@ -66,7 +61,10 @@ pub fn judge(rows: &[NodeRow], cut_s: f64, heal_s: f64, what: &str, net: Option<
     let ok_at = |t: f64| {
         let sum = summarize_states(&state_at(rows, t), None);
         let held = roles_at(rows, t);
-        sum.heads > 0 && sum.unattached == 0 && sum.roles_held_twice == 0 && before_roles.iter().all(|k| held.contains(k))
+        sum.heads > 0
+            && sum.unattached == 0
+            && sum.roles_held_twice == 0
+            && before_roles.iter().all(|k| held.contains(k))
     };
     // Walk back from the end: the earliest time from which every later moment is healed.
     let mut healed = None;
@@ -96,7 +94,12 @@ pub fn judge(rows: &[NodeRow], cut_s: f64, heal_s: f64, what: &str, net: Option<
 
 /// Pair every `cut` with the next `heal` and judge each (times from the swarm's start,
 /// `t0_unix_ms`).
-pub fn judge_events(rows: &[NodeRow], events: &[FaultEvent], t0_unix_ms: u64, net: Option<&LatencyNet>) -> Vec<HealReport> {
+pub fn judge_events(
+    rows: &[NodeRow],
+    events: &[FaultEvent],
+    t0_unix_ms: u64,
+    net: Option<&LatencyNet>,
+) -> Vec<HealReport> {
     let secs = |e: &FaultEvent| (e.t_unix_ms as f64 - t0_unix_ms as f64) / 1000.0;
     let mut out = Vec::new();
     let mut open: Option<&FaultEvent> = None;

@@ -98,11 +98,8 @@ pub fn merge(parts: Vec<ReportPart>, events: &[FaultEvent]) -> Result<Value, Mer
     if let Some(missing) = seen.iter().position(|s| !s) {
         return Err(MergeError::MissingShard(missing));
     }
-    let rows: Vec<NodeRow> = rows
-        .into_iter()
-        .enumerate()
-        .map(|(i, r)| r.ok_or(MergeError::MissingNode(i)))
-        .collect::<Result<_, _>>()?;
+    let rows: Vec<NodeRow> =
+        rows.into_iter().enumerate().map(|(i, r)| r.ok_or(MergeError::MissingNode(i))).collect::<Result<_, _>>()?;
     let mut report = report.ok_or(MergeError::NoReport)?;
     let net = match run.latency_seed {
         Some(seed) => Some(LatencyNet::internet(run.nodes, seed).map_err(|e| MergeError::Model(e.to_string()))?),
@@ -115,7 +112,11 @@ pub fn merge(parts: Vec<ReportPart>, events: &[FaultEvent]) -> Result<Value, Mer
     obj.insert("rows_summary".into(), serde_json::to_value(summary).map_err(|_| MergeError::BadReport)?);
     obj.insert(
         "faults".into(),
-        if events.is_empty() { Value::Null } else { serde_json::to_value(faults).map_err(|_| MergeError::BadReport)? },
+        if events.is_empty() {
+            Value::Null
+        } else {
+            serde_json::to_value(faults).map_err(|_| MergeError::BadReport)?
+        },
     );
     obj.insert("node_rows".into(), serde_json::to_value(rows).map_err(|_| MergeError::BadReport)?);
     Ok(report)
@@ -221,7 +222,8 @@ mod tests {
     #[test]
     fn parts_merge_into_one_report_with_every_row() {
         let merged = merge(parts(), &[]).unwrap();
-        let idx: Vec<u64> = merged["node_rows"].as_array().unwrap().iter().map(|r| r["index"].as_u64().unwrap()).collect();
+        let idx: Vec<u64> =
+            merged["node_rows"].as_array().unwrap().iter().map(|r| r["index"].as_u64().unwrap()).collect();
         assert_eq!(idx, vec![0, 1, 2, 3]);
         assert_eq!(merged["rows_summary"]["alive"], 4);
         assert_eq!(merged["seed"], 1);

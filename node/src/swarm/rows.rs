@@ -248,7 +248,8 @@ pub fn summarize_states(states: &[Option<&RoleState>], net: Option<&LatencyNet>)
     let sizes: Vec<usize> = members.values().copied().collect();
     sum.cluster_size_min = sizes.iter().copied().min().unwrap_or(0);
     sum.cluster_size_max = sizes.iter().copied().max().unwrap_or(0);
-    sum.cluster_size_mean = if sizes.is_empty() { 0.0 } else { sizes.iter().sum::<usize>() as f64 / sizes.len() as f64 };
+    sum.cluster_size_mean =
+        if sizes.is_empty() { 0.0 } else { sizes.iter().sum::<usize>() as f64 / sizes.len() as f64 };
     sum.roles = keys.len();
     sum.roles_held_twice = keys.values().filter(|n| **n > 1).count();
     sum

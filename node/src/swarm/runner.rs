@@ -32,8 +32,8 @@ use crate::net::latency_transport::{EmulatedLink, LatencyNet};
 use crate::runtime::node::{self, NodeHandle, NodeOptions};
 use crate::runtime::status::{Snapshot, StatusSink};
 use crate::runtime::sysstat;
-use crate::swarm::rows::{self, NodeRow, RoleChange, RoleLog, RowsSummary};
 use crate::swarm::control::RunKey;
+use crate::swarm::rows::{self, NodeRow, RoleChange, RoleLog, RowsSummary};
 use crate::swarm::shard::{Remote, ShardPlan};
 use indicatif::{ProgressBar, ProgressStyle};
 use libp2p::multiaddr::Protocol;
@@ -253,7 +253,10 @@ impl LocalSwarm {
                 let mut changes = logs.remove(&i).unwrap_or_default();
                 if snap.is_none() && changes.last().is_some_and(|c| c.state.role != "crashed") {
                     // Crashed between two polls of the log.
-                    changes.push(RoleChange { t_s: self.started.elapsed().as_secs_f64(), state: rows::RoleState::crashed() });
+                    changes.push(RoleChange {
+                        t_s: self.started.elapsed().as_secs_f64(),
+                        state: rows::RoleState::crashed(),
+                    });
                 }
                 rows::row(
                     i,

@@ -67,7 +67,9 @@ impl SwarmHttp {
                     "/metrics" => {
                         let mut body = String::new();
                         match prometheus_client::encoding::text::encode(&mut body, &registry) {
-                            Ok(()) => respond(req, body, 200, "application/openmetrics-text; version=1.0.0; charset=utf-8"),
+                            Ok(()) => {
+                                respond(req, body, 200, "application/openmetrics-text; version=1.0.0; charset=utf-8")
+                            }
                             Err(e) => respond(req, format!("encoding error: {e}"), 500, "text/plain"),
                         }
                     }

@@ -240,7 +240,8 @@ impl Remote {
         for (shard, stream) in joined {
             let (mut rd, mut wr) = tokio::io::split(stream);
             let (tx, mut rx) = mpsc::unbounded_channel::<ToShard>();
-            let start = ToShard::Start { version: CONTROL_VERSION, delay_ms: START_DELAY.as_millis() as u64, t0_unix_ms };
+            let start =
+                ToShard::Start { version: CONTROL_VERSION, delay_ms: START_DELAY.as_millis() as u64, t0_unix_ms };
             control::send(&mut wr, &start).await.with_context(|| format!("cannot start shard {shard}"))?;
             tokio::spawn(async move {
                 while let Some(m) = rx.recv().await {
@@ -286,7 +287,8 @@ impl Remote {
                 if node >= alive.len() || self.plan.owner(node) != shard || !alive[node] {
                     continue;
                 }
-                snap.members_changed_at = members_changed_ms_ago.and_then(|ms| now.checked_sub(Duration::from_millis(ms)));
+                snap.members_changed_at =
+                    members_changed_ms_ago.and_then(|ms| now.checked_sub(Duration::from_millis(ms)));
                 self.probes[node].set(snap);
             }
             for node in b.gone {
@@ -398,7 +400,9 @@ pub fn batch(snaps: Vec<(usize, Snapshot)>, gone: Vec<usize>, net: Option<&Laten
             .into_iter()
             .map(|(node, snap)| NodeSnap {
                 node,
-                members_changed_ms_ago: snap.members_changed_at.map(|t| now.saturating_duration_since(t).as_millis() as u64),
+                members_changed_ms_ago: snap
+                    .members_changed_at
+                    .map(|t| now.saturating_duration_since(t).as_millis() as u64),
                 snap,
             })
             .collect(),

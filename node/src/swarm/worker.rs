@@ -76,5 +76,12 @@ pub async fn work(cfg: &LocalSwarmConfig, http: Option<&Arc<SwarmHttp>>) -> anyh
     }
     let nodes = swarm.rows(log.finish());
     let _ = tokio::time::timeout(STOP_GRACE, swarm.shutdown()).await;
-    Ok(ReportPart { part_version: PART_VERSION, run, shard: plan.index, t0_unix_ms: joined.t0_unix_ms, report: None, nodes })
+    Ok(ReportPart {
+        part_version: PART_VERSION,
+        run,
+        shard: plan.index,
+        t0_unix_ms: joined.t0_unix_ms,
+        report: None,
+        nodes,
+    })
 }

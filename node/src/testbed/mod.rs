@@ -76,7 +76,9 @@ pub fn namespaces() -> Result<Vec<String>, TestbedError> {
 
 /// The processes in namespace `ns`.
 pub fn pids_in(ns: &str) -> Vec<i32> {
-    ip(&["netns", "pids", ns]).map(|o| o.split_whitespace().filter_map(|p| p.parse().ok()).collect()).unwrap_or_default()
+    ip(&["netns", "pids", ns])
+        .map(|o| o.split_whitespace().filter_map(|p| p.parse().ok()).collect())
+        .unwrap_or_default()
 }
 
 fn signal(pid: i32, sig: i32) {
@@ -235,7 +237,13 @@ impl Testbed {
 
     /// Start `argv` in host `h`, stdout and stderr to `log` (appended), in its own process
     /// group; `env` is added to its environment.
-    pub fn spawn(&mut self, h: usize, argv: &[String], env: &[(String, String)], log: &Path) -> Result<usize, TestbedError> {
+    pub fn spawn(
+        &mut self,
+        h: usize,
+        argv: &[String],
+        env: &[(String, String)],
+        log: &Path,
+    ) -> Result<usize, TestbedError> {
         use std::os::unix::process::CommandExt;
         self.check(h)?;
         let cmd = argv.join(" ");
@@ -357,7 +365,8 @@ impl Testbed {
             }
         }
         remove_namespaces(&self.namespaces(), grace);
-        let left: Vec<String> = namespaces()?.into_iter().filter(|n| n.contains(&format!("{PREFIX}{}-", self.tag))).collect();
+        let left: Vec<String> =
+            namespaces()?.into_iter().filter(|n| n.contains(&format!("{PREFIX}{}-", self.tag))).collect();
         let running: Vec<i32> = self.procs.iter().map(|p| p.pid()).filter(|&p| alive(p)).collect();
         if !left.is_empty() || !running.is_empty() {
             return Err(TestbedError::Leftovers(format!("namespaces {left:?}, processes {running:?}")));

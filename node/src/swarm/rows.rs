@@ -101,6 +101,9 @@ pub fn role_state(s: &Snapshot, index_of: &dyn Fn(&str) -> Option<usize>) -> Rol
     }
 }
 
+/// Maps a node id to its index in the swarm.
+pub type IndexOf = Arc<dyn Fn(&str) -> Option<usize> + Send + Sync>;
+
 /// The role logs of the nodes this process runs, filled by a polling task.
 pub struct RoleLog {
     logs: Arc<Mutex<HashMap<usize, Vec<RoleChange>>>>,
@@ -109,11 +112,7 @@ pub struct RoleLog {
 
 impl RoleLog {
     /// Poll `probes` (node index, probe) every [`RECORD_EVERY`]; times from `t0`.
-    pub fn start(
-        probes: Vec<(usize, Arc<Probe>)>,
-        t0: Instant,
-        index_of: Arc<dyn Fn(&str) -> Option<usize> + Send + Sync>,
-    ) -> RoleLog {
+    pub fn start(probes: Vec<(usize, Arc<Probe>)>, t0: Instant, index_of: IndexOf) -> RoleLog {
         let logs: Arc<Mutex<HashMap<usize, Vec<RoleChange>>>> = Arc::new(Mutex::new(HashMap::new()));
         let l = logs.clone();
         let task = tokio::spawn(async move {

@@ -166,6 +166,8 @@ pub fn unix_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
+type ProcessLoad = (Option<f64>, Option<u64>);
+
 /// The conductor's view of the other shards: their nodes' latest snapshots, which are alive,
 /// and a way to tell each shard what to do.
 pub struct Remote {
@@ -173,7 +175,8 @@ pub struct Remote {
     probes: Vec<Arc<Probe>>,
     alive: Mutex<Vec<bool>>,
     senders: Mutex<HashMap<usize, mpsc::UnboundedSender<ToShard>>>,
-    procs: Mutex<HashMap<usize, (Option<f64>, Option<u64>)>>,
+    /// Per shard: CPU seconds and RSS of its process, as it last reported them.
+    procs: Mutex<HashMap<usize, ProcessLoad>>,
     net: OnceLock<Arc<LatencyNet>>,
     pub t0_unix_ms: u64,
     _listener: control::Listener,

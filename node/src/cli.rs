@@ -21,8 +21,152 @@ pub struct Cli {
 pub enum Command {
     /// Run one node (status as JSON lines on stdout).
     Run(RunArgs),
-    /// Run N nodes in this process and print a JSON report.
+    /// Run N nodes in this process (or one shard's slice of them) and print a JSON report.
     Swarm(SwarmArgs),
+    /// Work on swarm reports (merge the parts of a sharded swarm).
+    Report(ReportArgs),
+    /// A local testbed of hosts in network namespaces (needs root and iproute2).
+    Testbed(TestbedArgs),
+    /// Write cluster manifests for a sharded swarm (Kubernetes, or compose on one host).
+    Deploy(DeployArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DeployArgs {
+    #[command(subcommand)]
+    pub target: DeployTarget,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DeployTarget {
+    /// A headless Service, a StatefulSet of shards (Prometheus annotations) and a Job that
+    /// collects and merges the report (`kubectl logs job/NAME-collect`).
+    K8s(DeployCommon),
+    /// One service per shard on one Docker host (up to about 100), parts in ./out.
+    Compose(DeployCommon),
+}
+
+#[derive(Debug, Args)]
+pub struct DeployCommon {
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub nodes: u32,
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub shards: u32,
+    #[arg(long)]
+    pub seed: u64,
+    /// The container image (built from deploy/Dockerfile).
+    #[arg(long, default_value = "peerage:latest")]
+    pub image: String,
+    /// Name of the Service/StatefulSet/Job (and the pods' prefix).
+    #[arg(long, default_value = "peerage")]
+    pub name: String,
+    #[arg(long, default_value = "default")]
+    pub namespace: String,
+    #[arg(long, default_value_t = 20_000)]
+    pub port_base: u16,
+    #[arg(long, default_value_t = 7070)]
+    pub control_port: u16,
+    /// Port of the shards' /metrics and /part.
+    #[arg(long, default_value_t = 9100)]
+    pub http_port: u16,
+    #[arg(long, value_enum, default_value = "tcp")]
+    pub shard_transport: ShardTransportArg,
+    /// CPU request per shard (Kubernetes quantity).
+    #[arg(long, default_value = "1")]
+    pub cpu: String,
+    /// Memory request and limit per shard (Kubernetes quantity).
+    #[arg(long, default_value = "4Gi")]
+    pub memory: String,
+    /// Write the manifests here instead of stdout.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// `peerage swarm` flags for every shard, after `--`.
+    #[arg(last = true)]
+    pub swarm_args: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct TestbedArgs {
+    #[command(subcommand)]
+    pub command: TestbedCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TestbedCommand {
+    /// Run an N-node swarm as one shard per host; optionally cut the hosts in two halves and
+    /// heal them; merge the shards' parts into DIR/report.json. Flags after `--` go to every
+    /// `peerage swarm` (for example `-- --latency internet --superpeers prefix`).
+    Swarm {
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=250))]
+        hosts: u32,
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=20000))]
+        nodes: u32,
+        #[arg(long)]
+        seed: u64,
+        /// Output directory (parts, logs, events, the merged report).
+        #[arg(long)]
+        out: PathBuf,
+        /// Cut the halves apart this many seconds after the swarm's measurements.
+        #[arg(long)]
+        partition_after_s: Option<f64>,
+        /// How long the halves stay apart.
+        #[arg(long, default_value_t = 30.0)]
+        partition_s: f64,
+        /// How long the swarm runs after the heal.
+        #[arg(long, default_value_t = 60.0)]
+        heal_settle_s: f64,
+        /// Give up (and tear down) after this many seconds.
+        #[arg(long, default_value_t = 1200)]
+        timeout_s: u64,
+        #[arg(long, default_value_t = 20_000)]
+        port_base: u16,
+        #[arg(last = true)]
+        swarm_args: Vec<String>,
+    },
+    /// Run a command in every host (env PEERAGE_HOST = its index, PEERAGE_HOSTS = every
+    /// host's address) until all end or Ctrl-C; then tear down.
+    Exec {
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=250))]
+        hosts: u32,
+        /// Directory for the hosts' logs (`host-<h>.log`).
+        #[arg(long, default_value = ".")]
+        logs: PathBuf,
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Remove every testbed namespace left on this machine (and stop what runs in them).
+    Clean,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    #[command(subcommand)]
+    pub command: ReportCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ReportCommand {
+    /// Merge the parts a sharded swarm's shards wrote into the one report a single-process
+    /// swarm writes (with every node's row).
+    Merge {
+        /// Part files (every shard's, any order), or directories holding them (`*.json`).
+        #[arg(required = true)]
+        parts: Vec<PathBuf>,
+        /// The testbed's event log (JSON lines): judge each cut and its heal.
+        #[arg(long)]
+        events: Option<PathBuf>,
+        /// Also write the merged report to this file.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+/// How shards' nodes reach each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ShardTransportArg {
+    Tcp,
+    /// One UDP socket per node whatever its connections (TCP costs a descriptor each).
+    Quic,
 }
 
 #[derive(Debug, Args)]
@@ -68,6 +212,23 @@ pub struct RunArgs {
     /// Most members one super peer serves. TOML: [superpeer] cluster_cap.
     #[arg(long)]
     pub sp_cap: Option<u32>,
+    /// Emulate link latency with the seeded Internet model (needs --model-nodes and a seed);
+    /// peers that emulate too see the model's RTT to this node. TOML: [emulation] latency.
+    #[arg(long, value_enum)]
+    pub latency: Option<SwarmLatency>,
+    /// Places in the latency model (for a swarm: its node count). TOML: [emulation] model_nodes.
+    #[arg(long)]
+    pub model_nodes: Option<usize>,
+    /// Seed of the latency model (default: --swarm-seed). TOML: [emulation] model_seed.
+    #[arg(long)]
+    pub model_seed: Option<u64>,
+    /// With --node-index: be that node of the swarm with this seed (its key, and its place in
+    /// the model), instead of an --identity file. TOML: [emulation] swarm_seed.
+    #[arg(long)]
+    pub swarm_seed: Option<u64>,
+    /// The node's index in the swarm of --swarm-seed. TOML: [emulation] node_index.
+    #[arg(long)]
+    pub node_index: Option<usize>,
 }
 
 /// Emulated link latency between the in-process nodes.
@@ -88,8 +249,8 @@ pub enum SwarmTransport {
 
 #[derive(Debug, Args)]
 pub struct SwarmArgs {
-    /// Number of nodes.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=5000))]
+    /// Number of nodes (at most 5,000 in one process; with --shard, in each shard).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub nodes: u32,
     /// Election algorithm.
     #[arg(long, default_value = "bully")]
@@ -216,4 +377,38 @@ pub struct SwarmArgs {
     /// Seconds after convergence at which --kill-superpeers strikes.
     #[arg(long, default_value_t = 5.0)]
     pub kill_superpeers_at: f64,
+    /// Run shard i of M (`i/M`): nodes g with g mod M = i, in one swarm with the other shards
+    /// (same seed, keys and latency model), over real sockets. Shard 0 measures the swarm;
+    /// every shard writes its part of the report (`peerage report merge` joins them).
+    #[arg(long)]
+    pub shard: Option<String>,
+    /// The shards' hosts (names or IPs, comma-separated; one entry: every shard on it). Node g
+    /// listens at host(g mod M):(--port-base + g).
+    #[arg(long, value_delimiter = ',', default_value = "127.0.0.1")]
+    pub shard_hosts: Vec<String>,
+    /// Node g of a sharded swarm listens on port --port-base + g.
+    #[arg(long, default_value_t = 20_000)]
+    pub port_base: u16,
+    /// Transport between the shards' nodes.
+    #[arg(long, value_enum, default_value = "tcp")]
+    pub shard_transport: ShardTransportArg,
+    /// Shard 0's control address, `host:port` or `unix:/path` (out of band: the testbed uses
+    /// a Unix socket, which cutting links between hosts does not cut).
+    #[arg(long, default_value = "127.0.0.1:7070")]
+    pub control: String,
+    /// How long shards wait for each other to join.
+    #[arg(long, default_value_t = 120)]
+    pub join_timeout_s: u64,
+    /// Keep the swarm running this many seconds after its measurements (faults from outside,
+    /// such as a testbed partition, land in the per-node role logs meanwhile).
+    #[arg(long, default_value_t = 0.0)]
+    pub hold_s: f64,
+    /// Serve `/metrics` (gauges of this process's nodes) and, once written, `/part` (this
+    /// process's report part) on this host:port.
+    #[arg(long)]
+    pub http: Option<std::net::SocketAddr>,
+    /// After the run, keep serving --http until stopped (SIGTERM), so a collector can fetch
+    /// `/part` (a cluster pod that ended would be restarted).
+    #[arg(long, requires = "http")]
+    pub linger: bool,
 }

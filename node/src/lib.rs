@@ -9,11 +9,15 @@
 //! - [`coords`]: Vivaldi coordinates learned from ping;
 //! - [`superpeer`]: super-peer selection and clusters, and their swarm measures;
 //! - [`runtime`]: the event loop, status, metrics;
-//! - [`swarm`]: N nodes in one process (`peerage swarm`, integration tests).
+//! - [`swarm`]: N nodes as one swarm, in one process or as shards (`peerage swarm`, integration
+//!   tests), per-node rows and merged reports;
+//! - [`deploy`]: Kubernetes and compose manifests for a sharded swarm (`peerage deploy`);
+//! - [`testbed`]: hosts in network namespaces for real-process experiments (`peerage testbed`).
 
 pub mod cli;
 pub mod config;
 pub mod coords;
+pub mod deploy;
 pub mod directory;
 pub mod election;
 pub mod identity;
@@ -21,6 +25,7 @@ pub mod net;
 pub mod runtime;
 pub mod superpeer;
 pub mod swarm;
+pub mod testbed;
 
 pub use net::behaviour::TransportKind;
 pub use runtime::node::{spawn, NodeHandle, NodeOptions};

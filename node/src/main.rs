@@ -4,12 +4,16 @@
 
 use anyhow::Context as _;
 use clap::Parser;
-use peerage_node::cli::{Cli, Command, RunArgs, SwarmArgs, SwarmLatency, SwarmTransport};
+use peerage_node::cli::{
+    Cli, Command, DeployArgs, DeployTarget, ReportArgs, ReportCommand, RunArgs, ShardTransportArg, SwarmArgs,
+    SwarmLatency, SwarmTransport, TestbedArgs, TestbedCommand,
+};
 use peerage_node::config::FileConfig;
 use peerage_node::runtime::status::StatusSink;
 use peerage_node::runtime::{metrics, node};
 use peerage_node::swarm::runner::{self as swarm_runner, Kill, LocalSwarmConfig, SwarmOptions};
 use peerage_node::{identity, TransportKind};
+use std::io::Write as _;
 use std::time::Duration;
 use tracing_subscriber::EnvFilter;
 
@@ -26,7 +30,9 @@ fn main() {
         // concurrent-stream limit: a hostile peer would write the log; the guard summarises
         // misbehaviour per peer instead (`node/src/net/guard.rs`).
         Command::Run(_) => "info,libp2p_request_response=error",
-        Command::Swarm(_) => "warn,libp2p_request_response=error",
+        Command::Swarm(_) | Command::Report(_) | Command::Testbed(_) | Command::Deploy(_) => {
+            "warn,libp2p_request_response=error"
+        }
     };
     // An explicit --log wins over RUST_LOG, which wins over the subcommand's default.
     let log = match (&cli.log, std::env::var("RUST_LOG")) {
@@ -52,6 +58,9 @@ fn main() {
     let result = match cli.command {
         Command::Run(args) => rt.block_on(run(args)),
         Command::Swarm(args) => rt.block_on(swarm(args)),
+        Command::Report(args) => report(args),
+        Command::Testbed(args) => rt.block_on(testbed(args)),
+        Command::Deploy(args) => deploy(args),
     };
     if let Err(e) = result {
         eprintln!("peerage: error: {e:#}");
@@ -100,25 +109,47 @@ fn merge(args: &RunArgs) -> anyhow::Result<FileConfig> {
     if let Some(c) = args.sp_cap {
         fc.superpeer.cluster_cap = c;
     }
+    let em = &mut fc.emulation;
+    if let Some(l) = args.latency {
+        em.latency = Some(match l {
+            SwarmLatency::None => "none".into(),
+            SwarmLatency::Internet => "internet".into(),
+        });
+    }
+    em.model_nodes = args.model_nodes.or(em.model_nodes);
+    em.model_seed = args.model_seed.or(em.model_seed);
+    em.swarm_seed = args.swarm_seed.or(em.swarm_seed);
+    em.node_index = args.node_index.or(em.node_index);
     Ok(fc)
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
-    let cfg = merge(&args)?.resolve()?;
-    let key = match &cfg.identity {
-        Some(path) => {
+    let fc = merge(&args)?;
+    let emulation = fc.emulation.clone();
+    let cfg = fc.resolve()?;
+    let swarm_key = emulation.swarm_key(cfg.directory.id_difficulty)?;
+    if swarm_key.is_some() && cfg.identity.is_some() {
+        return Err(peerage_node::config::emulation::EmulationError::TwoIdentities.into());
+    }
+    let key = match (swarm_key, &cfg.identity) {
+        (Some(key), _) => key,
+        (None, Some(path)) => {
             let (key, created) = identity::load_or_create(path, cfg.directory.id_difficulty)?;
             if created {
                 tracing::info!(path = %path.display(), "created a new identity key");
             }
             key
         }
-        None => {
+        (None, None) => {
             tracing::info!("no --identity file: using a fresh identity for this run");
             identity::generate(cfg.directory.id_difficulty)
         }
     };
     let peer = key.public().to_peer_id();
+    let latency = emulation.link(&key, cfg.directory.id_difficulty)?;
+    if let Some(l) = &latency {
+        tracing::info!(place = l.local, nodes = l.net.model().len(), seed = l.net.seed(), "emulating Internet latency");
+    }
     let metrics = match cfg.metrics {
         Some(addr) => {
             let (m, registry) = metrics::Metrics::new();
@@ -136,7 +167,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         status: StatusSink::stdout(peer.to_string()),
         metrics,
         seed,
-        latency: None,
+        latency,
     })?;
     tokio::select! {
         r = tokio::signal::ctrl_c() => {
@@ -217,7 +248,33 @@ async fn swarm(args: SwarmArgs) -> anyhow::Result<()> {
         Kill::Leader { at } | Kill::Fraction { at, .. } => *at,
     });
     let superpeers = superpeer_phase(&args, n, seed, &mut sc, !kills.is_empty())?;
-    let report = swarm_runner::run(SwarmOptions {
+    sc.shard = shard_plan(&args).await?;
+    let per_process = sc.shard.as_ref().map_or(n, |p| n.div_ceil(p.count));
+    if per_process > MAX_NODES_PER_PROCESS {
+        anyhow::bail!(
+            "{per_process} nodes in one process: at most {MAX_NODES_PER_PROCESS} (use --shard i/M with more shards)"
+        );
+    }
+    if sc.shard.is_some() {
+        sc.transport = TransportKind::TcpQuic;
+    }
+    let http = match args.http {
+        Some(addr) => {
+            let h = peerage_node::swarm::serve::SwarmHttp::serve(addr, sc.shard.as_ref().map_or(0, |p| p.index))?;
+            eprintln!("peerage swarm: serving /metrics and /part on {}", h.bound);
+            Some(h)
+        }
+        None => None,
+    };
+    if let Some(plan) = sc.shard.as_ref().filter(|p| p.index > 0) {
+        eprintln!("peerage swarm: shard {}/{}, conductor at {}", plan.index, plan.count, plan.control);
+        let part = peerage_node::swarm::worker::work(&sc, http.as_ref()).await?;
+        write_json(&part, args.out.as_deref())?;
+        return linger(http.as_deref(), &part, args.linger).await;
+    }
+    let run = swarm_runner::run_key(&sc);
+    let sharded = sc.shard.is_some();
+    let mut report = swarm_runner::run(SwarmOptions {
         swarm: sc,
         timeout: Duration::from_secs(args.timeout_s),
         settle: Duration::from_secs(args.settle_s),
@@ -225,12 +282,25 @@ async fn swarm(args: SwarmArgs) -> anyhow::Result<()> {
         kills,
         progress: !args.quiet,
         superpeers,
+        hold: secs(args.hold_s)?,
+        http: http.clone(),
     })
     .await?;
-    let text = serde_json::to_string_pretty(&report)?;
-    println!("{text}");
-    if let Some(p) = &args.out {
-        std::fs::write(p, &text).with_context(|| format!("cannot write {}", p.display()))?;
+    if sharded {
+        // Shard 0's part: the swarm's report, and its own nodes' rows beside it.
+        let nodes = std::mem::take(&mut report.node_rows);
+        let part = peerage_node::swarm::merge::ReportPart {
+            part_version: peerage_node::swarm::merge::PART_VERSION,
+            run,
+            shard: 0,
+            t0_unix_ms: report.started_unix_ms,
+            report: Some(serde_json::to_value(&report)?),
+            nodes,
+        };
+        write_json(&part, args.out.as_deref())?;
+        linger(http.as_deref(), &part, args.linger).await?;
+    } else {
+        write_json(&report, args.out.as_deref())?;
     }
     if let Some(sp) = &report.superpeers {
         if sp.converged_s.is_none() {
@@ -248,6 +318,220 @@ async fn swarm(args: SwarmArgs) -> anyhow::Result<()> {
         anyhow::bail!("the swarm did not agree on a leader within {} s", args.timeout_s);
     }
     Ok(())
+}
+
+/// Print `value` as pretty JSON, and write it to `out` too.
+fn write_json<T: serde::Serialize>(value: &T, out: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(value)?;
+    // A closed stdout (a reader that stopped early) loses the printout, not the file.
+    let _ = writeln!(std::io::stdout().lock(), "{text}");
+    if let Some(p) = out {
+        std::fs::write(p, &text).with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// Put `part` on `/part` and, with `--linger`, keep serving until SIGTERM or Ctrl-C.
+async fn linger<T: serde::Serialize>(
+    http: Option<&peerage_node::swarm::serve::SwarmHttp>,
+    part: &T,
+    linger: bool,
+) -> anyhow::Result<()> {
+    let Some(h) = http else { return Ok(()) };
+    h.set_part(serde_json::to_string(part)?);
+    if linger {
+        eprintln!("peerage swarm: done; serving /part until stopped");
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    Ok(())
+}
+
+/// `--shard` and friends.
+async fn shard_plan(args: &SwarmArgs) -> anyhow::Result<Option<peerage_node::swarm::shard::ShardPlan>> {
+    use peerage_node::swarm::shard::{parse_shard, resolve_hosts, ShardPlan, ShardTransport};
+    let Some(s) = &args.shard else { return Ok(None) };
+    let (index, count) = parse_shard(s)?;
+    if args.seed.is_none() {
+        anyhow::bail!("--shard needs --seed: every shard must run the same swarm");
+    }
+    let join_timeout = Duration::from_secs(args.join_timeout_s);
+    let hosts = resolve_hosts(&args.shard_hosts, join_timeout).await?;
+    let plan = ShardPlan {
+        index,
+        count,
+        hosts,
+        port_base: args.port_base,
+        transport: match args.shard_transport {
+            ShardTransportArg::Tcp => ShardTransport::Tcp,
+            ShardTransportArg::Quic => ShardTransport::Quic,
+        },
+        control: args.control.parse().map_err(|e: String| anyhow::anyhow!(e))?,
+        join_timeout,
+    };
+    plan.validate(args.nodes as usize)?;
+    Ok(Some(plan))
+}
+
+/// `peerage testbed`: the work runs on a blocking thread; Ctrl-C or SIGTERM raise `stop`,
+/// the work returns, and the testbed's tear-down (on drop) removes everything it made.
+async fn testbed(args: TestbedArgs) -> anyhow::Result<()> {
+    use peerage_node::testbed::{self, swarm as tbswarm, Testbed};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        eprintln!("peerage testbed: interrupted; tearing down");
+        s.store(true, Ordering::Relaxed);
+    });
+    let binary = std::env::current_exe().context("cannot find the peerage binary")?;
+    let work = tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
+        let create = |hosts: u32| Testbed::create(hosts as usize).map_err(|e| anyhow::anyhow!(tbswarm::explain(&e)));
+        match args.command {
+            TestbedCommand::Clean => {
+                let removed = testbed::clean_all().map_err(|e| anyhow::anyhow!(tbswarm::explain(&e)))?;
+                eprintln!("peerage testbed: removed {} namespaces {removed:?}", removed.len());
+                Ok(())
+            }
+            TestbedCommand::Swarm {
+                hosts,
+                nodes,
+                seed,
+                out,
+                partition_after_s,
+                partition_s,
+                heal_settle_s,
+                timeout_s,
+                port_base,
+                swarm_args,
+            } => {
+                let mut tb = create(hosts)?;
+                eprintln!("peerage testbed {}: {hosts} hosts, {nodes} nodes, seed {seed}", tb.tag());
+                let run = tbswarm::SwarmRun {
+                    binary,
+                    nodes: nodes as usize,
+                    seed,
+                    swarm_args,
+                    dir: out,
+                    partition: partition_after_s.map(|after_s| tbswarm::Partition {
+                        after_s,
+                        for_s: partition_s,
+                        settle_s: heal_settle_s,
+                    }),
+                    timeout: Duration::from_secs(timeout_s),
+                    port_base,
+                };
+                let result = tbswarm::run(&mut tb, &run, &stop);
+                tb.teardown(testbed::GRACE).map_err(|e| anyhow::anyhow!(tbswarm::explain(&e)))?;
+                let report = result?;
+                eprintln!("peerage testbed: merged report {}", report.display());
+                Ok(())
+            }
+            TestbedCommand::Exec { hosts, logs, command } => {
+                let mut tb = create(hosts)?;
+                let all: Vec<String> = (0..hosts as usize).map(|h| tb.addr(h).to_string()).collect();
+                std::fs::create_dir_all(&logs)?;
+                for h in 0..hosts as usize {
+                    let env =
+                        [("PEERAGE_HOST".to_string(), h.to_string()), ("PEERAGE_HOSTS".to_string(), all.join(","))];
+                    tb.spawn(h, &command, &env, &logs.join(format!("host-{h}.log")))?;
+                }
+                eprintln!("peerage testbed {}: {hosts} hosts {all:?} running {command:?}", tb.tag());
+                while !stop.load(Ordering::Relaxed) && tb.procs().iter_mut().any(|p| p.try_wait().is_none()) {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                tb.teardown(testbed::GRACE).map_err(|e| anyhow::anyhow!(tbswarm::explain(&e)))?;
+                Ok(())
+            }
+        }
+    });
+    work.await?
+}
+
+/// `peerage deploy k8s|compose`.
+fn deploy(args: DeployArgs) -> anyhow::Result<()> {
+    use peerage_node::deploy::{compose, k8s, DeployParams};
+    let (c, kube) = match args.target {
+        DeployTarget::K8s(c) => (c, true),
+        DeployTarget::Compose(c) => (c, false),
+    };
+    let p = DeployParams {
+        nodes: c.nodes,
+        shards: c.shards,
+        seed: c.seed,
+        image: c.image,
+        name: c.name,
+        namespace: c.namespace,
+        port_base: c.port_base,
+        control_port: c.control_port,
+        http_port: c.http_port,
+        shard_transport: match c.shard_transport {
+            ShardTransportArg::Tcp => "tcp".into(),
+            ShardTransportArg::Quic => "quic".into(),
+        },
+        swarm_args: c.swarm_args,
+        cpu: c.cpu,
+        memory: c.memory,
+    };
+    let text = if kube { k8s(&p)? } else { compose(&p)? };
+    match &c.out {
+        Some(path) => std::fs::write(path, &text).with_context(|| format!("cannot write {}", path.display()))?,
+        None => {
+            let _ = write!(std::io::stdout().lock(), "{text}");
+        }
+    }
+    Ok(())
+}
+
+/// `peerage report merge`.
+fn report(args: ReportArgs) -> anyhow::Result<()> {
+    use peerage_node::swarm::heal::FaultEvent;
+    use peerage_node::swarm::merge::{merge, ReportPart};
+    let ReportCommand::Merge { parts, events, out } = args.command;
+    let mut files = Vec::new();
+    for p in parts {
+        if p.is_dir() {
+            let mut in_dir: Vec<_> = std::fs::read_dir(&p)
+                .with_context(|| format!("cannot read {}", p.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| f.extension().is_some_and(|x| x == "json"))
+                .collect();
+            in_dir.sort();
+            files.extend(in_dir);
+        } else {
+            files.push(p);
+        }
+    }
+    let mut loaded = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).with_context(|| format!("cannot read {}", f.display()))?;
+        let part: ReportPart =
+            serde_json::from_str(&text).with_context(|| format!("{} is not a swarm report part", f.display()))?;
+        loaded.push(part);
+    }
+    let events: Vec<FaultEvent> = match &events {
+        None => Vec::new(),
+        Some(p) => std::fs::read_to_string(p)
+            .with_context(|| format!("cannot read {}", p.display()))?
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .enumerate()
+            .map(|(i, l)| {
+                serde_json::from_str(l).with_context(|| format!("{} line {}: not an event", p.display(), i + 1))
+            })
+            .collect::<anyhow::Result<_>>()?,
+    };
+    let merged = merge(loaded, &events)?;
+    write_json(&merged, out.as_deref())
 }
 
 /// `--superpeers` and friends: the nodes' `[superpeer]` settings and the report phase.
@@ -335,6 +619,9 @@ fn superpeer_phase(
         seed,
     }))
 }
+
+/// Most nodes one process runs (descriptors, memory, the CPU of one machine).
+const MAX_NODES_PER_PROCESS: usize = 5000;
 
 fn secs(s: f64) -> anyhow::Result<Duration> {
     Duration::try_from_secs_f64(s).map_err(|_| anyhow::anyhow!("bad time {s} s: must be a non-negative number"))

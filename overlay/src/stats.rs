@@ -124,7 +124,7 @@ impl Sample {
 
 /// Count, mean, median, 95th percentile and maximum of a sample; all zeros when it is empty.
 /// Serialised with these field names (the swarm report's JSON reads them).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct Summary {
     pub count: usize,
     pub mean: f64,

@@ -1,14 +1,14 @@
 //! Node configuration: the keys of a TOML `--config` file and the `peerage run` flags that
 //! override them, validated into a [`NodeConfig`].
 //!
-//! Every limit is set on purpose rather than left at a library default (issue 3): connection
+//! Every limit is set on purpose rather than left at a library default: connection
 //! counts (see `node/src/net/gate.rs` and `node/src/net/peer_manager.rs` for why each number), frame sizes, timeouts.
 //! The numbers follow the measurements in `shared/notes/libp2p-swarm-probe.md`: a node
 //! refuses unwanted outbound dials before dialling once it has `outbound_gate` connections and
 //! inbound connections before the handshake at `inbound_gate`; the peer manager keeps between
 //! `target_low` and `target_high` peers.
 //!
-//! Why these defaults fit together (session 2, issue 3's quiet steady state): a node dials on
+//! Why these defaults fit together (a quiet steady state): a node dials on
 //! its own only below `target_low` (6), and unwanted (Kademlia) dials are refused from the
 //! same count, so kad never pushes a node above what the peer manager wants; the peer manager
 //! prunes only above `target_high` (24), far above the ~6-12 connections a node settles at,
@@ -16,24 +16,25 @@
 //! and is not answered by a re-dial loop; inbound connections are admitted up to
 //! `inbound_gate` (40), above `target_high`, because an inbound refusal of an on-demand
 //! election dial would look like a crash to the sender; `max_established` (48) keeps every
-//! node within issue 3's bound of 50 connections.
+//! node within a bound of 50 connections.
 //!
 //! With super peers on, a node talks to more peers on purpose: its head or members, its 16
 //! overlay neighbours (kept, never pruned) and its gossipsub mesh. `target_high` then rises to
 //! 24 + 16 + 8 = 48, the inbound gate rises to the same line and the hard cap makes room for a
-//! full cluster (session 20: at 24 the peer manager pruned half of the connections the 200-node
-//! swarm opened, and re-dialling them was its largest CPU cost). The inbound gate sits *at* the
+//! full cluster (at 24 the peer manager pruned half of the connections the 200-node swarm
+//! opened, and re-dialling them was its largest CPU cost). The inbound gate sits *at* the
 //! prune line, not above it: other nodes' DHT lookups then never push a node into pruning. With
-//! the gate 16 above it (the issue-3 margin for on-demand election dials) the 200-node swarm's
+//! the gate 16 above it (the margin for on-demand election dials) the 200-node swarm's
 //! coordinates stayed unfit for 3.5 minutes with both cores saturated, instead of about 55 s;
 //! with the line at 40 and the gate at 48 the peer manager pruned what other nodes' lookups
 //! had filled, and the swarm opened 79,000 connections instead of 34,000. Members at this
 //! gate refused each other's election messages after a kill, and several of a killed
-//! cluster's members won its re-election at once; session 21 keeps room at the gate for a
-//! re-election's group instead (`Gate::set_election_group`, docs/RESULTS.md, "Session 21").
+//! cluster's members won its re-election at once; the gate keeps room for a re-election's
+//! group instead (`Gate::set_election_group`).
 //!
 //! Unknown keys are errors (`deny_unknown_fields`), so a typo in a config file is reported,
 //! not ignored.
+pub mod emulation;
 pub mod superpeer;
 
 use libp2p::{multiaddr::Protocol, Multiaddr, PeerId};
@@ -241,6 +242,8 @@ pub struct FileConfig {
     pub directory: DirectoryConfig,
     /// `[superpeer]`: super-peer selection and clusters (`node/src/config/superpeer.rs`).
     pub superpeer: crate::config::superpeer::SuperPeerFileConfig,
+    /// `[emulation]`: emulated Internet latency and seed-derived identity (`node/src/config/emulation.rs`).
+    pub emulation: crate::config::emulation::EmulationFileConfig,
 }
 
 impl Default for FileConfig {
@@ -259,6 +262,7 @@ impl Default for FileConfig {
             timing: Timing::default(),
             directory: DirectoryConfig::default(),
             superpeer: Default::default(),
+            emulation: Default::default(),
         }
     }
 }
@@ -397,8 +401,8 @@ impl FileConfig {
             //
             // The peer manager keeps the state machine's neighbours (`SuperPeerDriver::keeps`),
             // so it prunes above room for them and a gossipsub mesh on top of the usual
-            // `target_high` (*ours*, session 20: at 24 the 200-node prefix swarm pruned half
-            // of the connections it opened and dialled them again).
+            // `target_high` (at 24 the 200-node prefix swarm pruned half of the connections it
+            // opened and dialled them again).
             let overlay = (sp.protocol.neighbours.min(1_000) as u32).saturating_add(GOSSIP_MESH_HIGH);
             limits.set_target_high(limits.target_high.max(Limits::default().target_high.saturating_add(overlay)));
             let cap = sp.protocol.cluster_cap;

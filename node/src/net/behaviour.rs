@@ -240,8 +240,7 @@ pub fn build_swarm(
 }
 
 /// [`build_swarm`], optionally with emulated link latency (`node/src/net/latency_transport.rs`): the
-/// delay sits between noise and yamux. With latency, `TcpQuic` means TCP only (QUIC brings
-/// its own muxer, which this wrapper does not delay).
+/// delay sits between noise and yamux, and over QUIC on every substream.
 pub fn build_swarm_with_latency(
     key: Keypair,
     cfg: &NodeConfig,
@@ -256,7 +255,7 @@ pub fn build_swarm_with_latency(
         let swarm = match transport {
             TransportKind::TcpQuic => base
                 .with_other_transport(|key| -> Result<_, BoxError> {
-                    Ok(latency_transport::tcp_transport(key, link)?)
+                    Ok(latency_transport::tcp_quic_transport(key, link)?)
                 })?
                 .with_behaviour(|key| make_behaviour(key, cfg, budget))?
                 .with_swarm_config(|c| c.with_idle_connection_timeout(idle))

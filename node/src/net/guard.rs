@@ -22,7 +22,7 @@ use tracing::warn;
 pub const SUMMARY_EVERY: Duration = Duration::from_secs(10);
 
 /// What the guard did (status JSON, tests).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct GuardStats {
     /// Offences reported.
     pub offences: u64,

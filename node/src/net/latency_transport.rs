@@ -1,34 +1,42 @@
-//! Emulated link latency for in-process swarms: every byte between node `a` and node `b` is
-//! delayed by the Internet latency model's one-way delay (`overlay::latency`), in both
-//! directions, in order, with tokio timers (no busy loop).
-//!
-//! Why here: this kernel has no `tc netem` (DEVELOPERS.md), so issue 4 item 5 asks the swarm
-//! to apply the latency model in our own transport layer, so that libp2p pings measure real,
-//! emulated delays and Vivaldi coordinates are learned from them.
+//! Emulated link latency: every byte between node `a` and node `b` is delayed by the Internet
+//! latency model's one-way delay (`overlay::latency`), in both directions, in order, with
+//! tokio timers (no busy loop). This kernel has no `tc netem`, so the delay lives in our own
+//! transport: libp2p pings then measure real, emulated delays and Vivaldi coordinates are
+//! learned from them, in one process or across processes and hosts.
 //!
 //! # Where the pair (a, b) is known
 //!
-//! A raw memory/TCP stream does not know its remote node on the listening side
-//! (`shared/notes/libp2p-swarm-probe.md`: wrapping the raw stream fails there). After the
+//! A raw memory/TCP stream does not know its remote node on the listening side. After the
 //! noise handshake both sides know the remote `PeerId`, so the delay sits **between noise and
 //! yamux**: [`DelayedUpgrade`] wraps the yamux upgrade and is built per connection by
-//! `Authenticated::multiplex_ext`, which hands it the authenticated remote peer id. It wraps
-//! the noise output in a [`DelayedRead`] before yamux sees it. The local node's model index
-//! is fixed when its transport is built ([`EmulatedLink`]); the remote's comes from the
-//! shared registry [`LatencyNet`] (peer id -> model index), which the swarm runner fills
-//! before a node is started, so every peer that can connect is known.
+//! `Authenticated::multiplex_ext`, which hands it the authenticated remote peer id. QUIC
+//! brings its own muxer and authenticates in its handshake, so there [`DelayedMuxer`] wraps
+//! the connection and delays every substream it opens or accepts.
+//!
+//! # Where a node sits in the model (its place)
+//!
+//! The local node's place is fixed when its transport is built ([`EmulatedLink`]); a remote's
+//! comes from [`LatencyNet`]: first its registry (peer id -> place), which a swarm fills with
+//! every node of the swarm (node `i`, key `node_key(seed, i, difficulty)`, sits at place `i`: a shard on
+//! another host computes the same registry from the seed); then, for a net built with
+//! [`LatencyNet::open`], the place derived from the model seed and the peer id
+//! ([`derived_place`]), which every process computes alike. Two peers may derive the same
+//! place (same city, RTT 0 between them); the registry avoids that for swarm nodes.
 //!
 //! # How both directions are delayed
 //!
 //! Each side delays what it **reads**: bytes that node `b` sent reach node `a`'s yamux one
 //! one-way delay after they arrived from the wire. Both ends do the same, so a request and its
 //! answer each pay one one-way delay and a ping measures one model RTT (plus jitter and local
-//! scheduling). Writes are not delayed (that would count the delay twice).
+//! scheduling). Writes are not delayed (that would count the delay twice). Across processes
+//! the same holds, as long as both ends emulate: a peer that does not delays nothing, so a
+//! ping between an emulating and a plain node measures half the model RTT.
 //!
 //! # What is and is not delayed (choices)
 //!
 //! - Delayed: everything yamux carries (every protocol's streams, stream opening, window
-//!   updates, pings), i.e. all traffic after the connection is set up.
+//!   updates, pings), i.e. all traffic after the connection is set up; over QUIC, the bytes
+//!   of every substream (QUIC's own acknowledgements and stream opening are not delayed).
 //! - Not delayed: the transport connect, the multistream-select of noise, the noise handshake
 //!   and the multistream-select of yamux (the remote is not known yet). Connection set-up is
 //!   therefore about 2-3 RTTs faster than on a real link; steady-state traffic is exact.
@@ -38,13 +46,12 @@
 //!   connection, so a burst can only be delayed further by jitter, never reordered).
 //! - Bandwidth is not modelled. A node reads ahead at most [`MAX_QUEUED`] bytes per
 //!   connection before it stops reading the wire (back-pressure to yamux's flow control).
-//! - A remote peer that is not in the registry is not delayed; it is logged once per
-//!   connection (a node outside the emulated swarm, e.g. a test client).
+//! - A remote peer with no place (not registered, and the net is not open) is not delayed;
+//!   it is logged once per connection (a node outside the emulated swarm, e.g. a test client).
 //! - Accuracy is bounded by the process's scheduling: with both cores saturated, timers fire
-//!   late and measured RTTs grow (the probe measured +3 ms median error at N = 1,000 but a
-//!   large p95 once CPU was saturated). The swarm report states the measured error.
+//!   late and measured RTTs grow. The swarm report states the measured error.
 //!
-//! # Cost (session 3)
+//! # Cost
 //!
 //! Per stream direction: one ring buffer for the pending bytes (no allocation per chunk once
 //! it has grown), a queue of small marks (due time, end offset), and **one** tokio `Sleep`
@@ -55,24 +62,27 @@
 //!
 //! # Lateness (what the emulation adds on top of the model)
 //!
-//! Every mark's release is compared with its due time: a global histogram (the swarm
-//! report's `emulation_lateness`) and, per link direction, the largest lateness of the
-//! last 1-2 s ([`LatencyNet::recent_lateness`]), which `node/src/coords/driver.rs` uses to drop RTT
-//! samples the emulation itself inflated. Not seen: the delay between bytes reaching the
-//! wire and this reader's task being woken to time-stamp them (a loaded runtime adds it
-//! before the due time is computed); the sender's bytes carry no send time (the noise
-//! stream is opaque here), so that part cannot be measured without changing the wire.
+//! Every mark's release is compared with its due time: a histogram (the swarm report's
+//! `emulation_lateness`; a sharded swarm adds the other shards' histograms,
+//! [`LatencyNet::add_remote_lateness`]) and, per link direction, the largest lateness of the
+//! last 1-2 s ([`LatencyNet::recent_lateness`]), which `node/src/coords/driver.rs` uses to
+//! drop RTT samples the emulation itself inflated. Not seen: the delay between bytes reaching
+//! the wire and this reader's task being woken to time-stamp them (a loaded runtime adds it
+//! before the due time is computed); the sender's bytes carry no send time (the noise stream
+//! is opaque here), so that part cannot be measured without changing the wire.
 
+use futures::future::Either;
 use futures::{AsyncRead, AsyncWrite};
-use libp2p::core::muxing::StreamMuxerBox;
+use libp2p::core::muxing::{StreamMuxer, StreamMuxerBox, StreamMuxerEvent};
 use libp2p::core::transport::{Boxed, MemoryTransport};
 use libp2p::core::upgrade::{InboundConnectionUpgrade, OutboundConnectionUpgrade, UpgradeInfo, Version};
 use libp2p::core::Transport;
 use libp2p::identity::Keypair;
-use libp2p::{noise, tcp, yamux, PeerId};
+use libp2p::{noise, quic, tcp, yamux, PeerId};
 use overlay::latency::{LatencyError, LatencyModel, ModelConfig};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
+use sha2::{Digest, Sha256};
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::io;
@@ -114,6 +124,8 @@ pub struct LatencyNet {
     model: LatencyModel,
     seed: u64,
     index: RwLock<HashMap<PeerId, usize>>,
+    /// Place peers that are not registered by [`derived_place`] ([`LatencyNet::open`]).
+    open: bool,
     connections: AtomicU64,
     lateness: Lateness,
     counters: Counters,
@@ -121,6 +133,32 @@ pub struct LatencyNet {
     /// of that pair.
     links: RwLock<HashMap<(usize, usize), Arc<LinkLateness>>>,
     origin: Instant,
+    /// The other shards' lateness histograms and counters, by shard (a sharded swarm's
+    /// conductor adds them, [`LatencyNet::add_remote_lateness`]).
+    remote: std::sync::Mutex<HashMap<usize, LatenessCounts>>,
+}
+
+/// A lateness histogram's raw counts and the work counters, as one shard sends them to
+/// another (`node/src/swarm/shard.rs`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LatenessCounts {
+    pub counts: Vec<u64>,
+    pub timer_arms: u64,
+    pub releases: u64,
+}
+
+/// The place in a model of `nodes` nodes (seeded with `model_seed`) of a peer that no registry
+/// names: SHA-256 over a tag, the seed and the peer id, modulo `nodes`. Every process
+/// computes the same place for the same peer.
+pub fn derived_place(model_seed: u64, nodes: usize, peer: &PeerId) -> usize {
+    let mut h = Sha256::new();
+    h.update(b"peerage/latency-place/v1");
+    h.update(model_seed.to_le_bytes());
+    h.update(peer.to_bytes());
+    let d = h.finalize();
+    let mut x = [0u8; 8];
+    x.copy_from_slice(&d[..8]);
+    (u64::from_le_bytes(x) % nodes.max(1) as u64) as usize
 }
 
 /// Work counters of the emulation (for the cost measurements in docs/RESULTS.md).
@@ -225,12 +263,29 @@ impl LatencyNet {
             model,
             seed,
             index: RwLock::new(HashMap::new()),
+            open: false,
             connections: AtomicU64::new(0),
             lateness: Lateness::default(),
             counters: Counters::default(),
             links: RwLock::new(HashMap::new()),
             origin: Instant::now(),
+            remote: std::sync::Mutex::new(HashMap::new()),
         }))
+    }
+
+    /// [`LatencyNet::internet`] where every peer has a place: registered peers theirs, any
+    /// other peer the one [`derived_place`] gives it (`peerage run` across processes).
+    pub fn open(nodes: usize, seed: u64) -> Result<Arc<LatencyNet>, NetemError> {
+        let mut net = Self::internet(nodes, seed)?;
+        if let Some(n) = Arc::get_mut(&mut net) {
+            n.open = true;
+        }
+        Ok(net)
+    }
+
+    /// Whether peers that are not registered get a derived place.
+    pub fn is_open(&self) -> bool {
+        self.open
     }
 
     /// Say that `peer` is model node `index`. Call before the peer's node starts.
@@ -246,9 +301,24 @@ impl LatencyNet {
         Ok(())
     }
 
-    /// The model node of `peer`, if registered.
+    /// The model node of `peer`: registered, else derived when the net is open.
     pub fn index_of(&self, peer: &PeerId) -> Option<usize> {
-        self.index.read().unwrap_or_else(|p| p.into_inner()).get(peer).copied()
+        let registered = self.index.read().unwrap_or_else(|p| p.into_inner()).get(peer).copied();
+        registered.or_else(|| self.open.then(|| derived_place(self.seed, self.model.len(), peer)))
+    }
+
+    /// Replace shard `shard`'s lateness counts (its histogram and counters so far).
+    pub fn add_remote_lateness(&self, shard: usize, counts: LatenessCounts) {
+        self.remote.lock().unwrap_or_else(|p| p.into_inner()).insert(shard, counts);
+    }
+
+    /// This process's own lateness counts (what a shard sends its conductor).
+    pub fn local_lateness(&self) -> LatenessCounts {
+        LatenessCounts {
+            counts: self.lateness.buckets.iter().map(|b| b.load(Ordering::Relaxed)).collect(),
+            timer_arms: self.counters.timer_arms.load(Ordering::Relaxed),
+            releases: self.counters.releases.load(Ordering::Relaxed),
+        }
     }
 
     pub fn model(&self) -> &LatencyModel {
@@ -259,14 +329,22 @@ impl LatencyNet {
         self.seed
     }
 
-    /// Connections delayed so far (both ends count).
+    /// Connections (QUIC: substreams) delayed so far (both ends count).
     pub fn delayed_connections(&self) -> u64 {
         self.connections.load(Ordering::Relaxed)
     }
 
     /// How late the emulation released bytes against the model (all connections so far).
     pub fn lateness(&self) -> LatenessReport {
-        let counts: Vec<u64> = self.lateness.buckets.iter().map(|b| b.load(Ordering::Relaxed)).collect();
+        let mut own = self.local_lateness();
+        for r in self.remote.lock().unwrap_or_else(|p| p.into_inner()).values() {
+            for (c, x) in own.counts.iter_mut().zip(&r.counts) {
+                *c += x;
+            }
+            own.timer_arms += r.timer_arms;
+            own.releases += r.releases;
+        }
+        let counts = own.counts;
         let chunks: u64 = counts.iter().sum();
         let quantile = |q: f64| -> Option<f64> {
             let want = (q * chunks as f64).ceil().max(1.0) as u64;
@@ -280,8 +358,8 @@ impl LatencyNet {
             None
         };
         LatenessReport {
-            timer_arms: self.counters.timer_arms.load(Ordering::Relaxed),
-            releases: self.counters.releases.load(Ordering::Relaxed),
+            timer_arms: own.timer_arms,
+            releases: own.releases,
             chunks,
             p50_below_ms: quantile(0.5),
             p95_below_ms: quantile(0.95),
@@ -295,15 +373,21 @@ impl LatencyNet {
     /// remote is not registered (not delayed).
     fn link(self: &Arc<Self>, local: usize, remote: &PeerId) -> Option<LinkDelay> {
         let r = self.index_of(remote)?;
+        Some(self.link_to(local, r))
+    }
+
+    /// The delay source for reads at `local` from model node `r` (one per connection, or per
+    /// QUIC substream).
+    fn link_to(self: &Arc<Self>, local: usize, r: usize) -> LinkDelay {
         let n = self.connections.fetch_add(1, Ordering::Relaxed);
         let seed = overlay::latency::sample::mix64(self.seed ^ ((local as u64) << 32) ^ (r as u64) ^ n.rotate_left(17));
-        Some(LinkDelay {
+        LinkDelay {
             net: self.clone(),
             local,
             remote: r,
             rng: StdRng::seed_from_u64(seed),
             late: self.link_lateness(local, r),
-        })
+        }
     }
 
     fn link_lateness(&self, local: usize, remote: usize) -> Arc<LinkLateness> {
@@ -381,6 +465,77 @@ pub fn tcp_transport(key: &Keypair, link: EmulatedLink) -> Result<Boxed<(PeerId,
         .authenticate(noise::Config::new(key)?)
         .multiplex_ext(move |peer, _| link.upgrade(peer, yamux::Config::default()))
         .boxed())
+}
+
+/// TCP + noise + (delayed) yamux, and QUIC with every substream delayed: what `peerage run`
+/// and a swarm shard use with emulated latency.
+pub fn tcp_quic_transport(key: &Keypair, link: EmulatedLink) -> Result<Boxed<(PeerId, StreamMuxerBox)>, noise::Error> {
+    let quic_link = link.clone();
+    let quic = quic::tokio::Transport::new(quic::Config::new(key)).map(move |(peer, conn), _| {
+        let muxer = DelayedMuxer::new(conn, quic_link.net.index_of(&peer).map(|r| (quic_link.clone(), r)));
+        (peer, StreamMuxerBox::new(muxer))
+    });
+    Ok(tcp_transport(key, link)?
+        .or_transport(quic)
+        .map(|either, _| match either {
+            Either::Left(out) | Either::Right(out) => out,
+        })
+        .boxed())
+}
+
+/// A muxer (QUIC's connection) whose substreams are each read through a [`DelayedRead`]
+/// with their own jitter; `None`: the remote has no place, nothing is delayed.
+pub struct DelayedMuxer<M> {
+    inner: M,
+    link: Option<(EmulatedLink, usize)>,
+}
+
+impl<M> DelayedMuxer<M> {
+    pub fn new(inner: M, link: Option<(EmulatedLink, usize)>) -> Self {
+        if link.is_none() {
+            debug!("remote peer has no place in the latency emulation; its QUIC traffic is not delayed");
+        }
+        DelayedMuxer { inner, link }
+    }
+
+    fn wrap<S>(&self, s: S) -> DelayedRead<S> {
+        DelayedRead::new(s, self.link.as_ref().map(|(l, r)| l.net.link_to(l.local, *r)))
+    }
+}
+
+impl<M> StreamMuxer for DelayedMuxer<M>
+where
+    M: StreamMuxer + Unpin,
+    M::Substream: Unpin,
+{
+    type Substream = DelayedRead<M::Substream>;
+    type Error = M::Error;
+
+    fn poll_inbound(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<Self::Substream, Self::Error>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.inner).poll_inbound(cx) {
+            Poll::Ready(Ok(s)) => Poll::Ready(Ok(this.wrap(s))),
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn poll_outbound(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<Self::Substream, Self::Error>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.inner).poll_outbound(cx) {
+            Poll::Ready(Ok(s)) => Poll::Ready(Ok(this.wrap(s))),
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Pin::new(&mut self.get_mut().inner).poll_close(cx)
+    }
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<StreamMuxerEvent, Self::Error>> {
+        Pin::new(&mut self.get_mut().inner).poll(cx)
+    }
 }
 
 /// The one-way delay source of one direction of one connection.
@@ -476,7 +631,7 @@ enum End {
 /// off the wire, in order. Writes pass through. Without a delay source it is a plain
 /// pass-through.
 ///
-/// Cost (session 3): the bytes of all pending chunks sit in one ring buffer (no allocation
+/// Cost: the bytes of all pending chunks sit in one ring buffer (no allocation
 /// per chunk once it has grown); one `Sleep` per stream is armed for the head's deadline only
 /// (bytes are released in order, so only the head needs one), and re-armed only when that
 /// deadline changes; every byte that is due (up to [`BATCH`] early) is released in one read.
@@ -841,6 +996,101 @@ mod tests {
         assert!(report.chunks < 100, "{} chunks", report.chunks);
         assert!(net.recent_lateness(a, b).is_some(), "the link's lateness is tracked");
         assert!(net.recent_lateness(b, a).is_some(), "either order names the same link");
+    }
+
+    /// Two nodes with *separate* emulated nets of the same seeds, as two processes on two
+    /// hosts have: each knows the other's place from the seed alone, and ping measures the
+    /// model RTT over TCP and over QUIC.
+    async fn ping_across_separate_nets(quic: bool) {
+        use futures::StreamExt;
+        use libp2p::swarm::SwarmEvent;
+        use libp2p::{ping, Multiaddr, SwarmBuilder};
+        let seed = std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(21u64);
+        eprintln!("seed {seed} (replay with PEERAGE_SEED={seed})");
+        let (probe, a, b) = net_and_pair(seed);
+        let model_rtt = probe.model().rtt(a, b);
+        let keys: Vec<Keypair> = (0..40).map(|i| crate::swarm::keys::node_key(seed, i, 0)).collect();
+        let build = |idx: usize| {
+            // A process's own view: the open net of 40 places, every swarm key registered.
+            let net = LatencyNet::open(40, seed).unwrap();
+            for (i, k) in keys.iter().enumerate() {
+                net.register(k.public().to_peer_id(), i).unwrap();
+            }
+            let link = EmulatedLink::new(net.clone(), idx).unwrap();
+            let swarm = SwarmBuilder::with_existing_identity(keys[idx].clone())
+                .with_tokio()
+                .with_other_transport(|key| -> Result<_, Box<dyn std::error::Error + Send + Sync>> {
+                    Ok(tcp_quic_transport(key, link)?)
+                })
+                .unwrap()
+                .with_behaviour(|_| ping::Behaviour::new(ping::Config::new().with_interval(Duration::from_millis(100))))
+                .unwrap()
+                .with_swarm_config(|c| c.with_idle_connection_timeout(Duration::from_secs(30)))
+                .build();
+            (swarm, net)
+        };
+        let (mut sa, net_a) = build(a);
+        let (mut sb, net_b) = build(b);
+        let listen: Multiaddr = if quic {
+            "/ip4/127.0.0.1/udp/0/quic-v1".parse().unwrap()
+        } else {
+            "/ip4/127.0.0.1/tcp/0".parse().unwrap()
+        };
+        sb.listen_on(listen).unwrap();
+        let addr = loop {
+            if let SwarmEvent::NewListenAddr { address, .. } = sb.select_next_some().await {
+                break address;
+            }
+        };
+        tokio::spawn(async move {
+            loop {
+                sb.select_next_some().await;
+            }
+        });
+        sa.dial(addr).unwrap();
+        let mut rtts = Vec::new();
+        let until = tokio::time::Instant::now() + Duration::from_secs(30);
+        while rtts.len() < 6 {
+            let ev = tokio::time::timeout_at(until, sa.select_next_some()).await.expect("no ping results in 30 s");
+            if let SwarmEvent::Behaviour(ping::Event { result, .. }) = ev {
+                rtts.push(result.expect("ping failed"));
+            }
+        }
+        let mut later: Vec<Duration> = rtts[1..].to_vec();
+        later.sort();
+        let median = later[later.len() / 2];
+        eprintln!("quic {quic}: model RTT {model_rtt:?}, measured {rtts:?}");
+        assert!(median >= model_rtt, "median {median:?} below the model RTT {model_rtt:?}");
+        let high = model_rtt + model_rtt / 10 + Duration::from_millis(15);
+        assert!(median <= high, "median {median:?} above {high:?} (model RTT {model_rtt:?})");
+        assert!(net_a.delayed_connections() >= 1 && net_b.delayed_connections() >= 1, "both ends delay their reads");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn separate_processes_see_the_model_rtt_over_tcp() {
+        ping_across_separate_nets(false).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn separate_processes_see_the_model_rtt_over_quic() {
+        ping_across_separate_nets(true).await;
+    }
+
+    #[test]
+    fn open_nets_place_unknown_peers_alike() {
+        let a = LatencyNet::open(100, 4).unwrap();
+        let b = LatencyNet::open(100, 4).unwrap();
+        let p = PeerId::random();
+        assert_eq!(a.index_of(&p), b.index_of(&p));
+        assert_eq!(a.index_of(&p), Some(derived_place(4, 100, &p)));
+        assert!(a.is_open());
+        let closed = LatencyNet::internet(100, 4).unwrap();
+        assert_eq!(closed.index_of(&p), None);
+        // A registered place wins over the derived one.
+        let q = PeerId::random();
+        let other = (derived_place(4, 100, &q) + 1) % 100;
+        a.register(q, other).unwrap();
+        assert_eq!(a.index_of(&q), Some(other));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::io::Write;
 use std::sync::Mutex;
 
 /// A point-in-time view of one node, shared with the swarm runner.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct Snapshot {
     pub leader: Option<String>,
     pub state: String,

@@ -95,7 +95,7 @@ const MAX_DIAL_ERRORS: usize = 1_024;
 const MAX_PREIMAGES: usize = 64;
 
 /// One node's super-peer state, for status lines, the swarm report and tests.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct SpStatus {
     /// `starting`, `unattached`, `member`, `head` (token holder before its hold time) or
     /// `super-peer`.
@@ -190,7 +190,7 @@ pub struct SpStatus {
 }
 
 /// One cached head (see [`SpStatus::cache`]).
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
 pub struct CacheStatus {
     pub head: String,
     /// Smallest measured RTT, ms, if measured.

@@ -1,27 +1,29 @@
-//! `peerage swarm`: N nodes in one process, and the [`LocalSwarm`] API the integration tests
-//! use.
+//! `peerage swarm`: N nodes in one process (or a shard's slice of them,
+//! `node/src/swarm/shard.rs`), and the [`LocalSwarm`] API the integration tests use.
 //!
 //! Transport: libp2p's memory transport by default (`/memory/<port>`): a TCP swarm of N
 //! nodes holds both ends of every loopback connection in this process and the descriptor
-//! limit here is 20,000 (see `shared/notes/libp2p-swarm-probe.md`); TCP on 127.0.0.1 is an
-//! option for small N.
+//! limit here is 20,000; TCP on 127.0.0.1 is an option for small N. Shards use TCP or QUIC
+//! between hosts.
 //!
-//! Bootstrap: node 0 starts alone; node i > 0 dials up to 3 random earlier nodes (by peer id
-//! and address). From there kad, membership sync and the peer manager take over.
+//! Keys and bootstrap: node i has the key `keys::node_key(seed, i, difficulty)`. Node 0 starts alone;
+//! node i > 0 dials up to 3 random earlier nodes (by peer id and address; the choices come
+//! from the seed, so every shard makes the same ones). From there kad, membership sync and
+//! the peer manager take over.
 //!
 //! Report (JSON on stdout; a progress bar on stderr meanwhile): seconds until every node has a
-//! peer, knows every member, has a filled routing table and names the same live leader; then, after `settle_s`, a steady-state window of `measure_s`:
-//! CPU (% of one core, whole process), RSS (whole process and per node), connections per
-//! node, new connections per second; then each scheduled kill (the leader, or a random
-//! fraction) with the time until the survivors agree again.
+//! peer, knows every member, has a filled routing table and names the same live leader; then,
+//! after `settle_s`, a steady-state window of `measure_s`: CPU (% of one core, every process
+//! of the swarm), RSS (the same, and per node), connections per node, new connections per
+//! second; then each scheduled kill (the leader, or a random fraction) with the time until the
+//! survivors agree again. Last, one row per node (`node/src/swarm/rows.rs`) and the summary
+//! recomputed from the rows.
 //!
-//! `dht_filled_s` (session 2 definition): the first time every node's Kademlia routing table
-//! holds at least min(k, N-1) peers, k = 20 (`node::KAD_K`). Entries come from the member
-//! directory into k-buckets with room, without dialling (`node/src/runtime/node.rs`, `fill_routing_table`),
-//! so the measure says "every node could start a Kademlia lookup now, with a full first
-//! hop", not "kad's random walks finished" (periodic walks are off by default; they only
-//! dialled peers the gate then refused). Before session 2 it counted entries that kad had
-//! learned by connecting, which the connection bound keeps below k: it was never reached.
+//! `dht_filled_s`: the first time every node's Kademlia routing table holds at least
+//! min(k, N-1) peers, k = 20 (`node::KAD_K`). Entries come from the member directory into
+//! k-buckets with room, without dialling (`node/src/runtime/node.rs`, `fill_routing_table`),
+//! so the measure says "every node could start a Kademlia lookup now, with a full first hop",
+//! not "kad's random walks finished" (periodic walks are off by default).
 
 use crate::config::{BootstrapPeer, FileConfig, NodeConfig};
 use crate::coords::report::{CoordsReport, CoordsSampler};
@@ -30,6 +32,9 @@ use crate::net::latency_transport::{EmulatedLink, LatencyNet};
 use crate::runtime::node::{self, NodeHandle, NodeOptions};
 use crate::runtime::status::{Snapshot, StatusSink};
 use crate::runtime::sysstat;
+use crate::swarm::control::RunKey;
+use crate::swarm::rows::{self, NodeRow, RoleChange, RoleLog, RowsSummary};
+use crate::swarm::shard::{Remote, ShardPlan};
 use indicatif::{ProgressBar, ProgressStyle};
 use libp2p::multiaddr::Protocol;
 use libp2p::Multiaddr;
@@ -58,6 +63,8 @@ pub struct LocalSwarmConfig {
     /// `Some(seed)`: emulate the Internet latency model (`overlay::latency`, seeded) on every
     /// link (`node/src/net/latency_transport.rs`); node i is model node i. `None`: no added latency.
     pub latency_seed: Option<u64>,
+    /// Run only this shard's slice (`node/src/swarm/shard.rs`); `None`: every node here.
+    pub shard: Option<ShardPlan>,
 }
 
 impl LocalSwarmConfig {
@@ -71,6 +78,7 @@ impl LocalSwarmConfig {
             template: FileConfig::default(),
             bootstrap_peers: 3,
             latency_seed: None,
+            shard: None,
         }
     }
 }
@@ -84,6 +92,11 @@ pub struct LocalSwarm {
     pub started: Instant,
     net: Option<Arc<LatencyNet>>,
     probes: Vec<Arc<crate::runtime::status::Probe>>,
+    /// Node i runs in this process.
+    here: Vec<bool>,
+    /// The other shards' nodes, when this process conducts a sharded swarm.
+    remote: Option<Arc<Remote>>,
+    shard: usize,
 }
 
 /// Swarms started in this process (`LocalSwarm::start`, memory ports).
@@ -92,26 +105,36 @@ static SWARMS_STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU
 impl LocalSwarm {
     /// Start every node. Node i bootstraps from up to `bootstrap_peers` earlier nodes.
     pub async fn start(cfg: &LocalSwarmConfig) -> anyhow::Result<LocalSwarm> {
+        Self::start_with(cfg, None).await
+    }
+
+    /// Start the nodes of this process: all of them, or this shard's slice (`cfg.shard`), the
+    /// others then known by address only, or through `remote` when this process conducts.
+    pub async fn start_with(cfg: &LocalSwarmConfig, remote: Option<Arc<Remote>>) -> anyhow::Result<LocalSwarm> {
         let mut rng = StdRng::seed_from_u64(cfg.seed);
         // Memory ports: drawn from the seed, moved by a per-process count so that two swarms
         // of one seed can run in one process (ports decide nothing in the protocols).
         let base: u64 = rng.gen_range(1_000_000..u64::MAX / 4)
             + SWARMS_STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed) * (1 << 32);
-        // Node keys come from the seed too, from their own generator: a run replays with the
-        // same node ids, so the same super peers and leaders.
-        let mut keys = StdRng::seed_from_u64(cfg.seed ^ 0x6b65_7973_6565_6473);
         let mut nodes = Vec::with_capacity(cfg.nodes);
         let mut node_ids = Vec::with_capacity(cfg.nodes);
         let mut addrs: Vec<Multiaddr> = Vec::with_capacity(cfg.nodes);
         let mut peers = Vec::with_capacity(cfg.nodes);
+        let mut here = Vec::with_capacity(cfg.nodes);
         let started = Instant::now();
         let net = match cfg.latency_seed {
             Some(s) => Some(LatencyNet::internet(cfg.nodes, s)?),
             None => None,
         };
+        if let (Some(r), Some(n)) = (&remote, &net) {
+            r.set_net(n.clone());
+        }
+        if let Some(plan) = &cfg.shard {
+            plan.validate(cfg.nodes)?;
+        }
         let mut probes = Vec::with_capacity(cfg.nodes);
         for i in 0..cfg.nodes {
-            let key = crate::identity::generate_from(cfg.template.directory.id_difficulty, &mut keys);
+            let key = crate::swarm::keys::node_key(cfg.seed, i, cfg.template.directory.id_difficulty);
             let peer = key.public().to_peer_id();
             // Registered before the node starts, so every peer that can connect is known.
             let latency = match &net {
@@ -121,20 +144,34 @@ impl LocalSwarm {
                 }
                 None => None,
             };
+            let mut earlier: Vec<usize> = (0..i).collect();
+            earlier.shuffle(&mut rng);
+            if let Some(plan) = cfg.shard.as_ref().filter(|p| !p.here(i)) {
+                // Another shard's node: the same choices were made above, nothing starts here.
+                addrs.push(plan.addr(i).with(Protocol::P2p(peer)));
+                peers.push(peer);
+                node_ids.push(crate::directory::members::node_id_of(&peer).to_string());
+                nodes.push(None);
+                here.push(false);
+                probes.push(match &remote {
+                    Some(r) => r.probe(i),
+                    None => Arc::new(crate::runtime::status::Probe::default()),
+                });
+                continue;
+            }
             let mut fc = cfg.template.clone();
             fc.election = cfg.election.clone();
             fc.algorithm = None;
             fc.metrics = None;
             fc.identity = None;
             fc.priority = cfg.priorities.as_ref().and_then(|p| p.get(i).copied()).unwrap_or(0);
-            fc.listen = vec![match cfg.transport {
-                TransportKind::Memory => format!("/memory/{}", base + i as u64),
-                TransportKind::TcpQuic => "/ip4/127.0.0.1/tcp/0".to_string(),
+            fc.listen = vec![match (&cfg.shard, cfg.transport) {
+                (Some(plan), _) => plan.addr(i).to_string(),
+                (None, TransportKind::Memory) => format!("/memory/{}", base + i as u64),
+                (None, TransportKind::TcpQuic) => "/ip4/127.0.0.1/tcp/0".to_string(),
             }];
             fc.bootstrap = vec![];
             let mut ncfg: NodeConfig = fc.resolve()?;
-            let mut earlier: Vec<usize> = (0..i).collect();
-            earlier.shuffle(&mut rng);
             ncfg.bootstrap = earlier
                 .into_iter()
                 .take(cfg.bootstrap_peers)
@@ -150,19 +187,94 @@ impl LocalSwarm {
                 latency,
             })?;
             probes.push(handle.probe.clone());
-            let addr = match cfg.transport {
-                TransportKind::Memory => format!("/memory/{}", base + i as u64).parse::<Multiaddr>()?,
-                TransportKind::TcpQuic => wait_listen(&handle).await?,
+            let addr = match (&cfg.shard, cfg.transport) {
+                (Some(plan), _) => plan.addr(i),
+                (None, TransportKind::Memory) => format!("/memory/{}", base + i as u64).parse::<Multiaddr>()?,
+                (None, TransportKind::TcpQuic) => wait_listen(&handle).await?,
             };
             addrs.push(addr.with(Protocol::P2p(peer)));
             peers.push(peer);
             node_ids.push(handle.node_id.to_string());
             nodes.push(Some(handle));
+            here.push(true);
             if i % 25 == 24 {
                 tokio::task::yield_now().await;
             }
         }
-        Ok(LocalSwarm { nodes, node_ids, addrs, peers, started, net, probes })
+        let shard = cfg.shard.as_ref().map_or(0, |p| p.index);
+        Ok(LocalSwarm { nodes, node_ids, addrs, peers, started, net, probes, here, remote, shard })
+    }
+
+    /// The nodes that run in this process.
+    pub fn local_nodes(&self) -> Vec<usize> {
+        (0..self.len()).filter(|&i| self.here[i]).collect()
+    }
+
+    /// Snapshots of this process's live nodes, and the indices of its nodes that are gone.
+    pub fn local_snapshots(&self) -> (Vec<(usize, Snapshot)>, Vec<usize>) {
+        let mut gone = Vec::new();
+        let mut snaps = Vec::new();
+        for i in 0..self.len() {
+            if !self.here[i] {
+                continue;
+            }
+            match &self.nodes[i] {
+                Some(h) => snaps.push((i, h.probe.get())),
+                None => gone.push(i),
+            }
+        }
+        (snaps, gone)
+    }
+
+    /// The status probes of this process's nodes.
+    pub fn local_probes(&self) -> Vec<Arc<crate::runtime::status::Probe>> {
+        self.local_nodes().into_iter().map(|i| self.probes[i].clone()).collect()
+    }
+
+    /// The other shards, when this process conducts.
+    pub fn remote(&self) -> Option<&Arc<Remote>> {
+        self.remote.as_ref()
+    }
+
+    /// The shard this process runs (0 in a one-process swarm).
+    pub fn shard(&self) -> usize {
+        self.shard
+    }
+
+    /// The role log of this process's nodes (`node/src/swarm/rows.rs`), timed from `t0`.
+    pub fn role_log(&self, t0: Instant) -> RoleLog {
+        let index: HashMap<String, usize> = self.node_ids.iter().enumerate().map(|(i, id)| (id.clone(), i)).collect();
+        let probes = self.local_nodes().into_iter().map(|i| (i, self.probes[i].clone())).collect();
+        RoleLog::start(probes, t0, Arc::new(move |id: &str| index.get(id).copied()))
+    }
+
+    /// One row per node of this process, from its last snapshot and its role log.
+    pub fn rows(&self, mut logs: HashMap<usize, Vec<RoleChange>>) -> Vec<NodeRow> {
+        let index: HashMap<&str, usize> = self.node_ids.iter().enumerate().map(|(i, id)| (id.as_str(), i)).collect();
+        let index_of = |id: &str| index.get(id).copied();
+        self.local_nodes()
+            .into_iter()
+            .map(|i| {
+                let snap = self.nodes[i].as_ref().map(|h| h.probe.get());
+                let mut changes = logs.remove(&i).unwrap_or_default();
+                if snap.is_none() && changes.last().is_some_and(|c| c.state.role != "crashed") {
+                    // Crashed between two polls of the log.
+                    changes.push(RoleChange {
+                        t_s: self.started.elapsed().as_secs_f64(),
+                        state: rows::RoleState::crashed(),
+                    });
+                }
+                rows::row(
+                    i,
+                    self.shard,
+                    self.peers[i].to_string(),
+                    self.node_ids[i].clone(),
+                    snap.as_ref(),
+                    changes,
+                    &index_of,
+                )
+            })
+            .collect()
     }
 
     pub fn len(&self) -> usize {
@@ -172,7 +284,7 @@ impl LocalSwarm {
         self.nodes.is_empty()
     }
     pub fn alive(&self) -> usize {
-        self.nodes.iter().filter(|n| n.is_some()).count()
+        (0..self.len()).filter(|&i| self.is_alive(i)).count()
     }
     /// Node i's address, ending in `/p2p/<peer id>`.
     pub fn addr(&self, i: usize) -> &Multiaddr {
@@ -188,12 +300,23 @@ impl LocalSwarm {
         self.node_ids.iter().position(|n| n == node_id)
     }
     pub fn is_alive(&self, i: usize) -> bool {
-        self.nodes.get(i).is_some_and(|n| n.is_some())
+        match self.here.get(i) {
+            Some(true) => self.nodes.get(i).is_some_and(|n| n.is_some()),
+            Some(false) => self.remote.as_ref().is_some_and(|r| r.is_alive(i)),
+            None => false,
+        }
     }
 
-    /// Snapshots of the live nodes, by index.
+    /// Snapshots of the live nodes, by index (with a conductor's remote nodes, as their shard
+    /// last sent them).
     pub fn snapshots(&self) -> Vec<(usize, Snapshot)> {
-        self.nodes.iter().enumerate().filter_map(|(i, n)| n.as_ref().map(|h| (i, h.probe.get()))).collect()
+        (0..self.len())
+            .filter_map(|i| match &self.nodes[i] {
+                Some(h) => Some((i, h.probe.get())),
+                None if !self.here[i] && self.is_alive(i) => Some((i, self.probes[i].get())),
+                None => None,
+            })
+            .collect()
     }
 
     /// The leader every live node names, if they all name the same live node.
@@ -220,8 +343,14 @@ impl LocalSwarm {
         count.values().copied().max().unwrap_or(0)
     }
 
-    /// Crash node `i` (dropped at once, no goodbye).
+    /// Crash node `i` (dropped at once, no goodbye; a remote node by its shard).
     pub fn crash(&mut self, i: usize) {
+        if !self.here.get(i).copied().unwrap_or(true) {
+            if let Some(r) = &self.remote {
+                r.crash(i);
+            }
+            return;
+        }
         if let Some(h) = self.nodes.get_mut(i).and_then(|n| n.take()) {
             let probe = h.probe.clone();
             h.crash();
@@ -257,8 +386,11 @@ impl LocalSwarm {
         }
     }
 
-    /// Stop every node cleanly.
+    /// Stop every node cleanly (and tell the other shards to stop).
     pub async fn shutdown(self) {
+        if let Some(r) = &self.remote {
+            r.stop_all();
+        }
         for h in self.nodes.into_iter().flatten() {
             h.shutdown().await;
         }
@@ -299,6 +431,11 @@ pub struct SwarmOptions {
     /// Super-peer phase (`node/src/superpeer/report.rs`): with it, `run` measures super-peer
     /// selection (and its kills) instead of the leader milestones and leader kills.
     pub superpeers: Option<crate::superpeer::report::SpPhaseOptions>,
+    /// Keep the swarm running this long after its measurements (faults from outside, such
+    /// as the testbed's partitions, land in the role logs meanwhile).
+    pub hold: Duration,
+    /// Gauges of this process's nodes for `/metrics` (`node/src/swarm/serve.rs`).
+    pub http: Option<Arc<crate::swarm::serve::SwarmHttp>>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -351,6 +488,17 @@ pub struct SwarmReport {
     pub superpeers: Option<crate::superpeer::report::SuperPeerReport>,
     /// The member directory's convergence, node by node (`node/src/directory/report.rs`).
     pub sync: Option<crate::directory::report::MembersReport>,
+    /// The swarm's start (Unix ms); the rows' times count from it.
+    pub started_unix_ms: u64,
+    /// Processes that ran the swarm (1, or the shard count).
+    pub shards: usize,
+    /// The final state recomputed from the per-node rows (`node/src/swarm/rows.rs`).
+    pub rows_summary: Option<RowsSummary>,
+    /// Faults from outside the swarm (the testbed's partitions and heals) and what they did,
+    /// judged from the rows by `peerage report merge --events` (`node/src/swarm/heal.rs`).
+    pub faults: Option<Vec<crate::swarm::heal::HealReport>>,
+    /// One row per node, by index.
+    pub node_rows: Vec<NodeRow>,
 }
 
 fn totals(snaps: &[(usize, Snapshot)]) -> (u64, u64, u64) {
@@ -372,9 +520,17 @@ pub async fn run(opts: SwarmOptions) -> anyhow::Result<SwarmReport> {
     } else {
         None
     };
+    let remote = match opts.swarm.shard.as_ref().filter(|p| p.count > 1) {
+        Some(plan) if plan.index == 0 => Some(Remote::conduct(plan, run_key(&opts.swarm)).await?),
+        Some(_) => anyhow::bail!("only shard 0 measures the swarm; the other shards run `work`"),
+        None => None,
+    };
     let t0 = Instant::now();
-    let swarm = LocalSwarm::start(&opts.swarm).await?;
+    let t0_unix_ms = remote.as_ref().map_or_else(crate::swarm::shard::unix_ms, |r| r.t0_unix_ms);
+    let swarm = LocalSwarm::start_with(&opts.swarm, remote).await?;
     let start_s = t0.elapsed().as_secs_f64();
+    let log = swarm.role_log(t0);
+    let observer = opts.http.as_ref().map(|h| h.observe(swarm.local_probes()));
     let sampler = swarm
         .latency_net()
         .map(|net| CoordsSampler::start(net.clone(), swarm.probes().to_vec(), t0, Duration::from_secs(2)));
@@ -388,7 +544,7 @@ pub async fn run(opts: SwarmOptions) -> anyhow::Result<SwarmReport> {
         if let Some(s) = sampler {
             r.coords = s.finish().await;
         }
-        return Ok(r);
+        return conclude(r, swarm, log, observer, &opts, t0, t0_unix_ms).await;
     }
     let (mut connected, mut members, mut dht, mut agreed) = (None, None, None, None);
     let dht_target = (n.saturating_sub(1)).min(crate::runtime::node::KAD_K);
@@ -443,16 +599,25 @@ pub async fn run(opts: SwarmOptions) -> anyhow::Result<SwarmReport> {
         }
         let before = totals(&swarm.snapshots());
         let cpu = sysstat::CpuWindow::start();
+        let remote_cpu0 = swarm.remote().map(|r| r.processes().0);
         let w0 = Instant::now();
         tokio::time::sleep(opts.measure).await;
         let window = w0.elapsed().as_secs_f64();
         let snaps = swarm.snapshots();
         let after = totals(&snaps);
         let conns: Vec<usize> = snaps.iter().map(|(_, s)| s.connections).collect();
-        let rss = sysstat::rss_bytes();
+        // A conductor adds the other shards' processes.
+        let (remote_cpu, remote_rss) = match (swarm.remote(), remote_cpu0) {
+            (Some(r), Some(c0)) => {
+                let (c1, rss) = r.processes();
+                (100.0 * (c1 - c0).max(0.0) / window, rss)
+            }
+            _ => (0.0, 0),
+        };
+        let rss = sysstat::rss_bytes().map(|r| r + remote_rss);
         steady = Some(Steady {
             window_s: window,
-            cpu_percent_of_one_core: cpu.percent_of_one_core(),
+            cpu_percent_of_one_core: cpu.percent_of_one_core().map(|c| c + remote_cpu),
             rss_bytes: rss,
             rss_bytes_per_node: rss.map(|r| r / n.max(1) as u64),
             connections_per_node_mean: overlay::stats::Sample::collect(conns.iter().map(|&c| c as f64))
@@ -513,13 +678,57 @@ pub async fn run(opts: SwarmOptions) -> anyhow::Result<SwarmReport> {
         if let Some(s) = sampler {
             r.coords = s.finish().await;
         }
-        return Ok(r);
+        return conclude(r, swarm, log, observer, &opts, t0, t0_unix_ms).await;
     }
     finish(bar);
     let mut r = report(&opts, start_s, connected, members, dht, agreed, leader, steady, kills, &swarm);
     r.sync = sync;
     if let Some(s) = sampler {
         r.coords = s.finish().await;
+    }
+    conclude(r, swarm, log, observer, &opts, t0, t0_unix_ms).await
+}
+
+/// What every shard of this swarm must agree on.
+pub fn run_key(cfg: &LocalSwarmConfig) -> RunKey {
+    RunKey {
+        nodes: cfg.nodes,
+        shards: cfg.shard.as_ref().map_or(1, |p| p.count),
+        seed: cfg.seed,
+        latency_seed: cfg.latency_seed,
+    }
+}
+
+/// Hold the swarm if asked, then add this process's rows and their summary, and stop the
+/// other shards.
+async fn conclude(
+    mut r: SwarmReport,
+    swarm: LocalSwarm,
+    log: RoleLog,
+    observer: Option<tokio::task::JoinHandle<()>>,
+    opts: &SwarmOptions,
+    t0: Instant,
+    t0_unix_ms: u64,
+) -> anyhow::Result<SwarmReport> {
+    r.started_unix_ms = t0_unix_ms;
+    if !opts.hold.is_zero() {
+        eprintln!(
+            "{}",
+            serde_json::json!({ "event": "measured", "t_s": t0.elapsed().as_secs_f64(), "hold_s": opts.hold.as_secs_f64() })
+        );
+        tokio::time::sleep(opts.hold).await;
+    }
+    if let Some(o) = observer {
+        o.abort();
+    }
+    let rows = swarm.rows(log.finish());
+    r.rows_summary = Some(rows::summarize(&rows, swarm.latency_net().map(|n| &**n)));
+    r.node_rows = rows;
+    r.shards = opts.swarm.shard.as_ref().map_or(1, |p| p.count);
+    if let Some(remote) = swarm.remote() {
+        remote.stop_all();
+        // Let the stop messages leave before the process ends.
+        tokio::time::sleep(Duration::from_millis(300)).await;
     }
     Ok(r)
 }
@@ -570,5 +779,10 @@ fn report(
         coords: None,
         superpeers: None,
         sync: None,
+        started_unix_ms: 0,
+        shards: 1,
+        rows_summary: None,
+        faults: None,
+        node_rows: Vec::new(),
     }
 }

@@ -21,7 +21,7 @@
 //! directory holds is a flood (`Handled::flood`).
 
 use libp2p_identity::PeerId;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 /// Why a record was refused.
@@ -140,13 +140,28 @@ impl RefusalCounts {
 impl Serialize for RefusalCounts {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(None)?;
-        for r in Refusal::ALL {
-            if self.get(r) > 0 {
-                m.serialize_entry(r.name(), &self.get(r))?;
-            }
+        // The length is given: binary formats (the shards' control channel) need it.
+        let counted = self.nonzero();
+        let mut m = s.serialize_map(Some(counted.len()))?;
+        for (name, n) in counted {
+            m.serialize_entry(name, &n)?;
         }
         m.end()
+    }
+}
+
+/// Read back from a report (`peerage report merge` joins shards' snapshots): names this
+/// build does not count are skipped, so a newer node's report still merges.
+impl<'de> Deserialize<'de> for RefusalCounts {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let named = std::collections::BTreeMap::<String, u64>::deserialize(d)?;
+        let mut counts = RefusalCounts::default();
+        for r in Refusal::ALL {
+            if let Some(n) = named.get(r.name()) {
+                counts.0[r.index()] = *n;
+            }
+        }
+        Ok(counts)
     }
 }
 
@@ -257,6 +272,20 @@ mod tests {
         assert!(budgets.take(&b, p, 8, 300));
         assert_eq!((0..300).filter(|_| budgets.take(&b, p, 800, 10_000)).count(), 200, "800 members: 200 a period");
         assert_eq!(budgets.size(&b, PeerId::random(), 80, 0), 20.0);
+    }
+
+    #[test]
+    fn counts_read_back_what_they_wrote_and_skip_unknown_reasons() {
+        let mut c = RefusalCounts::default();
+        c.add(Refusal::Puzzle);
+        c.add(Refusal::Rate);
+        c.add(Refusal::Rate);
+        let text = serde_json::to_string(&c).unwrap();
+        assert_eq!(text, r#"{"id-puzzle":1,"admission-rate":2}"#);
+        let back: RefusalCounts = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, c);
+        let newer: RefusalCounts = serde_json::from_str(r#"{"rate":9,"id-puzzle":3}"#).unwrap();
+        assert_eq!((newer.get(Refusal::Puzzle), newer.total()), (3, 3));
     }
 
     #[test]

@@ -109,7 +109,7 @@ pub struct Handled {
 }
 
 /// Per-node sync counters (`peerage swarm` reports them; the status JSON carries them).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct SyncStats {
     pub digests_sent: u64,
     pub digests_received: u64,

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn coordinates_from_emulated_pings_predict_the_model() {
     let seed = std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(21u64);
-    // 150 samples, not 60 (session 26): after 60 this swarm's median error was 0.13-0.28 on a
-    // quiet machine and 0.356 once in CI, over the bound, with the tests running side by side.
+    // 150 samples: after 60 this swarm's median error is 0.13-0.28 on a quiet machine and
+    // reached 0.356 in CI, over the bound, with the tests running side by side.
     emulated_swarm_learns_coordinates(TransportKind::Memory, 10, 150, seed).await;
 }
 
@@ -23,9 +23,9 @@ async fn coordinates_from_emulated_pings_predict_the_model() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tcp_swarm_with_emulated_latency_learns_coordinates() {
     let seed = std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(22u64);
-    // 150 samples, not 60: without Vivaldi's adjustment term (`coords_driver::node_vivaldi_config`,
-    // session 4) this swarm's median error after 60 samples was 0.27-0.35 (0.354 once, over
-    // the bound); after 150 it was 0.13-0.27 in 4 runs.
+    // 150 samples: without Vivaldi's adjustment term (`coords_driver::node_vivaldi_config`)
+    // this swarm's median error after 60 samples is 0.27-0.35, near the bound; after 150 it
+    // was 0.13-0.27 in 4 runs.
     emulated_swarm_learns_coordinates(TransportKind::TcpQuic, 10, 150, seed).await;
 }
 

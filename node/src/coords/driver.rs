@@ -32,7 +32,7 @@
 //!   swarm report's `emulation_lateness`), which a median of 3 does not remove. The client's
 //!   own latency filter (moving median) still runs on top.
 //!
-//! # Lateness gate (session 3, emulated swarms only)
+//! # Lateness gate (emulated swarms only)
 //!
 //! The emulation (`node/src/net/latency_transport.rs`) knows how late it released bytes on each link; a
 //! ping's RTT is inflated by at most the lateness of the ping's chunk at the remote plus the
@@ -46,16 +46,15 @@
 //! Vivaldi on this latency model has a floor of about 0.075 median relative error (docs/
 //! RESULTS.md), so a sample's inflation must stay within a few per cent; the floor is far
 //! above tokio's 1 ms timer granularity, which every chunk pays in both directions (1-4 ms
-//! summed even on an idle machine). A first version with `max(2 ms, 3 %)` dropped 29 % of the
-//! samples of a quiet 50-node swarm (median lateness below 2 ms), and
-//! its coordinates were worse (docs/RESULTS.md); the gate is meant to trip only on
-//! scheduling stalls. Samples are dropped, not corrected: subtracting an over-estimate would bias RTTs low.
+//! summed even on an idle machine). A tighter `max(2 ms, 3 %)` drops 29 % of the samples of a
+//! quiet 50-node swarm (median lateness below 2 ms) and its coordinates are worse; the gate is
+//! meant to trip only on scheduling stalls. Samples are dropped, not corrected: subtracting an over-estimate would bias RTTs low.
 //! Outside an emulated swarm the lateness is zero and nothing is dropped.
 //!
 //! # Scheduling gate
 //!
 //! The lateness gate cannot see the wait of a reading task that is woken late (above), and on
-//! a saturated machine that wait dominates: in the 200-node super-peer swarms of session 11
+//! a saturated machine that wait dominates: in 200-node super-peer swarms on a loaded machine
 //! the gate dropped 91 % of the samples and the rest still carried seconds of delay (Vivaldi's
 //! median absolute error 0.5-2 s while the DHT lookups ran). The node therefore also passes
 //! the worst lateness of its own event loop's tick during the sample (`overlay::detect::stall`:
@@ -120,7 +119,7 @@ pub const RTT_WINDOW: usize = 8;
 /// random peers) ends at a median relative error of 0.17 (k = 12, a swarm node's usual
 /// count), 0.107 (16), 0.10 (18), 0.086 (20), 0.077 (24) after 100 rounds (docs/RESULTS.md).
 /// Twenty keeps the count far under the 48-connection limit and, once reached, needs no new
-/// connections (issue 3's "near zero new connections per second"); not the default, because
+/// connections (near zero new connections per second); not the default, because
 /// on the loaded 2-core machine the extra connections' CPU made the emulation later still.
 pub const COORD_PEERS_FOR_0_10: u32 = 20;
 

@@ -74,7 +74,7 @@ pub struct CoordsReport {
     pub best_median_rel_error: Option<f64>,
     /// First time the median came within 10 % of the last value (converged).
     pub converged_s: Option<f64>,
-    /// First time the median was at most 0.10 (issue 4's target for Vivaldi).
+    /// First time the median was at most 0.10 (the target for Vivaldi's median relative error).
     pub median_le_0_10_s: Option<f64>,
     /// How late the emulated links released bytes against the model.
     pub emulation_lateness: LatenessReport,

@@ -1,6 +1,6 @@
 //! The connection gate: refuses connections *before* they cost a handshake.
 //!
-//! Why (see `shared/notes/libp2p-swarm-probe.md`): with libp2p's defaults every node ends up
+//! Why: with libp2p's defaults every node ends up
 //! connected to every other one (kad queries dial, gossipsub keeps the connections busy), and
 //! `connection_limits` alone refuses only after a full noise handshake, which lets early nodes
 //! fill their slots while late nodes get none. This behaviour counts established connections
@@ -24,20 +24,15 @@
 //!
 //! While the gate is *open* for the super-peer driver's DHT lookups (`open_outbound_until`),
 //! kad's dials pass up to `open_cap`, [`WANTED_HEADROOM`] below the hard cap, not up to the
-//! hard cap itself (*ours*, issue 4's 200-node swarm: lookups filled every node to the hard
-//! cap, after which every wanted dial, election and super-peer messages included, was
-//! refused, and each refusal was taken for a dead peer). *Ours*, session 8: the open cap used
-//! to sit halfway between `outbound_gate` and the hard cap (39 of 72 with super peers on),
-//! below the inbound gate (then 64), so other nodes' lookups filled a node's inbound slots
-//! and its own lookups were then refused before dialling: in session 7's 200-node runs the
-//! mean node held 40-50 connections and 50-77 % of the lookups failed, were retried, and
-//! kept both cores busy with handshakes. Now the open cap sits above the inbound gate, so a
-//! node keeps room for its own lookups whatever its peers' lookups do. A wanted dial refused at the hard
-//! cap is remembered ([`Gate::refused_locally`]) so that the node does not report the peer
-//! down for a refusal that was its own. So is a dial that another of the node's behaviours
-//! denied (`DialError::Denied`: `connection_limits`' pending-dial or established caps; *ours*,
-//! session 8: in session 7's 200-node run d200, 78 head probes "failed to dial" while their
-//! nodes ran lookups, and such a refusal was counted as an unreachable head).
+//! hard cap itself (*ours*: in 200-node swarms, lookups that may fill a node to the hard cap
+//! leave no room for wanted dials, and every refused election or super-peer message is taken
+//! for a dead peer). The open cap sits above the inbound gate, so a node keeps room for its
+//! own lookups whatever its peers' lookups do (with it below the inbound gate, other nodes'
+//! lookups filled a node's slots and 50-77 % of its own lookups failed and were retried). A
+//! wanted dial refused at the hard cap is remembered ([`Gate::refused_locally`]) so that the
+//! node does not report the peer down for a refusal that was its own. So is a dial that
+//! another of the node's behaviours denied (`DialError::Denied`: `connection_limits`'
+//! pending-dial or established caps), which would otherwise count as an unreachable head.
 
 use crate::net::send_failure::{closed_before_handshake, no_listener, DialRefusal};
 use libp2p::core::{transport::PortUse, Endpoint, Multiaddr};
@@ -127,16 +122,16 @@ impl Gate {
     }
 
     /// While this node serves a super-peer cluster, inbound connections pass up to the hard
-    /// cap, not only up to `inbound_gate` (*ours*, issue 4's 200-node swarm: a head whose
+    /// cap, not only up to `inbound_gate` (*ours*: in a 200-node swarm a head whose
     /// slots other nodes' lookups had filled refused its own members' probes before the
     /// handshake, the members took the refused dial for a dead head, and 243 false reports
     /// set off re-elections). An inbound connection's peer is unknown before the handshake,
     /// so members cannot be told from others here.
     ///
-    /// *Ours*, session 8: a serving node also keeps room for its `members`. Other nodes' lookups
-    /// and the head's own lookup dials filled heads to the hard cap, and in run g200 members'
-    /// probes were refused 1,306 times ("multistream select failed": the head closed the new
-    /// connection) and 102 alive heads were reported down. Now a connection that is not to a
+    /// *Ours*: a serving node also keeps room for its `members`. Otherwise other nodes' lookups
+    /// and the head's own lookup dials fill heads to the hard cap, members' probes are refused
+    /// ("multistream select failed": the head closed the new connection) and alive heads are
+    /// reported down (102 in one 200-node run). A connection that is not to a
     /// member is refused (inbound: after the handshake, when the peer is known; outbound:
     /// before dialling) once it would leave fewer free slots than the members not connected.
     pub fn set_serving(&mut self, serving: bool, members: impl IntoIterator<Item = PeerId>) {
@@ -150,9 +145,8 @@ impl Gate {
     /// While this node takes part in a cluster re-election, inbound connections pass the
     /// gate by one slot more for each member of its group that is not connected (empty
     /// `peers`: none). Once the handshake names the peer, a connection above the inbound gate
-    /// is refused unless the peer is in the group (*ours*, issue 4 session 21: in the
-    /// 200-node prefix swarm the members of a dead head's cluster sat at the inbound gate,
-    /// and a lower member's `Election`s to all three higher ones were refused before the
+    /// is refused unless the peer is in the group (*ours*: in a 200-node prefix swarm the
+    /// members of a dead head's cluster can sit at the inbound gate, and a lower member's `Election`s to all three higher ones were refused before the
     /// handshake; it heard no `Answer` and no `Coordinator`, and took the role beside the
     /// rightful winner). Members' dials to each other are wanted and pass up to the hard cap
     /// on the dialling side.
@@ -202,10 +196,10 @@ impl Gate {
 
     /// Who refused the last failed dial to `peer` within `WANT_TTL`, if anyone: our own node
     /// ([`Self::refused_locally`]), the peer itself, which closed the connection before the
-    /// handshake (session 10: it is alive; `node/src/net/send_failure.rs`), or nobody because nothing
-    /// listened at any of its addresses (session 22: it is gone).
+    /// handshake (it is alive; `node/src/net/send_failure.rs`), or nobody because nothing
+    /// listened at any of its addresses (it is gone).
     ///
-    /// The marks are *not* consumed (*ours*, issue 4 session 11): one failed dial fails
+    /// The marks are *not* consumed (*ours*): one failed dial fails
     /// every request queued for that peer, and each failure asks here. Consumed marks gave
     /// the first request "refused" and every later one "no refusal", i.e. unreachable, and
     /// in the 200-node prefix swarm the members attaching to a new head at once had their
@@ -604,7 +598,7 @@ mod tests {
         }
     }
 
-    /// Session 10: on real libp2p swarms, a peer whose gate refuses us before the handshake is
+    /// On real libp2p swarms, a peer whose gate refuses us before the handshake is
     /// told from a crashed one. A dead peer must never look refusing: its members would then
     /// never report it down.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -638,7 +632,7 @@ mod tests {
         );
     }
 
-    /// Session 22: over TCP, a port nothing listens on (a crashed node's) is told apart too.
+    /// Over TCP, a port nothing listens on (a crashed node's) is told apart too.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_closed_tcp_port_means_nothing_listens() {
         let free = std::net::TcpListener::bind("127.0.0.1:0").expect("a free loopback port");

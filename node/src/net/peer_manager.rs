@@ -1,14 +1,14 @@
 //! The peer manager: keeps a node's connection count between `target_low` and `target_high`.
 //!
-//! Policy (after `shared/notes/libp2p-swarm-probe.md`, where it kept 1,000 in-process nodes
-//! at ~9 peers each with no connection churn):
+//! Policy (measured to keep 1,000 in-process nodes at ~9 peers each with no connection
+//! churn):
 //! - above `target_high`, close connections to random peers that are not in the gossipsub
 //!   mesh, have been connected at least `prune_min_age`, and carried no election message for
 //!   `election_keep` (on-demand election connections are closed once unused);
 //! - below `target_low`, dial random members of the directory that we are not connected to
 //!   (the gate lets these wanted dials through).
 //!
-//! Session 2: `target_high` sits well above the count nodes settle at (see `config.rs`), so
+//! `target_high` sits well above the count nodes settle at (see `config.rs`), so
 //! prunes are rare and a prune is not answered by a cascade of re-dials; the node adds its
 //! ring neighbour to the dials and marks both ring neighbours unprunable.
 //!

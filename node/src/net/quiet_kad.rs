@@ -8,7 +8,7 @@
 //! the periodic walk. A walk asks every table entry it is not connected to by dialling it,
 //! and in a Peerage node those dials are all unwanted (the routing table is filled from the
 //! member directory, `node/src/runtime/node.rs`; the gate refused them before any handshake, ~5 per node at
-//! N = 200-1,000 and ~20 per node at N = 50 in session 2, because kad starts the walk and
+//! N = 200-1,000 and ~20 per node at N = 50, because kad starts the walk and
 //! yields its first dials inside one `poll` call, before the node's event loop can finish it).
 //!
 //! [`QuietKad`] wraps `kad::Behaviour` and, unless periodic walks were asked for

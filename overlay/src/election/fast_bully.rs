@@ -377,9 +377,13 @@ impl FastBully {
                     // A claim of a process reported down (sent before its crash): ask.
                     self.refused.insert(&self.group, from);
                     self.hold_election(ctx);
-                } else if higher && self.phase == Phase::Idle && self.leader.is_some_and(|l| l > s) {
-                    // A lower claim over a higher coordinator it admitted: stale (it crossed
-                    // the higher one's announcement) or the higher one died. Ask.
+                } else if higher
+                    && matches!(self.phase, Phase::Idle | Phase::Answered)
+                    && self.leader.is_some_and(|l| l > s)
+                {
+                    // A lower claim over a higher coordinator it admitted (also while it
+                    // waits T4 after answering a lower process's `Election`): stale (it
+                    // crossed the higher one's announcement) or the higher one died. Ask.
                     self.hold_election(ctx);
                 } else if higher {
                     self.accept(ctx, s);
@@ -1046,6 +1050,25 @@ mod tests {
         let mut q = FastBully::new(ranks[0], Arc::new(Membership::new(ranks.clone())), &cfg());
         feed(&mut q, from(2, Message::Coordinator));
         assert_eq!(feed(&mut q, from(3, Message::Coordinator)), vec![Effect::Leader(ranks[3].id)]);
+    }
+
+    /// Sweep seed 455497 (recovery), at one process: P_1 admitted P_3's `Coordinator`, then
+    /// answered P_0's `Election` (waiting T4), when P_2's stale `Coordinator` arrived. It
+    /// must not let it override P_3 while waiting either: it holds an election.
+    #[test]
+    fn lower_claim_while_waiting_after_an_answer_holds_an_election() {
+        let ranks: Vec<Rank> = (1..=4).map(|i| Rank::new(0, NodeId::from_u64(i))).collect();
+        let mut p = FastBully::new(ranks[1], Arc::new(Membership::new(ranks.clone())), &cfg());
+        let from = |i: usize, msg: Message| Input::Message { from: ranks[i].id, msg };
+        assert_eq!(feed(&mut p, from(3, Message::Coordinator)), vec![Effect::Leader(ranks[3].id)]);
+        let effects = feed(&mut p, from(0, Message::Election));
+        assert!(effects.contains(&Effect::Send { to: ranks[0].id, msg: Message::Answer }), "{effects:?}");
+        let effects = feed(&mut p, from(2, Message::Coordinator));
+        assert!(!effects.contains(&Effect::Leader(ranks[2].id)), "{effects:?}");
+        for i in [2, 3] {
+            assert!(effects.contains(&Effect::Send { to: ranks[i].id, msg: Message::Election }), "{effects:?}");
+        }
+        assert_eq!((p.state(), p.leader()), ("Candidate", None));
     }
 
     /// `Input::Membership` replaces the group: a newcomer's messages are refused before and

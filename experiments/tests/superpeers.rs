@@ -94,7 +94,7 @@ fn tokens_with_split_offers_are_conserved_and_every_node_attached() {
         println!("seed {s}");
         let w = world(1500, s);
         let mut p = params(Method::RepulsionTokens, s);
-        p.cfg.split_ratio = 0.5;
+        p.cfg.split.ratio = 0.5;
         let out = run(&w, &p, |_, _| {}).expect("run");
         assert!(out.max_members_seen <= 75, "seed {s}: a cluster reached {}", out.max_members_seen);
         let f = out.failure.expect("failure phase");

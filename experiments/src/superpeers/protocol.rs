@@ -746,7 +746,8 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         let mut rng = ChaCha8Rng::seed_from_u64(p.seed ^ 0xfa17_5eed);
         let loaded: Vec<bool> = (0..n).map(|_| rng.gen::<f64>() < p.faults.loaded).collect();
         let fit_at: Vec<u32> = (0..n).map(|_| faults::exp(&mut rng, p.faults.unfit_rounds).round() as u32).collect();
-        let watches = (0..n).map(|_| p.faults.head_watch.then(|| Box::new(faults::head_watch()))).collect();
+        let watches =
+            (0..n).map(|_| p.faults.head_watch.then(|| Box::new(HeadWatch::new(p.cfg.head_watch.watch())))).collect();
         sim.faults = Some(Box::new(FaultSim {
             cfg: p.faults.clone(),
             rng,
@@ -780,7 +781,7 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
     // Vivaldi pings see them. Its own RNG stream, so the rest of the run draws the same
     // numbers with or without it.
     let mut ping_rng = ChaCha8Rng::seed_from_u64(p.seed ^ 0xacce_55de_1a7e);
-    let nearest = tokens && p.cfg.access_weight > 0.0;
+    let nearest = tokens && p.cfg.tokens.access_weight > 0.0;
     for s in 0..n as u32 {
         if nearest {
             let i = sim.world_of[s as usize] as usize;

@@ -224,10 +224,7 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
     let budget = InboundBudget::new(opts.cfg.limits.max_inbound_bytes);
     let directory = Directory::new(opts.key.clone(), opts.cfg.priority, opts.cfg.directory.bounds(), vec![])?;
     let mut swarm = build_swarm_with_latency(opts.key, &opts.cfg, opts.transport, &budget, opts.latency.as_ref())?;
-    let coords_cfg = CoordsConfig {
-        app_filter: opts.cfg.superpeer.as_ref().map_or_else(Default::default, |s| s.coord_filter),
-        ..CoordsConfig::default()
-    };
+    let coords_cfg = CoordsConfig::default();
     let coords =
         CoordsDriver::new(crate::coords::driver::node_vivaldi_config(), coords_cfg, opts.seed ^ 0x5eed_c00d_5eed_c00d)?;
     for addr in &opts.cfg.listen {

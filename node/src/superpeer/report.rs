@@ -35,7 +35,7 @@ use crate::superpeer::timeline::{SpSample, Timeline};
 use crate::swarm::runner::LocalSwarm;
 use indicatif::ProgressBar;
 use overlay::stats::{Sample, Summary};
-use overlay::superpeer::{Point, SuperPeerConfig};
+use overlay::superpeer::{Point, SuperPeerConfig, PROBE_MARGIN};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -161,7 +161,7 @@ fn placement_check(
     if heads.is_empty() {
         return None;
     }
-    let SuperPeerConfig { switch_factor, probe_margin, .. } = SuperPeerConfig::default();
+    let (switch_factor, probe_margin) = (SuperPeerConfig::default().discovery.switch_factor, PROBE_MARGIN);
     let mut c = PlacementCheck::default();
     let (mut ex_c, mut ex_s) = (0.0, 0.0);
     let (mut ex_near, mut ex_own, mut n_ex) = (0.0, 0.0, 0usize);

@@ -42,12 +42,12 @@ impl SuperPeerNode {
         self.estimate_more(ctx);
     }
 
-    /// Keeps `estimate_parallel` size-estimate lookups of random keys running, but no more
+    /// Keeps [`PARALLEL_LOOKUPS`] size-estimate lookups of random keys running, but no more
     /// than samples are missing (`estimate` module doc, "Pooled samples"). At start and
     /// then once a round while undecided.
     pub(super) fn estimate_more(&mut self, ctx: &mut SpContext<'_>) {
         let running = self.est_pending;
-        let want = self.cfg.estimate_parallel.min(self.estimate_missing());
+        let want = PARALLEL_LOOKUPS.min(self.estimate_missing());
         for _ in running..want {
             let mut key = [0u8; 32];
             ctx.rng.fill_bytes(&mut key);
@@ -57,26 +57,25 @@ impl SuperPeerNode {
         }
     }
 
-    /// Whether the size estimate has what the decision needs: `estimate_lookups` distinct
+    /// Whether the size estimate has what the decision needs: `estimate.samples` distinct
     /// samples, or as many usable answers of our own (in a network too small for some of
     /// them to give a sample).
     fn estimate_ready(&self) -> bool {
-        let need = self.cfg.estimate_lookups;
+        let need = self.cfg.estimate.samples;
         self.est.samples() >= need || u32::from(self.est_answered) >= need
     }
 
     /// Samples still missing for the decision (at least 1 while undecided).
     fn estimate_missing(&self) -> u32 {
         let have = self.est.samples().max(u32::from(self.est_answered));
-        self.cfg.estimate_lookups.saturating_sub(have).max(1)
+        self.cfg.estimate.samples.saturating_sub(have).max(1)
     }
 
-    /// Sends our pooled samples (`own` first) to up to `estimate_push_peers` random peers of
+    /// Sends our pooled samples (`own` first) to up to [`PUSH_PEERS`] random peers of
     /// the lookup that made `own`.
     fn share_sample(&mut self, ctx: &mut SpContext<'_>, own: SizeSample, peers: &[PeerInfo]) {
-        let push = self.cfg.estimate_push_peers as usize;
         let mut to: Vec<NodeId> = peers.iter().map(|p| p.id).filter(|id| *id != self.me.id).collect();
-        if push == 0 || to.is_empty() {
+        if to.is_empty() {
             return;
         }
         let mut samples = vec![own];
@@ -87,7 +86,7 @@ impl SuperPeerNode {
                 .filter(|s| s.tag != own.tag)
                 .take(MAX_SAMPLES_PER_MESSAGE - 1),
         );
-        let count = push.min(to.len());
+        let count = PUSH_PEERS.min(to.len());
         for i in 0..count {
             let j = ctx.rng.gen_range(i..to.len());
             to.swap(i, j);
@@ -308,7 +307,7 @@ impl SuperPeerNode {
         // answer, one lookup returns every holder (module doc, step 3, "One directory lookup").
         let lookups = match self.cfg.method {
             Method::RepulsionTokens if self.wanted <= PROVIDERS_PER_ANSWER => 1,
-            _ => self.cfg.seed_lookups,
+            _ => SEED_LOOKUPS,
         };
         for _ in 0..lookups {
             let key = match self.cfg.method {

@@ -21,7 +21,7 @@ impl SuperPeerNode {
                 }
             }
             SpMessage::CacheExchange { entries, reply } => {
-                if entries.len() > 4 * self.cfg.cache_size + 4 {
+                if entries.len() > 4 * self.cfg.discovery.cache_size + 4 {
                     ctx.push(SpEffect::Rejected { from, reason: "oversized cache exchange" });
                     return;
                 }
@@ -212,7 +212,7 @@ impl SuperPeerNode {
                     // A member-less holder naming us backup: [holder, us]. Any other view from
                     // it releases us.
                     let backup = members.len() == 2 && members.contains(&from) && members.contains(&self.me.id);
-                    let fresh = self.cfg.view_every + 1;
+                    let fresh = VIEW_EVERY + 1;
                     let other = self
                         .backup_view
                         .as_ref()
@@ -353,7 +353,7 @@ impl SuperPeerNode {
                         // A refused move is no move: a holder still for the hold time is promoted
                         // now, as its round would have done without the attempt (module doc,
                         // step 4, "A refused move").
-                        h.promote_if_held(ctx, self.round, self.cfg.hold_rounds);
+                        h.promote_if_held(ctx, self.round, self.cfg.tokens.hold_rounds);
                     }
                 }
             }
@@ -372,7 +372,7 @@ impl SuperPeerNode {
                 // holder still for the hold time is promoted now, as after a refused move.
                 self.learn_position(PeerInfo { id: from, point });
                 let round = self.round;
-                let hold = self.cfg.hold_rounds;
+                let hold = self.cfg.tokens.hold_rounds;
                 if let Some(h) = self.head.as_mut() {
                     h.transit = None;
                     h.promote_if_held(ctx, round, hold);

@@ -28,13 +28,13 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
 
-mod common;
+use crate::common;
 
 fn seed() -> u64 {
     common::seed(5)
 }
 
-use common::Fed as Node;
+use crate::common::Fed as Node;
 
 fn handover_to(fx: &[SpEffect]) -> Option<NodeId> {
     fx.iter().find_map(|e| match e {
@@ -51,7 +51,7 @@ fn setup(seed: u64) -> (Node, Vec<PeerInfo>) {
     let ids: Vec<NodeId> = (0..6).map(|_| NodeId(rng.gen())).collect();
     let cfg = SuperPeerConfig { method: Method::RepulsionTokens, ..Default::default() };
     cfg.validate().unwrap();
-    assert!(cfg.access_weight > 0.0, "the access term is on by default");
+    assert!(cfg.tokens.access_weight > 0.0, "the access term is on by default");
     let b = SuperPeerNode::new(ids[0], Point::new(&[0.005, 0.0], 0.001), Arc::new(cfg));
     let mut b = Node { rng, now: 0, node: b };
     b.feed(SpInput::NearestRtt { rtt: 0.001 });

@@ -9,8 +9,8 @@ use overlay::NodeId;
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
 
-mod common;
-use common::{at, hand_token, handovers, holders_at, ring, seeded_ids, start_claiming_nothing, Oracle};
+use crate::common;
+use crate::common::{at, hand_token, handovers, holders_at, ring, seeded_ids, start_claiming_nothing, Oracle};
 
 fn seed() -> u64 {
     common::seed(13)
@@ -37,7 +37,9 @@ impl Harness {
     /// `ids[40]` with `members` (and one far holder in its view).
     fn holder(cfg: SuperPeerConfig, members: impl Fn(&[NodeId]) -> Vec<PeerInfo>, seed: u64) -> Harness {
         let (mut rng, ids) = seeded_ids(seed, 500);
-        let cfg = SuperPeerConfig { share: 0.01, split_ratio: 0.0, ..cfg };
+        let cfg = common::with(SuperPeerConfig { share: 0.01, ..cfg }, |c| {
+            c.split.ratio = 0.0;
+        });
         cfg.validate().unwrap();
         let mut node = SuperPeerNode::new(ids[0], at(0.0, 0.0), Arc::new(cfg));
         start_claiming_nothing(&mut node, &mut rng, 0, &ids, &Oracle::default());
@@ -85,8 +87,11 @@ fn until_probed(h: &mut Harness, rounds: u32) -> (Vec<(NodeId, Vec<NodeId>)>, Ve
 #[test]
 fn a_settled_holder_moves_its_token_to_a_measurably_better_member() {
     let s = seed();
-    let cfg = SuperPeerConfig { medoid_candidates: 3, medoid_sample: 8, ..Default::default() };
-    let hold = cfg.hold_rounds;
+    let cfg = common::with(SuperPeerConfig::default(), |c| {
+        c.medoid.candidates = 3;
+        c.medoid.sample = 8;
+    });
+    let hold = cfg.tokens.hold_rounds;
     let mut h = Harness::holder(cfg, ring, s);
     let members = ring(&h.ids);
     // Not before the hold time.
@@ -124,8 +129,11 @@ fn a_settled_holder_moves_its_token_to_a_measurably_better_member() {
 #[test]
 fn no_move_without_a_measured_gain_and_one_step_per_epoch() {
     let s = seed();
-    let cfg = SuperPeerConfig { medoid_candidates: 2, medoid_sample: 6, ..Default::default() };
-    let hold = cfg.hold_rounds;
+    let cfg = common::with(SuperPeerConfig::default(), |c| {
+        c.medoid.candidates = 2;
+        c.medoid.sample = 6;
+    });
+    let hold = cfg.tokens.hold_rounds;
     let mut h = Harness::holder(cfg, ring, s);
     let (probed, own) = until_probed(&mut h, hold + 2);
     for id in &own {
@@ -154,8 +162,11 @@ fn no_move_without_a_measured_gain_and_one_step_per_epoch() {
 #[test]
 fn silent_candidates_leave_the_token_where_it_is() {
     let s = seed();
-    let cfg = SuperPeerConfig { medoid_candidates: 2, medoid_sample: 6, ..Default::default() };
-    let hold = cfg.hold_rounds;
+    let cfg = common::with(SuperPeerConfig::default(), |c| {
+        c.medoid.candidates = 2;
+        c.medoid.sample = 6;
+    });
+    let hold = cfg.tokens.hold_rounds;
     let mut h = Harness::holder(cfg, ring, s);
     let (_, own) = until_probed(&mut h, hold + 2);
     for id in &own {
@@ -174,7 +185,9 @@ fn silent_candidates_leave_the_token_where_it_is() {
 fn a_member_measures_for_its_own_head_only() {
     let s = seed();
     let (rng, ids) = seeded_ids(s, 12);
-    let cfg = SuperPeerConfig { medoid_sample: 4, ..Default::default() };
+    let cfg = common::with(SuperPeerConfig::default(), |c| {
+        c.medoid.sample = 4;
+    });
     let node = SuperPeerNode::new(ids[1], at(0.0, 0.0), Arc::new(cfg));
     let mut m = Harness { rng, now: 0, node, ids: ids.clone() };
     let head = PeerInfo { id: ids[2], point: at(0.001, 0.0) };

@@ -32,6 +32,8 @@
 //! role; tests may crash a second node (`Net::then`), and may keep crashed nodes' provider
 //! records (`Net::keep_dead_providers`, as a real DHT does until they expire).
 
+use crate::common;
+use overlay::superpeer::estimate::PARALLEL_LOOKUPS;
 use overlay::superpeer::{
     HeadRole, LookupReport, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig,
     SuperPeerNode, TokenId,
@@ -136,13 +138,10 @@ struct Net {
 
 impl Net {
     fn new(points: Vec<Point>, ids: Vec<NodeId>, cfg: SuperPeerConfig, seed: u64) -> Net {
-        // Every estimate lookup starts with `Start` (the net answers at once), so each node
-        // decides within it: the relay scenes feed a node `Start` by hand and expect it to
-        // attach at once. So no pooled samples are pushed (issue 4, session 17). The storm of
-        // `a_slow_clusters_reelection_ends` outlasted its 40 rounds on a few shifted streams
-        // until session 18 (5 of seeds 1000-1149); now 0 of seeds 0-149, 1000-1149 and
-        // 5000-5149 with pushes or without (`PEERAGE_SEEDS`).
-        let cfg = Arc::new(SuperPeerConfig { estimate_parallel: cfg.estimate_lookups, estimate_push_peers: 0, ..cfg });
+        // A node needs no more samples than the lookups it starts with `Start` (the net
+        // answers at once), so each node decides within it: the relay scenes feed a node
+        // `Start` by hand and expect it to attach at once.
+        let cfg = Arc::new(common::with(cfg, |c| c.estimate.samples = PARALLEL_LOOKUPS));
         let nodes: Vec<SuperPeerNode> =
             ids.iter().zip(&points).map(|(id, p)| SuperPeerNode::new(*id, *p, cfg.clone())).collect();
         let n = nodes.len();

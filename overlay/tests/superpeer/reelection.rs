@@ -12,6 +12,9 @@
 //! DHT lookups are answered by a fixed policy: no closest peers (so a node estimates N = 1
 //! and wants one super peer), and a given provider list.
 
+use crate::common;
+use overlay::superpeer::estimate::PARALLEL_LOOKUPS;
+use overlay::superpeer::ELECTION_RTT_FACTOR;
 use overlay::superpeer::{
     HeadRole, LookupReport, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig,
     SuperPeerNode, TokenEntry, TokenId,
@@ -36,9 +39,9 @@ impl Bare {
     }
 
     fn with_config(name: &str, x: f64, providers: Vec<PeerInfo>, cfg: SuperPeerConfig) -> Bare {
-        // The harness's DHT answers at once and nobody shares size samples: every estimate
-        // lookup starts with `Start`, so the node decides within it.
-        let cfg = Arc::new(SuperPeerConfig { estimate_parallel: cfg.estimate_lookups, ..cfg });
+        // The harness's DHT answers at once and a node needs no more samples than the lookups
+        // it starts with `Start`, so it decides within it.
+        let cfg = Arc::new(common::with(cfg, |c| c.estimate.samples = PARALLEL_LOOKUPS));
         let node = SuperPeerNode::new(NodeId::hash_of(name.as_bytes()), Point::new(&[x, 0.0], 0.001), cfg);
         Bare { node, rng: ChaCha8Rng::seed_from_u64(5), providers }
     }
@@ -652,7 +655,7 @@ fn a_doubter_that_wins_takes_the_role_only_when_its_check_fails() {
     assert!(acquired(&fx, tx).is_empty() && b.node.token().is_none());
 
     // X answers only after the 3-round attach timeout, within `doubt_rounds`: still alive.
-    let doubt_rounds = SuperPeerConfig::default().doubt_rounds;
+    let doubt_rounds = SuperPeerConfig::default().doubt_rounds();
     assert!(doubt_rounds > 4, "the test needs a check longer than the attach timeout");
     let mut b = member_of(&b_name, x, tx, 2, &view);
     let fx = b.feed_and_fire(election());
@@ -732,8 +735,8 @@ fn the_cluster_election_waits_longer_in_a_cluster_with_long_round_trips() {
     let view = [x.id, ids[0].1, mid_id, high_id];
     let two_rtt = 2.0 * Point::new(&[0.0, 0.0], 0.001).rtt(&x.point);
     let cfg = SuperPeerConfig::default();
-    let wanted = cfg.election_rtt_factor * two_rtt;
-    assert!(wanted > 2.0 * cfg.election.answer_timeout_ms as f64 / 1000.0, "the test needs a far head");
+    let wanted = ELECTION_RTT_FACTOR * two_rtt;
+    assert!(wanted > 2.0 * cfg.election.timeouts().answer_timeout_ms as f64 / 1000.0, "the test needs a far head");
 
     let mut b = member_of(&low_name, x, tx, 1, &view);
     let fx = b.feed(SpInput::PeerDown(x.id));
@@ -746,12 +749,6 @@ fn the_cluster_election_waits_longer_in_a_cluster_with_long_round_trips() {
     let fx = b.msg(mid_id, SpMessage::Election { dead: x.id, msg: Message::Election });
     let wait = answer_wait(&fx).unwrap_or_else(|| panic!("an answer timer: {fx:?}"));
     assert!(wait.as_secs_f64() >= wanted - 1e-3, "told by a member: waits {wait:?}, wanted >= {wanted} s");
-
-    let fixed = SuperPeerConfig { election_rtt_factor: 0.0, ..SuperPeerConfig::default() };
-    let mut b = member_with(&low_name, x, tx, 1, &view, fixed.clone());
-    let fx = b.feed(SpInput::PeerDown(x.id));
-    let wait = answer_wait(&fx).unwrap_or_else(|| panic!("an answer timer: {fx:?}"));
-    assert_eq!(wait.as_millis() as u64, fixed.election.answer_timeout_ms, "factor 0: the configured timeout");
 }
 
 /// A late loop waits longer (module doc of `node`, step 5, session 19): a member near its
@@ -767,7 +764,7 @@ fn a_late_loop_stretches_the_cluster_election() {
     let tx = TokenId(32);
     let view = [x.id, ids[0].1, mid_id, high_id];
     let cfg = SuperPeerConfig::default();
-    let configured = cfg.election.answer_timeout_ms as f64 / 1000.0;
+    let configured = cfg.election.timeouts().answer_timeout_ms as f64 / 1000.0;
 
     let mut on_time = member_of(&low_name, x, tx, 1, &view);
     let fx = on_time.feed(SpInput::PeerDown(x.id));
@@ -783,7 +780,7 @@ fn a_late_loop_stretches_the_cluster_election() {
     let fx = late.feed(SpInput::PeerDown(x.id));
     assert!(fx.iter().any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::Election { .. } } if *to == high_id)));
     let wait = answer_wait(&fx).unwrap_or_else(|| panic!("an answer timer: {fx:?}")).as_secs_f64();
-    let wanted = cfg.election_rtt_factor * 1.0;
+    let wanted = ELECTION_RTT_FACTOR * 1.0;
     assert!(wait >= wanted - 1e-3, "a loop 1 s late waits {wait} s, wanted >= {wanted} s");
     assert!(wait <= 20.0 * configured + 1e-3, "at most 20 x the configured timeout: {wait} s");
 

@@ -16,6 +16,9 @@
 //! with no one near; the five others sit around (50 ms, 0), so the members' pull moves the
 //! token to them. DHT queries are answered by an oracle over all live nodes.
 
+use crate::common;
+use overlay::superpeer::estimate::PARALLEL_LOOKUPS;
+use overlay::superpeer::VIEW_EVERY;
 use overlay::superpeer::{
     HeadRole, LookupReport, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig,
     SuperPeerNode, TokenId,
@@ -48,9 +51,9 @@ struct Net {
 
 impl Net {
     fn new(points: Vec<Point>, ids: Vec<NodeId>, cfg: SuperPeerConfig) -> Net {
-        // Every estimate lookup starts with `Start` (the net answers at once), so each node
-        // decides within it, before the next node starts.
-        let cfg = Arc::new(SuperPeerConfig { estimate_parallel: cfg.estimate_lookups, ..cfg });
+        // A node needs no more samples than the lookups it starts with `Start` (the net
+        // answers at once), so each node decides within it, before the next node starts.
+        let cfg = Arc::new(common::with(cfg, |c| c.estimate.samples = PARALLEL_LOOKUPS));
         let nodes: Vec<SuperPeerNode> =
             ids.iter().zip(&points).map(|(id, p)| SuperPeerNode::new(*id, *p, cfg.clone())).collect();
         let n = nodes.len();
@@ -491,7 +494,7 @@ fn a_released_or_stale_backup_recreates_nothing() {
     let (mut b, h, token, mut rng) = backup_setup();
     let me = b.id();
     feed(&mut b, &mut rng, SpInput::Message { from: h, msg: view(vec![h, me], token) });
-    for _ in 0..(SuperPeerConfig::default().view_every + 2) {
+    for _ in 0..(VIEW_EVERY + 2) {
         feed(&mut b, &mut rng, SpInput::Tick);
     }
     fire_all(&mut b, &mut rng, SpInput::PeerDown(h));
@@ -532,7 +535,7 @@ fn a_member_that_missed_moved_leaves_a_holder_that_gave_its_token_away() {
         .collect();
     let cfg = SuperPeerConfig { share: 0.01, cluster_cap: 10, ..Default::default() };
     cfg.validate().unwrap();
-    let view_every = cfg.view_every;
+    let view_every = VIEW_EVERY;
     let mut net = Net::new(points, ids, cfg);
     net.drop = Some(("moved", 100));
     let minter_id = net.nodes[minter].id();

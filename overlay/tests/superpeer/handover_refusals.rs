@@ -16,9 +16,9 @@
 
 use overlay::superpeer::{Method, PeerInfo, Point, SpEffect, SpInput, SpMessage, SuperPeerConfig, TokenId};
 
-mod common;
+use crate::common;
 
-use common::{at, hand_token, handovers, Fed as Node};
+use crate::common::{at, hand_token, handovers, Fed as Node};
 
 fn config() -> SuperPeerConfig {
     let cfg = SuperPeerConfig { method: Method::RepulsionTokens, ..Default::default() };
@@ -102,7 +102,7 @@ fn the_sender_takes_the_position_and_prices_again() {
     let held = b.node.members().iter().find(|m| m.id == a.id).map(|m| m.point);
     assert_eq!(held, Some(far), "B kept its old copy of A's position (seed {seed})");
     let cfg = config();
-    for r in 1..=cfg.hold_rounds + 3 {
+    for r in 1..=cfg.tokens.hold_rounds + 3 {
         let moved = handovers(&b.tick());
         assert!(
             !moved.iter().any(|m| m.0 == a.id),
@@ -168,7 +168,7 @@ fn a_handover_whose_connection_is_refused_passes_its_target_over() {
         assert!(fx.is_empty(), "a stray refusal had effects: {fx:?} (seed {seed})");
     }
     b.feed(SpInput::Refused { to: a.id, msg: handover.clone() });
-    for r in 1..cfg.hold_rounds {
+    for r in 1..cfg.tokens.hold_rounds {
         let moved = handovers(&b.tick());
         assert!(
             !moved.iter().any(|m| m.0 == a.id),

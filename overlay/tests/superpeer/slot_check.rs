@@ -13,8 +13,8 @@ use overlay::NodeId;
 use rand::Rng;
 use std::sync::Arc;
 
-mod common;
-use common::{at, lookups, seed, xor, DhtWorld as World};
+use crate::common;
+use crate::common::{at, lookups, seed, xor, DhtWorld as World};
 
 const N: usize = 2_000;
 

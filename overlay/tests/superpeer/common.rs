@@ -311,3 +311,9 @@ pub fn holder_beside(seed: u64, cfg: SuperPeerConfig) -> (Fed, PeerInfo) {
     }
     (b, others[4])
 }
+
+/// `base` changed by `f`: a test's settings in one expression (the sections nest).
+pub fn with(mut base: SuperPeerConfig, f: impl FnOnce(&mut SuperPeerConfig)) -> SuperPeerConfig {
+    f(&mut base);
+    base
+}

@@ -1,4 +1,4 @@
-//! Super-peer selection on real libp2p nodes (issue 4 item 5): a 16-node in-process swarm
+//! Super-peer selection on real libp2p nodes: a 16-node in-process swarm
 //! (memory transport) elects super peers, forms clusters with every node attached and the
 //! share within bounds; then a super peer is crashed and every node is attached again, its
 //! role (prefix slot, or token) taken over by exactly one live node, none held twice, and
@@ -8,7 +8,7 @@
 //! - `tokens` runs with the emulated Internet latency model (`LocalSwarmConfig::latency_seed`,
 //!   `node/src/net/latency_transport.rs`), as `peerage swarm --latency internet` does: on loopback the
 //!   coordinates are ping noise and the tokens kept moving (212 moves in 150 s, no holder
-//!   promoted; session 2), so a tokens swarm never converges there. The latency model's seed
+//!   promoted), so a tokens swarm never converges there. The latency model's seed
 //!   is the run's seed, so a failure replays the same geography.
 //!
 //! Every random choice of the swarm, node keys included, comes from a printed seed (replay with

@@ -1,6 +1,5 @@
 //! `peerage swarm --superpeers prefix|tokens`: watches super-peer selection in an in-process
-//! swarm, measures it the way `peerage-lab superpeers` measures the simulator (issue 4 item
-//! 6), and optionally kills super peers and measures their replacement.
+//! swarm, measures it the way `peerage-lab superpeers` measures the simulator, and optionally kills super peers and measures their replacement.
 //!
 //! Read from every node's status snapshot (`SpStatus`), polled every 250 ms:
 //! - **Convergence**: the swarm has converged when, for `stable` (10 s by default), every
@@ -339,8 +338,7 @@ pub struct SpKillReport {
     /// Seconds from the kill until the swarm was settled *and quiet* (no more than
     /// `max(1, N/1000)` role, head or key changes a second) for the stable window, counted to
     /// the end of the last busy second: after the restoration, members may still move between
-    /// clusters for a while. `None` if that did not happen before the timeout. (Called
-    /// `replaced_s` up to session 10.)
+    /// clusters for a while. `None` if that did not happen before the timeout.
     pub settled_s: Option<f64>,
     pub roles_before: usize,
     pub roles_after: usize,

@@ -50,7 +50,7 @@
 //! (`overlay/tests/superpeer_estimate_pool.rs`, 300 nodes started together, lookups answered
 //! and messages delivered in order): 3.1 lookups per node instead of 8, and the estimates
 //! spread as independent ones do (coefficient of variation 0.083 against 0.077).
-//! Why (session 16, 200-node swarm): the 8-9 lookups per node of the estimate phase, each
+//! Why (200-node swarm): the 8-9 lookups per node of the estimate phase, each
 //! dialling most of the ~20 peers nearest a random key, kept both cores busy with noise
 //! handshakes for 140-340 s before any node decided. A sample received from a peer is
 //! trusted as its other messages are; the range check ([`SizeSample::is_valid`]) bounds
@@ -92,9 +92,9 @@ pub const MIN_ANSWERED: f64 = 0.4;
 /// candidates and returns the K' < K closest that answered. If a peer fails independently
 /// of its distance to the (uniform) key, those are still the K' closest of a thinned uniform
 /// sample, so `(K' - 1) / (u_K' x p̂)` stays unbiased, with a relative spread of about
-/// `1 / sqrt(K' - 2)` (0.35 at 10) instead of 0.24 at 20. In session 11's 200-node prefix
-/// swarm such answers were 45 % of the estimate lookups, and reporting them failed (retried
-/// after a back-off) made the last nodes decide their estimate 360 s into the run.
+/// `1 / sqrt(K' - 2)` (0.35 at 10) instead of 0.24 at 20. In a 200-node prefix swarm such
+/// answers were 45 % of the estimate lookups; failing them (retried after a back-off) made the
+/// last nodes decide their estimate 360 s into the run.
 pub const MIN_SAMPLE_PEERS: usize = 10;
 
 /// One estimate of N from the `closest` peers that answered a lookup of `key` in which the

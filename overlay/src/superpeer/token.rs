@@ -499,7 +499,7 @@ pub struct Removal {
 /// (member, token) are taken cheapest first (the increase of predicted RTT over the RTT to
 /// `me`), each while the member has no head and the token has room. `None` when the others'
 /// rooms cannot take every member and `me` (then the jump would leave members without a
-/// head: session 6's crash sweep left 75-166 nodes unattached that way) or no other token is
+/// head: a crash sweep at 10^4 left 75-166 nodes unattached that way) or no other token is
 /// known.
 pub fn removal_plan(me: &PeerInfo, members: &[PeerInfo], others: &[(Point, usize)]) -> Option<Removal> {
     let need = members.len() + 1;
@@ -814,8 +814,8 @@ mod tests {
         assert!((cooling(20, false, &cfg) - 5.0).abs() < 1e-12);
         assert!((cooling(20, true, &cfg) - 10.0).abs() < 1e-12);
         // A holder near its members' centre and a candidate beside it that gains about 4 %: a
-        // fresh token takes it, and so did one that had moved 20 times under the linear law
-        // of sessions 3-5 (3 %); now that one needs 5 % and stays.
+        // fresh token takes it (it needs 1 %); one that moved 20 times needs 5 % and stays
+        // (a linear law would have asked it for 3 %).
         let members: Vec<PeerInfo> = (0..9).map(|i| peer(i + 1, 0.01 + 0.001 * (i as f64 - 4.0), 0.0)).collect();
         let me = peer(100, 0.0099, 0.0);
         let f = net_force(&me.point, &[], &members, &cfg).unwrap();

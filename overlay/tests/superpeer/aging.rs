@@ -1,8 +1,8 @@
-//! Settled super peers (`overlay::superpeer::promotion`, issue 4, session 7): a super peer's
+//! Settled super peers (`overlay::superpeer::promotion`): a super peer's
 //! token moves age with its time as super peer. One holder fed by hand: it takes a token
 //! with members placed around it, sits still for the hold time and promotes itself; some
 //! rounds later its members' points shift so that a move gains a few percent (predicted).
-//! A young super peer moves, an old one stays; with aging off (the session-6 law) the old one
+//! A young super peer moves, an old one stays; with aging off the old one
 //! moves too. Deterministic; the ids come from a seeded RNG (`PEERAGE_SEED` replays).
 
 use overlay::superpeer::token::PROMOTED_FACTOR;
@@ -128,7 +128,7 @@ fn an_old_super_peer_stays_for_a_gain_a_young_one_moves_for() {
     assert!(cooling(1, true, &cfg.tokens) * cfg.tokens.min_gain < 0.03);
     assert_eq!(moves_after(cfg.clone(), 0, dx, s), 1, "a young super peer follows its members (shift {dx})");
     assert_eq!(moves_after(cfg.clone(), 40, dx, s), 0, "an old super peer moved on a few percent (shift {dx})");
-    // The session-6 law (no aging): the old one moves as well.
+    // No aging: the old one moves as well.
     let off = common::with(cfg.clone(), |c| {
         c.tokens.aging = 0.0;
     });
@@ -147,12 +147,12 @@ fn bad_aging_settings_are_refused() {
     }
 }
 
-/// Session 8 (issue 4: at N = 10^5 a holder stayed unpromoted for 62 rounds without moving):
-/// a holder whose move is refused (`HandoverRefuse`: the target holds a token, or is in an
-/// election) does not ask that target again for a while, and a refused move does not
+/// A refused move still promotes (at N = 10^5 a holder stayed unpromoted for 62 rounds
+/// without moving otherwise): a holder whose move is refused (`HandoverRefuse`: the target
+/// holds a token, or is in an election) does not ask that target again for a while, and a refused move does not
 /// keep it from its promotion: the token stayed, so it becomes super peer after the hold time.
-/// Here every move it tries is refused. Before, it chose the same target every round, and the
-/// round's promotion check was never reached.
+/// Here every move it tries is refused: choosing the same target every round would never
+/// reach the round's promotion check.
 #[test]
 fn a_refused_move_is_not_asked_again_and_the_holder_promotes() {
     let s = seed();
@@ -190,8 +190,8 @@ fn a_refused_move_is_not_asked_again_and_the_holder_promotes() {
     assert!(promoted_at.is_some_and(|r| r <= hold + 1), "promoted at {promoted_at:?}, hold {hold}");
 }
 
-/// Session 23 (issue 4's 200-node tokens swarm: settled super peers moved right after a
-/// kill nearby, each move costing the promotion, and the swarm had fewer super peers for
+/// A kill nearby holds a super peer's token still (in a 200-node tokens swarm settled super
+/// peers moved right after a kill nearby, each move costing the promotion, and the swarm had fewer super peers for
 /// 20-35 s): a super peer that saw a member reported down does not move its token by the
 /// force law for the hold time, even for a large gain; after it, it does.
 #[test]

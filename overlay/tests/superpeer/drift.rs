@@ -1,4 +1,4 @@
-//! A token move must beat the coordinates' drift (issue 4, session 27; `token` module doc,
+//! A token move must beat the coordinates' drift (`token` module doc,
 //! "The coordinates' own drift"; module doc of `overlay::superpeer::node`, step 4, "A move
 //! must beat the coordinates' drift").
 //!

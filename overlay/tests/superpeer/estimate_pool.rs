@@ -1,5 +1,5 @@
-//! Pooled size-estimate samples (`overlay::superpeer::estimate`, "Pooled samples", issue 4,
-//! session 17): a node keeps two sample lookups running, shares each sample with peers of
+//! Pooled size-estimate samples (`overlay::superpeer::estimate`, "Pooled samples"):
+//! a node keeps two sample lookups running, shares each sample with peers of
 //! that lookup's answer, counts every distinct sample once, decides on its first eight
 //! samples whoever made them, and then asks nothing more. Bad samples are refused and change
 //! nothing; a failed send of samples does not make the peer look down.

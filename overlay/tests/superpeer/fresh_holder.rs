@@ -1,9 +1,6 @@
 //! A fresh token holder does not move the token on before its members' access reports are
-//! in (issue 4, the 16-node tokens swarm test; `overlay::superpeer::token` module doc, "A
-//! fresh holder waits for its members' reports"). Pinned in session 8 (engineer swarm16) as
-//! two tests that failed and were left out of CI; the wait was made in session 9 (engineer
-//! pingpong) and both run now. docs/RESULTS.md, "The 16-node tokens swarm test back in CI"
-//! and "Session 9: the fresh holder's ping-pong".
+//! in (the 16-node tokens swarm test; `overlay::superpeer::token` module doc, "A
+//! fresh holder waits for its members' reports").
 //!
 //! On a real network the new holder of a moved token learns its members' access delays
 //! (`Access`) only after they got `Moved` (or its `Accept`), a few message delays after the

@@ -383,7 +383,7 @@ fn a_crashed_holder_is_replaced_exactly_once() {
 }
 
 /// The holder crashes in the very round its last member attached, before any periodic
-/// view went out (issue 4, the flaky 16-node swarm test: members that had all just switched
+/// view went out (the flaky 16-node swarm test: members that had all just switched
 /// to a head had no view, nobody ran the re-election, the role was lost). Members learn the
 /// view as part of attaching, so the role is recreated exactly once.
 #[test]
@@ -566,7 +566,7 @@ fn a_member_that_missed_moved_leaves_a_holder_that_gave_its_token_away() {
 }
 
 /// The new holder crashes right after a handover, before its first round as holder, and the
-/// old holder with it (issue 4: 3 and 7 of 502 crashed tokens were lost at N = 10^6 while
+/// old holder with it (3 and 7 of 502 crashed tokens were lost at N = 10^6 while
 /// tokens still moved). Nodes tick one by one; as soon as the token has changed hands (every
 /// message of the handover delivered) both crash, before the new holder's own tick. The
 /// members that followed `Moved` must already hold the new holder's cluster view, so that the

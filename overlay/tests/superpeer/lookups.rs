@@ -192,7 +192,7 @@ fn seeds_at_start(method: Method, share: f64, seed: u64) -> (u16, u64) {
 
 #[test]
 fn a_token_seed_looks_the_directory_up_once_while_one_answer_holds_every_holder() {
-    // Session 13: the seed's lookups all ask the token directory's key; with at most
+    // The seed's lookups all ask the token directory's key; with at most
     // PROVIDERS_PER_ANSWER tokens wanted one answer holds every holder.
     let seed = seed();
     let four = SEED_LOOKUPS as u16;
@@ -255,8 +255,8 @@ fn hunt(
     seeded
 }
 
-/// Session 16 (the prefix swarm p18 of session 14: 26.6 seed lookups per node, ten a second
-/// for the whole run, while the first heads refused nodes as full): an unattached node whose
+/// Seeds back off (a 200-node prefix swarm made 26.6 seed lookups per node, ten a second for
+/// the whole run, while the first heads refused nodes as full): an unattached node whose
 /// known heads all refused it as full seeds again after 5, 10, 20, then every 40 rounds, not
 /// every 5; once it was attached, or a head, the next wait is 5 again.
 #[test]

@@ -1,4 +1,4 @@
-//! Members attach by MEASURED round-trip time (`overlay::superpeer`, issue 4, session 4): a
+//! Members attach by MEASURED round-trip time (`overlay::superpeer`): a
 //! normal node asks its driver to measure the heads it considers (`SpEffect::MeasureRtt`,
 //! answered with `SpInput::Rtt`), and when a measurement contradicts the coordinates'
 //! prediction it goes by the measurement. Deterministic: one node fed by hand, the DHT an
@@ -136,7 +136,7 @@ fn a_member_switches_to_the_head_with_the_lower_measured_rtt() {
 
 #[test]
 fn measurements_taken_while_unfit_are_taken_again_once_fit() {
-    // Session 12: a coordinate that becomes fit forgets the RTTs measured before (the load
+    // A coordinate that becomes fit forgets the RTTs measured before (the load
     // that kept it unfit inflated them).
     let (mut h, fx) = Harness::start(seed());
     h.feed(SpInput::CoordinateFit { fit: false });
@@ -160,8 +160,8 @@ fn measurements_taken_while_unfit_are_taken_again_once_fit() {
 
 #[test]
 fn a_head_whose_measurement_failed_does_not_keep_the_node_from_a_measured_nearer_one() {
-    // Session 13: C looks nearest of all (5 ms) but its measurement fails; B, measured at
-    // 15 ms, well below A's 40, is taken all the same (before, the node waited for C).
+    // C looks nearest of all (5 ms) but its measurement fails; B, measured at
+    // 15 ms, well below A's 40, is taken all the same (the node does not wait for C).
     let (mut h, fx) = Harness::start(seed());
     assert_eq!(attaches(&fx), vec![h.a.id], "{fx:?}");
     h.accept(h.a);
@@ -178,7 +178,7 @@ fn a_head_whose_measurement_failed_does_not_keep_the_node_from_a_measured_nearer
 
 #[test]
 fn a_head_measured_far_does_not_win_its_cache_place_back_by_its_prediction() {
-    // Session 13: B, measured at 300 ms though predicted at 20, is evicted for a nearer
+    // B, measured at 300 ms though predicted at 20, is evicted for a nearer
     // newcomer; gossip brings B again. It competes with its remembered 300 ms (not its 20 ms
     // prediction), so it stays out and is not measured again.
     let cfg = common::with(SuperPeerConfig::default(), |c| c.discovery.cache_size = 2);
@@ -218,7 +218,7 @@ fn measured_rounds(h: &mut Harness, rtt: f64, rounds: u32) -> Vec<u32> {
 
 #[test]
 fn a_head_measured_under_load_is_measured_again_and_taken() {
-    // Session 14: B, predicted at 20 ms, was measured at 300 ms while the machine was
+    // B, predicted at 20 ms, was measured at 300 ms while the machine was
     // loaded; A, the head, at 40. The minimum alone would keep B out for good: it is
     // measured again after PROBE_RETRY rounds, and its quiet 15 ms makes the node switch.
     let (mut h, fx) = Harness::start(seed());
@@ -236,7 +236,7 @@ fn a_head_measured_under_load_is_measured_again_and_taken() {
 
 #[test]
 fn a_head_the_coordinates_misjudge_is_measured_again_ever_more_rarely() {
-    // Session 14: B really is 300 ms away though predicted at 20. The repeats wait 10, 20,
+    // B really is 300 ms away though predicted at 20. The repeats wait 10, 20,
     // then 40 rounds: 5 repeats in 160 rounds, not 16; the back-off survives B leaving the
     // cache and coming back; nothing while unfit.
     let (mut h, fx) = Harness::start(seed());
@@ -348,7 +348,7 @@ fn a_member_reports_its_nearest_rtt_to_its_token_holder() {
         assert!(fx.iter().any(|e| matches!(e, SpEffect::Rejected { .. })), "{bad}: {fx:?}");
         assert!(access_reports(&fx).is_empty());
     }
-    // With the access term off (the session-4 law) members report nothing.
+    // With the access term off members report nothing.
     let (mut h, _) = Harness::start_with(
         common::with(SuperPeerConfig::default(), |c| {
             c.tokens.access_weight = 0.0;
@@ -432,7 +432,7 @@ fn bad_and_stray_access_reports_are_survived() {
     }
 }
 
-/// Session 23 (issue 4's 200-node tokens swarm: a member tried to attach to a killed head
+/// A head reported down stays out of the cache (in a 200-node tokens swarm a member tried to attach to a killed head
 /// once a round for 10 s, because every cache exchange brought the dead head back): a head
 /// reported down is not taken from gossip again for `cache_ttl` rounds; a head that
 /// announces itself (`Announce`) still is.
@@ -457,7 +457,7 @@ fn a_head_reported_down_is_not_learned_again_from_gossip() {
     assert!(cached(&h).contains(&c.id), "the head's own announcement was ignored");
 }
 
-/// Session 24 (issue 4, run s23cd): a head that refused every connection and sent nothing
+/// A head that refused every connection and sent nothing
 /// for the detector's whole silence (`SpInput::HeadNotServing`) is left as if it had answered
 /// `Refuse`: the member detaches and attaches elsewhere, with no re-election; a report about
 /// another node changes nothing.

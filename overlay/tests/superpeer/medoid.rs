@@ -1,4 +1,4 @@
-//! The measured medoid step (`overlay::superpeer::medoid`; issue 4, session 8): a settled
+//! The measured medoid step (`overlay::superpeer::medoid`): a settled
 //! token holder asks some members to ping a sample of its cluster, pings it itself, and
 //! hands its token (with the members) to a candidate only on a measured gain; a member
 //! answers only its own head's probe. Deterministic: one node fed by hand (seeded ids,

@@ -1,5 +1,5 @@
-//! A head prices its token's moves with its members' current positions (issue 4, session 23;
-//! module doc of `overlay::superpeer::node`, step 4, "Members' positions are kept fresh").
+//! A head prices its token's moves with its members' current positions (module
+//! doc of `overlay::superpeer::node`, step 4, "Members' positions are kept fresh").
 //!
 //! A head knew a member's position from its `Attach`, minutes old in a settled cluster, and
 //! its own from now; the coordinates of a real swarm keep moving, and in the 200-node tokens

@@ -1,5 +1,5 @@
 //! A node keeps the `neighbours` nearest of the peers its driver reports (`overlay::superpeer`
-//! module doc, step 3, "Nearest neighbours"; session 13): a real node is told of whichever
+//! module doc, step 3, "Nearest neighbours"): a real node is told of whichever
 //! peers it happens to be connected to, and keeping the first ones left its cache gossip
 //! with peers anywhere. Deterministic: one node fed by hand.
 

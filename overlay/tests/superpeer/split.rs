@@ -1,4 +1,4 @@
-//! Split offers (`overlay::superpeer::token`, "Split offers"; issue 4, session 6): a holder
+//! Split offers (`overlay::superpeer::token`, "Split offers"): a holder
 //! whose cluster has a remote group offers a second head's spot to the holders it knows, and
 //! a settled holder whose token is cheap to remove jumps there with its token, without its
 //! members, which look for another head once the jump is acknowledged. Deterministic: one
@@ -112,7 +112,7 @@ fn a_settled_holder_whose_token_is_cheap_to_remove_jumps_to_an_offered_split() {
         c.split.ratio = 0.5;
     });
     let (mut h, far, fx) = offered(cfg.clone(), cfg.tokens.hold_rounds + 1, 1.0, s);
-    // Members first (session 7): each is told to switch to the head with room the removal
+    // Members first: each is told to switch to the head with room the removal
     // placed it at (the other holder); the token waits while they are members.
     let other = h.others[0].holder;
     let to_other: Vec<NodeId> = fx
@@ -152,7 +152,7 @@ fn a_settled_holder_whose_token_is_cheap_to_remove_jumps_to_an_offered_split() {
     assert!(!h.node.is_head());
 }
 
-/// Members that find no room elsewhere keep the token where it is (session 7).
+/// Members that find no room elsewhere keep the token where it is.
 #[test]
 fn a_drain_that_does_not_empty_the_cluster_gives_the_jump_up() {
     let s = seed();
@@ -178,7 +178,7 @@ fn no_jump_when_off_unsettled_or_not_worth_it() {
     let d = common::with(SuperPeerConfig::default(), |c| {
         c.split.ratio = 0.5;
     });
-    // Off: the session-5 law.
+    // Off: no split offers.
     let (_, _, fx) = offered(
         common::with(d.clone(), |c| {
             c.split.ratio = 0.0;
@@ -203,7 +203,8 @@ fn no_jump_when_off_unsettled_or_not_worth_it() {
     }
 }
 
-/// Session 7 (the 10^4 crash sweep with splits on left 75-166 nodes unattached): a jump needs
+/// A jump needs room (a 10^4 crash sweep with splits on left 75-166 nodes unattached without):
+/// a jump needs
 /// room for every member at the other tokens (less the reserve), and waits the hold time
 /// after a crash nearby.
 #[test]
@@ -337,8 +338,7 @@ fn a_holder_with_a_remote_group_offers_the_split_to_the_holders_it_knows() {
     assert!(splits(&fx).is_empty(), "offered while off");
 }
 
-/// Session 8 (engineer scale; issue 4: tokens did not converge at N = 10^5 with split offers
-/// on: after round 60 the last token moves were jumps of super peers promoted long before,
+/// Jumps age (without it, tokens do not converge at N = 10^5 with split offers on: after round 60 the last token moves were jumps of super peers promoted long before,
 /// each leaving a young holder that needed the hold time again): a jump ages like a move
 /// (`overlay::superpeer::promotion`, "Jumps age too": after 3 hold times). An offer that a
 /// young super peer takes is refused by one that has served 60 rounds; without aging

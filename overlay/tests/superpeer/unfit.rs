@@ -1,5 +1,5 @@
-//! An unfit coordinate pins the token (`overlay::superpeer::node` module doc, step 4, session
-//! 12): a holder told `SpInput::CoordinateFit { fit: false }` neither moves its token nor
+//! An unfit coordinate pins the token (`overlay::superpeer::node` module doc, step 4):
+//! a holder told `SpInput::CoordinateFit { fit: false }` neither moves its token nor
 //! promotes itself; once fit, its hold time starts and it moves or promotes as before. One
 //! holder fed by hand; the ids come from a seeded RNG (`PEERAGE_SEED` replays).
 

@@ -223,8 +223,8 @@ impl SuperPeerNode {
             return;
         }
         if let Pending::Seed = pending {
-            // *Ours* (issue 4; session 5's 200-node tokens swarm left one node
-            // unattached to the end, its provider lookups of the token directory failing): a
+            // *Ours* (a real DHT's provider lookups of the token directory can keep failing
+            // and leave a node unattached to the end): a
             // node whose cache is still empty after a failed seed lookup pulls a neighbour's
             // cache, since the push-pull gossip only runs once a node knows a head. The
             // simulator's DHT oracle never fails, so its runs do not change.
@@ -323,7 +323,7 @@ impl SuperPeerNode {
     /// head existed yet in the 200-node swarms, every node looked up the token directory
     /// key, or a random slot, four times every 5 rounds, and the 20 nodes nearest to that key
     /// took the lookups of the whole swarm; the heads' announcements and the nodes' cache
-    /// gossip still reach a node that waits. Session 16: also while its known heads are all
+    /// gossip still reach a node that waits. Also while its known heads are all
     /// full, module doc, step 3, "Seeds back off until the node attaches").
     pub(super) fn seed_interval(&self) -> u32 {
         5 << u32::from(self.seeds_unanswered.saturating_sub(1).min(3))

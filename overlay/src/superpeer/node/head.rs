@@ -77,8 +77,8 @@ impl SuperPeerNode {
     pub(super) fn stop_head(&mut self, ctx: &mut SpContext<'_>, to: Option<PeerInfo>) {
         let Some(h) = self.head.take() else { return };
         // What `become_head` kept for a failed `Detach` or `Refuse` goes with the role: a plain
-        // node holding it would elect for, or take over, a cluster it left long ago (session 6,
-        // two tokens held twice in the 10^4 crash sweep).
+        // node holding it would elect for, or take over, a cluster it left long ago (a
+        // token held twice).
         self.member_view = None;
         self.backup_view = None;
         if let Some((r, token, epoch)) = h.ack_to {

@@ -48,10 +48,9 @@ impl SuperPeerNode {
         }
         if let Some(e) = &self.election {
             // Give the cluster's re-election time before looking elsewhere; once it is decided
-            // (another member leads) there is nothing to wait for (session 8, issue 4: at
-            // N = 10^5, 4-7 members of crashed clusters that the new leader, full, had
-            // refused sat unattached for the rest of the 10 rounds, with heads with room in
-            // their caches).
+            // (another member leads) there is nothing to wait for (members that the new leader,
+            // full, refused would otherwise sit unattached for the rest of the 10 rounds, with
+            // heads with room in their caches).
             if !e.decided && self.round.wrapping_sub(e.started) < 10 && self.attached.is_none() {
                 return;
             }

@@ -42,7 +42,7 @@ impl SuperPeerNode {
                 // it for good with `Detach`, and members of a re-election chasing holders that
                 // had moved the token on refused the one that held it).
                 // The head we check while we take part in its re-election counts as known
-                // (session 19, "A doubter wins only once its check failed").
+                // (module doc, step 5, "A doubter wins only once its check failed").
                 let late = self.attached.is_none()
                     && (self.cache.iter().any(|c| c.info.id == from)
                         || self.doubted.as_ref().is_some_and(|d| d.head.id == from));
@@ -149,8 +149,8 @@ impl SuperPeerNode {
                     self.attached_probed = 0;
                     self.report_access(ctx);
                     if self.member_view.as_ref().is_none_or(|(h, _, _)| *h != to.id) {
-                        // The new holder's view has not come yet (module doc, step 4, session
-                        // 6): until it does, our old head's view stands for it, with the new
+                        // The new holder's view has not come yet (module doc, step 4):
+                        // until it does, our old head's view stands for it, with the new
                         // holder added, at the next epoch (the group the new holder got with
                         // the `Handover`), so that its crash before its view arrived still
                         // finds us with a view.

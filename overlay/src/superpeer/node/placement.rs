@@ -183,7 +183,7 @@ impl SuperPeerNode {
         }
         // Cooling as for moves: a token that moved often, or is promoted, needs more gain
         // (without the promoted factor tokens at N = 10^4 still jumped after 150 rounds).
-        // Session 8: a super peer's jumps also age with it, once it has served a while
+        // A super peer's jumps also age with it, once it has served a while
         // ([`jump_aging`]): at N = 10^5 the last token changes were jumps of super peers
         // promoted some 50 rounds before, each leaving a young holder that had to wait the
         // hold time again.

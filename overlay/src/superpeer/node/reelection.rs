@@ -77,7 +77,7 @@ impl SuperPeerNode {
             // rounds while it has no member), and only if no election for it runs here.
             let fresh = self.round.wrapping_sub(at) <= VIEW_EVERY + 1;
             // (An election for `id` over another role, e.g. one it led a moment ago and that
-            // we hold a stand-in view of, does not count: module doc, step 5, session 7.)
+            // we hold a stand-in view of, does not count: module doc, step 5.)
             let running = self.election.as_ref().is_some_and(|e| e.dead == id && same_role(&e.role, &role));
             if fresh && !running && self.head.is_none() {
                 self.take_over_as_backup(ctx, role);
@@ -274,8 +274,8 @@ impl SuperPeerNode {
     }
 
     /// Our re-election's leader is `l`, not us: the election is decided for this node, and
-    /// the leader's group stands in for its view until it comes (module doc, step 5, session
-    /// 7): if the leader dies before we attached to it (its `Takeover` lost with it, or it
+    /// the leader's group stands in for its view until it comes (module doc, step 5):
+    /// if the leader dies before we attached to it (its `Takeover` lost with it, or it
     /// relays the role), we re-elect over it.
     pub(super) fn follow_leader(&mut self, l: NodeId) {
         let Some(e) = self.election.as_mut() else { return };
@@ -457,8 +457,8 @@ impl SuperPeerNode {
         self.take_member_less(ctx, role, true);
     }
 
-    /// Takes `role` (its epoch already counted) without a member (module doc, step 6, session
-    /// 7): first a neighbour must hold the backup view of it, so that a crash of ours right
+    /// Takes `role` (its epoch already counted) without a member (module doc, step 6):
+    /// first a neighbour must hold the backup view of it, so that a crash of ours right
     /// after we took it does not take the role along; the role is taken when that backup
     /// confirms (`Detach`, [`Self::confirm_pending`]). With no neighbour to ask, at once. A
     /// node that holds or awaits a role already relays a token ([`Self::relay_role`]); a

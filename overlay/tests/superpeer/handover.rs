@@ -17,6 +17,7 @@
 //! token to them. DHT queries are answered by an oracle over all live nodes.
 
 use crate::common;
+use crate::common::xor;
 use overlay::superpeer::estimate::PARALLEL_LOOKUPS;
 use overlay::superpeer::VIEW_EVERY;
 use overlay::superpeer::{
@@ -237,14 +238,6 @@ impl Net {
         let hid = self.nodes[head].id();
         (0..self.nodes.len()).filter(|&i| self.alive[i] && i != head).all(|i| self.nodes[i].attached_to() == Some(hid))
     }
-}
-
-fn xor(a: &NodeId, b: &NodeId) -> [u8; 32] {
-    let mut x = [0u8; 32];
-    for (i, v) in x.iter_mut().enumerate() {
-        *v = a.0[i] ^ b.0[i];
-    }
-    x
 }
 
 /// Six nodes; the one that mints the token (XOR-closest to key 0) at (0, 0), the others

@@ -4,6 +4,7 @@
 //! prediction it goes by the measurement. Deterministic: one node fed by hand, the DHT an
 //! oracle over a fixed set of random ids (seeded, `PEERAGE_SEED` replays).
 
+use crate::common::{attaches, measures};
 use overlay::superpeer::CACHE_TTL;
 use overlay::superpeer::{
     HeadEntry, HeadRole, LookupReport, Method, PeerInfo, Point, SpEffect, SpInput, SpMessage, SuperPeerConfig,
@@ -72,24 +73,6 @@ impl Harness {
         let role = HeadRole::Token { token: TokenId(head.id.high_u64()), epoch: 0 };
         self.feed(SpInput::Message { from: head.id, msg: SpMessage::Accept { role, head } })
     }
-}
-
-fn attaches(fx: &[SpEffect]) -> Vec<NodeId> {
-    fx.iter()
-        .filter_map(|e| match e {
-            SpEffect::Send { to, msg: SpMessage::Attach { .. } } => Some(*to),
-            _ => None,
-        })
-        .collect()
-}
-
-fn measures(fx: &[SpEffect]) -> Vec<NodeId> {
-    fx.iter()
-        .filter_map(|e| match e {
-            SpEffect::MeasureRtt { peer } => Some(*peer),
-            _ => None,
-        })
-        .collect()
 }
 
 /// The started node attaches to A (the nearer by prediction), measures it at 40 ms, and is

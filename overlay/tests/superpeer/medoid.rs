@@ -4,6 +4,7 @@
 //! answers only its own head's probe. Deterministic: one node fed by hand (seeded ids,
 //! `PEERAGE_SEED` replays).
 
+use crate::common::measures;
 use overlay::superpeer::{HeadRole, PeerInfo, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode, TokenId};
 use overlay::NodeId;
 use rand_chacha::ChaCha8Rng;
@@ -58,15 +59,6 @@ fn probes(fx: &[SpEffect]) -> Vec<(NodeId, Vec<NodeId>)> {
         .collect()
 }
 
-fn pings(fx: &[SpEffect]) -> Vec<NodeId> {
-    fx.iter()
-        .filter_map(|e| match e {
-            SpEffect::MeasureRtt { peer } => Some(*peer),
-            _ => None,
-        })
-        .collect()
-}
-
 /// Ticks the holder until it starts its medoid step; returns the probes (candidate, sample)
 /// and the holder's own pings.
 fn until_probed(h: &mut Harness, rounds: u32) -> (Vec<(NodeId, Vec<NodeId>)>, Vec<NodeId>) {
@@ -75,7 +67,7 @@ fn until_probed(h: &mut Harness, rounds: u32) -> (Vec<(NodeId, Vec<NodeId>)>, Ve
         assert!(handovers(&fx).is_empty(), "the predicted law moved the token: {fx:?}");
         let p = probes(&fx);
         if !p.is_empty() {
-            return (p, pings(&fx));
+            return (p, measures(&fx));
         }
     }
     panic!("no medoid step within {rounds} rounds");
@@ -199,13 +191,13 @@ fn a_member_measures_for_its_own_head_only() {
     let sample = vec![ids[7], ids[8], ids[9]];
     // Not our head: nothing measured.
     let fx = m.feed(SpInput::Message { from: ids[3], msg: SpMessage::MedoidProbe { sample: sample.clone() } });
-    assert!(pings(&fx).is_empty(), "{fx:?}");
+    assert!(measures(&fx).is_empty(), "{fx:?}");
     // Too many peers: rejected.
     let fx = m.feed(SpInput::Message { from: head.id, msg: SpMessage::MedoidProbe { sample: ids[3..9].to_vec() } });
-    assert!(fx.iter().any(|e| matches!(e, SpEffect::Rejected { .. })) && pings(&fx).is_empty(), "{fx:?}");
+    assert!(fx.iter().any(|e| matches!(e, SpEffect::Rejected { .. })) && measures(&fx).is_empty(), "{fx:?}");
     // Our head: every sampled peer pinged; the answer goes when the last ping is back.
     let fx = m.feed(SpInput::Message { from: head.id, msg: SpMessage::MedoidProbe { sample: sample.clone() } });
-    assert_eq!(pings(&fx), sample);
+    assert_eq!(measures(&fx), sample);
     let fx = m.feed(SpInput::Rtt { peer: ids[9], rtt: Some(0.003) });
     assert!(fx.iter().all(|e| !matches!(e, SpEffect::Send { msg: SpMessage::MedoidCost { .. }, .. })));
     m.feed(SpInput::Rtt { peer: ids[7], rtt: Some(0.005) });

@@ -13,6 +13,7 @@
 //! and wants one super peer), and a given provider list.
 
 use crate::common;
+use crate::common::{peer, token_view};
 use overlay::superpeer::estimate::PARALLEL_LOOKUPS;
 use overlay::superpeer::ELECTION_RTT_FACTOR;
 use overlay::superpeer::{
@@ -122,14 +123,6 @@ impl Bare {
         }
         fx
     }
-}
-
-fn peer(name: &str, x: f64) -> PeerInfo {
-    PeerInfo { id: NodeId::hash_of(name.as_bytes()), point: Point::new(&[x, 0.0], 0.001) }
-}
-
-fn token_view(token: TokenId, epoch: u32, members: &[NodeId]) -> SpMessage {
-    SpMessage::ClusterView { role: HeadRole::Token { token, epoch }, members: Arc::from(members.to_vec()) }
 }
 
 fn acquired(fx: &[SpEffect], token: TokenId) -> Vec<u32> {

@@ -32,6 +32,7 @@
 //! records (`Net::keep_dead_providers`, as a real DHT does until they expire).
 
 use crate::common;
+use crate::common::{peer, token_view, xor};
 use overlay::superpeer::estimate::PARALLEL_LOOKUPS;
 use overlay::superpeer::{
     HeadRole, LookupReport, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig,
@@ -508,14 +509,6 @@ impl Net {
     }
 }
 
-fn xor(a: &NodeId, b: &NodeId) -> [u8; 32] {
-    let mut x = [0u8; 32];
-    for (i, v) in x.iter_mut().enumerate() {
-        *v = a.0[i] ^ b.0[i];
-    }
-    x
-}
-
 /// The seeds a randomised test runs: `PEERAGE_SEED` alone if set, else the range
 /// `PEERAGE_SEEDS=<from>..<to>` if set (to look for scenarios beyond the fixed ones), else
 /// `0..n`.
@@ -691,14 +684,6 @@ fn prefeed(node: &mut SuperPeerNode, rng: &mut ChaCha8Rng, input: SpInput, provi
     out
 }
 
-fn phantom(name: &str, x: f64) -> PeerInfo {
-    PeerInfo { id: NodeId::hash_of(name.as_bytes()), point: Point::new(&[x, 0.0], 0.001) }
-}
-
-fn token_view(token: TokenId, epoch: u32, members: &[NodeId]) -> SpMessage {
-    SpMessage::ClusterView { role: HeadRole::Token { token, epoch }, members: Arc::from(members.to_vec()) }
-}
-
 /// The relay (module doc, step 6): node B is the only member of holder V
 /// (token `TV` at epoch 4) and the backup of the member-less holder W (token `TW` at epoch
 /// 1); V and W crash together (they are phantoms here: every message to them fails). B takes
@@ -712,9 +697,9 @@ const TW: TokenId = TokenId(23);
 /// 10 ms apart on a line, and the phantoms V and W (token holders) and X (provides every
 /// key). Returns it with V, W and the live nodes' ids.
 fn relay_net(seed: u64) -> (Net, PeerInfo, PeerInfo, Vec<NodeId>) {
-    let v = phantom("relay-holder-v", 0.2);
-    let w = phantom("relay-holder-w", -0.2);
-    let x = phantom("relay-provider-x", 0.5);
+    let v = peer("relay-holder-v", 0.2);
+    let w = peer("relay-holder-w", -0.2);
+    let x = peer("relay-provider-x", 0.5);
     let names = ["relay-b", "relay-c", "relay-d", "relay-e", "relay-f"];
     let ids: Vec<NodeId> = names.iter().map(|n| NodeId::hash_of(n.as_bytes())).collect();
     let points: Vec<Point> = (0..names.len()).map(|i| Point::new(&[0.01 * i as f64, 0.0], 0.001)).collect();

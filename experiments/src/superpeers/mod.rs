@@ -695,3 +695,53 @@ fn run_one(
     }
     Ok(rows)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use overlay::Algorithm;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: SuperpeersArgs,
+    }
+
+    fn config(flags: &[&str]) -> anyhow::Result<SuperPeerConfig> {
+        let cli = Cli::try_parse_from(std::iter::once("lab").chain(flags.iter().copied()))?;
+        Ok(config_of(&cli.args)?.1)
+    }
+
+    /// `--sp-config` reads a node's config file: its `[superpeer]` table, nested sections
+    /// included, other tables ignored; `--share` and `--cap` override it; a bad table is an
+    /// error that names the file.
+    #[test]
+    fn the_lab_reads_the_nodes_superpeer_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = dir.path().join("node.toml");
+        std::fs::write(
+            &node,
+            "listen = [\"/ip4/0.0.0.0/tcp/0\"]\n[timing]\nsettle_ms = 1000\n[superpeer]\nshare = 0.02\ncluster_cap = 90\n\
+             [superpeer.tokens]\nhold_rounds = 4\n[superpeer.election]\nalgorithm = \"ring\"\n",
+        )
+        .unwrap();
+        let path = node.to_str().unwrap();
+        let c = config(&["--sp-config", path]).unwrap();
+        assert_eq!((c.share, c.cluster_cap, c.tokens.hold_rounds), (0.02, 90, 4));
+        assert_eq!(c.election.algorithm, Algorithm::Ring);
+        let c = config(&["--sp-config", path, "--share", "0.05"]).unwrap();
+        assert_eq!((c.share, c.cluster_cap, c.tokens.hold_rounds), (0.05, 30, 4), "the cap follows --share");
+        let c = config(&["--sp-config", path, "--cap", "12"]).unwrap();
+        assert_eq!((c.share, c.cluster_cap), (0.02, 12));
+        assert_eq!(config(&[]).unwrap(), SuperPeerConfig::default());
+
+        let bad = dir.path().join("bad.toml");
+        std::fs::write(&bad, "[superpeer.split]\nratio = 2.0\n").unwrap();
+        let err = format!("{:#}", config(&["--sp-config", bad.to_str().unwrap()]).unwrap_err());
+        assert!(err.contains("split.ratio"), "{err}");
+        std::fs::write(&bad, "[superpeer]\nsharee = 0.1\n").unwrap();
+        let err = format!("{:#}", config(&["--sp-config", bad.to_str().unwrap()]).unwrap_err());
+        assert!(err.contains("bad.toml") && err.contains("sharee"), "{err}");
+    }
+}

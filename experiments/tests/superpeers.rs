@@ -1,4 +1,4 @@
-//! Super-peer selection end to end on the simulator (issue 4): properties that must hold for
+//! Super-peer selection end to end on the simulator: properties that must hold for
 //! any seed. Each test prints its seed; replay with `PEERAGE_SEED=<seed>`.
 
 use overlay::superpeer::{Method, SpInput, SuperPeerConfig};
@@ -40,7 +40,7 @@ fn prefix_share_caps_attachment_and_reelection() {
     check_prefix(seed());
 }
 
-/// Seeds that once failed (issue 4): 32, 37, 38 and 49 left orphans whose caches held only
+/// Seeds that once failed: 32, 37, 38 and 49 left orphans whose caches held only
 /// full heads; 77 lost the slot of a crashed head that had no member.
 #[test]
 fn prefix_regression_seeds() {
@@ -85,16 +85,16 @@ fn tokens_are_conserved_under_crashes_and_caps_hold() {
 }
 
 /// Split offers on (`overlay::superpeer::token` module doc, "Split offers"): the same
-/// conservation and attachment as above. The seed that failed in the clean-clone CI of
-/// session 6 (10 of 1,500 nodes unattached after recovery: jumping holders' members found
-/// no head with room), then a random one.
+/// conservation and attachment as above. A seed that failed in a clean-clone CI (10 of
+/// 1,500 nodes unattached after recovery: jumping holders' members found no head with room),
+/// then a random one.
 #[test]
 fn tokens_with_split_offers_are_conserved_and_every_node_attached() {
     for s in [7984502690397827175, seed()] {
         println!("seed {s}");
         let w = world(1500, s);
         let mut p = params(Method::RepulsionTokens, s);
-        p.cfg.split_ratio = 0.5;
+        p.cfg.split.ratio = 0.5;
         let out = run(&w, &p, |_, _| {}).expect("run");
         assert!(out.max_members_seen <= 75, "seed {s}: a cluster reached {}", out.max_members_seen);
         let f = out.failure.expect("failure phase");
@@ -107,14 +107,14 @@ fn tokens_with_split_offers_are_conserved_and_every_node_attached() {
 
 /// A recreated token is a super peer at once, and so is the node its first move hands it
 /// to (`overlay::superpeer` node module doc, step 5, "A recreated token's first move keeps
-/// the promotion", session 18). Before, the winner (a random member of the crashed cluster,
-/// rarely where the dead head stood) moved the token at once and the hold time began again:
-/// at N = 5,000 with half the super peers crashed, every recreated token's head stayed
-/// unpromoted for 10-25 rounds (docs/RESULTS.md, session 18). A holder the crash did not
+/// the promotion"). Otherwise the winner (a random member of the crashed cluster, rarely
+/// where the dead head stood) moves the token at once and the hold time begins again: at
+/// N = 5,000 with half the super peers crashed, every recreated token's head stayed
+/// unpromoted for 10-25 rounds. A holder the crash did not
 /// touch (or the receiver of a first move, moving again) may still move its token then and
 /// start its hold time again, so the test allows half the crashed count unpromoted in the
-/// best of the first three recovery rounds (the old law: 4-7 of 5-7 crashed over seeds 1-16;
-/// this one: at most 2 of 6 over seeds 1-60).
+/// best of the first three recovery rounds (measured: at most 2 of 6 over seeds
+/// 1-60; without the rule 4-7 of 5-7 crashed over seeds 1-16).
 #[test]
 fn recreated_tokens_are_super_peers_at_once() {
     let s = seed();

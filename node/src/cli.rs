@@ -203,13 +203,13 @@ pub struct RunArgs {
     #[arg(long)]
     pub alive_interval_ms: Option<u64>,
     /// Super-peer selection: off, prefix (reserved-prefix ids) or tokens (repulsion tokens).
-    /// TOML: [superpeer] mode.
+    /// TOML: a [superpeer] table turns it on, its `method` chooses.
     #[arg(long)]
     pub superpeers: Option<String>,
-    /// Wanted share of super peers, in (0, 0.5]. TOML: [superpeer] share.
+    /// Wanted share of super peers, in (0, 0.5] (needs super peers on). TOML: [superpeer] share.
     #[arg(long)]
     pub sp_share: Option<f64>,
-    /// Most members one super peer serves. TOML: [superpeer] cluster_cap.
+    /// Most members one super peer serves (needs super peers on). TOML: [superpeer] cluster_cap.
     #[arg(long)]
     pub sp_cap: Option<u32>,
     /// Emulate link latency with the seeded Internet model (needs --model-nodes and a seed);
@@ -331,34 +331,11 @@ pub struct SwarmArgs {
     /// Most members one super peer serves (default: twice the mean cluster size).
     #[arg(long)]
     pub sp_cap: Option<u32>,
-    /// Size-estimate lookups a node keeps running until it has its samples (default 2;
-    /// `overlay::superpeer::estimate`, "Pooled samples").
+    /// The nodes' super-peer settings: a TOML file whose `[superpeer]` table is read (a node's
+    /// config file, or the file `peerage-lab superpeers --sp-config` reads; its other tables
+    /// are ignored). --superpeers chooses the method; --sp-share and --sp-cap override it.
     #[arg(long)]
-    pub sp_estimate_parallel: Option<u32>,
-    /// Peers a node pushes its size-estimate samples to after each lookup (default 4; 0 =
-    /// every node makes all its lookups itself, the law before session 17 with
-    /// --sp-estimate-parallel 8).
-    #[arg(long)]
-    pub sp_estimate_push_peers: Option<u32>,
-    /// A member's failed probe of its super peer counts nothing if the member's own loop ran
-    /// later than this many milliseconds while the probe was out (default 1000; 0 = every
-    /// failure counts, the law before session 19; `overlay::detect::head_watch`).
-    #[arg(long)]
-    pub sp_probe_stall_ms: Option<u64>,
-    /// A member reports its super peer down after this many probes in a row found nothing
-    /// listening at its addresses, without waiting for the silence (default 2; 0 = off, the
-    /// law before session 22; `overlay::detect::head_watch`).
-    #[arg(long)]
-    pub sp_gone_after_probes: Option<u32>,
-    /// Vivaldi samples per window of the update filter that makes the coordinate super-peer
-    /// selection sees (default 16; 0 = off: every Vivaldi update reaches it, the law before
-    /// session 23; `node/src/coords/driver.rs`, "Application coordinate").
-    #[arg(long)]
-    pub sp_coord_window: Option<usize>,
-    /// Energy distance, ms, between the filter's windows that moves that coordinate
-    /// (default 4, about a 2 ms shift).
-    #[arg(long)]
-    pub sp_coord_threshold_ms: Option<f64>,
+    pub sp_config: Option<std::path::PathBuf>,
     /// Super peers count as converged after this many seconds without a change.
     #[arg(long, default_value_t = 10.0)]
     pub sp_stable_s: f64,

@@ -101,13 +101,24 @@ fn merge(args: &RunArgs) -> anyhow::Result<FileConfig> {
         fc.election.alive_interval_ms = a;
     }
     if let Some(m) = &args.superpeers {
-        fc.superpeer.mode = m.clone();
+        use peerage_node::config::superpeer::SuperPeerMode;
+        match m.parse::<SuperPeerMode>()? {
+            SuperPeerMode::Off => fc.superpeer = None,
+            SuperPeerMode::On(method) => fc.superpeer.get_or_insert_with(Default::default).method = method,
+        }
     }
-    if let Some(x) = args.sp_share {
-        fc.superpeer.share = x;
-    }
-    if let Some(c) = args.sp_cap {
-        fc.superpeer.cluster_cap = c;
+    if args.sp_share.is_some() || args.sp_cap.is_some() {
+        let Some(sp) = fc.superpeer.as_mut() else {
+            anyhow::bail!(
+                "--sp-share and --sp-cap need super peers on: --superpeers prefix|tokens or a [superpeer] table"
+            );
+        };
+        if let Some(x) = args.sp_share {
+            sp.share = x;
+        }
+        if let Some(c) = args.sp_cap {
+            sp.cluster_cap = c;
+        }
     }
     let em = &mut fc.emulation;
     if let Some(l) = args.latency {
@@ -550,18 +561,12 @@ fn superpeer_phase(
                 || args.sp_share.is_some()
                 || args.sp_cap.is_some()
                 || args.sp_start_delay_s.is_some()
-                || args.sp_estimate_parallel.is_some()
-                || args.sp_estimate_push_peers.is_some()
-                || args.sp_probe_stall_ms.is_some()
-                || args.sp_gone_after_probes.is_some()
-                || args.sp_coord_window.is_some()
-                || args.sp_coord_threshold_ms.is_some()
+                || args.sp_config.is_some()
                 || args.no_leader_election
             {
                 anyhow::bail!(
-                    "--kill-superpeers, --sp-share, --sp-cap, --sp-start-delay-s, --sp-estimate-parallel, \
-                     --sp-estimate-push-peers, --sp-probe-stall-ms, --sp-gone-after-probes, --sp-coord-window, \
-                     --sp-coord-threshold-ms and --no-leader-election need --superpeers prefix|tokens"
+                    "--kill-superpeers, --sp-share, --sp-cap, --sp-start-delay-s, --sp-config and \
+                     --no-leader-election need --superpeers prefix|tokens"
                 );
             }
             return Ok(None);
@@ -576,39 +581,29 @@ fn superpeer_phase(
             anyhow::bail!("--kill-superpeers must be in (0, 1], got {f}");
         }
     }
-    let share = args.sp_share.unwrap_or(0.05);
-    let cap = match args.sp_cap {
-        Some(c) => c,
-        None => ((2.0 / share).ceil() as u32).max(4),
+    let mut sp = match &args.sp_config {
+        Some(path) => read_sp_config(path)?,
+        None => overlay::superpeer::SuperPeerConfig::default(),
     };
-    let sp = &mut sc.template.superpeer;
-    sp.mode = method.name().to_string();
-    sp.share = share;
-    sp.cluster_cap = cap;
-    if let Some(p) = args.sp_estimate_parallel {
-        sp.estimate_parallel = p;
+    sp.method = method;
+    // A swarm is small: a larger share than the table's default, and clusters capped at twice
+    // the mean unless a file or a flag says otherwise.
+    if args.sp_config.is_none() || args.sp_share.is_some() {
+        sp.share = args.sp_share.unwrap_or(0.05);
+        sp.cluster_cap = ((2.0 / sp.share).ceil() as u32).max(4);
     }
-    if let Some(p) = args.sp_estimate_push_peers {
-        sp.estimate_push_peers = p;
+    if let Some(c) = args.sp_cap {
+        sp.cluster_cap = c;
     }
-    if let Some(ms) = args.sp_probe_stall_ms {
-        sp.probe_stall_ms = ms;
-    }
-    if let Some(n) = args.sp_gone_after_probes {
-        sp.gone_after_probes = n;
-    }
-    if let Some(w) = args.sp_coord_window {
-        sp.coord_window = w;
-    }
-    if let Some(ms) = args.sp_coord_threshold_ms {
-        sp.coord_threshold_ms = ms;
-    }
+    sp.validate()?;
+    let cap = sp.cluster_cap;
+    sc.template.superpeer = Some(sp);
     // Nodes join over a few seconds; give the routing tables time before the estimate.
-    sp.start_delay_ms = match args.sp_start_delay_s {
+    sc.template.timing.superpeer_start_ms = match args.sp_start_delay_s {
         Some(d) => secs(d)?.as_millis().min(u64::MAX as u128) as u64,
         None => (2_000 + 20 * n as u64).min(30_000),
     };
-    sc.template.superpeer.resolve()?;
+
     Ok(Some(peerage_node::superpeer::report::SpPhaseOptions {
         cluster_cap: cap,
         method: method.name().to_string(),
@@ -618,6 +613,14 @@ fn superpeer_phase(
         kill_at: secs(args.kill_superpeers_at)?,
         seed,
     }))
+}
+
+/// The `[superpeer]` table of a TOML file (absent: the defaults); its other tables are ignored.
+fn read_sp_config(path: &std::path::Path) -> anyhow::Result<overlay::superpeer::SuperPeerConfig> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let f: overlay::superpeer::SuperPeerFile =
+        toml::from_str(&text).with_context(|| format!("{}: bad [superpeer] table", path.display()))?;
+    Ok(f.superpeer)
 }
 
 /// Most nodes one process runs (descriptors, memory, the CPU of one machine).

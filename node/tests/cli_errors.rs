@@ -37,21 +37,32 @@ fn bad_flags_are_clear_errors() {
     assert_ne!(code, 0);
     assert!(err.contains("--no-leader-election need") && err.contains("--superpeers"), "{err}");
 
-    let (code, err) = peerage(&["swarm", "--nodes", "2", "--sp-estimate-push-peers", "0"]);
+    // The nodes' super-peer table from a file: only with super peers on, and checked.
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).expect("writes");
+        p.to_string_lossy().into_owned()
+    };
+    let good = file("good.toml", "[superpeer]\nshare = 0.1\n");
+    let (code, err) = peerage(&["swarm", "--nodes", "2", "--sp-config", &good]);
     assert_ne!(code, 0);
-    assert!(err.contains("--sp-estimate-push-peers") && err.contains("--superpeers"), "{err}");
+    assert!(err.contains("--sp-config") && err.contains("--superpeers"), "{err}");
 
-    let (code, err) = peerage(&["swarm", "--nodes", "2", "--superpeers", "prefix", "--sp-estimate-parallel", "0"]);
+    let zero = file("zero.toml", "listen = []\n[superpeer.estimate]\nsamples = 0\n");
+    let (code, err) = peerage(&["swarm", "--nodes", "2", "--superpeers", "prefix", "--sp-config", &zero]);
     assert_ne!(code, 0);
-    assert!(err.contains("estimate_parallel must be in [1, 1000], got 0"), "{err}");
+    assert!(err.contains("superpeer.estimate.samples must be in [1, 1000], got 0"), "{err}");
 
-    let (code, err) = peerage(&["swarm", "--nodes", "2", "--sp-coord-window", "8"]);
+    let typo = file("typo.toml", "[superpeer.tokens]\nhold = 3\n");
+    let (code, err) = peerage(&["swarm", "--nodes", "2", "--superpeers", "tokens", "--sp-config", &typo]);
     assert_ne!(code, 0);
-    assert!(err.contains("--sp-coord-window") && err.contains("--superpeers"), "{err}");
+    assert!(err.contains("bad [superpeer] table") && err.contains("hold"), "{err}");
 
-    let (code, err) = peerage(&["swarm", "--nodes", "2", "--superpeers", "tokens", "--sp-coord-threshold-ms=-1"]);
+    let missing = dir.path().join("missing.toml").to_string_lossy().into_owned();
+    let (code, err) = peerage(&["swarm", "--nodes", "2", "--superpeers", "tokens", "--sp-config", &missing]);
     assert_ne!(code, 0);
-    assert!(err.contains("coord_threshold_ms") && err.contains("threshold"), "{err}");
+    assert!(err.contains("reading") && err.contains("missing.toml"), "{err}");
 
     let (code, err) = peerage(&["--log", "peerage=[[", "swarm", "--nodes", "2"]);
     assert_eq!(code, 2, "{err}");

@@ -18,6 +18,7 @@
 mod common;
 
 use common::{init_log, seed};
+use overlay::superpeer::{Method, SuperPeerConfig};
 use overlay::ElectionConfig;
 use peerage_node::superpeer::report::{run_phase, SpPhaseOptions};
 use peerage_node::{LocalSwarm, LocalSwarmConfig};
@@ -36,12 +37,15 @@ async fn forms_clusters_and_replaces(method: &str, latency: bool) {
     if latency {
         c.latency_seed = Some(seed);
     }
-    let sp = &mut c.template.superpeer;
-    sp.mode = method.into();
-    sp.share = SHARE;
-    sp.cluster_cap = CAP;
-    sp.hold_rounds = 5;
-    sp.start_delay_ms = 2_000;
+    let mut sp = SuperPeerConfig {
+        method: method.parse().expect("a method"),
+        share: SHARE,
+        cluster_cap: CAP,
+        ..Default::default()
+    };
+    sp.tokens.hold_rounds = 5;
+    c.template.superpeer = Some(sp);
+    c.template.timing.superpeer_start_ms = 2_000;
     let t0 = Instant::now();
     let mut swarm = LocalSwarm::start(&c).await.expect("swarm starts");
     let opts = SpPhaseOptions {
@@ -113,11 +117,13 @@ async fn same_seed_same_super_peers() {
         let mut c = LocalSwarmConfig::new(16, ElectionConfig::default(), seed);
         c.template.timing.settle_ms = 1_000;
         c.template.timing.leader_election = false;
-        let sp = &mut c.template.superpeer;
-        sp.mode = "prefix".into();
-        sp.share = 0.125;
-        sp.cluster_cap = 14;
-        sp.start_delay_ms = 1_000;
+        c.template.superpeer = Some(SuperPeerConfig {
+            method: Method::ReservedPrefix,
+            share: 0.125,
+            cluster_cap: 14,
+            ..Default::default()
+        });
+        c.template.timing.superpeer_start_ms = 1_000;
         let swarm = LocalSwarm::start(&c).await.expect("swarm starts");
         let ids: Vec<String> = (0..swarm.len()).map(|i| swarm.node_id(i).to_string()).collect();
         let deadline = Instant::now() + Duration::from_secs(90);

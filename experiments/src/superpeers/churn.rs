@@ -1,5 +1,5 @@
-//! Off-by-default churn diagnostic for the super-peer simulation (`PEERAGE_SP_CHURN=1`;
-//! issue 4, session 6, engineer tokconv): every round, the changes that the convergence rule
+//! Off-by-default churn diagnostic for the super-peer simulation (`PEERAGE_SP_CHURN=1`):
+//! every round, the changes that the convergence rule
 //! counts (`AttachedTo` effects and token moves) split by their KIND, printed to stderr as
 //! one line per round, so that one can see which kind keeps a run above the rule's N/1000.
 //!
@@ -25,7 +25,7 @@
 //!   `token-move-members<M>` by the cluster's size: 0-3, 4 = 4-19, 20 = 20-99, 100 = 100+),
 //!   `promote`, and
 //!   `refuse-full` (`Refuse { full: true }` messages sent).
-//! - Split offers (session 8, engineer scale: what keeps changing at 10^5 with split offers
+//! - Split offers (what keeps changing at 10^5 with split offers
 //!   on): `split-offer` (`Split` sent), `drain-start` (a holder that got an offer began to
 //!   drain: its first `StepDownTo`s), `step-down-to` (`StepDownTo` messages sent),
 //!   `jump-sent` (a member-less `Handover` of a split jump sent, re-sends included) and

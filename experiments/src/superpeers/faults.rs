@@ -29,7 +29,8 @@
 //!   by a Gaussian step of `drift_ms` per component.
 //! - **Members watch their heads** (`head_watch`: `SpInput::PeerDown`, `SpInput::HeadNotServing`):
 //!   instead of the simulator telling a crashed head's members at once, each member runs the
-//!   node's head watch (`overlay::detect::head_watch`) with one probe per round when due: a dead
+//!   node's head watch (`overlay::detect::head_watch`, with the run's `[superpeer.head_watch]`)
+//!   and one probe per round when due: a dead
 //!   head has nothing listening, a live head answers unless the connection is refused (with
 //!   `refused`, or almost always by a node that is no head any more: its gate keeps only a few
 //!   connections), and every message from the head counts as heard.
@@ -37,14 +38,11 @@
 //! Every draw comes from the fault model's own generator, seeded from the run's seed: with the
 //! faults off the simulator draws exactly what it drew without them.
 
-use overlay::detect::head_watch::DOWN_SCORE;
-use overlay::detect::{HeadWatch, WatchConfig};
 use overlay::superpeer::{LookupReport, PeerInfo, Point};
 use overlay::NodeId;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
-use std::time::Duration;
 
 /// The fault model's settings (module doc). Every rate is a probability in `[0, 1]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -223,20 +221,6 @@ pub fn drifted(p: &Point, rng: &mut ChaCha8Rng, sd_ms: f64) -> Point {
         }
     }
     q
-}
-
-/// The head watch a simulated member runs (the node's defaults: probe after 2 rounds of
-/// silence, a round apart, down after 10 s of silence or 2 probes that found nothing
-/// listening; the simulator's loop is never stalled).
-pub fn head_watch() -> HeadWatch {
-    HeadWatch::new(WatchConfig {
-        probe_after: Duration::from_secs(2),
-        spacing: Duration::from_secs(1),
-        min_silence: Duration::from_secs(10),
-        down_score: DOWN_SCORE,
-        max_stall: Duration::from_secs(1),
-        gone_after: 2,
-    })
 }
 
 /// How likely a node that is no head any more refuses a member's probe: its gate keeps only a

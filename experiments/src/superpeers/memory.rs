@@ -1,9 +1,9 @@
 //! Where the memory of a `superpeers` run goes: the process's resident set and jemalloc's own
 //! counters, sampled at phase boundaries and during the protocol rounds, and a purge that
-//! hands freed pages back to the OS between phases (issue 4: the 10^6 run's peak RSS).
+//! hands freed pages back to the OS between phases (the 10^6 run's peak RSS).
 //!
 //! `peerage-lab` runs on jemalloc (its `main.rs` sets `tikv_jemallocator::Jemalloc` as the
-//! global allocator; session 4). The counters are jemalloc's: `allocated` is what live
+//! global allocator). The counters are jemalloc's: `allocated` is what live
 //! allocations hold, `resident` what jemalloc keeps in RAM (live data, its metadata and freed
 //! but not yet purged pages). A library user on another allocator (the tests) sees jemalloc's
 //! counters near zero and the purge does nothing; the RSS is the process's in any case.
@@ -11,7 +11,7 @@
 //! Why a purge (*ours*): jemalloc gives freed pages back after `dirty_decay_ms` (10 s), but
 //! only when the arena that holds them is used again; the Vivaldi phase's worker threads
 //! end, so their arenas would keep the freed coordinate clients resident through the
-//! protocol phase (what `malloc_trim` did for glibc's arenas before session 4).
+//! protocol phase (as glibc's arenas would without `malloc_trim`).
 
 use serde::Serialize;
 use std::time::Instant;

@@ -44,8 +44,7 @@ use crate::lab::spec::SeedRange;
 use anyhow::Context as _;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use measure::measure;
-use overlay::superpeer::{Method, SuperPeerConfig};
-use overlay::Algorithm;
+use overlay::superpeer::{Method, SuperPeerConfig, SuperPeerFile};
 use protocol::{ProtoOutcome, ProtoParams, RoundStat};
 use report::{MeasuresF, SummaryRow, Verdict};
 use serde::Serialize;
@@ -63,15 +62,13 @@ pub struct SuperpeersArgs {
     /// Methods: prefix, tokens (comma-separated).
     #[arg(long, value_delimiter = ',', default_values_t = vec!["prefix".to_string(), "tokens".to_string()])]
     pub methods: Vec<String>,
-    /// Wanted share of super peers.
-    #[arg(long, default_value_t = 0.01)]
-    pub share: f64,
-    /// Cluster cap; default 1.5 / share.
+    /// Wanted share of super peers (default: `--sp-config`'s, 0.01 without one).
+    #[arg(long)]
+    pub share: Option<f64>,
+    /// Cluster cap (default: 1.5 / `--share` with that flag, else `--sp-config`'s, 150
+    /// without one).
     #[arg(long)]
     pub cap: Option<u32>,
-    /// Election algorithm for the cluster re-election.
-    #[arg(long, default_value = "bully")]
-    pub algorithm: String,
     /// Seeds: one (`7`) or a range `A..B` (A included, B not: `1..21` is seeds 1-20). Each
     /// seed is a new world, protocol run and set of yardsticks; with several, a summary over
     /// them follows each population size.
@@ -108,86 +105,12 @@ pub struct SuperpeersArgs {
     /// the preset's values.
     #[arg(long)]
     pub faults_config: Option<PathBuf>,
-    /// Token force law (see `overlay::superpeer::token`); each defaults to
-    /// `SuperPeerConfig::default()`. Weight of the members' pull (0 = repulsion only).
+    /// The super-peer settings: a TOML file whose `[superpeer]` table is read (the table a
+    /// node's config file holds, `overlay::superpeer::config`; the file's other tables are
+    /// ignored, so a node's config file runs here unchanged). Keys it leaves out take their
+    /// defaults; `--share` and `--cap` override it.
     #[arg(long)]
-    pub attraction: Option<f64>,
-    /// Net force above which a token is considered for a move.
-    #[arg(long)]
-    pub force_threshold: Option<f64>,
-    /// Weight of the repulsion between tokens.
-    #[arg(long)]
-    pub repulsion: Option<f64>,
-    /// Repulsion cut-off, x the holder's cluster radius.
-    #[arg(long)]
-    pub repulsion_range: Option<f64>,
-    /// Longest step of a token move, x the holder's cluster radius.
-    #[arg(long)]
-    pub max_step: Option<f64>,
-    /// Fraction by which a move must lower the token's cost.
-    #[arg(long)]
-    pub min_gain: Option<f64>,
-    /// Moves after which a token needs twice the gain.
-    #[arg(long)]
-    pub cooling: Option<f64>,
-    /// Rounds a token must stay put before its holder promotes itself.
-    #[arg(long, default_value_t = 10)]
-    pub hold_rounds: u32,
-    /// A promoted holder's move needs the gain x (1 + rounds since promotion / this);
-    /// 0 = off. Default: `SuperPeerConfig::default()`.
-    #[arg(long)]
-    pub promoted_aging: Option<f64>,
-
-    /// A node switches super peer only to one this factor nearer (predicted); 0 = never.
-    #[arg(long, default_value_t = 0.9)]
-    pub switch_factor: f64,
-    /// Super peers a node keeps in its cache.
-    #[arg(long, default_value_t = 6)]
-    pub cache_size: usize,
-    /// RTT measurements (pings) a normal node starts per round at most; 0 = attach by
-    /// predicted RTT only. Default: `SuperPeerConfig::default()`.
-    #[arg(long)]
-    pub probes_per_round: Option<u32>,
-    /// A cached head is measured only if predicted below this factor x the current head's RTT.
-    #[arg(long)]
-    pub probe_margin: Option<f64>,
-    /// Candidates nearest to a token's wanted point whose cost is evaluated for a move.
-    #[arg(long)]
-    pub move_shortlist: Option<u32>,
-    /// Weight of the measured access-delay estimate in a token's cost (0 = none, no
-    /// `HeadRtt` reports). Default: `SuperPeerConfig::default()`.
-    #[arg(long)]
-    pub access_weight: Option<f64>,
-    /// Shrinkage of one member's access estimate, in [0, 1].
-    #[arg(long)]
-    pub access_shrink: Option<f64>,
-    /// Split offers: a settled token jumps to an offered point if its removal cost is below
-    /// this fraction of the offered gain; 0 = off. Default:
-    /// `SuperPeerConfig::default()` (0.5).
-    #[arg(long)]
-    pub split_ratio: Option<f64>,
-    /// A holder offers a split when its gain exceeds this fraction of its cluster's cost.
-    #[arg(long)]
-    pub split_min: Option<f64>,
-    /// Rounds between two split offers of one holder.
-    #[arg(long)]
-    pub split_every: Option<u32>,
-    /// Size-estimate lookups a node keeps running until it has its samples
-    /// (`overlay::superpeer::estimate`, "Pooled samples"). Default: `SuperPeerConfig::default()`.
-    #[arg(long)]
-    pub estimate_parallel: Option<u32>,
-    /// Peers a node pushes its pooled size-estimate samples to after each lookup; 0 = every
-    /// node makes all its lookups itself. Default: `SuperPeerConfig::default()`.
-    #[arg(long)]
-    pub estimate_push_peers: Option<u32>,
-    /// The measured medoid step (`overlay::superpeer::medoid`): members a settled holder asks
-    /// to measure its cluster as candidate heads; 0 = off. Default:
-    /// `SuperPeerConfig::default()`.
-    #[arg(long)]
-    pub medoid_candidates: Option<u32>,
-    /// Members each candidate (and the holder) pings for the measured medoid step.
-    #[arg(long)]
-    pub medoid_sample: Option<u32>,
+    pub sp_config: Option<PathBuf>,
     /// Random placements behind the `random` yardstick (its mean and confidence interval).
     #[arg(long, default_value_t = 100)]
     pub random_draws: u32,
@@ -317,39 +240,27 @@ pub fn config_of(args: &SuperpeersArgs) -> anyhow::Result<(Vec<Method>, SuperPee
         anyhow::bail!("--crash must be in [0, 1]");
     }
     let methods: Vec<Method> = args.methods.iter().map(|m| m.parse::<Method>()).collect::<Result<_, _>>()?;
-    let algorithm: Algorithm = args.algorithm.parse()?;
-    let d = SuperPeerConfig::default();
-    let mut cfg = SuperPeerConfig {
-        share: args.share,
-        attraction: args.attraction.unwrap_or(d.attraction),
-        repulsion: args.repulsion.unwrap_or(d.repulsion),
-        repulsion_range: args.repulsion_range.unwrap_or(d.repulsion_range),
-        max_step: args.max_step.unwrap_or(d.max_step),
-        min_gain: args.min_gain.unwrap_or(d.min_gain),
-        cooling: args.cooling.unwrap_or(d.cooling),
-        switch_factor: args.switch_factor,
-        cache_size: args.cache_size,
-        force_threshold: args.force_threshold.unwrap_or(d.force_threshold),
-        hold_rounds: args.hold_rounds,
-        promoted_aging: args.promoted_aging.unwrap_or(d.promoted_aging),
-        probes_per_round: args.probes_per_round.unwrap_or(d.probes_per_round),
-        probe_margin: args.probe_margin.unwrap_or(d.probe_margin),
-        move_shortlist: args.move_shortlist.unwrap_or(d.move_shortlist),
-        access_weight: args.access_weight.unwrap_or(d.access_weight),
-        access_shrink: args.access_shrink.unwrap_or(d.access_shrink),
-        split_ratio: args.split_ratio.unwrap_or(d.split_ratio),
-        split_min: args.split_min.unwrap_or(d.split_min),
-        split_every: args.split_every.unwrap_or(d.split_every),
-        estimate_parallel: args.estimate_parallel.unwrap_or(d.estimate_parallel),
-        estimate_push_peers: args.estimate_push_peers.unwrap_or(d.estimate_push_peers),
-        medoid_candidates: args.medoid_candidates.unwrap_or(d.medoid_candidates),
-        medoid_sample: args.medoid_sample.unwrap_or(d.medoid_sample),
-        ..d
+    let mut cfg = match &args.sp_config {
+        Some(path) => read_sp_config(path)?,
+        None => SuperPeerConfig::default(),
     };
-    cfg.cluster_cap = args.cap.unwrap_or_else(|| (1.5 / args.share).round().max(1.0) as u32);
-    cfg.election.algorithm = algorithm;
+    if let Some(share) = args.share {
+        cfg.share = share;
+        cfg.cluster_cap = (1.5 / share).round().max(1.0) as u32;
+    }
+    if let Some(cap) = args.cap {
+        cfg.cluster_cap = cap;
+    }
     cfg.validate().context("super-peer settings")?;
     Ok((methods, cfg))
+}
+
+/// The `[superpeer]` table of a TOML file (absent: the defaults); other tables are ignored.
+pub fn read_sp_config(path: &std::path::Path) -> anyhow::Result<SuperPeerConfig> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let f: SuperPeerFile =
+        toml::from_str(&text).with_context(|| format!("{}: bad [superpeer] table", path.display()))?;
+    Ok(f.superpeer)
 }
 
 /// The seeds as text for file names and tables: `7`, or `1-20` (both ends included).
@@ -740,7 +651,7 @@ fn run_one(
     let report = RunReport {
         nodes: n,
         seed,
-        share: args.share,
+        share: base_cfg.share,
         cap: base_cfg.cluster_cap,
         wanted_super_peers: k,
         algorithm: base_cfg.election.algorithm.to_string(),
@@ -783,4 +694,54 @@ fn run_one(
         );
     }
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use overlay::Algorithm;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: SuperpeersArgs,
+    }
+
+    fn config(flags: &[&str]) -> anyhow::Result<SuperPeerConfig> {
+        let cli = Cli::try_parse_from(std::iter::once("lab").chain(flags.iter().copied()))?;
+        Ok(config_of(&cli.args)?.1)
+    }
+
+    /// `--sp-config` reads a node's config file: its `[superpeer]` table, nested sections
+    /// included, other tables ignored; `--share` and `--cap` override it; a bad table is an
+    /// error that names the file.
+    #[test]
+    fn the_lab_reads_the_nodes_superpeer_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = dir.path().join("node.toml");
+        std::fs::write(
+            &node,
+            "listen = [\"/ip4/0.0.0.0/tcp/0\"]\n[timing]\nsettle_ms = 1000\n[superpeer]\nshare = 0.02\ncluster_cap = 90\n\
+             [superpeer.tokens]\nhold_rounds = 4\n[superpeer.election]\nalgorithm = \"ring\"\n",
+        )
+        .unwrap();
+        let path = node.to_str().unwrap();
+        let c = config(&["--sp-config", path]).unwrap();
+        assert_eq!((c.share, c.cluster_cap, c.tokens.hold_rounds), (0.02, 90, 4));
+        assert_eq!(c.election.algorithm, Algorithm::Ring);
+        let c = config(&["--sp-config", path, "--share", "0.05"]).unwrap();
+        assert_eq!((c.share, c.cluster_cap, c.tokens.hold_rounds), (0.05, 30, 4), "the cap follows --share");
+        let c = config(&["--sp-config", path, "--cap", "12"]).unwrap();
+        assert_eq!((c.share, c.cluster_cap), (0.02, 12));
+        assert_eq!(config(&[]).unwrap(), SuperPeerConfig::default());
+
+        let bad = dir.path().join("bad.toml");
+        std::fs::write(&bad, "[superpeer.split]\nratio = 2.0\n").unwrap();
+        let err = format!("{:#}", config(&["--sp-config", bad.to_str().unwrap()]).unwrap_err());
+        assert!(err.contains("split.ratio"), "{err}");
+        std::fs::write(&bad, "[superpeer]\nsharee = 0.1\n").unwrap();
+        let err = format!("{:#}", config(&["--sp-config", bad.to_str().unwrap()]).unwrap_err());
+        assert!(err.contains("bad.toml") && err.contains("sharee"), "{err}");
+    }
 }

@@ -22,7 +22,7 @@
 //!   message kinds are counted in a small vector, and the DHT oracle finds a closest-peers
 //!   query's block from a bucket index and the 2k ids around the key . None of this changes what is simulated: the same
 //!   seed gives the same run as before.
-//! - **Waiting on memory** (session 15, `perf annotate` at N = 200,000-300,000): a round is
+//! - **Waiting on memory** (`perf annotate` at N = 200,000-300,000): a round is
 //!   mostly cache misses, each message landing on a random node's state. The driver asks for
 //!   loads before it needs them ([`super::prefetch`]): every receiver's id-index slot when a
 //!   node emits several sends at once (a head's view to its members), the receiver's state
@@ -687,8 +687,7 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
     let n = w.len();
     let cfg = Arc::new(p.cfg.clone());
     let mut rng = ChaCha8Rng::seed_from_u64(p.seed ^ 0x5e_ed5e_1ec7);
-    // Draws in the order of the layout before session 4: the protocol RNG's seed, then the
-    // turn order.
+    // Draws the protocol RNG's seed first, then the turn order.
     let sim_rng = ChaCha8Rng::seed_from_u64(rng.gen());
     let mut world_of: Vec<u32> = (0..n as u32).collect();
     world_of.shuffle(&mut rng);
@@ -746,7 +745,8 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         let mut rng = ChaCha8Rng::seed_from_u64(p.seed ^ 0xfa17_5eed);
         let loaded: Vec<bool> = (0..n).map(|_| rng.gen::<f64>() < p.faults.loaded).collect();
         let fit_at: Vec<u32> = (0..n).map(|_| faults::exp(&mut rng, p.faults.unfit_rounds).round() as u32).collect();
-        let watches = (0..n).map(|_| p.faults.head_watch.then(|| Box::new(faults::head_watch()))).collect();
+        let watches =
+            (0..n).map(|_| p.faults.head_watch.then(|| Box::new(HeadWatch::new(p.cfg.head_watch.watch())))).collect();
         sim.faults = Some(Box::new(FaultSim {
             cfg: p.faults.clone(),
             rng,
@@ -780,7 +780,7 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
     // Vivaldi pings see them. Its own RNG stream, so the rest of the run draws the same
     // numbers with or without it.
     let mut ping_rng = ChaCha8Rng::seed_from_u64(p.seed ^ 0xacce_55de_1a7e);
-    let nearest = tokens && p.cfg.access_weight > 0.0;
+    let nearest = tokens && p.cfg.tokens.access_weight > 0.0;
     for s in 0..n as u32 {
         if nearest {
             let i = sim.world_of[s as usize] as usize;
@@ -885,7 +885,7 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
             expected.insert(v, NodeIdRankCheck { role: sim.nodes[vs].role(), members, heir });
         }
         // Off by default: what each victim's cluster knew at the crash, printed for the roles
-        // that end up lost (`PEERAGE_SP_DIAG=1`; issue 4, token conservation).
+        // that end up lost (`PEERAGE_SP_DIAG=1`; token conservation).
         let diag = std::env::var_os("PEERAGE_SP_DIAG").map(|_| crash_diagnostics(&sim, &victims));
         for &v in &victims {
             let vs = sim.slot_of[v as usize];
@@ -914,7 +914,7 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
             sim.run_round(round);
             let st = sim.round_stat(round, &sample, "recover");
             if let Some(mut c) = sim.churn.take() {
-                // Who is unattached now, and why (session 7, split jumps after crashes).
+                // Who is unattached now, and why (split jumps after crashes).
                 c.unattached_now(
                     (0..n as u32).filter(|&i| sim.head_index(i as usize) == u32::MAX && sim.alive[i as usize]),
                 );

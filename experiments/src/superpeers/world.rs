@@ -228,7 +228,7 @@ impl World {
     }
 }
 
-// Cost (session 15, `perf annotate` at N = 300,000): before the prefetch of the next
+// Cost (`perf annotate` at N = 300,000): without the prefetch of the next
 // node's neighbours, 72 % of `VivaldiClient::update_secs` waited on the first read of the
 // peer's coordinate and 89 % of `LatencyFilter::push` on the peer's id; with it the phase
 // runs 1.7-1.8x faster, with the same coordinates.
@@ -243,9 +243,9 @@ const VIVALDI_CHUNK: usize = 4096;
 /// uniformly random peers, and updates its [`VivaldiClient`] with each sample. This is the
 /// sample set of the `overlay/examples/vivaldi_error.rs` experiment (fixed neighbours incl.
 /// same-city ones, plus fresh random peers every round), whose error at 18 samples per node
-/// per round is 0.11 after 10 rounds and 0.08 after 100 (RESULTS.md). The session-2 phase
-/// took ONE sample from a random neighbour per round, so 100 rounds gave each node about 6
-/// samples per neighbour and no fresh peers, and stopped at 0.25-0.33.
+/// per round is 0.11 after 10 rounds and 0.08 after 100 (RESULTS.md). ONE sample from a
+/// random neighbour per round (100 rounds give each node about 6 samples per neighbour and no
+/// fresh peers) stops at 0.25-0.33.
 ///
 /// **Rounds are synchronous (Jacobi)**, a documented choice of the simulator: within a
 /// round every node reads the coordinates its peers had at the END of the previous round
@@ -258,8 +258,7 @@ const VIVALDI_CHUNK: usize = 4096;
 /// [`Point`]s, which predict `euclid + heights` and carry no adjustment. With Serf's
 /// adjustment on, the heights shrink to their minimum (10 µs) and the adjustment (mean
 /// |adjustment| 16 ms at N = 10^4) carries the access delays, so the points alone erred by a
-/// median 0.32 while the full coordinates erred by 0.12 (this was most of the session-2
-/// phase's error). Without it the heights carry the access delays and the points are the
+/// median 0.32 while the full coordinates erred by 0.12. Without it the heights carry the access delays and the points are the
 /// full prediction: the `vivaldi_error` example measures 0.088 at N = 10^4 after 20 rounds
 /// without the adjustment, 0.100 with it.
 ///
@@ -535,7 +534,7 @@ impl Dht {
         // XOR-closest ones. A node `e` lies in the block of `bits` low bits iff
         // `bits >= 128 - lz(e ^ x)`, and every block is a run of `sorted` around the key's
         // position `p`, so the smallest sufficient `bits` is the k-th smallest of that need
-        // over the 2k nodes around `p` (any sufficient block holds k of them; session 15:
+        // over the 2k nodes around `p` (any sufficient block holds k of them:
         // one scan of 2k neighbouring entries instead of a binary search over block sizes).
         // Its ends are found by galloping out from `p` (a few cache lines near `p`).
         let p = self.position(x);

@@ -204,6 +204,10 @@ pub struct Timing {
     /// selection runs, and a 200-node election storm on a loaded machine otherwise competes
     /// with them for the CPU.
     pub leader_election: bool,
+    /// With a `[superpeer]` table: how long after start-up the node waits before its first
+    /// super-peer lookups (plus a random share of twice that, so that nodes started together
+    /// spread them), so that its routing table has entries.
+    pub superpeer_start_ms: u64,
 }
 
 impl Default for Timing {
@@ -218,6 +222,7 @@ impl Default for Timing {
             kad_bootstrap_s: 0,
             ping_s: 15,
             leader_election: true,
+            superpeer_start_ms: 3_000,
         }
     }
 }
@@ -240,8 +245,9 @@ pub struct FileConfig {
     pub timing: Timing,
     /// `[directory]`: member-record bounds.
     pub directory: DirectoryConfig,
-    /// `[superpeer]`: super-peer selection and clusters (`node/src/config/superpeer.rs`).
-    pub superpeer: crate::config::superpeer::SuperPeerFileConfig,
+    /// `[superpeer]`: super-peer selection and clusters (`overlay::superpeer::config`); a node
+    /// without the table runs none (`node/src/config/superpeer.rs`).
+    pub superpeer: Option<overlay::superpeer::SuperPeerConfig>,
     /// `[emulation]`: emulated Internet latency and seed-derived identity (`node/src/config/emulation.rs`).
     pub emulation: crate::config::emulation::EmulationFileConfig,
 }
@@ -261,7 +267,7 @@ impl Default for FileConfig {
             limits: Limits::default(),
             timing: Timing::default(),
             directory: DirectoryConfig::default(),
-            superpeer: Default::default(),
+            superpeer: None,
             emulation: Default::default(),
         }
     }
@@ -390,7 +396,7 @@ impl FileConfig {
                 self.priority, d.max_priority
             )));
         }
-        let superpeer = self.superpeer.resolve()?;
+        let superpeer = crate::config::superpeer::resolve(self.superpeer.as_ref(), self.timing.superpeer_start_ms)?;
         let mut limits = self.limits.clone();
         if let Some(sp) = &superpeer {
             // A super peer keeps one connection per member: make room for a full cluster on
@@ -403,7 +409,7 @@ impl FileConfig {
             // so it prunes above room for them and a gossipsub mesh on top of the usual
             // `target_high` (at 24 the 200-node prefix swarm pruned half of the connections it
             // opened and dialled them again).
-            let overlay = (sp.protocol.neighbours.min(1_000) as u32).saturating_add(GOSSIP_MESH_HIGH);
+            let overlay = (sp.protocol.discovery.neighbours.min(1_000) as u32).saturating_add(GOSSIP_MESH_HIGH);
             limits.set_target_high(limits.target_high.max(Limits::default().target_high.saturating_add(overlay)));
             let cap = sp.protocol.cluster_cap;
             let room = cap.saturating_add(limits.target_high).saturating_add(8);
@@ -479,9 +485,9 @@ mod tests {
     #[test]
     fn super_peers_make_room_for_the_overlay() {
         let plain = FileConfig::default().resolve().unwrap().limits;
-        let mut c: FileConfig = toml::from_str("[superpeer]\nmode = \"prefix\"\ncluster_cap = 40\n").unwrap();
+        let mut c: FileConfig = toml::from_str("[superpeer]\nmethod = \"prefix\"\ncluster_cap = 40\n").unwrap();
         let sp = c.clone().resolve().unwrap();
-        let neighbours = sp.superpeer.as_ref().unwrap().protocol.neighbours as u32;
+        let neighbours = sp.superpeer.as_ref().unwrap().protocol.discovery.neighbours as u32;
         let l = &sp.limits;
         assert_eq!(l.target_high, plain.target_high + neighbours + GOSSIP_MESH_HIGH, "neighbours and mesh on top");
         assert_eq!(l.inbound_gate, l.target_high, "other nodes' lookups never push a node into pruning");

@@ -7,12 +7,12 @@
 //! Inputs (`SpInput`) and where they come from:
 //! - `Start` once `start_delay` plus a random share of twice that has passed (nodes started
 //!   together spread their first lookups) and the routing table has an entry; `Tick` every
-//!   `tick` (one protocol round).
+//!   `overlay::superpeer::ROUND`.
 //! - `Message` from `/peerage/superpeer/2.0.0` (wire format in `wire.rs`; a malformed frame is
 //!   logged, counted and answered "refused").
 //! - `LookupResult` from Kademlia, with the lookup's statistics (timed out, answered, failed);
 //!   the state machine judges it (`overlay::superpeer::lookup`). `Query::Closest` runs
-//!   `get_closest_peers` of a preimage whose SHA-256 shares the first `lookup_bits` bits with
+//!   `get_closest_peers` of a preimage whose SHA-256 shares the first [`LOOKUP_BITS`] bits with
 //!   the key (kad hashes its targets; our node ids are kad's keys, so the order of the peers
 //!   returned is their order by distance to the key); `Query::Sample` looks up the hash of a
 //!   random preimage and names that key; `Query::Providers` runs `get_providers`, stops
@@ -58,12 +58,11 @@ use libp2p::swarm::ConnectionError;
 use libp2p::{kad, request_response, Multiaddr, PeerId, Swarm};
 use overlay::core::TimerTable;
 use overlay::detect::failure::{self, after_check, after_failure, Next};
-use overlay::detect::head_watch::DOWN_SCORE;
 use overlay::detect::stall::{lateness_changed, StallMeter};
-use overlay::detect::{Attempt, HeadWatch, Verdict, WatchConfig};
+use overlay::detect::{Attempt, HeadWatch, Verdict};
 use overlay::superpeer::{
     HeadRole, LookupReport, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig,
-    SuperPeerNode,
+    SuperPeerNode, ROUND,
 };
 use overlay::{NodeId, Time, Timer};
 use rand::rngs::StdRng;
@@ -75,8 +74,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 
-/// Rounds without a message from the head before a member probes it.
-pub const PROBE_AFTER_TICKS: u32 = 2;
+/// Leading bits of a closest-peers lookup's target that match the wanted key: finding such a
+/// preimage costs about 2^16 hashes, and a match that close orders the peers returned as
+/// their distance to the key orders them.
+pub const LOOKUP_BITS: u32 = 16;
 /// How long a provider result waits for the providers' `Hello` replies.
 pub const HELLO_WAIT: Duration = Duration::from_secs(3);
 /// How long a provider lookup runs once it found a provider.
@@ -364,14 +365,7 @@ impl SuperPeerDriver {
             connected: HashSet::new(),
             resends: Vec::new(),
             gate_election: None,
-            watch: HeadWatch::new(WatchConfig {
-                probe_after: settings.tick * PROBE_AFTER_TICKS,
-                spacing: settings.tick,
-                min_silence: settings.suspect_after,
-                down_score: DOWN_SCORE,
-                max_stall: settings.probe_stall,
-                gone_after: settings.gone_after_probes,
-            }),
+            watch: HeadWatch::new(settings.protocol.head_watch.watch()),
             dial_errors: HashMap::new(),
             rtts: HashMap::new(),
             nearest: None,
@@ -519,7 +513,7 @@ impl SuperPeerDriver {
         if now < self.next_tick {
             return;
         }
-        self.next_tick = now + self.settings.tick;
+        self.next_tick = now + ROUND;
         if !self.started {
             let rt: usize = sw.behaviour_mut().kad.kbuckets().map(|b| b.num_entries()).sum();
             if rt == 0 {
@@ -943,7 +937,7 @@ impl SuperPeerDriver {
                                     debug!(me = %self.me_id.short(), head = %to.short(), "probe refused by the super peer: it is alive");
                                 }
                                 Verdict::NotServing => {
-                                    info!(me = %self.me_id.short(), head = %to.short(), silence_ms = self.settings.suspect_after.as_millis() as u64, "super peer refused us and served nothing for the whole silence: leaving it");
+                                    info!(me = %self.me_id.short(), head = %to.short(), silence_ms = self.settings.protocol.head_watch.suspect_after_ms, "super peer refused us and served nothing for the whole silence: leaving it");
                                     self.status.heads_not_serving += 1;
                                     self.run(sw, dir, SpInput::HeadNotServing(to));
                                 }
@@ -1208,7 +1202,7 @@ impl SuperPeerDriver {
                 }
                 Query::Sample { .. } => {
                     // Any uniform key serves: a random preimage's hash, which kad aims at
-                    // exactly, instead of a 2^lookup_bits search for the drawn key.
+                    // exactly, instead of a 2^LOOKUP_BITS search for the drawn key.
                     let pre: [u8; 8] = rand::Rng::gen(&mut self.rng);
                     (sw.behaviour_mut().kad.get_closest_peers(pre.to_vec()), false, Some(NodeId::hash_of(&pre)))
                 }
@@ -1220,13 +1214,13 @@ impl SuperPeerDriver {
         }
     }
 
-    /// A preimage whose hash shares the first `lookup_bits` bits with `key` (remembered).
+    /// A preimage whose hash shares the first [`LOOKUP_BITS`] bits with `key` (remembered).
     fn preimage_of(&mut self, key: &NodeId) -> Vec<u8> {
         if let Some(p) = self.preimages.get(key) {
             return p.clone();
         }
         self.salt = self.salt.wrapping_add(0x1_0000_0000);
-        let pre = lookup_preimage(key, self.settings.lookup_bits, self.salt);
+        let pre = lookup_preimage(key, LOOKUP_BITS, self.salt);
         if self.preimages.len() >= MAX_PREIMAGES {
             self.preimages.clear();
         }

@@ -1,6 +1,5 @@
 //! `peerage swarm --superpeers prefix|tokens`: watches super-peer selection in an in-process
-//! swarm, measures it the way `peerage-lab superpeers` measures the simulator (issue 4 item
-//! 6), and optionally kills super peers and measures their replacement.
+//! swarm, measures it the way `peerage-lab superpeers` measures the simulator, and optionally kills super peers and measures their replacement.
 //!
 //! Read from every node's status snapshot (`SpStatus`), polled every 250 ms:
 //! - **Convergence**: the swarm has converged when, for `stable` (10 s by default), every
@@ -35,7 +34,7 @@ use crate::superpeer::timeline::{SpSample, Timeline};
 use crate::swarm::runner::LocalSwarm;
 use indicatif::ProgressBar;
 use overlay::stats::{Sample, Summary};
-use overlay::superpeer::{Point, SuperPeerConfig};
+use overlay::superpeer::{Point, SuperPeerConfig, PROBE_MARGIN};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -161,7 +160,7 @@ fn placement_check(
     if heads.is_empty() {
         return None;
     }
-    let SuperPeerConfig { switch_factor, probe_margin, .. } = SuperPeerConfig::default();
+    let (switch_factor, probe_margin) = (SuperPeerConfig::default().discovery.switch_factor, PROBE_MARGIN);
     let mut c = PlacementCheck::default();
     let (mut ex_c, mut ex_s) = (0.0, 0.0);
     let (mut ex_near, mut ex_own, mut n_ex) = (0.0, 0.0, 0usize);
@@ -339,8 +338,7 @@ pub struct SpKillReport {
     /// Seconds from the kill until the swarm was settled *and quiet* (no more than
     /// `max(1, N/1000)` role, head or key changes a second) for the stable window, counted to
     /// the end of the last busy second: after the restoration, members may still move between
-    /// clusters for a while. `None` if that did not happen before the timeout. (Called
-    /// `replaced_s` up to session 10.)
+    /// clusters for a while. `None` if that did not happen before the timeout.
     pub settled_s: Option<f64>,
     pub roles_before: usize,
     pub roles_after: usize,

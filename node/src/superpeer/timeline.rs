@@ -1,8 +1,7 @@
 //! A timeline of the super-peer phase of `peerage swarm --superpeers`: every
 //! [`SAMPLE_EVERY`] the swarm's load and what the nodes were doing, so a run that goes wrong
-//! shows *when* and *under what load* (issue 4's 200-node swarm failed with the emulation
-//! half a second late, and the report could not say whether connections, lookups or super-peer
-//! traffic had grown first).
+//! shows *when* and *under what load* (whether connections, lookups or super-peer traffic
+//! grew first when a swarm falls behind).
 //!
 //! Each sample covers the interval since the previous one (rates and shares are over that
 //! interval; counts are at the sample): process CPU, connections per node, new connections,

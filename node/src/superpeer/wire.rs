@@ -16,7 +16,7 @@
 //!
 //! New message kinds are appended to `SpMessage` (postcard numbers the variants in order),
 //! so the version stays 1: a build that predates a kind refuses only frames of that kind
-//! (`SizeSamples`, session 17, which the sender's state machine takes for a courtesy, not a
+//! (`SizeSamples`, which the sender's state machine takes for a courtesy, not a
 //! sign of a dead peer).
 //!
 //! [`decode_request`] / [`decode_reply`] never panic: empty, oversized, truncated,
@@ -31,8 +31,8 @@ use serde::{Deserialize, Serialize};
 
 /// The request-response protocol name.
 pub const SUPERPEER_PROTOCOL: &str = "/peerage/superpeer/2.0.0";
-/// The version this build speaks (first field of every frame). Version 2 (issue 4, session
-/// 29): the bytes are those of version 1, but the first id of a `ClusterView` and the first
+/// The version this build speaks (first field of every frame). Version 2:
+/// the bytes are those of version 1, but the first id of a `ClusterView` and the first
 /// member of a `Handover` now name the cluster's heir, which ranks above the other members in
 /// a re-election (`overlay::superpeer::heir`); a version-1 node would rank them all alike and
 /// could elect a second leader.
@@ -245,7 +245,7 @@ mod tests {
         assert!(mentioned_ids(&attach).is_empty());
         let moved = SpMessage::Moved { to: PeerInfo { id: NodeId::from_u64(3), point: p } };
         assert_eq!(mentioned_ids(&moved), vec![NodeId::from_u64(3)]);
-        // Pooled size samples (issue 4) travel as they are and mention nobody.
+        // Pooled size samples travel as they are and mention nobody.
         let samples = SpMessage::SizeSamples {
             samples: vec![SizeSample { tag: 7, n: 201.5 }, SizeSample { tag: u64::MAX, n: 1e6 }],
         };

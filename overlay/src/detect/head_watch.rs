@@ -50,8 +50,33 @@ pub struct WatchConfig {
     pub gone_after: u32,
 }
 
-/// The score at which failed probes report the head down (with the silence).
+/// The score at which failed probes report the head down (with the silence): two
+/// unreachable probes, or four ambiguous ones.
 pub const DOWN_SCORE: u32 = 4;
+
+/// Rounds of silence after which a member probes its head: a head sends its view every few
+/// rounds and answers its members' requests, so two silent rounds are unusual.
+pub const PROBE_AFTER_ROUNDS: u32 = 2;
+
+/// Probes in a row that find nothing listening and report the head down at once: one could
+/// be a listener being replaced, two are a crashed process.
+pub const GONE_AFTER: u32 = 2;
+
+impl WatchConfig {
+    /// A member's detector when the protocol runs rounds of `round` and a head is given
+    /// `min_silence`: a probe after [`PROBE_AFTER_ROUNDS`] silent rounds, then one a round; a
+    /// failed probe counts nothing if the member's own loop ran more than a round late.
+    pub fn member(round: Duration, min_silence: Duration) -> WatchConfig {
+        WatchConfig {
+            probe_after: round * PROBE_AFTER_ROUNDS,
+            spacing: round,
+            min_silence,
+            down_score: DOWN_SCORE,
+            max_stall: round,
+            gone_after: GONE_AFTER,
+        }
+    }
+}
 
 /// What a failed probe means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -143,7 +143,14 @@ impl FastBully {
             Phase::Nominating { .. } => ctx.cancel_timer(Timer::T3),
             Phase::Answered => ctx.cancel_timer(Timer::T4),
             Phase::Idle => match self.leader {
-                Some(l) if l == self.me && self.timing.alive.is_some() => ctx.cancel_timer(Timer::Heartbeat),
+                Some(l) if l == self.me => {
+                    if self.timing.alive.is_some() {
+                        ctx.cancel_timer(Timer::Heartbeat);
+                    }
+                    if self.answered_since_announce {
+                        ctx.cancel_timer(Timer::T4);
+                    }
+                }
                 Some(l) if l != self.me && self.timing.t1.is_some() => ctx.cancel_timer(Timer::T1),
                 _ => {}
             },
@@ -324,7 +331,18 @@ impl FastBully {
                 }
                 ctx.send(from, Message::Answer);
                 match self.phase {
-                    Phase::Idle if self.leader == Some(self.me) => self.answered_since_announce = true,
+                    Phase::Idle if self.leader == Some(self.me) => {
+                        // The nominator's `Nomination` makes it announce again. If none comes
+                        // within T4 (the nominator admitted a `Coordinator` meanwhile and
+                        // dropped its election), it announces anyway: a lower process waiting
+                        // T4 after answering may have admitted a stale lower `Coordinator`,
+                        // and this announcement, sent after every claim that crossed its own,
+                        // is the last one it hears.
+                        if !self.answered_since_announce {
+                            ctx.set_timer(Timer::T4, self.timing.t4);
+                        }
+                        self.answered_since_announce = true;
+                    }
                     Phase::Idle | Phase::Answered => {
                         if self.phase == Phase::Idle {
                             self.disarm(ctx);
@@ -377,13 +395,9 @@ impl FastBully {
                     // A claim of a process reported down (sent before its crash): ask.
                     self.refused.insert(&self.group, from);
                     self.hold_election(ctx);
-                } else if higher
-                    && matches!(self.phase, Phase::Idle | Phase::Answered)
-                    && self.leader.is_some_and(|l| l > s)
-                {
-                    // A lower claim over a higher coordinator it admitted (also while it
-                    // waits T4 after answering a lower process's `Election`): stale (it
-                    // crossed the higher one's announcement) or the higher one died. Ask.
+                } else if higher && self.phase == Phase::Idle && self.leader.is_some_and(|l| l > s) {
+                    // A lower claim over a higher coordinator it admitted: stale (it crossed
+                    // the higher one's announcement) or the higher one died. Ask.
                     self.hold_election(ctx);
                 } else if higher {
                     self.accept(ctx, s);
@@ -461,6 +475,7 @@ impl FastBully {
                 ctx.started();
                 self.send_elections(ctx);
             }
+            (Timer::T4, Phase::Idle) if self.is_leader() && self.answered_since_announce => self.become_leader(ctx),
             (Timer::Heartbeat, Phase::Idle) if self.is_leader() => {
                 for r in self.group.lower(&self.me) {
                     ctx.send(r.id, Message::Alive);
@@ -1052,23 +1067,32 @@ mod tests {
         assert_eq!(feed(&mut q, from(3, Message::Coordinator)), vec![Effect::Leader(ranks[3].id)]);
     }
 
-    /// Sweep seed 455497 (recovery), at one process: P_1 admitted P_3's `Coordinator`, then
-    /// answered P_0's `Election` (waiting T4), when P_2's stale `Coordinator` arrived. It
-    /// must not let it override P_3 while waiting either: it holds an election.
+    /// Sweep seed 455497 (recovery): a leader answers a lower process's `Election` and no
+    /// `Nomination` follows (the nominator admitted a `Coordinator` and dropped its election).
+    /// After T4 it announces again, so a process that admitted a stale lower claim meanwhile
+    /// hears it last; a `Nomination` in time makes that announcement and disarms T4.
     #[test]
-    fn lower_claim_while_waiting_after_an_answer_holds_an_election() {
+    fn a_leader_that_answered_and_got_no_nomination_announces_again() {
         let ranks: Vec<Rank> = (1..=4).map(|i| Rank::new(0, NodeId::from_u64(i))).collect();
-        let mut p = FastBully::new(ranks[1], Arc::new(Membership::new(ranks.clone())), &cfg());
+        let mut p = FastBully::new(ranks[3], Arc::new(Membership::new(ranks.clone())), &cfg());
         let from = |i: usize, msg: Message| Input::Message { from: ranks[i].id, msg };
-        assert_eq!(feed(&mut p, from(3, Message::Coordinator)), vec![Effect::Leader(ranks[3].id)]);
+        feed(&mut p, Input::Start);
+        feed(&mut p, Input::Timer(Timer::T2));
+        assert_eq!(p.leader(), Some(ranks[3].id));
         let effects = feed(&mut p, from(0, Message::Election));
         assert!(effects.contains(&Effect::Send { to: ranks[0].id, msg: Message::Answer }), "{effects:?}");
-        let effects = feed(&mut p, from(2, Message::Coordinator));
-        assert!(!effects.contains(&Effect::Leader(ranks[2].id)), "{effects:?}");
-        for i in [2, 3] {
-            assert!(effects.contains(&Effect::Send { to: ranks[i].id, msg: Message::Election }), "{effects:?}");
+        assert!(effects.iter().any(|e| matches!(e, Effect::SetTimer { timer: Timer::T4, .. })), "{effects:?}");
+        let effects = feed(&mut p, Input::Timer(Timer::T4));
+        for i in 0..3 {
+            assert!(effects.contains(&Effect::Send { to: ranks[i].id, msg: Message::Coordinator }), "{effects:?}");
         }
-        assert_eq!((p.state(), p.leader()), ("Candidate", None));
+        // Once announced, a late T4 does nothing.
+        assert!(feed(&mut p, Input::Timer(Timer::T4)).is_empty());
+        // With a Nomination in time, that is the announcement, and T4 is disarmed.
+        feed(&mut p, from(1, Message::Election));
+        let effects = feed(&mut p, from(1, Message::Nomination));
+        assert!(effects.contains(&Effect::CancelTimer { timer: Timer::T4 }), "{effects:?}");
+        assert_eq!(effects.iter().filter(|e| matches!(e, Effect::Send { msg: Message::Coordinator, .. })).count(), 3);
     }
 
     /// `Input::Membership` replaces the group: a newcomer's messages are refused before and

@@ -1,33 +1,45 @@
-//! Super-peer selection settings, with validation.
+//! The super-peer settings: one serde struct, read by the node (the `[superpeer]` table of its
+//! TOML file) and by the lab (`peerage-lab superpeers --sp-config FILE`, the same table), so
+//! that a file measured in the simulator runs unchanged on real nodes.
 //!
-//! The seed gives no numbers; the defaults are ours, each chosen by measurement with
-//! `peerage-lab superpeers` (docs/RESULTS.md has the current figures): 1 % super peers, clusters
-//! capped at 1.5x the mean cluster size (150), one round per second, a token still for 10
-//! rounds promotes its holder (seed 000's "held for a given amount of time"). The token law
-//! (`attraction` 1, `repulsion` 0.5 within 0.5 cluster radii, `force_threshold` 0.15,
-//! `min_gain` 1 %, `cooling` 10 moves, steps of at most one radius, 32 candidates) places tokens
-//! best among the variants tried at N = 10^3-10^4 while converging within the round budget;
-//! the measured access delay (`access_weight` 1) and split offers (`split_ratio` 0.5) each lower
-//! the mean latency; super peers age over 10 rounds (`promoted_aging`), which lets N = 10^5
-//! converge; a move must beat the holder's coordinate drift halved every 10 rounds
-//! (`drift_half_life`), which ends tokens going straight back in real swarms. The measured
-//! medoid step is off (`medoid_candidates` 0): it lowers latency at 10^4 but slows convergence
-//! at 10^5. The cluster election's answer timeout is at least 4 x the RTTs around a member
-//! (`election_rtt_factor`): a first message to a member costs a dial and two round trips.
+//! A setting is here when a deployment has to choose it: what the seed leaves to the operator
+//! (the method, the share, the cap, the hold time, the cluster's election), what depends on the
+//! network the nodes run on (how long a silent head is given), what trades cost for quality
+//! (estimate samples, neighbours, cache, the measured medoid step) and the token law's weights,
+//! which the lab exists to study. Every other number of the protocol is a constant of the
+//! module that uses it, with the reason for its value next to it.
+//!
+//! Sections, by concern: the top level (method, share, cap), `estimate` (the size estimate,
+//! `super::estimate`), `discovery` (neighbours, cache of heads, switching), `tokens` (the force
+//! law and the hold time, `super::token`, `super::promotion`), `split` (split offers,
+//! `super::token`), `medoid` (the measured medoid step, `super::medoid`), `election` (the
+//! election a cluster runs when its head dies) and `head_watch` (a member's failure detector
+//! for its head, `crate::detect::head_watch`).
+//!
+//! The seed gives no numbers; the defaults are ours, each measured with `peerage-lab
+//! superpeers` (docs/RESULTS.md). A protocol round lasts [`ROUND`].
 
-use crate::election::{ConfigError as ElectionConfigError, ElectionConfig};
+use crate::detect::head_watch::WatchConfig;
+use crate::election::{Algorithm, ElectionConfig};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
+use std::time::Duration;
+
+/// One protocol round: a `Tick` of the state machine. Every count of rounds in the protocol is
+/// of these. One second: longer than nearly every Internet round trip, so a message sent in a
+/// round is answered within it, and short enough that a cluster re-elects within seconds.
+pub const ROUND: Duration = Duration::from_secs(1);
 
 /// The two selection methods of seed 000.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
 pub enum Method {
     /// The first k bits of the DHT key mark super peers.
+    #[serde(rename = "prefix", alias = "reserved-prefix")]
     ReservedPrefix,
     /// Tokens repel each other in the coordinate space; a node that holds one long enough
     /// promotes itself.
+    #[serde(rename = "tokens", alias = "repulsion-tokens")]
     RepulsionTokens,
 }
 
@@ -63,126 +75,187 @@ impl FromStr for Method {
     }
 }
 
-/// A setting out of range.
+/// A setting no node could work with.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum SuperPeerConfigError {
-    #[error("{field} must be in {range}, got {got}")]
+    #[error("superpeer.{field} must be in {range}, got {got}")]
     OutOfRange { field: &'static str, range: &'static str, got: f64 },
-    #[error("election settings: {0}")]
-    Election(#[from] ElectionConfigError),
+    #[error("superpeer.election.algorithm echo needs the cluster's topology, which members do not know; use bully, fast-bully, ring, chang-roberts or villadangos")]
+    EchoInCluster,
 }
 
-/// Settings of a [`SuperPeerNode`](super::SuperPeerNode). All nodes use the same values.
+/// Settings of a [`SuperPeerNode`](super::SuperPeerNode). Every node of an overlay uses the
+/// same values.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SuperPeerConfig {
+    /// Which of seed 000's two methods selects the super peers. Tokens by default: they place
+    /// super peers by measured latency, which is the seed's first requirement; prefixes cost
+    /// fewer messages and place super peers at random.
     pub method: Method,
-    /// Wanted share of super peers, in (0, 0.5].
+    /// The share of nodes that are super peers, in (0, 0.5] (seed 000: "a predefined portion").
+    /// 1 %: clusters of about 100 members, which one head serves over ordinary connections.
     pub share: f64,
-    /// Most normal nodes one super peer serves (seed 000 requirement 4).
+    /// Most members one super peer serves (seed 000's fourth requirement). 150, 1.5 times the
+    /// mean cluster at 1 %: dense regions get full clusters without a head taking more than
+    /// half again its share.
     pub cluster_cap: u32,
-    /// Samples (single-lookup estimates, its own or shared) a node averages for its size
-    /// estimate (`estimate` module doc, "Pooled samples").
-    pub estimate_lookups: u32,
-    /// Closest-peer lookups of random keys a node keeps running at once for its size
-    /// estimate, until its own and its peers' samples are enough.
-    pub estimate_parallel: u32,
-    /// Peers of each such lookup's answer a node sends its pooled samples to (0: no sharing).
-    pub estimate_push_peers: u32,
-    /// Provider lookups a normal node makes to find super peers (random reserved slots for the
-    /// prefix method, the token directory for the token method), and again whenever its
-    /// cache runs empty.
-    pub seed_lookups: u32,
-    /// Known super peers a node keeps (nearest first).
-    pub cache_size: usize,
-    /// Rounds after which a known super peer nobody vouched for again is forgotten.
-    pub cache_ttl: u32,
-    /// Neighbours a node keeps (the driver reports them with `PeerUp`).
+    pub estimate: EstimateConfig,
+    pub discovery: DiscoveryConfig,
+    pub tokens: TokenConfig,
+    pub split: SplitConfig,
+    pub medoid: MedoidConfig,
+    pub election: ClusterElectionConfig,
+    pub head_watch: HeadWatchConfig,
+}
+
+/// The size estimate (`super::estimate`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EstimateConfig {
+    /// Samples (one closest-peers lookup's estimate each, the node's own or shared) a node
+    /// averages before it decides how many super peers are wanted. 8 gives about ±8 % (one
+    /// sigma): the wanted number is off by one in a few nodes only, which the one-head-per-slot
+    /// rule and the tokens' moves absorb. More samples cost more lookups per node.
+    pub samples: u32,
+}
+
+/// Neighbours, the cache of known heads and attachment (`super::node`, DESIGN.md step 3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DiscoveryConfig {
+    /// Peers with a known position a node keeps, nearest first: its partners for the
+    /// exchange of known heads and a token's candidate holders. 16 finds the nearest heads
+    /// within a few exchanges; each neighbour is a connection a real node keeps open.
     pub neighbours: usize,
-    /// Token entries a holder keeps in its view (nearest first).
-    pub token_view: usize,
-    /// Rounds between announcements of a super peer / holder to its neighbours.
-    pub announce_every: u32,
-    /// Rounds between cluster views sent to members (only when the cluster changed).
-    pub view_every: u32,
-    /// A better super peer must be at least this factor nearer before a node switches.
+    /// Known heads a node keeps, nearest first. 6: a node nearly always knows one with room,
+    /// and the entries fit inside the node's state (a million simulated nodes).
+    pub cache_size: usize,
+    /// A member switches only to a head this factor nearer than its own (measured). 0.9:
+    /// without the margin members swap between heads of nearly equal distance.
     pub switch_factor: f64,
-    /// Rounds a node stays away from a super peer that refused it.
-    pub refused_backoff: u32,
-    /// Rounds a token must stay put before its holder promotes itself (hold time).
+}
+
+/// The token law and the hold time (`super::token`, `super::promotion`). The force law's
+/// defaults place tokens best among the variants measured at N = 10^3-10^4 while converging
+/// within the lab's round budget.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TokenConfig {
+    /// Rounds a token must stay put before its holder promotes itself (seed 000: "held for a
+    /// given amount of time"); also the wait after a crash nearby and after a refused move.
+    /// 10: long enough for the members' switching after a move to settle.
     pub hold_rounds: u32,
     /// Net force (dimensionless, see `token`) above which a token is considered for a move.
+    /// 0.15: a cluster whose members sit evenly around its head does not move.
     pub force_threshold: f64,
-    /// Weight of the members' pull (mass) on their holder's token (0 = repulsion only).
+    /// Weight of the members' pull on their holder's token. 0 leaves the seed's pure
+    /// repulsion, which drives tokens to the rim of the populated space; 1 makes the tokens
+    /// run a capacitated k-medians step.
     pub attraction: f64,
-    /// Weight of the repulsion between tokens.
+    /// Weight of the repulsion between tokens. 0.5: tokens inside each other's core part.
     pub repulsion: f64,
-    /// Repulsion cut-off, as a multiple of the holder's cluster radius.
+    /// Repulsion cut-off, as a multiple of the holder's cluster radius. 0.5: dense cities
+    /// keep several heads close together.
     pub repulsion_range: f64,
-    /// Longest step of one move, as a multiple of the holder's cluster radius.
+    /// Longest step of one move, as a multiple of the holder's cluster radius. 1: a move
+    /// stays inside the cluster it serves.
     pub max_step: f64,
-    /// Fraction by which a move must lower the token's cost (members' mean distance, the
-    /// holder's height and the repulsion potential) before the token moves.
+    /// Fraction by which a move must lower the token's cost before the token moves. 1 %: the
+    /// coordinates' own error is larger, so smaller gains are noise.
     pub min_gain: f64,
-    /// Half-life, in rounds, of the holder's own coordinate drift that a move's gain must
-    /// exceed besides `min_gain` (`token` module doc, "The coordinates' own drift"): a move is taken only if it gains more than the distance the holder's own point
-    /// moved lately, decayed by half every `drift_half_life` rounds. 0 = off. Nodes whose
-    /// point never moves after the start (the simulator) are not affected.
-    pub drift_half_life: f64,
-    /// Moves after which a token needs twice `min_gain` (cooling; see `token`).
+    /// Moves after which a token needs twice `min_gain` (the cooling `1 + max(e, e²)`, `e` =
+    /// moves / `cooling`). 10: oscillations between near-equal spots die out within tens of
+    /// moves.
     pub cooling: f64,
-    /// Promoted super peers move only above `force_threshold x promoted_factor` and with
-    /// `min_gain x promoted_factor`.
-    pub promoted_factor: f64,
-    /// Aging of a super peer (`node` module doc, step 4, "Settled super peers"): a promoted
-    /// holder's move needs the gain x `1 + age / promoted_aging`, `age` the rounds since it
-    /// became super peer. 0 = off.
-    pub promoted_aging: f64,
-    /// Rounds after which an un-refreshed token entry is dropped from a view.
-    pub token_ttl: u32,
-    /// RTT measurements (`SpEffect::MeasureRtt`) a normal node starts per round at most
-    /// (0 = attach by predicted RTT only, as before).
-    pub probes_per_round: u32,
-    /// A cached head is measured only if its predicted RTT is below this factor times the
-    /// RTT to the node's current head (measured if known, else predicted).
-    pub probe_margin: f64,
-    /// Candidates nearest to a token's wanted point whose cost is evaluated for a move.
-    pub move_shortlist: u32,
-    /// Weight of the measured access-delay estimate in a token's cost (`token`, "Measured
-    /// access delay"; members report their nearest RTT to their token holder with
-    /// `SpMessage::Access`). 0 = no reports, no estimate.
+    /// Weight of the members' measured access delay in a token's cost (members report their
+    /// nearest RTT, `SpMessage::Access`; 0 prices by the coordinates alone). 1: the access
+    /// delay counts as much as the predicted RTT; it lowers the mean RTT to the head.
     pub access_weight: f64,
-    /// Factor on the access excesses (nearest RTT minus the cluster's mean), in [0, 1].
-    pub access_shrink: f64,
-    /// Split offers (`token`, "Split offers"): a settled token jumps to a point another
-    /// holder offers only if its own removal cost is below this fraction of the offered
-    /// gain. 0 = no offers, no jumps. Default 0.5 (see the module doc).
-    pub split_ratio: f64,
-    /// A holder whose split gain exceeds this fraction of its cluster's total predicted RTT
-    /// offers the split to the holders in its view.
-    pub split_min: f64,
-    /// Rounds between two split offers of one holder.
-    pub split_every: u32,
-    /// The measured medoid step (`medoid`): members a settled holder asks to
-    /// measure its cluster at once, as candidate heads. 0 = off.
-    /// Off by default: it lowers the mean latency at N = 10^4 but slows convergence at 10^5,
-    /// and it has not run in a real swarm.
-    pub medoid_candidates: u32,
-    /// Members each candidate (and the holder) pings for the measured medoid step.
-    pub medoid_sample: u32,
-    /// The election run inside a cluster when its super peer dies.
-    pub election: ElectionConfig,
-    /// The cluster election's timeouts grow with the cluster's round trips: its answer
-    /// timeout is at least this many times the largest RTT the member knows around it, and
-    /// the other timeouts keep their ratio to it (`node` module doc, step 5, "Timeouts
-    /// follow the RTT"). 0 = `election`'s fixed timeouts.
-    pub election_rtt_factor: f64,
-    /// Rounds a member that joined a re-election of the head it still took for alive waits
-    /// for that head to answer its check before the check counts as failed (`node` module
-    /// doc, step 5, "A doubter wins only once its check failed"). A head that is down fails
-    /// the check at once wherever a send to it fails; this bounds the wait for a head that
-    /// is connected but silent. At least the attach timeout (3 rounds).
-    pub doubt_rounds: u32,
+    /// Rounds over which a super peer's moves double in price (`1 + age / aging`, `age` its
+    /// rounds as super peer; 0: no aging). 10: old super peers move only for large gains,
+    /// which lets N = 10^5 converge.
+    pub aging: f64,
+    /// Half-life, in rounds, of the holder's own coordinate drift that a move's gain must
+    /// exceed (0: no drift floor). 10: on real nodes whose coordinates keep learning, tokens
+    /// stop following the noise; the simulator's points do not move and are not affected.
+    pub drift_half_life: f64,
+}
+
+/// Split offers (`super::token`, "Split offers").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SplitConfig {
+    /// A settled token jumps to a point another holder offers only if its own removal cost is
+    /// below this fraction of the offered gain (0: no offers, no jumps). 0.5: a jump pays for
+    /// itself twice over; it brings the heads' count per region toward the k-median's.
+    pub ratio: f64,
+    /// A holder offers a split when the split's gain exceeds this fraction of its cluster's
+    /// total predicted RTT. 0.2: only clusters that really span two places offer.
+    pub min_gain: f64,
+}
+
+/// The measured medoid step (`super::medoid`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MedoidConfig {
+    /// Members a settled holder asks to measure its cluster, as candidate heads (0: no
+    /// step). Off by default: it lowers the mean RTT at N = 10^4 but slows convergence at
+    /// 10^5, and it has not run in a real swarm; 6 is the value measured.
+    pub candidates: u32,
+    /// Members each candidate (and the holder) pings for the step. 32: a mean RTT to the
+    /// cluster within a few per cent at the default cap.
+    pub sample: u32,
+}
+
+/// The election a cluster runs when its head dies (DESIGN.md, "Super peers", step 5).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterElectionConfig {
+    /// The algorithm. Bully: the members know each other from the head's view, the complete
+    /// network it assumes, and it elects the heir (ranked first) when it is alive. Echo is
+    /// refused: it needs the cluster's topology.
+    pub algorithm: Algorithm,
+}
+
+impl ClusterElectionConfig {
+    /// The election's settings: the algorithm's default timeouts, which the cluster's round
+    /// trips stretch (`super::node`, step 5), and no heartbeats (the head watch finds a dead
+    /// head).
+    pub fn timeouts(&self) -> ElectionConfig {
+        ElectionConfig { algorithm: self.algorithm, alive_interval_ms: 0, ..ElectionConfig::default() }
+    }
+}
+
+/// A member's failure detector for its head (`crate::detect::head_watch`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HeadWatchConfig {
+    /// How long a member must have heard nothing from its head before failed probes report
+    /// it down, and how long a head may refuse a member without serving it before the member
+    /// leaves it. A member asked to re-elect a head it still takes for alive checks it as
+    /// long. 10 s: a live head on a loaded machine can go silent for seconds, and every false
+    /// report starts a re-election next to it.
+    pub suspect_after_ms: u64,
+}
+
+impl HeadWatchConfig {
+    pub fn suspect_after(&self) -> Duration {
+        Duration::from_millis(self.suspect_after_ms)
+    }
+
+    /// The detector's settings for rounds of [`ROUND`].
+    pub fn watch(&self) -> WatchConfig {
+        WatchConfig::member(ROUND, self.suspect_after())
+    }
+}
+
+/// A file that holds a `[superpeer]` table, its other tables ignored: the lab
+/// (`--sp-config`) and `peerage swarm --sp-config` read a node's config file through it.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct SuperPeerFile {
+    #[serde(default)]
+    pub superpeer: SuperPeerConfig,
 }
 
 impl Default for SuperPeerConfig {
@@ -191,18 +264,32 @@ impl Default for SuperPeerConfig {
             method: Method::RepulsionTokens,
             share: 0.01,
             cluster_cap: 150,
-            estimate_lookups: 8,
-            estimate_parallel: 2,
-            estimate_push_peers: 4,
-            seed_lookups: 4,
-            cache_size: 6,
-            cache_ttl: 10,
-            neighbours: 16,
-            token_view: 16,
-            announce_every: 2,
-            view_every: 5,
-            switch_factor: 0.9,
-            refused_backoff: 10,
+            estimate: EstimateConfig::default(),
+            discovery: DiscoveryConfig::default(),
+            tokens: TokenConfig::default(),
+            split: SplitConfig::default(),
+            medoid: MedoidConfig::default(),
+            election: ClusterElectionConfig::default(),
+            head_watch: HeadWatchConfig::default(),
+        }
+    }
+}
+
+impl Default for EstimateConfig {
+    fn default() -> Self {
+        EstimateConfig { samples: 8 }
+    }
+}
+
+impl Default for DiscoveryConfig {
+    fn default() -> Self {
+        DiscoveryConfig { neighbours: 16, cache_size: 6, switch_factor: 0.9 }
+    }
+}
+
+impl Default for TokenConfig {
+    fn default() -> Self {
+        TokenConfig {
             hold_rounds: 10,
             force_threshold: 0.15,
             attraction: 1.0,
@@ -210,30 +297,40 @@ impl Default for SuperPeerConfig {
             repulsion_range: 0.5,
             max_step: 1.0,
             min_gain: 0.01,
-            drift_half_life: 10.0,
             cooling: 10.0,
-            promoted_factor: 2.0,
-            promoted_aging: 10.0,
-            token_ttl: 10,
-            probes_per_round: 1,
-            probe_margin: 1.5,
-            move_shortlist: 32,
             access_weight: 1.0,
-            access_shrink: 1.0,
-            split_ratio: 0.5,
-            split_min: 0.2,
-            split_every: 10,
-            medoid_candidates: 0,
-            medoid_sample: 32,
-            election: ElectionConfig { alive_interval_ms: 0, ..ElectionConfig::default() },
-            election_rtt_factor: 4.0,
-            doubt_rounds: 10,
+            aging: 10.0,
+            drift_half_life: 10.0,
         }
     }
 }
 
+impl Default for SplitConfig {
+    fn default() -> Self {
+        SplitConfig { ratio: 0.5, min_gain: 0.2 }
+    }
+}
+
+impl Default for MedoidConfig {
+    fn default() -> Self {
+        MedoidConfig { candidates: 0, sample: 32 }
+    }
+}
+
+impl Default for ClusterElectionConfig {
+    fn default() -> Self {
+        ClusterElectionConfig { algorithm: Algorithm::Bully }
+    }
+}
+
+impl Default for HeadWatchConfig {
+    fn default() -> Self {
+        HeadWatchConfig { suspect_after_ms: 10_000 }
+    }
+}
+
 impl SuperPeerConfig {
-    /// Reject values no node could work with.
+    /// Rejects values no node could work with.
     pub fn validate(&self) -> Result<(), SuperPeerConfigError> {
         let range = |field, got: f64, lo: f64, hi: f64, text| {
             if got.is_finite() && got >= lo && got <= hi {
@@ -243,52 +340,51 @@ impl SuperPeerConfig {
             }
         };
         range("share", self.share, 1e-9, 0.5, "(0, 0.5]")?;
-        if self.share <= 0.0 {
-            return Err(SuperPeerConfigError::OutOfRange { field: "share", range: "(0, 0.5]", got: self.share });
-        }
         range("cluster_cap", self.cluster_cap as f64, 1.0, 1e7, "[1, 10^7]")?;
-        range("estimate_lookups", self.estimate_lookups as f64, 1.0, 1000.0, "[1, 1000]")?;
-        range("estimate_parallel", self.estimate_parallel as f64, 1.0, 1000.0, "[1, 1000]")?;
-        range("estimate_push_peers", self.estimate_push_peers as f64, 0.0, 64.0, "[0, 64]")?;
-        range("seed_lookups", self.seed_lookups as f64, 1.0, 1000.0, "[1, 1000]")?;
-        range("cache_size", self.cache_size as f64, 1.0, 1000.0, "[1, 1000]")?;
-        range("cache_ttl", self.cache_ttl as f64, 1.0, 60_000.0, "[1, 60000]")?;
-        range("neighbours", self.neighbours as f64, 1.0, 10_000.0, "[1, 10000]")?;
-        range("token_view", self.token_view as f64, 1.0, 10_000.0, "[1, 10000]")?;
-        range("announce_every", self.announce_every as f64, 1.0, 1e6, "[1, 10^6]")?;
-        range("view_every", self.view_every as f64, 1.0, 1e6, "[1, 10^6]")?;
-        range("switch_factor", self.switch_factor, 0.0, 1.0, "[0, 1]")?;
-        range("hold_rounds", self.hold_rounds as f64, 1.0, 1e6, "[1, 10^6]")?;
-        range("doubt_rounds", self.doubt_rounds as f64, 3.0, 1e6, "[3, 10^6]")?;
-        range("force_threshold", self.force_threshold, 0.0, 1e6, "[0, 10^6]")?;
-        range("attraction", self.attraction, 0.0, 1e3, "[0, 1000]")?;
-        range("repulsion", self.repulsion, 0.0, 1e3, "[0, 1000]")?;
-        range("repulsion_range", self.repulsion_range, 0.0, 1e3, "[0, 1000]")?;
-        range("max_step", self.max_step, 1e-6, 1e3, "(0, 1000]")?;
-        range("min_gain", self.min_gain, 0.0, 0.99, "[0, 0.99]")?;
-        range("drift_half_life", self.drift_half_life, 0.0, 1e6, "[0, 10^6]")?;
-        range("cooling", self.cooling, 1e-3, 1e9, "[0.001, 10^9]")?;
-        range("promoted_factor", self.promoted_factor, 1.0, 1e6, "[1, 10^6]")?;
-        range("promoted_aging", self.promoted_aging, 0.0, 1e9, "[0, 10^9]")?;
-        range("token_ttl", self.token_ttl as f64, 1.0, 1e6, "[1, 10^6]")?;
-        range("probes_per_round", self.probes_per_round as f64, 0.0, 1000.0, "[0, 1000]")?;
-        range("probe_margin", self.probe_margin, 1.0, 100.0, "[1, 100]")?;
-        range("move_shortlist", self.move_shortlist as f64, 1.0, 1000.0, "[1, 1000]")?;
-        range("access_weight", self.access_weight, 0.0, 100.0, "[0, 100]")?;
-        range("access_shrink", self.access_shrink, 0.0, 1.0, "[0, 1]")?;
-        range("split_ratio", self.split_ratio, 0.0, 1.0, "[0, 1]")?;
-        range("split_min", self.split_min, 0.0, 1.0, "[0, 1]")?;
-        range("split_every", self.split_every as f64, 1.0, 1e6, "[1, 10^6]")?;
-        range("medoid_candidates", self.medoid_candidates as f64, 0.0, 64.0, "[0, 64]")?;
-        range("medoid_sample", self.medoid_sample as f64, 1.0, 256.0, "[1, 256]")?;
-        range("election_rtt_factor", self.election_rtt_factor, 0.0, 100.0, "[0, 100]")?;
-        self.election.validate()?;
+        let e = &self.estimate;
+        range("estimate.samples", e.samples as f64, 1.0, 1000.0, "[1, 1000]")?;
+        let d = &self.discovery;
+        range("discovery.neighbours", d.neighbours as f64, 1.0, 10_000.0, "[1, 10000]")?;
+        range("discovery.cache_size", d.cache_size as f64, 1.0, 1000.0, "[1, 1000]")?;
+        range("discovery.switch_factor", d.switch_factor, 0.0, 1.0, "[0, 1]")?;
+        let t = &self.tokens;
+        range("tokens.hold_rounds", t.hold_rounds as f64, 1.0, 1e6, "[1, 10^6]")?;
+        range("tokens.force_threshold", t.force_threshold, 0.0, 1e6, "[0, 10^6]")?;
+        range("tokens.attraction", t.attraction, 0.0, 1e3, "[0, 1000]")?;
+        range("tokens.repulsion", t.repulsion, 0.0, 1e3, "[0, 1000]")?;
+        range("tokens.repulsion_range", t.repulsion_range, 0.0, 1e3, "[0, 1000]")?;
+        range("tokens.max_step", t.max_step, 1e-6, 1e3, "(0, 1000]")?;
+        range("tokens.min_gain", t.min_gain, 0.0, 0.99, "[0, 0.99]")?;
+        range("tokens.cooling", t.cooling, 1e-3, 1e9, "[0.001, 10^9]")?;
+        range("tokens.access_weight", t.access_weight, 0.0, 100.0, "[0, 100]")?;
+        range("tokens.aging", t.aging, 0.0, 1e9, "[0, 10^9]")?;
+        range("tokens.drift_half_life", t.drift_half_life, 0.0, 1e6, "[0, 10^6]")?;
+        let s = &self.split;
+        range("split.ratio", s.ratio, 0.0, 1.0, "[0, 1]")?;
+        range("split.min_gain", s.min_gain, 0.0, 1.0, "[0, 1]")?;
+        let m = &self.medoid;
+        range("medoid.candidates", m.candidates as f64, 0.0, 64.0, "[0, 64]")?;
+        range("medoid.sample", m.sample as f64, 1.0, 256.0, "[1, 256]")?;
+        if self.election.algorithm == Algorithm::Echo {
+            return Err(SuperPeerConfigError::EchoInCluster);
+        }
+        let w = &self.head_watch;
+        range("head_watch.suspect_after_ms", w.suspect_after_ms as f64, 0.0, 600_000.0, "[0, 600000]")?;
         Ok(())
     }
 
     /// The number of super peers wanted for a network of (estimated) size `n`: at least 1.
     pub fn wanted(&self, n: f64) -> u64 {
         ((self.share * n).round() as u64).max(1)
+    }
+
+    /// Rounds a member that joined a re-election of the head it still took for alive waits for
+    /// that head to answer its check before the check counts as failed (`super::node`, step 5,
+    /// "A doubter wins only once its check failed"): as long as its own head watch would give
+    /// the head, and at least the attach timeout (3 rounds).
+    pub fn doubt_rounds(&self) -> u32 {
+        let rounds = self.head_watch.suspect_after_ms.div_ceil(ROUND.as_millis() as u64);
+        (rounds.min(1_000_000) as u32).max(3)
     }
 }
 
@@ -304,6 +400,7 @@ pub fn prefix_bits(wanted: u64) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
     #[test]
     fn bits_and_validation() {
         assert_eq!(prefix_bits(1), 0);
@@ -316,7 +413,25 @@ mod tests {
         assert!(bad.validate().is_err());
         let bad = SuperPeerConfig { share: f64::NAN, ..Default::default() };
         assert!(bad.validate().is_err());
+        let mut bad = SuperPeerConfig::default();
+        bad.election.algorithm = Algorithm::Echo;
+        assert_eq!(bad.validate(), Err(SuperPeerConfigError::EchoInCluster));
+        let mut bad = SuperPeerConfig::default();
+        bad.tokens.max_step = 0.0;
+        assert!(bad.validate().unwrap_err().to_string().contains("tokens.max_step"));
         assert_eq!("tokens".parse::<Method>(), Ok(Method::RepulsionTokens));
         assert!("x".parse::<Method>().is_err());
+    }
+
+    #[test]
+    fn a_check_waits_as_long_as_the_head_watch() {
+        let mut c = SuperPeerConfig::default();
+        assert_eq!(c.doubt_rounds(), 10);
+        c.head_watch.suspect_after_ms = 4_000;
+        assert_eq!(c.doubt_rounds(), 4);
+        c.head_watch.suspect_after_ms = 2_500;
+        assert_eq!(c.doubt_rounds(), 3, "at least the attach timeout");
+        c.head_watch.suspect_after_ms = 0;
+        assert_eq!(c.doubt_rounds(), 3);
     }
 }

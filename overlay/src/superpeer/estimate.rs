@@ -13,7 +13,7 @@
 //! ```
 //!
 //! With K = 20 one lookup is within about ±24% (one sigma); a node averages `L` lookups of
-//! random keys (`estimate_lookups`, default 8; see "Pooled samples" for whose), giving about ±8.4% (`1/sqrt(L (K-2))`). The
+//! random keys (`estimate.samples`, default 8; see "Pooled samples" for whose), giving about ±8.4% (`1/sqrt(L (K-2))`). The
 //! experiment reports the measured error. Distances are evaluated on the top 128 bits, which
 //! is exact enough for any N below 2^100.
 //!
@@ -33,10 +33,10 @@
 //!
 //! **Pooled samples** (*ours*): each lookup's `N̂_i` is an independent
 //! estimate of the same N whoever made it, so nodes share them instead of each making all
-//! `L` lookups. A node keeps up to `estimate_parallel` (default 2) lookups running, topped
+//! `L` lookups. A node keeps up to [`PARALLEL_LOOKUPS`] (2) lookups running, topped
 //! up once a round (so that what peers push meanwhile can make the next one unneeded), and
 //! after each sends its pooled samples (its own first, at most [`MAX_SAMPLES_PER_MESSAGE`])
-//! to `estimate_push_peers` (default 4) random peers of that lookup's answer: peers it just
+//! to [`PUSH_PEERS`] (4) random peers of that lookup's answer: peers it just
 //! reached. Samples are told apart by their key's top 64 bits, so none counts twice.
 //! **One sample of one's own neighbourhood**: the receivers of a push are among the peers
 //! closest to the new sample's key, so a node receives many samples of keys near its own
@@ -50,7 +50,7 @@
 //! (`overlay/tests/superpeer_estimate_pool.rs`, 300 nodes started together, lookups answered
 //! and messages delivered in order): 3.1 lookups per node instead of 8, and the estimates
 //! spread as independent ones do (coefficient of variation 0.083 against 0.077).
-//! Why (session 16, 200-node swarm): the 8-9 lookups per node of the estimate phase, each
+//! Why (200-node swarm): the 8-9 lookups per node of the estimate phase, each
 //! dialling most of the ~20 peers nearest a random key, kept both cores busy with noise
 //! handshakes for 140-340 s before any node decided. A sample received from a peer is
 //! trusted as its other messages are; the range check ([`SizeSample::is_valid`]) bounds
@@ -92,9 +92,9 @@ pub const MIN_ANSWERED: f64 = 0.4;
 /// candidates and returns the K' < K closest that answered. If a peer fails independently
 /// of its distance to the (uniform) key, those are still the K' closest of a thinned uniform
 /// sample, so `(K' - 1) / (u_K' x p̂)` stays unbiased, with a relative spread of about
-/// `1 / sqrt(K' - 2)` (0.35 at 10) instead of 0.24 at 20. In session 11's 200-node prefix
-/// swarm such answers were 45 % of the estimate lookups, and reporting them failed (retried
-/// after a back-off) made the last nodes decide their estimate 360 s into the run.
+/// `1 / sqrt(K' - 2)` (0.35 at 10) instead of 0.24 at 20. In a 200-node prefix swarm such
+/// answers were 45 % of the estimate lookups; failing them (retried after a back-off) made the
+/// last nodes decide their estimate 360 s into the run.
 pub const MIN_SAMPLE_PEERS: usize = 10;
 
 /// One estimate of N from the `closest` peers that answered a lookup of `key` in which the
@@ -113,6 +113,15 @@ pub const MAX_SAMPLE_N: f32 = 1.1e12;
 
 /// Samples one [`SizeSamples`](super::SpMessage::SizeSamples) message carries at most.
 pub const MAX_SAMPLES_PER_MESSAGE: usize = 8;
+
+/// Sample lookups a node keeps running at once while undecided ("Pooled samples"): two, so
+/// that what peers push between its lookups can make the next one unneeded.
+pub const PARALLEL_LOOKUPS: u32 = 2;
+
+/// Peers of each sample lookup's answer a node pushes its pooled samples to ("Pooled
+/// samples"): four cut the lookups per node from 8 to about 3 with 300 nodes starting
+/// together; peers just reached cost no new connection.
+pub const PUSH_PEERS: usize = 4;
 
 /// Distinct samples a node pools before it decides (more are not stored).
 pub const MAX_POOLED: usize = 32;

@@ -4,8 +4,7 @@
 //! classic algorithms; they elect the highest rank, and with every rank at priority 0 that is
 //! the highest id: a member that stands anywhere in the cluster. Its members then measure it,
 //! find it farther than other heads and leave, and the re-elected head's members keep moving
-//! for rounds after the crash (at N = 10^5 with reserved prefixes, 13-17 rounds: docs/RESULTS.md,
-//! "Session 28"); a recreated token moves away from the winner at once.
+//! for rounds after the crash (at N = 10^5 with reserved prefixes, 13-17 rounds); a recreated token moves away from the winner at once.
 //!
 //! So the head names the member that would serve its cluster best: the **medoid** of its
 //! members by predicted RTT (the member whose summed predicted RTT to the other members is
@@ -33,7 +32,7 @@
 //!
 //! What is left: in a swarm some views never arrive (sends dropped under load), and a member
 //! whose last view names another heir, or none, takes another member for the highest. In one
-//! of nine 200-node prefix swarms (s29p4 in docs/RESULTS.md, "Session 29") two members took a
+//! of nine 200-node prefix swarms two members took a
 //! killed slot for a moment; the later `Takeover`s left one (`node` module doc, step 5).
 
 use super::message::PeerInfo;

@@ -5,7 +5,7 @@
 //!
 //! Why: the token law ([`super::token`]) moves a token by the *predicted* RTT, and at the
 //! scale of one cluster the coordinates cannot rank nodes. Measured at N = 10^4 (seeds 1-3,
-//! `peerage-lab superpeers --diagnose`, docs/RESULTS.md "Session 8 (engineer placement)"):
+//! `peerage-lab superpeers --diagnose`):
 //! the members' predicted RTT to their head is 17.8-18.8 ms against a TRUE 10.0-11.7 ms
 //! (mean |error| 7.9-8.6 ms, mostly the heights); capacitated k-medoids from the tokens'
 //! own heads gains 0.9-1.5 ms when each medoid is chosen on the TRUE RTT and nothing at all

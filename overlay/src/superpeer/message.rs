@@ -79,10 +79,8 @@ pub enum SpMessage {
     /// The head's current member list and role, for the re-election if the head dies.
     ClusterView { role: HeadRole, members: Arc<[NodeId]> },
     /// A holder hands its token and cluster to the receiver. `promoted`: the receiver is
-    /// super peer at once (a recreated token's first move, or its relay). Before
-    /// session 18 every move of a super peer set it and no receiver read it, so a node of
-    /// this version promotes on an older node's every such move (a swarm of mixed versions
-    /// only promotes earlier; conservation does not depend on it).
+    /// super peer at once (a recreated token's first move, or its relay). Conservation does
+    /// not depend on it.
     Handover { token: TokenId, epoch: u32, promoted: bool, members: Vec<PeerInfo>, view: Vec<TokenEntry> },
     /// The receiver took the token.
     HandoverAck { token: TokenId, epoch: u32, holder: PeerInfo },

@@ -32,11 +32,17 @@ pub mod promotion;
 pub mod record;
 pub mod token;
 
-pub use config::{prefix_bits, Method, SuperPeerConfig, SuperPeerConfigError};
+pub use config::{
+    prefix_bits, ClusterElectionConfig, DiscoveryConfig, EstimateConfig, HeadWatchConfig, MedoidConfig, Method,
+    SplitConfig, SuperPeerConfig, SuperPeerConfigError, SuperPeerFile, TokenConfig, ROUND,
+};
 pub use estimate::{SizeEstimator, SizeSample};
 pub use lookup::LookupReport;
 pub use message::{
     HeadEntry, HeadRole, MovePrice, MoveRecord, PeerInfo, Query, SpEffect, SpInput, SpMessage, TokenEntry, TokenId,
 };
-pub use node::{slot_key, token_directory_key, CachedHead, SpContext, SuperPeerNode, PROVIDERS_PER_ANSWER};
+pub use node::{
+    slot_key, token_directory_key, CachedHead, SpContext, SuperPeerNode, CACHE_TTL, ELECTION_RTT_FACTOR, PROBE_MARGIN,
+    PROVIDERS_PER_ANSWER, SEED_LOOKUPS, VIEW_EVERY,
+};
 pub use point::Point;

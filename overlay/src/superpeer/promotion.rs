@@ -8,7 +8,7 @@
 //! **Aging** (*ours*, [`aging`]): late moves of old super peers are mostly on predicted gains of
 //! a few per cent, within the coordinates' error (median relative error ~0.1): noise that
 //! costs a cluster its head, and members that end farther by the TRUE RTT. So a super peer's
-//! move needs the gain x `1 + age / promoted_aging` on top of the cooling, `age` the rounds
+//! move needs the gain x `1 + age / aging` on top of the cooling, `age` the rounds
 //! since it became super peer (promoted, or took the role over). A young super peer still
 //! follows its cluster; an old one moves only for a large predicted gain. Its members still
 //! switch to heads measured nearer, so the clustering keeps improving around a head that
@@ -21,16 +21,16 @@
 //! Tried and not kept: a small move keeping the promotion (the receiver started young and moved
 //! again on ordinary gains).
 
-use super::config::SuperPeerConfig;
+use super::config::TokenConfig;
 
 /// The factor by which a holder's move needs more gain because it has been a super peer for
-/// `age` rounds (module doc): `1 + age / promoted_aging`; 1 when it is not (yet) promoted or
-/// `promoted_aging` is 0.
-pub fn aging(promoted: bool, age: u32, cfg: &SuperPeerConfig) -> f64 {
-    if !promoted || cfg.promoted_aging <= 0.0 {
+/// `age` rounds (module doc): `1 + age / aging`; 1 when it is not (yet) promoted or
+/// `aging` is 0.
+pub fn aging(promoted: bool, age: u32, cfg: &TokenConfig) -> f64 {
+    if !promoted || cfg.aging <= 0.0 {
         return 1.0;
     }
-    1.0 + age as f64 / cfg.promoted_aging
+    1.0 + age as f64 / cfg.aging
 }
 
 /// Hold times a super peer serves before its split jumps age (module doc, "Jumps age too").
@@ -38,7 +38,7 @@ pub const JUMP_AGING_AFTER: u32 = 3;
 
 /// The factor by which a super peer's split jump needs more gain (module doc, "Jumps age
 /// too"): [`aging`] of the rounds it has served beyond [`JUMP_AGING_AFTER`] x `hold_rounds`.
-pub fn jump_aging(promoted: bool, age: u32, cfg: &SuperPeerConfig) -> f64 {
+pub fn jump_aging(promoted: bool, age: u32, cfg: &TokenConfig) -> f64 {
     aging(promoted, age.saturating_sub(JUMP_AGING_AFTER.saturating_mul(cfg.hold_rounds)), cfg)
 }
 
@@ -48,26 +48,26 @@ mod tests {
 
     #[test]
     fn a_super_peer_needs_more_gain_the_longer_it_served() {
-        let cfg = SuperPeerConfig { promoted_aging: 10.0, ..Default::default() };
+        let cfg = TokenConfig { aging: 10.0, ..Default::default() };
         assert_eq!(aging(false, 50, &cfg), 1.0, "not promoted: no aging");
         assert_eq!(aging(true, 0, &cfg), 1.0);
         assert!((aging(true, 10, &cfg) - 2.0).abs() < 1e-12);
         assert!((aging(true, 45, &cfg) - 5.5).abs() < 1e-12);
         assert!(aging(true, 60, &cfg) > aging(true, 30, &cfg));
-        let off = SuperPeerConfig { promoted_aging: 0.0, ..cfg };
+        let off = TokenConfig { aging: 0.0, ..cfg };
         assert_eq!(aging(true, 1000, &off), 1.0);
     }
 
     #[test]
     fn a_jump_ages_only_after_a_few_hold_times() {
-        let cfg = SuperPeerConfig { promoted_aging: 10.0, hold_rounds: 10, ..Default::default() };
+        let cfg = TokenConfig { aging: 10.0, hold_rounds: 10, ..Default::default() };
         assert_eq!(jump_aging(true, 0, &cfg), 1.0);
         assert_eq!(jump_aging(true, 30, &cfg), 1.0, "no aging for 3 hold times");
         assert!((jump_aging(true, 50, &cfg) - 3.0).abs() < 1e-12);
         assert_eq!(jump_aging(false, 50, &cfg), 1.0, "not promoted: no aging");
-        let short = SuperPeerConfig { hold_rounds: 2, ..cfg.clone() };
+        let short = TokenConfig { hold_rounds: 2, ..cfg.clone() };
         assert!((jump_aging(true, 16, &short) - 2.0).abs() < 1e-12);
-        let off = SuperPeerConfig { promoted_aging: 0.0, ..cfg };
+        let off = TokenConfig { aging: 0.0, ..cfg };
         assert_eq!(jump_aging(true, 1000, &off), 1.0);
     }
 }

@@ -17,7 +17,7 @@
 //!   potential `U(d) = repulsion x r/2 x (1 - d/r)²`. Tied to the local cluster radius, not a
 //!   global length: dense cities need several super peers close together.
 //! - **Threshold and step**: only `|F| > force_threshold` moves; the wanted point is one
-//!   Weiszfeld step `t = p + step x F`, at most `max_step x R` away; the `move_shortlist`
+//!   Weiszfeld step `t = p + step x F`, at most `max_step x R` away; the [`MOVE_SHORTLIST`]
 //!   members and neighbours nearest `t` are candidates.
 //! - **Move only on a real gain**: a candidate's cost is the predicted mean RTT of the cluster
 //!   after the move to it, plus `access_weight x` its measured access excess, plus the
@@ -35,8 +35,7 @@
 //! - **Measured access delay** (*ours*): every member pays its head's access delay, which the
 //!   coordinates only partly carry. Each node's smallest measured RTT to any peer
 //!   (`SpInput::NearestRtt`) ranks nodes by access delay; members report theirs (`Access`), and
-//!   [`AccessEstimate`] turns them into excesses over the cluster's mean (times
-//!   `access_shrink`), once [`MIN_REPORTS`] members reported. **A fresh holder waits** for its
+//!   [`AccessEstimate`] turns them into excesses over the cluster's mean, once [`MIN_REPORTS`] members reported. **A fresh holder waits** for its
 //!   members' reports at most [`ACCESS_WAIT_ROUNDS`] ([`awaiting_reports`]): priced without
 //!   them, the new holder's cost differs from the old holder's and the token goes back.
 //! - **Split offers** (*ours*; the seed's "tokens spread" read as spreading by demand): local
@@ -54,10 +53,31 @@
 //! Tried and not kept: moving to the peer furthest along the force (rim, long jumps); a global
 //! repulsion length; per-member RTT residuals instead of the nearest RTT (too noisy).
 
-use super::config::SuperPeerConfig;
+use super::config::TokenConfig;
 use super::message::PeerInfo;
 use super::point::{Point, DIMS};
 use crate::id::NodeId;
+
+/// A super peer's token moves only above `force_threshold` times this, with `min_gain` times
+/// this, and its split jumps cost this much more: its cluster has settled around it, and a
+/// move costs every member a switch.
+pub const PROMOTED_FACTOR: f64 = 2.0;
+
+/// Candidates nearest the wanted point whose cost a move prices ([`choose_target`]): enough
+/// to find the cluster's cheapest spot near the step, few enough to price every round.
+pub const MOVE_SHORTLIST: usize = 32;
+
+/// Token entries a holder keeps in its view, nearest first: the tokens that can repel it and
+/// the holders it can offer a split to.
+pub const TOKEN_VIEW: usize = 16;
+
+/// Rounds after which a token entry nobody refreshed is dropped from a view (holders gossip
+/// their entries every round).
+pub const TOKEN_TTL: u32 = 10;
+
+/// Rounds between two split offers of one holder: an offer's drain and jump take a few
+/// rounds, and the next offer should see their outcome.
+pub const SPLIT_EVERY: u32 = 10;
 
 /// Members' reports a holder needs before it estimates access excesses (see the module doc).
 pub const MIN_REPORTS: usize = 3;
@@ -70,7 +90,7 @@ pub const ACCESS_WAIT_ROUNDS: u32 = 1;
 /// access term is on, `age <= ACCESS_WAIT_ROUNDS`, and some of its `members` has no report
 /// among `reports` (sorted by id; module doc, "A fresh holder waits for its members'
 /// reports").
-pub fn awaiting_reports(age: u32, members: &[PeerInfo], reports: &[(NodeId, f32)], cfg: &SuperPeerConfig) -> bool {
+pub fn awaiting_reports(age: u32, members: &[PeerInfo], reports: &[(NodeId, f32)], cfg: &TokenConfig) -> bool {
     cfg.access_weight > 0.0
         && age <= ACCESS_WAIT_ROUNDS
         && members.iter().any(|m| reports.binary_search_by(|r| r.0.cmp(&m.id)).is_err())
@@ -104,7 +124,7 @@ pub struct AccessEstimate {
     /// The holder's own excess (0 if unknown or with fewer than [`MIN_REPORTS`] reports).
     pub here: f64,
     holder: Option<NodeId>,
-    /// Shrunk excesses of the reporting members, sorted by id.
+    /// Excesses of the reporting members, sorted by id.
     known: Vec<(NodeId, f64)>,
 }
 
@@ -116,7 +136,7 @@ impl AccessEstimate {
         own: Option<f64>,
         members: &[PeerInfo],
         reports: &[(NodeId, f32)],
-        cfg: &SuperPeerConfig,
+        cfg: &TokenConfig,
     ) -> Self {
         if cfg.access_weight <= 0.0 || reports.len() < MIN_REPORTS {
             return AccessEstimate::default();
@@ -134,10 +154,10 @@ impl AccessEstimate {
         }
         let mean = known.iter().map(|r| r.1).sum::<f64>() / known.len() as f64;
         for r in known.iter_mut() {
-            r.1 = cfg.access_shrink * (r.1 - mean);
+            r.1 -= mean;
         }
         known.sort_by_key(|a| a.0);
-        let here = own.filter(|o| o.is_finite() && *o > 0.0).map_or(0.0, |o| cfg.access_shrink * (o - mean));
+        let here = own.filter(|o| o.is_finite() && *o > 0.0).map_or(0.0, |o| o - mean);
         AccessEstimate { here, holder: Some(me.id), known }
     }
 
@@ -175,7 +195,7 @@ pub fn radius(me: &Point, others: &[Point], members: &[PeerInfo]) -> Option<f64>
 }
 
 /// The repulsion potential at `at` from the tokens at `others`, seconds (see the module doc).
-pub fn repulsion_potential(at: &Point, others: &[Point], radius: f64, cfg: &SuperPeerConfig) -> f64 {
+pub fn repulsion_potential(at: &Point, others: &[Point], radius: f64, cfg: &TokenConfig) -> f64 {
     let r = cfg.repulsion_range * radius;
     if cfg.repulsion <= 0.0 || r <= 0.0 {
         return 0.0;
@@ -204,7 +224,7 @@ pub struct CostParts {
 
 impl CostParts {
     /// The cost these parts make: `attraction x (rtt + access_weight x access) + repulsion`.
-    pub fn total(&self, cfg: &SuperPeerConfig) -> f64 {
+    pub fn total(&self, cfg: &TokenConfig) -> f64 {
         cfg.attraction * (self.rtt + cfg.access_weight * self.access) + self.repulsion
     }
 }
@@ -223,7 +243,7 @@ pub fn cost_parts(
     others: &[Point],
     radius: f64,
     access: f64,
-    cfg: &SuperPeerConfig,
+    cfg: &TokenConfig,
 ) -> CostParts {
     let mut sum = 0.0;
     let mut n = 0usize;
@@ -243,17 +263,17 @@ pub fn cost_parts(
 
 /// The cooling factor of a token at `epoch` whose holder is (`promoted`) or is not a super
 /// peer (module doc, "Cooling"): `1 + max(e, e²)` with `e = epoch / cooling`, times
-/// `promoted_factor` once promoted. A move needs a gain of `min_gain` times this.
-pub fn cooling(epoch: u32, promoted: bool, cfg: &SuperPeerConfig) -> f64 {
+/// [`PROMOTED_FACTOR`] once promoted. A move needs a gain of `min_gain` times this.
+pub fn cooling(epoch: u32, promoted: bool, cfg: &TokenConfig) -> f64 {
     let e = epoch as f64 / cfg.cooling;
-    let p = if promoted { cfg.promoted_factor } else { 1.0 };
+    let p = if promoted { PROMOTED_FACTOR } else { 1.0 };
     p * (1.0 + e.max(e * e))
 }
 
 /// How far a node's own point moved lately, seconds, `rounds` after it was `at` (module
 /// doc, "The coordinates' own drift"): halved every `drift_half_life` rounds; 0 with the
 /// floor off.
-pub fn drift(at: f64, rounds: u32, cfg: &SuperPeerConfig) -> f64 {
+pub fn drift(at: f64, rounds: u32, cfg: &TokenConfig) -> f64 {
     if !(cfg.drift_half_life > 0.0 && at.is_finite() && at > 0.0) {
         return 0.0;
     }
@@ -263,7 +283,7 @@ pub fn drift(at: f64, rounds: u32, cfg: &SuperPeerConfig) -> f64 {
 /// The force on a token held at `me`, from the other tokens at `others` and the holder's
 /// `members`. `None` when there is nothing to measure it against (no members and no other
 /// token at a distance).
-pub fn net_force(me: &Point, others: &[Point], members: &[PeerInfo], cfg: &SuperPeerConfig) -> Option<Force> {
+pub fn net_force(me: &Point, others: &[Point], members: &[PeerInfo], cfg: &TokenConfig) -> Option<Force> {
     let radius = radius(me, others, members)?;
     let mut v = [0f64; DIMS];
     let mut inv = 0f64;
@@ -329,7 +349,7 @@ pub struct MoveBar {
 impl MoveBar {
     /// The bar of a token whose cooling (and aging) is `cool` and whose holder drifted
     /// `floor` seconds lately.
-    pub fn new(cool: f64, floor: f64, cfg: &SuperPeerConfig) -> MoveBar {
+    pub fn new(cool: f64, floor: f64, cfg: &TokenConfig) -> MoveBar {
         let floor = if floor.is_finite() { floor.max(0.0) } else { 0.0 };
         MoveBar { needed: cfg.min_gain * cool.max(1.0), floor }
     }
@@ -340,7 +360,7 @@ impl MoveBar {
     }
 }
 
-/// Where the token should go: the cheapest of the `move_shortlist` candidates nearest to the
+/// Where the token should go: the cheapest of the [`MOVE_SHORTLIST`] candidates nearest to the
 /// wanted point `me + step x F` (step bounded by `max_step x R`; nearest counts distance plus
 /// `access_weight x` the access estimate), if it beats staying by the `bar` ([`MoveBar`]:
 /// a fraction of the cost and the holder's own [`drift`]; see the module doc). Candidates
@@ -355,7 +375,7 @@ pub fn choose_target(
     excluded: impl Fn(&PeerInfo) -> bool,
     access: &AccessEstimate,
     bar: MoveBar,
-    cfg: &SuperPeerConfig,
+    cfg: &TokenConfig,
 ) -> Option<ChosenMove> {
     let mag = force.magnitude();
     if !(mag.is_finite() && mag > 0.0 && force.step.is_finite()) {
@@ -373,7 +393,7 @@ pub fn choose_target(
         .collect();
     near.sort_by(|a, b| a.0.total_cmp(&b.0));
     near.dedup_by(|a, b| a.1.id == b.1.id);
-    near.truncate(cfg.move_shortlist as usize);
+    near.truncate(MOVE_SHORTLIST);
     let here = cost_parts(me, me, members, others, force.radius, access.of(me), cfg);
     let (total, there, to) = near
         .into_iter()
@@ -479,7 +499,7 @@ pub struct Removal {
 /// (member, token) are taken cheapest first (the increase of predicted RTT over the RTT to
 /// `me`), each while the member has no head and the token has room. `None` when the others'
 /// rooms cannot take every member and `me` (then the jump would leave members without a
-/// head: session 6's crash sweep left 75-166 nodes unattached that way) or no other token is
+/// head: a crash sweep at 10^4 left 75-166 nodes unattached that way) or no other token is
 /// known.
 pub fn removal_plan(me: &PeerInfo, members: &[PeerInfo], others: &[(Point, usize)]) -> Option<Removal> {
     let need = members.len() + 1;
@@ -535,7 +555,7 @@ mod tests {
 
     #[test]
     fn repulsion_pushes_away_within_the_cut_off_only() {
-        let cfg = SuperPeerConfig { repulsion: 1.0, repulsion_range: 1.0, ..Default::default() };
+        let cfg = TokenConfig { repulsion: 1.0, repulsion_range: 1.0, ..Default::default() };
         // No members: R is the distance to the nearest token, so it sits exactly at the
         // cut-off and does not push; a second, nearer token does.
         let f = net_force(&p(0.0, 0.0), &[p(0.01, 0.0)], &[], &cfg).unwrap();
@@ -552,7 +572,7 @@ mod tests {
 
     #[test]
     fn a_move_must_gain_more_than_the_drift_and_the_drift_halves() {
-        let cfg = SuperPeerConfig { repulsion: 0.0, ..Default::default() };
+        let cfg = TokenConfig { repulsion: 0.0, ..Default::default() };
         let members: Vec<PeerInfo> = (0..9).map(|i| peer(i + 1, 0.05 + 0.002 * (i as f64 - 4.0), 0.0)).collect();
         let me = peer(100, 0.0, 0.0);
         let f = net_force(&me.point, &[], &members, &cfg).unwrap();
@@ -576,7 +596,7 @@ mod tests {
         assert!((drift(0.02, 0, &cfg) - 0.02).abs() < 1e-12);
         assert!((drift(0.02, hl, &cfg) - 0.01).abs() < 1e-12);
         assert!((drift(0.02, 3 * hl, &cfg) - 0.0025).abs() < 1e-12);
-        let off = SuperPeerConfig { drift_half_life: 0.0, ..cfg.clone() };
+        let off = TokenConfig { drift_half_life: 0.0, ..cfg.clone() };
         assert_eq!(drift(0.02, 0, &off), 0.0);
         assert_eq!(drift(f64::NAN, 0, &cfg), 0.0);
         assert_eq!(drift(-1.0, 0, &cfg), 0.0);
@@ -584,7 +604,7 @@ mod tests {
 
     #[test]
     fn members_pull_toward_their_median_and_the_token_settles_there() {
-        let cfg = SuperPeerConfig { repulsion: 0.0, ..Default::default() };
+        let cfg = TokenConfig { repulsion: 0.0, ..Default::default() };
         // Members around (0.05, 0); the holder sits at the rim, at (0, 0).
         let mut members: Vec<PeerInfo> =
             (0..9).map(|i| peer(i + 1, 0.05 + 0.002 * (i as f64 - 4.0), 0.001 * ((i % 3) as f64 - 1.0))).collect();
@@ -611,7 +631,7 @@ mod tests {
 
     #[test]
     fn access_estimate_from_the_members_reports() {
-        let cfg = SuperPeerConfig { access_shrink: 0.5, ..Default::default() };
+        let cfg = TokenConfig::default();
         let me = peer(100, 0.0, 0.0);
         let members: Vec<PeerInfo> = (1..=4).map(|i| peer(i, 0.01 * i as f64, 0.0)).collect();
         // Nearest RTTs 3, 3, 3 and 7 ms: mean 4 ms.
@@ -622,21 +642,21 @@ mod tests {
         reports.sort_by_key(|a| a.0);
         let a = AccessEstimate::new(&me, Some(0.002), &members, &reports, &cfg);
         assert!(a.is_known());
-        assert!((a.of(&me) - 0.5 * -0.002).abs() < 1e-6, "{a:?}");
-        assert!((a.of(&members[0]) - 0.5 * -0.001).abs() < 1e-6, "{a:?}");
-        assert!((a.of(&members[3]) - 0.5 * 0.003).abs() < 1e-6, "{a:?}");
+        assert!((a.of(&me) - -0.002).abs() < 1e-6, "{a:?}");
+        assert!((a.of(&members[0]) - -0.001).abs() < 1e-6, "{a:?}");
+        assert!((a.of(&members[3]) - 0.003).abs() < 1e-6, "{a:?}");
         assert_eq!(a.of(&peer(50, 0.0, 0.0)), 0.0);
         // The holder's own value unknown: it counts as average.
         assert_eq!(AccessEstimate::new(&me, None, &members, &reports, &cfg).of(&me), 0.0);
         // Too few reports, or the access term off: nothing known.
         assert!(!AccessEstimate::new(&me, None, &members, &reports[..2], &cfg).is_known());
-        let off = SuperPeerConfig { access_weight: 0.0, ..cfg };
+        let off = TokenConfig { access_weight: 0.0, ..cfg };
         assert!(!AccessEstimate::new(&me, None, &members, &reports, &off).is_known());
     }
 
     #[test]
     fn a_fresh_holder_awaits_every_members_report_for_a_bounded_time() {
-        let cfg = SuperPeerConfig::default();
+        let cfg = TokenConfig::default();
         let members: Vec<PeerInfo> = (1..=4).map(|i| peer(i, 0.01 * i as f64, 0.0)).collect();
         let all: Vec<(NodeId, f32)> = members.iter().map(|m| (m.id, 0.003)).collect();
         assert!(awaiting_reports(1, &members, &all[1..], &cfg), "a report missing");
@@ -649,13 +669,13 @@ mod tests {
         stray.push((NodeId::from_u64(99), 0.003));
         stray.sort_by_key(|a| a.0);
         assert!(awaiting_reports(1, &members, &stray, &cfg));
-        let off = SuperPeerConfig { access_weight: 0.0, ..cfg };
+        let off = TokenConfig { access_weight: 0.0, ..cfg };
         assert!(!awaiting_reports(1, &members, &[], &off), "the access term off");
     }
 
     #[test]
     fn a_fast_link_decides_between_two_candidates_along_the_force() {
-        let cfg = SuperPeerConfig { repulsion: 0.0, ..Default::default() };
+        let cfg = TokenConfig { repulsion: 0.0, ..Default::default() };
         let me = peer(100, 0.0, 0.0);
         // Members on a ring around (0.02, 0) pull the token there; two candidates near the
         // centre, `b` slightly nearer to it than `a`.
@@ -744,7 +764,7 @@ mod tests {
         // A one-member cluster: moving the token to the member makes the holder the member,
         // which costs the same, so it stays (without counting the old holder as a member after
         // the move, two such peers traded the token every round).
-        let cfg = SuperPeerConfig { repulsion: 0.0, min_gain: 0.0, ..Default::default() };
+        let cfg = TokenConfig { repulsion: 0.0, min_gain: 0.0, ..Default::default() };
         let a = peer(1, 0.0, 0.0);
         let mut b = peer(2, 0.03, 0.0);
         b.point.h = 0.001;
@@ -756,7 +776,7 @@ mod tests {
 
     #[test]
     fn step_is_bounded_and_height_counts() {
-        let cfg = SuperPeerConfig { repulsion: 0.0, max_step: 1.0, ..Default::default() };
+        let cfg = TokenConfig { repulsion: 0.0, max_step: 1.0, ..Default::default() };
         // Members far away at x = 1.0, one near candidate at 0.2 and one on the cluster.
         let members: Vec<PeerInfo> = (0..5).map(|i| peer(i + 1, 1.0, 0.001 * i as f64)).collect();
         let me = peer(100, 0.0, 0.0);
@@ -777,7 +797,7 @@ mod tests {
         assert_eq!(t.id, NodeId::from_u64(13));
         // Cooling: a token that moved many times needs a larger gain. Here staying costs
         // 1.0 and the candidate (with the old holder as a sixth member) 0.5.
-        let cfg = SuperPeerConfig { min_gain: 0.3, ..cfg };
+        let cfg = TokenConfig { min_gain: 0.3, ..cfg };
         let near = [peer(14, 0.5, 0.0)];
         assert!(choose_target(&me, &f, &members, &[], &near, |_| false, &NONE, MoveBar::new(1.0, 0.0, &cfg), &cfg)
             .is_some());
@@ -787,15 +807,15 @@ mod tests {
 
     #[test]
     fn cooling_turns_quadratic_after_cooling_moves_and_stops_a_wandering_token() {
-        let cfg = SuperPeerConfig { cooling: 10.0, promoted_factor: 2.0, min_gain: 0.01, ..Default::default() };
+        let cfg = TokenConfig { cooling: 10.0, min_gain: 0.01, ..Default::default() };
         assert!((cooling(0, false, &cfg) - 1.0).abs() < 1e-12);
         assert!((cooling(5, false, &cfg) - 1.5).abs() < 1e-12, "linear up to `cooling` moves");
         assert!((cooling(10, false, &cfg) - 2.0).abs() < 1e-12);
         assert!((cooling(20, false, &cfg) - 5.0).abs() < 1e-12);
         assert!((cooling(20, true, &cfg) - 10.0).abs() < 1e-12);
         // A holder near its members' centre and a candidate beside it that gains about 4 %: a
-        // fresh token takes it, and so did one that had moved 20 times under the linear law
-        // of sessions 3-5 (3 %); now that one needs 5 % and stays.
+        // fresh token takes it (it needs 1 %); one that moved 20 times needs 5 % and stays
+        // (a linear law would have asked it for 3 %).
         let members: Vec<PeerInfo> = (0..9).map(|i| peer(i + 1, 0.01 + 0.001 * (i as f64 - 4.0), 0.0)).collect();
         let me = peer(100, 0.0099, 0.0);
         let f = net_force(&me.point, &[], &members, &cfg).unwrap();

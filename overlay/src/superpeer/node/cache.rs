@@ -20,7 +20,7 @@ impl SuperPeerNode {
     /// Ages the cache by one round and forgets entries past the TTL (their measurements are
     /// remembered, see [`Self::remember`]).
     pub(super) fn age_cache(&mut self) {
-        let ttl = self.cfg.cache_ttl;
+        let ttl = CACHE_TTL;
         for c in self.cache.iter_mut() {
             c.age = c.age.saturating_add(1);
         }
@@ -79,7 +79,7 @@ impl SuperPeerNode {
         self.cache.retain(|c| c.info.id != id);
         let key = id.high_u64();
         self.remembered.retain(|r| r.key != key);
-        let until = self.round.wrapping_add(self.cfg.cache_ttl);
+        let until = self.round.wrapping_add(CACHE_TTL);
         if let Some(g) = self.gone.iter_mut().find(|(g, _)| *g == id) {
             g.1 = until;
         } else {
@@ -91,7 +91,7 @@ impl SuperPeerNode {
     }
 
     pub(super) fn cache_insert(&mut self, info: PeerInfo, age: u16) {
-        if info.id == self.me.id || !info.point.is_valid() || age as u32 > self.cfg.cache_ttl {
+        if info.id == self.me.id || !info.point.is_valid() || age as u32 > CACHE_TTL {
             return;
         }
         let round = self.round;
@@ -110,7 +110,7 @@ impl SuperPeerNode {
         let known = self.recalled(&info.id);
         let d = if known > 0.0 { known as f64 } else { me.rtt(&info.point) };
         let eff = |c: &CacheEntry| if c.rtt > 0.0 { c.rtt as f64 } else { me.rtt(&c.info.point) };
-        if self.cache.len() >= self.cfg.cache_size
+        if self.cache.len() >= self.cfg.discovery.cache_size
             && self.head.is_none()
             && self.attached.is_none()
             && self.cache.iter().all(|c| c.backoff_until > round)
@@ -131,7 +131,7 @@ impl SuperPeerNode {
                 return;
             }
         }
-        if self.cache.len() >= self.cfg.cache_size {
+        if self.cache.len() >= self.cfg.discovery.cache_size {
             // Replace the farthest entry if the newcomer is nearer.
             let (i, far) = self.cache.iter().enumerate().map(|(i, c)| (i, eff(c))).fold((0, f64::MIN), |a, b| {
                 if b.1 > a.1 {
@@ -146,10 +146,10 @@ impl SuperPeerNode {
                 self.remember(&old);
             }
         } else {
-            if self.cache.len() == self.cache.capacity() && self.cache.len() < self.cfg.cache_size.min(64) {
+            if self.cache.len() == self.cache.capacity() && self.cache.len() < self.cfg.discovery.cache_size.min(64) {
                 // Spilling past the inline entries: exactly `cache_size` of them, not the
                 // doubling growth's.
-                self.cache.reserve_exact(self.cfg.cache_size.min(64) - self.cache.len());
+                self.cache.reserve_exact(self.cfg.discovery.cache_size.min(64) - self.cache.len());
             }
             let e = self.fresh_entry(info, age);
             self.cache.push(e);
@@ -157,7 +157,7 @@ impl SuperPeerNode {
     }
 
     pub(super) fn backoff(&mut self, id: NodeId) {
-        let until = self.round.wrapping_add(self.cfg.refused_backoff);
+        let until = self.round.wrapping_add(REFUSED_BACKOFF);
         if let Some(c) = self.cache.iter_mut().find(|c| c.info.id == id) {
             c.backoff_until = until;
         }
@@ -181,16 +181,13 @@ impl SuperPeerNode {
         }
     }
 
-    /// Asks the driver to measure up to `probes_per_round` heads (module doc, step 3): the
+    /// Asks the driver to measure up to [`PROBES_PER_ROUND`] heads (module doc, step 3): the
     /// current head while it is unmeasured, then the cached heads with room that are not
-    /// measured yet and whose predicted RTT is below `probe_margin` times the current head's,
+    /// measured yet and whose predicted RTT is below [`PROBE_MARGIN`] times the current head's,
     /// nearest first. A measurement without a usable answer is asked for again after
     /// [`PROBE_RETRY`] rounds.
     pub(super) fn probe(&mut self, ctx: &mut SpContext<'_>) {
-        let mut left = self.cfg.probes_per_round;
-        if left == 0 {
-            return;
-        }
+        let mut left = PROBES_PER_ROUND;
         let r16 = (self.round as u16).max(1);
         let due = |p: u16| p == 0 || r16.wrapping_sub(p) >= PROBE_RETRY;
         let mut limit = f64::INFINITY;
@@ -200,7 +197,7 @@ impl SuperPeerNode {
                 ctx.push(SpEffect::MeasureRtt { peer: a.id });
                 left -= 1;
             }
-            limit = self.cfg.probe_margin * self.head_rtt(&a);
+            limit = PROBE_MARGIN * self.head_rtt(&a);
         }
         let attached = self.attached.map(|a| a.id);
         while left > 0 {
@@ -226,7 +223,7 @@ impl SuperPeerNode {
         if left == 0 || !self.coordinate_fit() {
             return;
         }
-        let bar = self.cfg.switch_factor * self.head_rtt(&a);
+        let bar = self.cfg.discovery.switch_factor * self.head_rtt(&a);
         let r16 = (self.round as u16).max(1);
         while left > 0 {
             let doubtful = |c: &CacheEntry| {

@@ -42,12 +42,12 @@ impl SuperPeerNode {
         self.estimate_more(ctx);
     }
 
-    /// Keeps `estimate_parallel` size-estimate lookups of random keys running, but no more
+    /// Keeps [`PARALLEL_LOOKUPS`] size-estimate lookups of random keys running, but no more
     /// than samples are missing (`estimate` module doc, "Pooled samples"). At start and
     /// then once a round while undecided.
     pub(super) fn estimate_more(&mut self, ctx: &mut SpContext<'_>) {
         let running = self.est_pending;
-        let want = self.cfg.estimate_parallel.min(self.estimate_missing());
+        let want = PARALLEL_LOOKUPS.min(self.estimate_missing());
         for _ in running..want {
             let mut key = [0u8; 32];
             ctx.rng.fill_bytes(&mut key);
@@ -57,26 +57,25 @@ impl SuperPeerNode {
         }
     }
 
-    /// Whether the size estimate has what the decision needs: `estimate_lookups` distinct
+    /// Whether the size estimate has what the decision needs: `estimate.samples` distinct
     /// samples, or as many usable answers of our own (in a network too small for some of
     /// them to give a sample).
     fn estimate_ready(&self) -> bool {
-        let need = self.cfg.estimate_lookups;
+        let need = self.cfg.estimate.samples;
         self.est.samples() >= need || u32::from(self.est_answered) >= need
     }
 
     /// Samples still missing for the decision (at least 1 while undecided).
     fn estimate_missing(&self) -> u32 {
         let have = self.est.samples().max(u32::from(self.est_answered));
-        self.cfg.estimate_lookups.saturating_sub(have).max(1)
+        self.cfg.estimate.samples.saturating_sub(have).max(1)
     }
 
-    /// Sends our pooled samples (`own` first) to up to `estimate_push_peers` random peers of
+    /// Sends our pooled samples (`own` first) to up to [`PUSH_PEERS`] random peers of
     /// the lookup that made `own`.
     fn share_sample(&mut self, ctx: &mut SpContext<'_>, own: SizeSample, peers: &[PeerInfo]) {
-        let push = self.cfg.estimate_push_peers as usize;
         let mut to: Vec<NodeId> = peers.iter().map(|p| p.id).filter(|id| *id != self.me.id).collect();
-        if push == 0 || to.is_empty() {
+        if to.is_empty() {
             return;
         }
         let mut samples = vec![own];
@@ -87,7 +86,7 @@ impl SuperPeerNode {
                 .filter(|s| s.tag != own.tag)
                 .take(MAX_SAMPLES_PER_MESSAGE - 1),
         );
-        let count = push.min(to.len());
+        let count = PUSH_PEERS.min(to.len());
         for i in 0..count {
             let j = ctx.rng.gen_range(i..to.len());
             to.swap(i, j);
@@ -224,8 +223,8 @@ impl SuperPeerNode {
             return;
         }
         if let Pending::Seed = pending {
-            // *Ours* (issue 4; session 5's 200-node tokens swarm left one node
-            // unattached to the end, its provider lookups of the token directory failing): a
+            // *Ours* (a real DHT's provider lookups of the token directory can keep failing
+            // and leave a node unattached to the end): a
             // node whose cache is still empty after a failed seed lookup pulls a neighbour's
             // cache, since the push-pull gossip only runs once a node knows a head. The
             // simulator's DHT oracle never fails, so its runs do not change.
@@ -308,7 +307,7 @@ impl SuperPeerNode {
         // answer, one lookup returns every holder (module doc, step 3, "One directory lookup").
         let lookups = match self.cfg.method {
             Method::RepulsionTokens if self.wanted <= PROVIDERS_PER_ANSWER => 1,
-            _ => self.cfg.seed_lookups,
+            _ => SEED_LOOKUPS,
         };
         for _ in 0..lookups {
             let key = match self.cfg.method {
@@ -324,7 +323,7 @@ impl SuperPeerNode {
     /// head existed yet in the 200-node swarms, every node looked up the token directory
     /// key, or a random slot, four times every 5 rounds, and the 20 nodes nearest to that key
     /// took the lookups of the whole swarm; the heads' announcements and the nodes' cache
-    /// gossip still reach a node that waits. Session 16: also while its known heads are all
+    /// gossip still reach a node that waits. Also while its known heads are all
     /// full, module doc, step 3, "Seeds back off until the node attaches").
     pub(super) fn seed_interval(&self) -> u32 {
         5 << u32::from(self.seeds_unanswered.saturating_sub(1).min(3))

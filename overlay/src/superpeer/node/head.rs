@@ -77,8 +77,8 @@ impl SuperPeerNode {
     pub(super) fn stop_head(&mut self, ctx: &mut SpContext<'_>, to: Option<PeerInfo>) {
         let Some(h) = self.head.take() else { return };
         // What `become_head` kept for a failed `Detach` or `Refuse` goes with the role: a plain
-        // node holding it would elect for, or take over, a cluster it left long ago (session 6,
-        // two tokens held twice in the 10^4 crash sweep).
+        // node holding it would elect for, or take over, a cluster it left long ago (a
+        // token held twice).
         self.member_view = None;
         self.backup_view = None;
         if let Some((r, token, epoch)) = h.ack_to {
@@ -137,7 +137,7 @@ impl SuperPeerNode {
         let cfg = self.cfg.clone();
         let me = self.me;
         let Some(h) = self.head.as_mut() else { return };
-        if round % cfg.announce_every == 0 {
+        if round % ANNOUNCE_EVERY == 0 {
             let room = (h.members.len() as u32) < cfg.cluster_cap;
             for n in &self.neighbours {
                 ctx.send(n.id, SpMessage::Announce { head: me, room });
@@ -146,7 +146,7 @@ impl SuperPeerNode {
         // The cluster view goes out every `view_every` rounds (it doubles as the head's
         // liveness signal to its members), and at the next round after the member list
         // changed; the list is rebuilt only when it changed.
-        if h.dirty || round.wrapping_sub(h.last_view) >= cfg.view_every {
+        if h.dirty || round.wrapping_sub(h.last_view) >= VIEW_EVERY {
             self.send_view(ctx);
         }
         let Some(h) = self.head.as_mut() else { return };
@@ -163,7 +163,7 @@ impl SuperPeerNode {
         for e in h.view.iter_mut() {
             e.age = e.age.saturating_add(1);
         }
-        h.view.retain(|e| e.age <= cfg.token_ttl);
+        h.view.retain(|e| e.age <= TOKEN_TTL);
         if h.view.is_empty() && round.wrapping_sub(self.last_seed) >= 3 {
             // No other holder known (yet, or W = 1): look for some, and meanwhile let the
             // members' pull act alone.
@@ -171,7 +171,7 @@ impl SuperPeerNode {
         }
         let Some(h) = self.head.as_mut() else { return };
         let HeadRole::Token { token, epoch } = h.role else { return };
-        if h.recreated && round.wrapping_sub(h.became) >= cfg.hold_rounds {
+        if h.recreated && round.wrapping_sub(h.became) >= cfg.tokens.hold_rounds {
             // A recreated token that stayed for the hold time: its later moves restart it.
             h.recreated = false;
         }
@@ -208,44 +208,45 @@ impl SuperPeerNode {
             return;
         }
         let others: Vec<Point> = h.view.iter().map(|e| e.holder.point).collect();
-        let force = net_force(&me.point, &others, &h.members, &cfg);
+        let force = net_force(&me.point, &others, &h.members, &cfg.tokens);
         // Measured access delay (`token` module doc): the members' nearest RTTs and ours.
         let own = (self.nearest_rtt > 0.0).then_some(self.nearest_rtt as f64);
-        let access = AccessEstimate::new(&me, own, &h.members, &h.access, &cfg);
-        let promoted = if h.super_peer { cfg.promoted_factor } else { 1.0 };
+        let access = AccessEstimate::new(&me, own, &h.members, &h.access, &cfg.tokens);
+        let promoted = if h.super_peer { PROMOTED_FACTOR } else { 1.0 };
         // A token placed by a measured medoid step is moved only by measured steps (`medoid`
         // module doc): the predicted law ranks nodes worse than the measurement did.
         let force = if h.measured { None } else { force };
         // A fresh holder prices no move before its members' access reports came, for at most
         // `ACCESS_WAIT_ROUNDS` (`token` module doc, "A fresh holder waits").
-        let force = force.filter(|_| !awaiting_reports(round.wrapping_sub(h.became), &h.members, &h.access, &cfg));
+        let force =
+            force.filter(|_| !awaiting_reports(round.wrapping_sub(h.became), &h.members, &h.access, &cfg.tokens));
         // A settled super peer stays put while its neighbourhood recovers from a crash (module
         // doc, step 4, "A settled super peer waits out a crash nearby"); a
         // recreated token's first move is the recovery itself.
-        let recovering = h.super_peer && !h.recreated && round.wrapping_sub(h.disturbed) < cfg.hold_rounds;
+        let recovering = h.super_peer && !h.recreated && round.wrapping_sub(h.disturbed) < cfg.tokens.hold_rounds;
         let force = force.filter(|_| !recovering);
-        if let Some(f) = force.filter(|f| f.magnitude() > cfg.force_threshold * promoted) {
+        if let Some(f) = force.filter(|f| f.magnitude() > cfg.tokens.force_threshold * promoted) {
             let holders: Vec<NodeId> = h.view.iter().map(|e| e.holder.id).collect();
             let mut cands: Vec<PeerInfo> = self.neighbours.clone();
             cands.extend(h.members.iter().copied());
             // Cooling: the epoch counts the token's moves (and recreations); a super peer's
             // moves also age with it (module doc, step 4, "Settled super peers").
-            let cool =
-                cooling(epoch, h.super_peer, &cfg) * aging(h.super_peer, round.wrapping_sub(h.promoted_at), &cfg);
+            let cool = cooling(epoch, h.super_peer, &cfg.tokens)
+                * aging(h.super_peer, round.wrapping_sub(h.promoted_at), &cfg.tokens);
             let refused = |id: NodeId| {
-                h.refused_targets.iter().any(|(r, at)| *r == id && round.wrapping_sub(*at) < cfg.hold_rounds)
+                h.refused_targets.iter().any(|(r, at)| *r == id && round.wrapping_sub(*at) < cfg.tokens.hold_rounds)
             };
             let excluded = |c: &PeerInfo| holders.contains(&c.id) || refused(c.id);
             // The gain must also beat our own point's recent drift (`token` module doc, "The
             // coordinates' own drift").
-            let floor = drift(self.drift as f64, round.wrapping_sub(self.drift_at), &cfg);
-            let bar = MoveBar::new(cool, floor, &cfg);
-            if let Some(m) = choose_target(&me, &f, &h.members, &others, &cands, excluded, &access, bar, &cfg) {
+            let floor = drift(self.drift as f64, round.wrapping_sub(self.drift_at), &cfg.tokens);
+            let bar = MoveBar::new(cool, floor, &cfg.tokens);
+            if let Some(m) = choose_target(&me, &f, &h.members, &others, &cands, excluded, &access, bar, &cfg.tokens) {
                 let price = |p: &CostParts, point: Point| MovePrice {
                     rtt: p.rtt as f32,
                     access: p.access as f32,
                     repulsion: p.repulsion as f32,
-                    total: p.total(&cfg) as f32,
+                    total: p.total(&cfg.tokens) as f32,
                     point,
                 };
                 ctx.push(SpEffect::TokenMovePriced(Box::new(MoveRecord {
@@ -272,15 +273,15 @@ impl SuperPeerNode {
         // much from a second head offers that head's spot to the known holder whose token
         // looks cheapest to remove (one taker per offer).
         let still = round.wrapping_sub(h.since);
-        let calm = round.wrapping_sub(h.disturbed) >= cfg.hold_rounds;
-        if cfg.split_ratio > 0.0
+        let calm = round.wrapping_sub(h.disturbed) >= cfg.tokens.hold_rounds;
+        if cfg.split.ratio > 0.0
             && calm
             && !h.view.is_empty()
-            && still >= cfg.hold_rounds
-            && still % cfg.split_every == 0
+            && still >= cfg.tokens.hold_rounds
+            && still % SPLIT_EVERY == 0
         {
             if let Some((at, gain, cost)) = split_gain(&me, &h.members, cfg.cluster_cap as usize) {
-                if gain > cfg.split_min * cost {
+                if gain > cfg.split.min_gain * cost {
                     let holders: Vec<(Point, u32)> = h.view.iter().map(|e| (e.holder.point, e.members)).collect();
                     if let Some(i) = split_taker(&me.point, &holders, cfg.cluster_cap) {
                         ctx.send(h.view[i].holder.id, SpMessage::Split { at, gain: gain as f32 });
@@ -288,7 +289,7 @@ impl SuperPeerNode {
                 }
             }
         }
-        h.promote_if_held(ctx, round, cfg.hold_rounds);
+        h.promote_if_held(ctx, round, cfg.tokens.hold_rounds);
     }
 
     // ----- discovery and attachment -----
@@ -300,7 +301,7 @@ impl SuperPeerNode {
         let me = self.me;
         let Some(h) = self.head.as_mut() else { return };
         h.last_view = round;
-        let ids = h.view_ids(&me, round, self.cfg.view_every, true);
+        let ids = h.view_ids(&me, round, VIEW_EVERY, true);
         h.dirty = false;
         for m in &h.members {
             ctx.send(m.id, SpMessage::ClusterView { role: h.role, members: ids.clone() });
@@ -349,7 +350,8 @@ impl SuperPeerNode {
     /// estimate (`token` module doc); only in the token method with `access_weight > 0`, and
     /// only if the driver gave us one.
     pub(super) fn report_access(&self, ctx: &mut SpContext<'_>) {
-        if self.cfg.method != Method::RepulsionTokens || self.cfg.access_weight <= 0.0 || self.nearest_rtt <= 0.0 {
+        if self.cfg.method != Method::RepulsionTokens || self.cfg.tokens.access_weight <= 0.0 || self.nearest_rtt <= 0.0
+        {
             return;
         }
         if let Some(a) = self.attached {
@@ -397,7 +399,7 @@ impl SuperPeerNode {
     pub(super) fn removal(&self) -> Option<Removal> {
         let h = self.head.as_ref()?;
         let cap = self.cfg.cluster_cap as usize;
-        let fresh = self.cfg.view_every;
+        let fresh = VIEW_EVERY;
         let others: Vec<(Point, usize)> = h
             .view
             .iter()
@@ -460,7 +462,7 @@ impl SuperPeerNode {
         // crash right after the attach must not find it without a view. The other members
         // get the changed view at the next round (`head_tick`).
         // (`dirty` stays set: the other members get the changed view at the next round.)
-        let ids = h.view_ids(&head, self.round, self.cfg.view_every, false);
+        let ids = h.view_ids(&head, self.round, VIEW_EVERY, false);
         ctx.send(from, SpMessage::ClusterView { role: h.role, members: ids.clone() });
         // The first member releases the backup at once (a view that does not name it),
         // so that member and backup never both hold a fresh view.
@@ -480,7 +482,7 @@ impl SuperPeerNode {
         entries: Vec<TokenEntry>,
         reply: bool,
     ) {
-        if entries.len() > 4 * self.cfg.token_view + 4 {
+        if entries.len() > 4 * TOKEN_VIEW + 4 {
             ctx.push(SpEffect::Rejected { from, reason: "oversized token gossip" });
             return;
         }
@@ -510,7 +512,7 @@ impl SuperPeerNode {
                 }
             }
             h.view.sort_by(|a, b| me.point.euclid(&a.holder.point).total_cmp(&me.point.euclid(&b.holder.point)));
-            h.view.truncate(self.cfg.token_view);
+            h.view.truncate(TOKEN_VIEW);
         }
         if let Some(other) = duplicate_of {
             self.stop_head(ctx, Some(other));
@@ -538,7 +540,7 @@ impl SuperPeerNode {
         members: Vec<PeerInfo>,
         view: Vec<TokenEntry>,
     ) {
-        if members.len() > self.cfg.cluster_cap as usize + 1 || view.len() > 4 * self.cfg.token_view + 4 {
+        if members.len() > self.cfg.cluster_cap as usize + 1 || view.len() > 4 * TOKEN_VIEW + 4 {
             ctx.push(SpEffect::Rejected { from, reason: "oversized handover" });
             return;
         }
@@ -632,7 +634,7 @@ impl SuperPeerNode {
             sum += me.point.rtt(&m.point);
             n += 1;
         }
-        if n == 0 || shift <= self.cfg.min_gain * sum / n as f64 {
+        if n == 0 || shift <= self.cfg.tokens.min_gain * sum / n as f64 {
             return false;
         }
         self.stale_refused = Some((token.0 as u32, epoch));

@@ -27,7 +27,7 @@ impl SuperPeerNode {
         // goes on (module doc, step 5, "A doubter wins only once its check failed"); its late
         // `Accept` until then still counts (a node takes an `Accept` from a head it knows).
         if let Some(d) = self.doubted.as_ref() {
-            if self.round.wrapping_sub(d.since) >= self.cfg.doubt_rounds.max(3) {
+            if self.round.wrapping_sub(d.since) >= self.cfg.doubt_rounds() {
                 let id = d.head.id;
                 self.doubt_failed(ctx, id);
             }
@@ -40,7 +40,7 @@ impl SuperPeerNode {
         // on (two moves within one message delay, seen in real swarms) stayed attached to a
         // non-head for good: the driver's probes only check that the node is alive.
         if let Some(a) = self.attached {
-            if self.attaching.is_none() && self.round.wrapping_sub(self.heard) >= 3 * self.cfg.view_every.max(1) {
+            if self.attaching.is_none() && self.round.wrapping_sub(self.heard) >= 3 * VIEW_EVERY {
                 self.heard = self.round;
                 self.attaching = Some((a.id, self.round));
                 ctx.send(a.id, SpMessage::Attach { point: self.me.point });
@@ -48,10 +48,9 @@ impl SuperPeerNode {
         }
         if let Some(e) = &self.election {
             // Give the cluster's re-election time before looking elsewhere; once it is decided
-            // (another member leads) there is nothing to wait for (session 8, issue 4: at
-            // N = 10^5, 4-7 members of crashed clusters that the new leader, full, had
-            // refused sat unattached for the rest of the 10 rounds, with heads with room in
-            // their caches).
+            // (another member leads) there is nothing to wait for (members that the new leader,
+            // full, refused would otherwise sit unattached for the rest of the 10 rounds, with
+            // heads with room in their caches).
             if !e.decided && self.round.wrapping_sub(e.started) < 10 && self.attached.is_none() {
                 return;
             }
@@ -106,11 +105,11 @@ impl SuperPeerNode {
         }
         let me = self.me.point;
         let round = self.round;
-        // An attached node switches on a measured RTT only (when it measures at all): a head
-        // that merely looks nearer is measured first (`probe`). One whose measurement was
-        // asked for and failed is passed over until it is measured (module doc, step 3, "A
-        // failed measurement does not block").
-        let skip_failed = self.attached.is_some() && self.cfg.probes_per_round > 0;
+        // An attached node switches on a measured RTT only: a head that merely looks nearer
+        // is measured first (`probe`). One whose measurement was asked for and failed is
+        // passed over until it is measured (module doc, step 3, "A failed measurement does
+        // not block").
+        let skip_failed = self.attached.is_some();
         let best = self
             .cache
             .iter()
@@ -120,11 +119,7 @@ impl SuperPeerNode {
         let Some((d, measured, best)) = best else { return };
         let go = match self.attached {
             None => true,
-            Some(a) => {
-                a.id != best.id
-                    && (measured || self.cfg.probes_per_round == 0)
-                    && d < self.cfg.switch_factor * self.head_rtt(&a)
-            }
+            Some(a) => a.id != best.id && measured && d < self.cfg.discovery.switch_factor * self.head_rtt(&a),
         };
         if go {
             self.attaching = Some((best.id, round));

@@ -21,7 +21,7 @@ impl SuperPeerNode {
                 }
             }
             SpMessage::CacheExchange { entries, reply } => {
-                if entries.len() > 4 * self.cfg.cache_size + 4 {
+                if entries.len() > 4 * self.cfg.discovery.cache_size + 4 {
                     ctx.push(SpEffect::Rejected { from, reason: "oversized cache exchange" });
                     return;
                 }
@@ -42,7 +42,7 @@ impl SuperPeerNode {
                 // it for good with `Detach`, and members of a re-election chasing holders that
                 // had moved the token on refused the one that held it).
                 // The head we check while we take part in its re-election counts as known
-                // (session 19, "A doubter wins only once its check failed").
+                // (module doc, step 5, "A doubter wins only once its check failed").
                 let late = self.attached.is_none()
                     && (self.cache.iter().any(|c| c.info.id == from)
                         || self.doubted.as_ref().is_some_and(|d| d.head.id == from));
@@ -149,8 +149,8 @@ impl SuperPeerNode {
                     self.attached_probed = 0;
                     self.report_access(ctx);
                     if self.member_view.as_ref().is_none_or(|(h, _, _)| *h != to.id) {
-                        // The new holder's view has not come yet (module doc, step 4, session
-                        // 6): until it does, our old head's view stands for it, with the new
+                        // The new holder's view has not come yet (module doc, step 4):
+                        // until it does, our old head's view stands for it, with the new
                         // holder added, at the next epoch (the group the new holder got with
                         // the `Handover`), so that its crash before its view arrived still
                         // finds us with a view.
@@ -212,7 +212,7 @@ impl SuperPeerNode {
                     // A member-less holder naming us backup: [holder, us]. Any other view from
                     // it releases us.
                     let backup = members.len() == 2 && members.contains(&from) && members.contains(&self.me.id);
-                    let fresh = self.cfg.view_every + 1;
+                    let fresh = VIEW_EVERY + 1;
                     let other = self
                         .backup_view
                         .as_ref()
@@ -353,7 +353,7 @@ impl SuperPeerNode {
                         // A refused move is no move: a holder still for the hold time is promoted
                         // now, as its round would have done without the attempt (module doc,
                         // step 4, "A refused move").
-                        h.promote_if_held(ctx, self.round, self.cfg.hold_rounds);
+                        h.promote_if_held(ctx, self.round, self.cfg.tokens.hold_rounds);
                     }
                 }
             }
@@ -372,7 +372,7 @@ impl SuperPeerNode {
                 // holder still for the hold time is promoted now, as after a refused move.
                 self.learn_position(PeerInfo { id: from, point });
                 let round = self.round;
-                let hold = self.cfg.hold_rounds;
+                let hold = self.cfg.tokens.hold_rounds;
                 if let Some(h) = self.head.as_mut() {
                     h.transit = None;
                     h.promote_if_held(ctx, round, hold);

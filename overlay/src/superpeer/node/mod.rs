@@ -26,7 +26,7 @@
 //! [`crate::detect`], what a lookup's answer is worth in [`super::lookup`].
 
 use super::config::{prefix_bits, Method, SuperPeerConfig};
-use super::estimate::{SizeEstimator, SizeSample, MAX_SAMPLES_PER_MESSAGE};
+use super::estimate::{SizeEstimator, SizeSample, MAX_SAMPLES_PER_MESSAGE, PARALLEL_LOOKUPS, PUSH_PEERS};
 use super::heir;
 use super::medoid;
 use super::message::{
@@ -36,7 +36,7 @@ use super::point::Point;
 use super::promotion::{aging, jump_aging};
 use super::token::{
     awaiting_reports, choose_target, cooling, drift, net_force, removal_plan, split_gain, split_reserve, split_taker,
-    AccessEstimate, CostParts, MoveBar, Removal,
+    AccessEstimate, CostParts, MoveBar, Removal, PROMOTED_FACTOR, SPLIT_EVERY, TOKEN_TTL, TOKEN_VIEW,
 };
 use crate::driver::{Context, Effect, Election, Input, Timer};
 use crate::election::Message;
@@ -247,6 +247,38 @@ struct Remembered {
     remeasured: u8,
 }
 
+/// Rounds between a head's announcements to its neighbours: often enough that a newcomer
+/// learns of a head within a few rounds, rarely enough to cost little.
+const ANNOUNCE_EVERY: u32 = 2;
+
+/// Rounds between a head's cluster views when its cluster did not change: the view is the
+/// members' liveness signal and their heir's name, so members that heard none for three
+/// (`3 x VIEW_EVERY`) ask their head again.
+pub const VIEW_EVERY: u32 = 5;
+
+/// Rounds after which a known head nobody vouched for again is forgotten, and a head reported
+/// down is not learned again from gossip: heads are gossiped every round, so ten silent rounds
+/// mean it is gone.
+pub const CACHE_TTL: u32 = 10;
+
+/// Rounds a node stays away from a head that refused it as full: members leave a cluster
+/// rarely, so asking again sooner would only be refused again.
+const REFUSED_BACKOFF: u32 = 10;
+
+/// Provider lookups a normal node makes to find heads, and again whenever its cache runs
+/// empty: random reserved slots of the prefix method (one token-directory lookup finds up to
+/// [`PROVIDERS_PER_ANSWER`] holders). Four find a head with room nearly always.
+pub const SEED_LOOKUPS: u32 = 4;
+
+/// RTT measurements a node starts per round: one keeps the pings a node sends in a swarm to
+/// a trickle while a new head is measured within a few rounds.
+const PROBES_PER_ROUND: u32 = 1;
+
+/// A cached head is measured only if its predicted RTT is below this factor times the RTT to
+/// the node's current head: the coordinates' median error is about 10 %, so a head predicted
+/// 50 % farther is farther.
+pub const PROBE_MARGIN: f64 = 1.5;
+
 /// Rounds after which a measurement that got no usable answer is asked for again.
 const PROBE_RETRY: u16 = 10;
 
@@ -258,6 +290,11 @@ const REMEASURE_MAX_SHIFT: u8 = 2;
 /// A cluster election's group grows with members that took part although our view lacked
 /// them up to this many times the cap ([`SuperPeerNode::admit_to_election`]).
 const MAX_GROUP_FACTOR: usize = 2;
+
+/// A cluster election's answer timeout is at least this many times the largest RTT a member
+/// knows around it ([`SuperPeerNode::election_config`]): a first message to a member costs a
+/// dial and two round trips, and the answer another.
+pub const ELECTION_RTT_FACTOR: f64 = 4.0;
 
 /// The largest factor by which a cluster election's timeouts grow with the RTT
 /// ([`SuperPeerNode::election_config`]): 500 ms answers become at most 10 s.
@@ -689,7 +726,7 @@ impl SuperPeerNode {
         }
         self.neighbours.retain(|n| n.id != info.id);
         let me = self.me.point;
-        if self.neighbours.len() < self.cfg.neighbours {
+        if self.neighbours.len() < self.cfg.discovery.neighbours {
             self.neighbours.push(info);
         } else if self.neighbours.last().is_some_and(|far| me.rtt(&info.point) < me.rtt(&far.point)) {
             // Full: a nearer newcomer takes the farthest one's place (see the module doc,
@@ -994,7 +1031,7 @@ impl SuperPeerNode {
                     self.open_election(ctx, to, true, 0.0);
                 }
                 if let Some((HeadRole::Token { token, epoch }, at)) = released {
-                    if self.round.wrapping_sub(at) <= self.cfg.view_every + 1 {
+                    if self.round.wrapping_sub(at) <= VIEW_EVERY + 1 {
                         self.relay_role(ctx, HeadRole::Token { token, epoch: epoch.wrapping_add(1) });
                     }
                 }
@@ -1006,7 +1043,7 @@ impl SuperPeerNode {
                     // that is no drift the token's moves could have followed.
                     if self.coordinate_fit() && self.me.point.is_valid() {
                         let shift = self.me.point.shift(&p);
-                        let now = drift(self.drift as f64, self.round.wrapping_sub(self.drift_at), &self.cfg);
+                        let now = drift(self.drift as f64, self.round.wrapping_sub(self.drift_at), &self.cfg.tokens);
                         // At most an hour: a point thrown far away must not overflow into
                         // no floor at all.
                         let sum = now + shift;

@@ -9,7 +9,7 @@ impl SuperPeerNode {
     /// is now on its way to a candidate (a `Handover` went out).
     pub(super) fn medoid_tick(&mut self, ctx: &mut SpContext<'_>) -> bool {
         let cfg = self.cfg.clone();
-        if cfg.medoid_candidates == 0 || cfg.method != Method::RepulsionTokens {
+        if cfg.medoid.candidates == 0 || cfg.method != Method::RepulsionTokens {
             return false;
         }
         let (round, me, busy) = (self.round, self.me, self.in_election());
@@ -33,14 +33,14 @@ impl SuperPeerNode {
                 .collect();
             // As every move: the gain `min_gain` x the token's cooling (promoted factor
             // included) and a settled super peer's aging (`promotion`), at least MIN_GAIN.
-            let age = aging(h.super_peer, round.wrapping_sub(h.promoted_at), &cfg);
-            let needed = (cfg.min_gain * cooling(epoch, h.super_peer, &cfg) * age).max(medoid::MIN_GAIN);
+            let age = aging(h.super_peer, round.wrapping_sub(h.promoted_at), &cfg.tokens);
+            let needed = (cfg.tokens.min_gain * cooling(epoch, h.super_peer, &cfg.tokens) * age).max(medoid::MIN_GAIN);
             let Some((t, _)) = medoid::decide(&m.sample, &m.own, &cands, needed) else { return false };
             send_move(ctx, h, me, t.id, round, token, epoch);
             return true;
         }
-        let settled =
-            round.wrapping_sub(h.since) >= cfg.hold_rounds && round.wrapping_sub(h.disturbed) >= cfg.hold_rounds;
+        let settled = round.wrapping_sub(h.since) >= cfg.tokens.hold_rounds
+            && round.wrapping_sub(h.disturbed) >= cfg.tokens.hold_rounds;
         let n = h.members.len();
         let again = match h.medoid_done {
             None => true,
@@ -51,9 +51,9 @@ impl SuperPeerNode {
         }
         h.medoid_done = Some((epoch, n));
         let own = (self.nearest_rtt > 0.0).then_some(self.nearest_rtt as f64);
-        let access = AccessEstimate::new(&me, own, &h.members, &h.access, &cfg);
-        let cands = medoid::candidates(&h.members, &access, cfg.access_weight, cfg.medoid_candidates as usize);
-        let sample = medoid::sample(&h.members, me.id, cfg.medoid_sample as usize, &mut *ctx.rng);
+        let access = AccessEstimate::new(&me, own, &h.members, &h.access, &cfg.tokens);
+        let cands = medoid::candidates(&h.members, &access, cfg.tokens.access_weight, cfg.medoid.candidates as usize);
+        let sample = medoid::sample(&h.members, me.id, cfg.medoid.sample as usize, &mut *ctx.rng);
         if cands.is_empty() || sample.is_empty() {
             return false;
         }
@@ -102,7 +102,7 @@ impl SuperPeerNode {
     /// our own head is answered (no one else gets pings out of us), at most
     /// `medoid_sample` peers.
     pub(super) fn on_medoid_probe(&mut self, ctx: &mut SpContext<'_>, from: NodeId, sample: Vec<NodeId>) {
-        if sample.is_empty() || sample.len() > self.cfg.medoid_sample.max(1) as usize {
+        if sample.is_empty() || sample.len() > self.cfg.medoid.sample.max(1) as usize {
             ctx.push(SpEffect::Rejected { from, reason: "medoid probe with a bad sample size" });
             return;
         }
@@ -163,7 +163,7 @@ impl SuperPeerNode {
             ctx.push(SpEffect::Rejected { from, reason: "bad split offer" });
             return;
         }
-        let (round, me, ratio, hold) = (self.round, self.me, self.cfg.split_ratio, self.cfg.hold_rounds);
+        let (round, me, ratio, hold) = (self.round, self.me, self.cfg.split.ratio, self.cfg.tokens.hold_rounds);
         if ratio <= 0.0 || at.id == me.id || self.in_election() || self.cfg.method != Method::RepulsionTokens {
             return;
         }
@@ -183,13 +183,13 @@ impl SuperPeerNode {
         }
         // Cooling as for moves: a token that moved often, or is promoted, needs more gain
         // (without the promoted factor tokens at N = 10^4 still jumped after 150 rounds).
-        // Session 8: a super peer's jumps also age with it, once it has served a while
+        // A super peer's jumps also age with it, once it has served a while
         // ([`jump_aging`]): at N = 10^5 the last token changes were jumps of super peers
         // promoted some 50 rounds before, each leaving a young holder that had to wait the
         // hold time again.
-        let promoted = if h.super_peer { self.cfg.promoted_factor } else { 1.0 };
-        let age = jump_aging(h.super_peer, round.wrapping_sub(h.promoted_at), &self.cfg);
-        let cool = promoted * (1.0 + epoch as f64 / self.cfg.cooling) * age;
+        let promoted = if h.super_peer { PROMOTED_FACTOR } else { 1.0 };
+        let age = jump_aging(h.super_peer, round.wrapping_sub(h.promoted_at), &self.cfg.tokens);
+        let cool = promoted * (1.0 + epoch as f64 / self.cfg.tokens.cooling) * age;
         match self.removal() {
             Some(r) if r.cost * cool < ratio * gain as f64 => {}
             _ => return,

@@ -75,9 +75,9 @@ impl SuperPeerNode {
         if let Some((_, role, _, at)) = self.backup_view.take_if(|b| b.0 == id) {
             // Only a fresh backup view counts (the holder refreshes it every `view_every`
             // rounds while it has no member), and only if no election for it runs here.
-            let fresh = self.round.wrapping_sub(at) <= self.cfg.view_every + 1;
+            let fresh = self.round.wrapping_sub(at) <= VIEW_EVERY + 1;
             // (An election for `id` over another role, e.g. one it led a moment ago and that
-            // we hold a stand-in view of, does not count: module doc, step 5, session 7.)
+            // we hold a stand-in view of, does not count: module doc, step 5.)
             let running = self.election.as_ref().is_some_and(|e| e.dead == id && same_role(&e.role, &role));
             if fresh && !running && self.head.is_none() {
                 self.take_over_as_backup(ctx, role);
@@ -195,16 +195,15 @@ impl SuperPeerNode {
 
     /// The cluster election's settings with its timeouts scaled to the round trips around
     /// this node (module doc, step 5, "Timeouts follow the RTT"): the answer timeout is at
-    /// least `election_rtt_factor` x the largest of twice `head_rtt` (the RTT to the dead
+    /// least [`ELECTION_RTT_FACTOR`] x the largest of twice `head_rtt` (the RTT to the dead
     /// head) and the RTTs to its cached heads (measured where measured, else predicted),
     /// plus our own loop's lateness (`SpInput::Lateness`, "A late loop waits longer"); the
     /// other timeouts keep their ratio to it, at most [`MAX_TIMEOUT_SCALE`] times the
     /// configured ones.
     pub(super) fn election_config(&self, head_rtt: f64) -> ElectionConfig {
-        let base = &self.cfg.election;
-        let factor = self.cfg.election_rtt_factor;
-        if factor <= 0.0 || base.answer_timeout_ms == 0 {
-            return base.clone();
+        let base = self.cfg.election.timeouts();
+        if base.answer_timeout_ms == 0 {
+            return base;
         }
         let mut span = if head_rtt.is_finite() { 2.0 * head_rtt.max(0.0) } else { 0.0 };
         for c in &self.cache {
@@ -212,10 +211,10 @@ impl SuperPeerNode {
         }
         // Each of the four hops of an exchange (our send, its read, its reply, our read) may
         // wait in a run queue as long as our loop runs late, as each may take an RTT's part.
-        let wanted_ms = factor * (span + self.lateness as f64) * 1_000.0;
+        let wanted_ms = ELECTION_RTT_FACTOR * (span + self.lateness as f64) * 1_000.0;
         let scale = wanted_ms / base.answer_timeout_ms as f64;
         if !scale.is_finite() || scale <= 1.0 {
-            return base.clone();
+            return base;
         }
         let scale = scale.min(MAX_TIMEOUT_SCALE);
         let up = |ms: u64| ((ms as f64) * scale).ceil() as u64;
@@ -225,7 +224,7 @@ impl SuperPeerNode {
             nomination_timeout_ms: up(base.nomination_timeout_ms),
             lap_timeout_ms: up(base.lap_timeout_ms),
             echo_ack_timeout_ms: up(base.echo_ack_timeout_ms),
-            ..base.clone()
+            ..base
         }
     }
 
@@ -275,8 +274,8 @@ impl SuperPeerNode {
     }
 
     /// Our re-election's leader is `l`, not us: the election is decided for this node, and
-    /// the leader's group stands in for its view until it comes (module doc, step 5, session
-    /// 7): if the leader dies before we attached to it (its `Takeover` lost with it, or it
+    /// the leader's group stands in for its view until it comes (module doc, step 5):
+    /// if the leader dies before we attached to it (its `Takeover` lost with it, or it
     /// relays the role), we re-elect over it.
     pub(super) fn follow_leader(&mut self, l: NodeId) {
         let Some(e) = self.election.as_mut() else { return };
@@ -458,8 +457,8 @@ impl SuperPeerNode {
         self.take_member_less(ctx, role, true);
     }
 
-    /// Takes `role` (its epoch already counted) without a member (module doc, step 6, session
-    /// 7): first a neighbour must hold the backup view of it, so that a crash of ours right
+    /// Takes `role` (its epoch already counted) without a member (module doc, step 6):
+    /// first a neighbour must hold the backup view of it, so that a crash of ours right
     /// after we took it does not take the role along; the role is taken when that backup
     /// confirms (`Detach`, [`Self::confirm_pending`]). With no neighbour to ask, at once. A
     /// node that holds or awaits a role already relays a token ([`Self::relay_role`]); a

@@ -1,4 +1,4 @@
-//! Token conservation when several heads crash together (issue 4, `overlay::superpeer`,
+//! Token conservation when several heads crash together (`overlay::superpeer`,
 //! module doc of `node`, steps 5 and 6): single [`SuperPeerNode`]s fed exact inputs.
 //!
 //! - the backup of a member-less holder recreates the token even while it takes part in the
@@ -12,6 +12,10 @@
 //! DHT lookups are answered by a fixed policy: no closest peers (so a node estimates N = 1
 //! and wants one super peer), and a given provider list.
 
+use crate::common;
+use crate::common::{peer, token_view};
+use overlay::superpeer::estimate::PARALLEL_LOOKUPS;
+use overlay::superpeer::ELECTION_RTT_FACTOR;
 use overlay::superpeer::{
     HeadRole, LookupReport, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig,
     SuperPeerNode, TokenEntry, TokenId,
@@ -36,9 +40,9 @@ impl Bare {
     }
 
     fn with_config(name: &str, x: f64, providers: Vec<PeerInfo>, cfg: SuperPeerConfig) -> Bare {
-        // The harness's DHT answers at once and nobody shares size samples: every estimate
-        // lookup starts with `Start`, so the node decides within it.
-        let cfg = Arc::new(SuperPeerConfig { estimate_parallel: cfg.estimate_lookups, ..cfg });
+        // The harness's DHT answers at once and a node needs no more samples than the lookups
+        // it starts with `Start`, so it decides within it.
+        let cfg = Arc::new(common::with(cfg, |c| c.estimate.samples = PARALLEL_LOOKUPS));
         let node = SuperPeerNode::new(NodeId::hash_of(name.as_bytes()), Point::new(&[x, 0.0], 0.001), cfg);
         Bare { node, rng: ChaCha8Rng::seed_from_u64(5), providers }
     }
@@ -97,7 +101,7 @@ impl Bare {
     }
 
     /// Answers every backup view `[node, b]` the node sent in `fx` while it is no head yet
-    /// with `b`'s confirmation (`Detach`), as a named backup does (session 7: a member-less
+    /// with `b`'s confirmation (`Detach`), as a named backup does (a member-less
     /// role is taken only once its backup confirmed); returns `fx` and what that caused.
     fn confirm(&mut self, mut fx: Vec<SpEffect>) -> Vec<SpEffect> {
         let me = self.id();
@@ -119,14 +123,6 @@ impl Bare {
         }
         fx
     }
-}
-
-fn peer(name: &str, x: f64) -> PeerInfo {
-    PeerInfo { id: NodeId::hash_of(name.as_bytes()), point: Point::new(&[x, 0.0], 0.001) }
-}
-
-fn token_view(token: TokenId, epoch: u32, members: &[NodeId]) -> SpMessage {
-    SpMessage::ClusterView { role: HeadRole::Token { token, epoch }, members: Arc::from(members.to_vec()) }
 }
 
 fn acquired(fx: &[SpEffect], token: TokenId) -> Vec<u32> {
@@ -185,9 +181,8 @@ fn sorted_ids(prefix: &str, n: usize) -> Vec<(String, NodeId)> {
 /// The backup of a member-less holder V is a member of head X, and X and V crash together.
 /// X's crash is reported first: the backup joins X's re-election and waits for a higher
 /// member's answer. V's crash then still recreates V's token, once, at the next epoch: the
-/// backup is the only node entitled to it. Before the fix the backup ignored V's crash while
-/// in an election and V's token was lost. Since session 7 it stays in X's election (it may be
-/// X's last live member; had it won, it would relay X's token); here C leads.
+/// backup is the only node entitled to it. It stays in X's election meanwhile (it may be X's
+/// last live member; had it won, it would relay X's token); here C leads.
 #[test]
 fn a_backup_in_its_own_heads_reelection_still_recreates_the_token() {
     let ids = sorted_ids("reelect", 2);
@@ -226,7 +221,7 @@ fn a_backup_in_its_own_heads_reelection_still_recreates_the_token() {
 /// (here the duplicate safety net: gossip shows the token at a higher epoch elsewhere; the
 /// same holds after a handover). A late `Election` for the old head from a lower member (one
 /// that learned of the crash late) makes it announce itself again: it must not recreate the
-/// token a second time. Before the fix it did (tokens held twice after crashes).
+/// token a second time (which would hold a token twice after crashes).
 #[test]
 fn a_late_election_does_not_recreate_a_token_given_up_since() {
     let ids = sorted_ids("late", 2);
@@ -270,7 +265,7 @@ fn a_head_refuses_to_be_backup_and_the_next_neighbour_is_named() {
     for n in [n1, n2, n3] {
         v.feed(SpInput::PeerUp(n));
     }
-    // It takes the token once its nearest neighbour confirmed the backup view (session 7).
+    // It takes the token once its nearest neighbour confirmed the backup view.
     let fx = v.feed(SpInput::Start);
     assert!(v.node.token().is_none(), "minted before a backup confirmed: {fx:?}");
     assert_eq!(backup_to(&fx), vec![n1.id], "{fx:?}");
@@ -318,8 +313,8 @@ fn a_head_refuses_to_be_backup_and_the_next_neighbour_is_named() {
         fx.iter().any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::Refuse { full: false } } if *to == v.id())),
         "{fx:?}"
     );
-    // The handed-back view is kept a while in case the `Refuse` fails (10 rounds since
-    // session 6: a real transport may report the failure late), then dropped.
+    // The handed-back view is kept a while in case the `Refuse` fails (10 rounds: a
+    // real transport may report the failure late), then dropped.
     b.feed(SpInput::Tick);
     assert!(b.node.backup_for().is_some());
     for _ in 0..10 {
@@ -415,7 +410,7 @@ fn a_node_entitled_to_two_tokens_hands_the_second_to_a_neighbour() {
     assert_eq!(handovers(&later, tw), vec![(n1.id, 2)], "{later:?}");
 
     // The receiving side: a node that holds no token takes it and, having no member, names a
-    // backup; it acknowledges only once the backup confirmed its view (session 6: until then
+    // backup; it acknowledges only once the backup confirmed its view (until then
     // the relaying node stays responsible for the token).
     let mut c = Bare::new("receiver-c", 0.0, vec![v]);
     c.feed(SpInput::PeerUp(n1));
@@ -438,7 +433,7 @@ fn a_node_entitled_to_two_tokens_hands_the_second_to_a_neighbour() {
     assert!(acked(&fx), "{fx:?}");
 }
 
-/// A relay outlives the relaying node's own role (session 6): the node entitled to two
+/// A relay outlives the relaying node's own role: the node entitled to two
 /// tokens relays the second, then gives its own token up (here the duplicate safety net:
 /// gossip shows it at a higher epoch elsewhere). It still asks again after 3 rounds without
 /// an answer, and stops once the relay is acknowledged. Before, the relay lived in the
@@ -480,8 +475,8 @@ fn a_relay_goes_on_after_the_relaying_node_gave_its_own_token_up() {
 
 /// A member-less holder whose nearest neighbour changes names the new one backup and
 /// releases the old one (a view that does not name it), so that never two fresh backups
-/// take the token over (session 6: one token held twice in the 10^4 crash sweep, by the
-/// current backup and one named 6 rounds before).
+/// take the token over (in a 10^4 crash sweep one token was held twice, by the current
+/// backup and one named 6 rounds before).
 #[test]
 fn a_member_less_holder_releases_the_backup_it_replaces() {
     let n1 = peer("neighbour-1", 0.01);
@@ -516,7 +511,7 @@ fn a_member_less_holder_releases_the_backup_it_replaces() {
 /// takes the head for alive joins (the election must not wait) and checks the head
 /// (`Attach`). The head answers, so the checking member tells the suspecting one
 /// `HeadAlive`: both drop their undecided election and attach again, and no token is
-/// recreated next to the live one. Before this rule (session 6) nothing stopped the
+/// recreated next to the live one. Before this rule nothing stopped the
 /// election and the token was recreated at epoch + 1 while the head still held it (up to
 /// 87 holders of ~10 tokens in a 200-node swarm).
 #[test]
@@ -598,7 +593,7 @@ fn a_suspected_head_that_is_down_is_reelected_while_checked() {
     assert_eq!(got, vec![3], "X's token recreated once, by the highest member: {fx:?}");
 }
 
-/// A doubter wins only once its check failed (module doc of `node`, step 5, session 19): B,
+/// A doubter wins only once its check failed (module doc of `node`, step 5): B,
 /// the highest member, joins A's re-election of X while it still takes X for alive, checks X
 /// (`Attach`) and comes out leader on its timeouts before X answers. It must not take X's
 /// token then: if X answers, even after the attach timeout, the election is dropped and no
@@ -652,7 +647,7 @@ fn a_doubter_that_wins_takes_the_role_only_when_its_check_fails() {
     assert!(acquired(&fx, tx).is_empty() && b.node.token().is_none());
 
     // X answers only after the 3-round attach timeout, within `doubt_rounds`: still alive.
-    let doubt_rounds = SuperPeerConfig::default().doubt_rounds;
+    let doubt_rounds = SuperPeerConfig::default().doubt_rounds();
     assert!(doubt_rounds > 4, "the test needs a check longer than the attach timeout");
     let mut b = member_of(&b_name, x, tx, 2, &view);
     let fx = b.feed_and_fire(election());
@@ -718,7 +713,7 @@ fn a_node_is_backup_of_one_holder_and_a_receiver_without_backup_acknowledges() {
     assert!(acked(&fx), "no backup left to wait for: {fx:?}");
 }
 
-/// The cluster election's timeouts follow the RTT (module doc of `node`, step 5, session 7):
+/// The cluster election's timeouts follow the RTT (module doc of `node`, step 5):
 /// a member 300 ms (predicted) from its head, with a higher member to wait for, waits at
 /// least `election_rtt_factor` x twice that RTT for the `Answer` (4 x 0.6 s), not bully's
 /// LAN-sized 500 ms; with the factor 0 it waits the configured 500 ms. Both when it learns
@@ -732,8 +727,8 @@ fn the_cluster_election_waits_longer_in_a_cluster_with_long_round_trips() {
     let view = [x.id, ids[0].1, mid_id, high_id];
     let two_rtt = 2.0 * Point::new(&[0.0, 0.0], 0.001).rtt(&x.point);
     let cfg = SuperPeerConfig::default();
-    let wanted = cfg.election_rtt_factor * two_rtt;
-    assert!(wanted > 2.0 * cfg.election.answer_timeout_ms as f64 / 1000.0, "the test needs a far head");
+    let wanted = ELECTION_RTT_FACTOR * two_rtt;
+    assert!(wanted > 2.0 * cfg.election.timeouts().answer_timeout_ms as f64 / 1000.0, "the test needs a far head");
 
     let mut b = member_of(&low_name, x, tx, 1, &view);
     let fx = b.feed(SpInput::PeerDown(x.id));
@@ -746,15 +741,9 @@ fn the_cluster_election_waits_longer_in_a_cluster_with_long_round_trips() {
     let fx = b.msg(mid_id, SpMessage::Election { dead: x.id, msg: Message::Election });
     let wait = answer_wait(&fx).unwrap_or_else(|| panic!("an answer timer: {fx:?}"));
     assert!(wait.as_secs_f64() >= wanted - 1e-3, "told by a member: waits {wait:?}, wanted >= {wanted} s");
-
-    let fixed = SuperPeerConfig { election_rtt_factor: 0.0, ..SuperPeerConfig::default() };
-    let mut b = member_with(&low_name, x, tx, 1, &view, fixed.clone());
-    let fx = b.feed(SpInput::PeerDown(x.id));
-    let wait = answer_wait(&fx).unwrap_or_else(|| panic!("an answer timer: {fx:?}"));
-    assert_eq!(wait.as_millis() as u64, fixed.election.answer_timeout_ms, "factor 0: the configured timeout");
 }
 
-/// A late loop waits longer (module doc of `node`, step 5, session 19): a member near its
+/// A late loop waits longer (module doc of `node`, step 5): a member near its
 /// head (bully's configured 500 ms answer timeout suffices for the RTT) whose own loop runs
 /// a second late waits at least `election_rtt_factor` x (the RTT span + 1 s) for the
 /// `Answer`; a lateness out of range is rejected and changes nothing; lateness 0 restores
@@ -767,7 +756,7 @@ fn a_late_loop_stretches_the_cluster_election() {
     let tx = TokenId(32);
     let view = [x.id, ids[0].1, mid_id, high_id];
     let cfg = SuperPeerConfig::default();
-    let configured = cfg.election.answer_timeout_ms as f64 / 1000.0;
+    let configured = cfg.election.timeouts().answer_timeout_ms as f64 / 1000.0;
 
     let mut on_time = member_of(&low_name, x, tx, 1, &view);
     let fx = on_time.feed(SpInput::PeerDown(x.id));
@@ -783,7 +772,7 @@ fn a_late_loop_stretches_the_cluster_election() {
     let fx = late.feed(SpInput::PeerDown(x.id));
     assert!(fx.iter().any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::Election { .. } } if *to == high_id)));
     let wait = answer_wait(&fx).unwrap_or_else(|| panic!("an answer timer: {fx:?}")).as_secs_f64();
-    let wanted = cfg.election_rtt_factor * 1.0;
+    let wanted = ELECTION_RTT_FACTOR * 1.0;
     assert!(wait >= wanted - 1e-3, "a loop 1 s late waits {wait} s, wanted >= {wanted} s");
     assert!(wait <= 20.0 * configured + 1e-3, "at most 20 x the configured timeout: {wait} s");
 
@@ -795,7 +784,7 @@ fn a_late_loop_stretches_the_cluster_election() {
     assert!((wait - base).abs() < 1e-6, "on time again: {wait} s against {base} s");
 }
 
-/// The group is the union of the views (module doc of `node`, step 5, session 7): member R,
+/// The group is the union of the views (module doc of `node`, step 5): member R,
 /// whose view of X's cluster lacks the newer member S, gets S's `Election` for X. It answers
 /// S (bully: an `Answer` to a lower process) instead of rejecting it, so S waits for R's
 /// announcement instead of announcing itself after its timeout (which restarted the
@@ -842,7 +831,7 @@ fn a_member_missing_from_our_view_takes_part_in_the_reelection() {
         "R announces itself to S too: {all:?}"
     );
     // R still took X for alive and checked it (`Attach`); X is dead, so the check fails, and
-    // only then does R take the role (session 19: a doubter wins only once its check failed).
+    // only then does R take the role (a doubter wins only once its check failed).
     assert!(acquired(&all, tx).is_empty(), "no token while R's check of X is out: {all:?}");
     let check = all
         .iter()
@@ -855,9 +844,9 @@ fn a_member_missing_from_our_view_takes_part_in_the_reelection() {
     assert_eq!(acquired(&all, tx), vec![2], "X's token recreated once, at R: {all:?}");
 }
 
-/// Session 8 (issue 4: at N = 10^5, 4-7 members of crashed clusters sat unattached for 9
-/// rounds after their cluster's re-election was decided, with heads with room in their
-/// caches): a member waits for its cluster's re-election before it looks elsewhere, but
+/// A member waits only for an undecided re-election (at N = 10^5, 4-7 members of crashed
+/// clusters would sit unattached for 9 rounds after their cluster's re-election was decided,
+/// with heads with room in their caches): a member waits for its cluster's re-election before it looks elsewhere, but
 /// only while the election is undecided. Here C leads X's re-election and refuses us (full);
 /// the next head we ask, Y, stays silent: after its 3 rounds we ask Z at once, not when
 /// 10 rounds have passed since X crashed.

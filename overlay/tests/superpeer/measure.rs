@@ -1,9 +1,11 @@
-//! Members attach by MEASURED round-trip time (`overlay::superpeer`, issue 4, session 4): a
+//! Members attach by MEASURED round-trip time (`overlay::superpeer`): a
 //! normal node asks its driver to measure the heads it considers (`SpEffect::MeasureRtt`,
 //! answered with `SpInput::Rtt`), and when a measurement contradicts the coordinates'
 //! prediction it goes by the measurement. Deterministic: one node fed by hand, the DHT an
 //! oracle over a fixed set of random ids (seeded, `PEERAGE_SEED` replays).
 
+use crate::common::{attaches, measures};
+use overlay::superpeer::CACHE_TTL;
 use overlay::superpeer::{
     HeadEntry, HeadRole, LookupReport, Method, PeerInfo, Point, SpEffect, SpInput, SpMessage, SuperPeerConfig,
     SuperPeerNode, TokenId,
@@ -13,7 +15,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
 
-mod common;
+use crate::common;
 
 fn seed() -> u64 {
     common::seed(5)
@@ -42,8 +44,8 @@ impl Harness {
     /// Starts the node, answers its lookups (it claims nothing: every key has a provider)
     /// and offers the two heads through the token directory; returns all effects of the
     /// answers.
-    fn start(probes_per_round: u32, seed: u64) -> (Harness, Vec<SpEffect>) {
-        Harness::start_with(SuperPeerConfig { probes_per_round, ..Default::default() }, seed)
+    fn start(seed: u64) -> (Harness, Vec<SpEffect>) {
+        Harness::start_with(SuperPeerConfig::default(), seed)
     }
 
     /// As [`Harness::start`], with the token method and 1 % share set in `cfg`.
@@ -73,24 +75,6 @@ impl Harness {
     }
 }
 
-fn attaches(fx: &[SpEffect]) -> Vec<NodeId> {
-    fx.iter()
-        .filter_map(|e| match e {
-            SpEffect::Send { to, msg: SpMessage::Attach { .. } } => Some(*to),
-            _ => None,
-        })
-        .collect()
-}
-
-fn measures(fx: &[SpEffect]) -> Vec<NodeId> {
-    fx.iter()
-        .filter_map(|e| match e {
-            SpEffect::MeasureRtt { peer } => Some(*peer),
-            _ => None,
-        })
-        .collect()
-}
-
 /// The started node attaches to A (the nearer by prediction), measures it at 40 ms, and is
 /// asking to measure B next. Returns (A, B).
 fn attached_to_a_measured(h: &mut Harness, start: &[SpEffect]) -> (NodeId, NodeId) {
@@ -110,7 +94,7 @@ fn until_measured(h: &mut Harness, who: NodeId, rounds: u32) -> bool {
 
 #[test]
 fn a_member_switches_to_the_head_with_the_lower_measured_rtt() {
-    let (mut h, fx) = Harness::start(1, seed());
+    let (mut h, fx) = Harness::start(seed());
     // Before any measurement it goes by the prediction: A (10 ms) rather than B (20 ms).
     assert_eq!(attaches(&fx), vec![h.a.id], "{fx:?}");
     h.accept(h.a);
@@ -135,9 +119,9 @@ fn a_member_switches_to_the_head_with_the_lower_measured_rtt() {
 
 #[test]
 fn measurements_taken_while_unfit_are_taken_again_once_fit() {
-    // Session 12: a coordinate that becomes fit forgets the RTTs measured before (the load
+    // A coordinate that becomes fit forgets the RTTs measured before (the load
     // that kept it unfit inflated them).
-    let (mut h, fx) = Harness::start(1, seed());
+    let (mut h, fx) = Harness::start(seed());
     h.feed(SpInput::CoordinateFit { fit: false });
     let (a, b) = attached_to_a_measured(&mut h, &fx);
     // B measured under load: 300 ms, far worse than A. The node stays and does not ask again.
@@ -159,9 +143,9 @@ fn measurements_taken_while_unfit_are_taken_again_once_fit() {
 
 #[test]
 fn a_head_whose_measurement_failed_does_not_keep_the_node_from_a_measured_nearer_one() {
-    // Session 13: C looks nearest of all (5 ms) but its measurement fails; B, measured at
-    // 15 ms, well below A's 40, is taken all the same (before, the node waited for C).
-    let (mut h, fx) = Harness::start(1, seed());
+    // C looks nearest of all (5 ms) but its measurement fails; B, measured at
+    // 15 ms, well below A's 40, is taken all the same (the node does not wait for C).
+    let (mut h, fx) = Harness::start(seed());
     assert_eq!(attaches(&fx), vec![h.a.id], "{fx:?}");
     h.accept(h.a);
     let (a, b) = (h.a.id, h.b.id);
@@ -177,10 +161,10 @@ fn a_head_whose_measurement_failed_does_not_keep_the_node_from_a_measured_nearer
 
 #[test]
 fn a_head_measured_far_does_not_win_its_cache_place_back_by_its_prediction() {
-    // Session 13: B, measured at 300 ms though predicted at 20, is evicted for a nearer
+    // B, measured at 300 ms though predicted at 20, is evicted for a nearer
     // newcomer; gossip brings B again. It competes with its remembered 300 ms (not its 20 ms
     // prediction), so it stays out and is not measured again.
-    let cfg = SuperPeerConfig { probes_per_round: 1, cache_size: 2, ..Default::default() };
+    let cfg = common::with(SuperPeerConfig::default(), |c| c.discovery.cache_size = 2);
     let (mut h, fx) = Harness::start_with(cfg, seed());
     let (a, b) = attached_to_a_measured(&mut h, &fx);
     assert!(attaches(&h.feed(SpInput::Rtt { peer: b, rtt: Some(0.300) })).is_empty());
@@ -217,10 +201,10 @@ fn measured_rounds(h: &mut Harness, rtt: f64, rounds: u32) -> Vec<u32> {
 
 #[test]
 fn a_head_measured_under_load_is_measured_again_and_taken() {
-    // Session 14: B, predicted at 20 ms, was measured at 300 ms while the machine was
+    // B, predicted at 20 ms, was measured at 300 ms while the machine was
     // loaded; A, the head, at 40. The minimum alone would keep B out for good: it is
     // measured again after PROBE_RETRY rounds, and its quiet 15 ms makes the node switch.
-    let (mut h, fx) = Harness::start(1, seed());
+    let (mut h, fx) = Harness::start(seed());
     let (_, b) = attached_to_a_measured(&mut h, &fx);
     assert!(attaches(&h.feed(SpInput::Rtt { peer: b, rtt: Some(0.300) })).is_empty());
     for r in 1..=10 {
@@ -235,10 +219,10 @@ fn a_head_measured_under_load_is_measured_again_and_taken() {
 
 #[test]
 fn a_head_the_coordinates_misjudge_is_measured_again_ever_more_rarely() {
-    // Session 14: B really is 300 ms away though predicted at 20. The repeats wait 10, 20,
+    // B really is 300 ms away though predicted at 20. The repeats wait 10, 20,
     // then 40 rounds: 5 repeats in 160 rounds, not 16; the back-off survives B leaving the
     // cache and coming back; nothing while unfit.
-    let (mut h, fx) = Harness::start(1, seed());
+    let (mut h, fx) = Harness::start(seed());
     let (a, b) = attached_to_a_measured(&mut h, &fx);
     h.feed(SpInput::Rtt { peer: b, rtt: Some(0.300) });
     let at = measured_rounds(&mut h, 0.300, 160);
@@ -255,7 +239,7 @@ fn a_head_the_coordinates_misjudge_is_measured_again_ever_more_rarely() {
     assert!(h.node.cached_heads().iter().any(|e| e.id == b && e.rtt.is_some()), "B's measurement was lost");
     // While the coordinate is unfit nothing is measured again (its predictions mean
     // nothing; a fit report then forgets every measurement, see the test above).
-    let (mut h, fx) = Harness::start(1, seed());
+    let (mut h, fx) = Harness::start(seed());
     h.feed(SpInput::CoordinateFit { fit: false });
     let (_, b) = attached_to_a_measured(&mut h, &fx);
     h.feed(SpInput::Rtt { peer: b, rtt: Some(0.300) });
@@ -265,7 +249,7 @@ fn a_head_the_coordinates_misjudge_is_measured_again_ever_more_rarely() {
 
 #[test]
 fn a_measurement_that_agrees_with_the_head_keeps_it() {
-    let (mut h, fx) = Harness::start(1, seed());
+    let (mut h, fx) = Harness::start(seed());
     let (a, b) = attached_to_a_measured(&mut h, &fx);
     // B measured 37 ms: nearer, but not by the switch factor (0.9 x 40 = 36 ms).
     let fx = h.feed(SpInput::Rtt { peer: b, rtt: Some(0.037) });
@@ -278,7 +262,7 @@ fn a_measurement_that_agrees_with_the_head_keeps_it() {
 
 #[test]
 fn failed_and_bad_measurements_change_nothing_and_are_asked_again_later() {
-    let (mut h, _) = Harness::start(1, seed());
+    let (mut h, _) = Harness::start(seed());
     h.accept(h.a);
     let a = h.a.id;
     assert!(until_measured(&mut h, a, 2));
@@ -293,15 +277,25 @@ fn failed_and_bad_measurements_change_nothing_and_are_asked_again_later() {
     assert!(until_measured(&mut h, a, 12), "never re-measured after a failure");
 }
 
+/// Measurements are a trickle: with four heads worth measuring, a node starts one a round,
+/// and still measures them all within a few rounds.
 #[test]
-fn without_probes_the_node_attaches_by_prediction_only() {
-    let (mut h, fx) = Harness::start(0, seed());
+fn a_node_starts_one_measurement_a_round() {
+    let (mut h, fx) = Harness::start(seed());
     assert_eq!(attaches(&fx), vec![h.a.id]);
     h.accept(h.a);
-    for _ in 0..5 {
-        let fx = h.tick();
-        assert!(measures(&fx).is_empty() && attaches(&fx).is_empty(), "{fx:?}");
+    for (k, x) in [0.002, 0.003, 0.004].into_iter().enumerate() {
+        let c = PeerInfo { id: h.ids[3 + k], point: Point::new(&[x, 0.0], 0.001) };
+        h.feed(SpInput::Message { from: h.ids[10], msg: gossip(c) });
     }
+    let mut measured = std::collections::HashSet::new();
+    for _ in 0..8 {
+        let fx = h.tick();
+        let m = measures(&fx);
+        assert!(m.len() <= 1, "more than one measurement in a round: {m:?}");
+        measured.extend(m);
+    }
+    assert!(measured.len() >= 3, "the heads were not all measured: {measured:?}");
 }
 
 fn access_reports(fx: &[SpEffect]) -> Vec<(NodeId, f32)> {
@@ -324,7 +318,7 @@ fn handovers(fx: &[SpEffect]) -> Vec<NodeId> {
 
 #[test]
 fn a_member_reports_its_nearest_rtt_to_its_token_holder() {
-    let (mut h, fx) = Harness::start(1, seed());
+    let (mut h, fx) = Harness::start(seed());
     assert_eq!(attaches(&fx), vec![h.a.id]);
     // Not attached yet: nothing to report to.
     assert!(access_reports(&h.feed(SpInput::NearestRtt { rtt: 0.004 })).is_empty());
@@ -337,8 +331,13 @@ fn a_member_reports_its_nearest_rtt_to_its_token_holder() {
         assert!(fx.iter().any(|e| matches!(e, SpEffect::Rejected { .. })), "{bad}: {fx:?}");
         assert!(access_reports(&fx).is_empty());
     }
-    // With the access term off (the session-4 law) members report nothing.
-    let (mut h, _) = Harness::start_with(SuperPeerConfig { access_weight: 0.0, ..Default::default() }, seed());
+    // With the access term off members report nothing.
+    let (mut h, _) = Harness::start_with(
+        common::with(SuperPeerConfig::default(), |c| {
+            c.tokens.access_weight = 0.0;
+        }),
+        seed(),
+    );
     h.feed(SpInput::NearestRtt { rtt: 0.004 });
     assert!(access_reports(&h.accept(h.a)).is_empty());
 }
@@ -390,7 +389,13 @@ fn a_token_moves_to_the_candidate_on_the_fastest_access_link() {
     let (a, _, fx) = holder_with_reports(SuperPeerConfig::default(), 10, s);
     assert_eq!(handovers(&fx), vec![a], "{fx:?}");
     // Without the access term the coordinates alone pick `b`.
-    let (_, b, fx) = holder_with_reports(SuperPeerConfig { access_weight: 0.0, ..Default::default() }, 10, s);
+    let (_, b, fx) = holder_with_reports(
+        common::with(SuperPeerConfig::default(), |c| {
+            c.tokens.access_weight = 0.0;
+        }),
+        10,
+        s,
+    );
     assert_eq!(handovers(&fx), vec![b], "{fx:?}");
     // Too few reports to compare with (a's among them): `b` too.
     let (_, b, fx) = holder_with_reports(SuperPeerConfig::default(), 2, s);
@@ -399,7 +404,7 @@ fn a_token_moves_to_the_candidate_on_the_fastest_access_link() {
 
 #[test]
 fn bad_and_stray_access_reports_are_survived() {
-    let (mut h, _) = Harness::start(1, seed());
+    let (mut h, _) = Harness::start(seed());
     let a = h.a.id;
     // Not a head: a report is ignored.
     let fx = h.feed(SpInput::Message { from: a, msg: SpMessage::Access { nearest_rtt: 0.01 } });
@@ -410,7 +415,7 @@ fn bad_and_stray_access_reports_are_survived() {
     }
 }
 
-/// Session 23 (issue 4's 200-node tokens swarm: a member tried to attach to a killed head
+/// A head reported down stays out of the cache (in a 200-node tokens swarm a member tried to attach to a killed head
 /// once a round for 10 s, because every cache exchange brought the dead head back): a head
 /// reported down is not taken from gossip again for `cache_ttl` rounds; a head that
 /// announces itself (`Announce`) still is.
@@ -425,7 +430,7 @@ fn a_head_reported_down_is_not_learned_again_from_gossip() {
     assert!(cached(&h).contains(&c.id), "control: the gossiped head was not cached");
     h.feed(SpInput::PeerDown(c.id));
     assert!(!cached(&h).contains(&c.id), "a head reported down stayed cached");
-    for r in 0..cfg.cache_ttl - 1 {
+    for r in 0..CACHE_TTL - 1 {
         h.feed(SpInput::Message { from: h.ids[4], msg: relayed(c) });
         assert!(!cached(&h).contains(&c.id), "round {r}: gossip brought the dead head back");
         h.tick();
@@ -435,13 +440,13 @@ fn a_head_reported_down_is_not_learned_again_from_gossip() {
     assert!(cached(&h).contains(&c.id), "the head's own announcement was ignored");
 }
 
-/// Session 24 (issue 4, run s23cd): a head that refused every connection and sent nothing
+/// A head that refused every connection and sent nothing
 /// for the detector's whole silence (`SpInput::HeadNotServing`) is left as if it had answered
 /// `Refuse`: the member detaches and attaches elsewhere, with no re-election; a report about
 /// another node changes nothing.
 #[test]
 fn a_head_that_only_refuses_is_left_without_an_election() {
-    let (mut h, fx) = Harness::start(1, seed());
+    let (mut h, fx) = Harness::start(seed());
     assert_eq!(attaches(&fx), vec![h.a.id], "{fx:?}");
     h.accept(h.a);
     let (a, b) = (h.a.id, h.b.id);

@@ -1,4 +1,4 @@
-//! Split offers (`overlay::superpeer::token`, "Split offers"; issue 4, session 6): a holder
+//! Split offers (`overlay::superpeer::token`, "Split offers"): a holder
 //! whose cluster has a remote group offers a second head's spot to the holders it knows, and
 //! a settled holder whose token is cheap to remove jumps there with its token, without its
 //! members, which look for another head once the jump is acknowledged. Deterministic: one
@@ -11,8 +11,8 @@ use overlay::NodeId;
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
 
-mod common;
-use common::{at, hand_token, handovers, holders_at, ring, seeded_ids, start_claiming_nothing, Oracle};
+use crate::common;
+use crate::common::{at, hand_token, handovers, holders_at, ring, seeded_ids, start_claiming_nothing, Oracle};
 
 fn seed() -> u64 {
     common::seed(11)
@@ -108,9 +108,11 @@ fn offered_next_to(
 #[test]
 fn a_settled_holder_whose_token_is_cheap_to_remove_jumps_to_an_offered_split() {
     let s = seed();
-    let cfg = SuperPeerConfig { split_ratio: 0.5, ..Default::default() };
-    let (mut h, far, fx) = offered(cfg.clone(), cfg.hold_rounds + 1, 1.0, s);
-    // Members first (session 7): each is told to switch to the head with room the removal
+    let cfg = common::with(SuperPeerConfig::default(), |c| {
+        c.split.ratio = 0.5;
+    });
+    let (mut h, far, fx) = offered(cfg.clone(), cfg.tokens.hold_rounds + 1, 1.0, s);
+    // Members first: each is told to switch to the head with room the removal
     // placed it at (the other holder); the token waits while they are members.
     let other = h.others[0].holder;
     let to_other: Vec<NodeId> = fx
@@ -150,12 +152,14 @@ fn a_settled_holder_whose_token_is_cheap_to_remove_jumps_to_an_offered_split() {
     assert!(!h.node.is_head());
 }
 
-/// Members that find no room elsewhere keep the token where it is (session 7).
+/// Members that find no room elsewhere keep the token where it is.
 #[test]
 fn a_drain_that_does_not_empty_the_cluster_gives_the_jump_up() {
     let s = seed();
-    let cfg = SuperPeerConfig { split_ratio: 0.5, ..Default::default() };
-    let (mut h, _, fx) = offered(cfg.clone(), cfg.hold_rounds + 1, 1.0, s);
+    let cfg = common::with(SuperPeerConfig::default(), |c| {
+        c.split.ratio = 0.5;
+    });
+    let (mut h, _, fx) = offered(cfg.clone(), cfg.tokens.hold_rounds + 1, 1.0, s);
     assert!(jumps(&fx), "{fx:?}");
     for _ in 0..6 {
         let fx = h.tick();
@@ -171,44 +175,56 @@ fn a_drain_that_does_not_empty_the_cluster_gives_the_jump_up() {
 #[test]
 fn no_jump_when_off_unsettled_or_not_worth_it() {
     let s = seed();
-    let d = SuperPeerConfig { split_ratio: 0.5, ..Default::default() };
-    // Off: the session-5 law.
-    let (_, _, fx) = offered(SuperPeerConfig { split_ratio: 0.0, ..d.clone() }, d.hold_rounds + 1, 1.0, s);
+    let d = common::with(SuperPeerConfig::default(), |c| {
+        c.split.ratio = 0.5;
+    });
+    // Off: no split offers.
+    let (_, _, fx) = offered(
+        common::with(d.clone(), |c| {
+            c.split.ratio = 0.0;
+        }),
+        d.tokens.hold_rounds + 1,
+        1.0,
+        s,
+    );
     assert!(!jumps(&fx), "{fx:?}");
     // Not settled yet (still less than the hold time).
-    let (_, _, fx) = offered(d.clone(), d.hold_rounds / 2, 1.0, s);
+    let (_, _, fx) = offered(d.clone(), d.tokens.hold_rounds / 2, 1.0, s);
     assert!(!jumps(&fx), "{fx:?}");
     // The offered gain does not pay for the removal (each of the 13 nodes pays about 1 ms
     // more without this token).
-    let (_, _, fx) = offered(d.clone(), d.hold_rounds + 1, 0.001, s);
+    let (_, _, fx) = offered(d.clone(), d.tokens.hold_rounds + 1, 0.001, s);
     assert!(!jumps(&fx), "{fx:?}");
     // Bad offers are rejected and change nothing.
     for bad in [f32::NAN, -1.0, 0.0, f32::INFINITY] {
-        let (_, _, fx) = offered(d.clone(), d.hold_rounds + 1, bad, s);
+        let (_, _, fx) = offered(d.clone(), d.tokens.hold_rounds + 1, bad, s);
         assert!(!jumps(&fx), "{bad}: {fx:?}");
         assert!(fx.iter().any(|e| matches!(e, SpEffect::Rejected { .. })), "{bad}: {fx:?}");
     }
 }
 
-/// Session 7 (the 10^4 crash sweep with splits on left 75-166 nodes unattached): a jump needs
+/// A jump needs room (a 10^4 crash sweep with splits on left 75-166 nodes unattached without):
+/// a jump needs
 /// room for every member at the other tokens (less the reserve), and waits the hold time
 /// after a crash nearby.
 #[test]
 fn no_jump_without_room_for_the_members_or_right_after_a_crash_nearby() {
     let s = seed();
-    let d = SuperPeerConfig { split_ratio: 0.5, ..Default::default() };
+    let d = common::with(SuperPeerConfig::default(), |c| {
+        c.split.ratio = 0.5;
+    });
     let cap = d.cluster_cap;
     // 12 members and the holder need 13 places: the other holder has 13 beyond the reserve.
     let room = 13 + cap / 10;
-    let (_, _, fx) = offered_next_to(d.clone(), d.hold_rounds + 1, 1.0, s, cap - room);
+    let (_, _, fx) = offered_next_to(d.clone(), d.tokens.hold_rounds + 1, 1.0, s, cap - room);
     assert!(jumps(&fx), "room for all: {fx:?}");
-    let (_, _, fx) = offered_next_to(d.clone(), d.hold_rounds + 1, 1.0, s, cap - room + 1);
+    let (_, _, fx) = offered_next_to(d.clone(), d.tokens.hold_rounds + 1, 1.0, s, cap - room + 1);
     assert!(!jumps(&fx), "room for 12 of 13: {fx:?}");
     // A holder we know (a second one, far away) crashed: no jump (and no offer) for the hold
     // time, then it jumps again.
     let (_, ids) = seeded_ids(s, 500);
     let mut h2 = Harness::holder(d.clone(), ring(&ids), &[at(0.001, 0.0), at(0.0, 0.05)], s);
-    for _ in 0..d.hold_rounds + 1 {
+    for _ in 0..d.tokens.hold_rounds + 1 {
         h2.tick();
     }
     let dead = h2.others.remove(1).holder.id;
@@ -218,7 +234,7 @@ fn no_jump_without_room_for_the_members_or_right_after_a_crash_nearby() {
     let offer = SpMessage::Split { at: far, gain: 1.0 };
     let fx = h2.feed(SpInput::Message { from: offerer, msg: offer.clone() });
     assert!(!jumps(&fx), "jumped right after a crash: {fx:?}");
-    for _ in 0..d.hold_rounds - 1 {
+    for _ in 0..d.tokens.hold_rounds - 1 {
         let fx = h2.tick();
         assert!(splits(&fx).is_empty() && handovers(&fx).is_empty(), "offered or moved after a crash: {fx:?}");
     }
@@ -235,7 +251,9 @@ fn no_jump_without_room_for_the_members_or_right_after_a_crash_nearby() {
 fn a_member_stepped_down_to_a_head_attaches_there_first() {
     let s = seed();
     let (rng, ids) = seeded_ids(s, 8);
-    let cfg = SuperPeerConfig { split_ratio: 0.5, ..Default::default() };
+    let cfg = common::with(SuperPeerConfig::default(), |c| {
+        c.split.ratio = 0.5;
+    });
     let node = SuperPeerNode::new(ids[1], at(0.0, 0.0), Arc::new(cfg));
     let mut m = Harness { rng, now: 0, node, ids: ids.clone(), others: Vec::new() };
     let head = PeerInfo { id: ids[2], point: at(0.001, 0.0) };
@@ -300,7 +318,10 @@ fn a_holder_with_a_remote_group_offers_the_split_to_the_holders_it_knows() {
     };
     // The remote group pulls the token (|F| = 0.4): a force threshold of 1 keeps it in place
     // (a move would wait for an acknowledgement this test does not send).
-    let still = SuperPeerConfig { force_threshold: 1.0, split_ratio: 0.5, ..Default::default() };
+    let still = common::with(SuperPeerConfig::default(), |c| {
+        c.tokens.force_threshold = 1.0;
+        c.split.ratio = 0.5;
+    });
     let (h, remote, fx) = run(still.clone());
     let sent = splits(&fx);
     assert!(!sent.is_empty(), "no split offered");
@@ -311,12 +332,13 @@ fn a_holder_with_a_remote_group_offers_the_split_to_the_holders_it_knows() {
         // 8 members save ~50 ms each (less the spread): about 0.4 s.
         assert!(*gain > 0.3 && *gain < 0.5, "{sent:?}");
     }
-    let (_, _, fx) = run(SuperPeerConfig { split_ratio: 0.0, ..still });
+    let (_, _, fx) = run(common::with(still, |c| {
+        c.split.ratio = 0.0;
+    }));
     assert!(splits(&fx).is_empty(), "offered while off");
 }
 
-/// Session 8 (engineer scale; issue 4: tokens did not converge at N = 10^5 with split offers
-/// on: after round 60 the last token moves were jumps of super peers promoted long before,
+/// Jumps age (without it, tokens do not converge at N = 10^5 with split offers on: after round 60 the last token moves were jumps of super peers promoted long before,
 /// each leaving a young holder that needed the hold time again): a jump ages like a move
 /// (`overlay::superpeer::promotion`, "Jumps age too": after 3 hold times). An offer that a
 /// young super peer takes is refused by one that has served 60 rounds; without aging
@@ -324,9 +346,11 @@ fn a_holder_with_a_remote_group_offers_the_split_to_the_holders_it_knows() {
 #[test]
 fn an_old_super_peer_jumps_only_for_a_larger_offer_than_a_young_one() {
     let s = seed();
-    let d = SuperPeerConfig { split_ratio: 0.5, ..Default::default() };
-    assert!(d.promoted_aging > 0.0, "aging is on by default");
-    let young = d.hold_rounds + 1;
+    let d = common::with(SuperPeerConfig::default(), |c| {
+        c.split.ratio = 0.5;
+    });
+    assert!(d.tokens.aging > 0.0, "aging is on by default");
+    let young = d.tokens.hold_rounds + 1;
     let old = young + 60;
     // The smallest offer (on a x1.25 grid) a young super peer jumps for.
     let least = (0..80)
@@ -336,7 +360,9 @@ fn an_old_super_peer_jumps_only_for_a_larger_offer_than_a_young_one() {
     let offer = 2.0 * least;
     assert!(jumps(&offered(d.clone(), young, offer, s).2), "young, offer {offer}");
     assert!(!jumps(&offered(d.clone(), old, offer, s).2), "an old super peer jumped for offer {offer}");
-    let off = SuperPeerConfig { promoted_aging: 0.0, ..d.clone() };
+    let off = common::with(d.clone(), |c| {
+        c.tokens.aging = 0.0;
+    });
     assert!(jumps(&offered(off, old, offer, s).2), "without aging, offer {offer}");
     assert!(jumps(&offered(d, old, 8.0 * offer, s).2), "an old super peer ignored offer {}", 8.0 * offer);
 }

@@ -1,5 +1,5 @@
 //! One head per reserved slot (`overlay::superpeer::node` module doc, step 2, "One head per
-//! slot", issue 4 session 9): two nodes that both claimed a slot (a real DHT lookup can miss
+//! slot"): two nodes that both claimed a slot (a real DHT lookup can miss
 //! the nearest node) find each other through the slot's providers, and the one nearer to the
 //! slot's key keeps it; a node that merely holds a stale provider record for the slot never
 //! makes the real head step down.
@@ -13,8 +13,8 @@ use overlay::NodeId;
 use rand::Rng;
 use std::sync::Arc;
 
-mod common;
-use common::{at, lookups, seed, xor, DhtWorld as World};
+use crate::common;
+use crate::common::{at, lookups, seed, xor, DhtWorld as World};
 
 const N: usize = 2_000;
 

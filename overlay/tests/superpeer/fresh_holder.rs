@@ -1,9 +1,6 @@
 //! A fresh token holder does not move the token on before its members' access reports are
-//! in (issue 4, the 16-node tokens swarm test; `overlay::superpeer::token` module doc, "A
-//! fresh holder waits for its members' reports"). Pinned in session 8 (engineer swarm16) as
-//! two tests that failed and were left out of CI; the wait was made in session 9 (engineer
-//! pingpong) and both run now. docs/RESULTS.md, "The 16-node tokens swarm test back in CI"
-//! and "Session 9: the fresh holder's ping-pong".
+//! in (the 16-node tokens swarm test; `overlay::superpeer::token` module doc, "A
+//! fresh holder waits for its members' reports").
 //!
 //! On a real network the new holder of a moved token learns its members' access delays
 //! (`Access`) only after they got `Moved` (or its `Accept`), a few message delays after the
@@ -28,13 +25,13 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
 
-mod common;
+use crate::common;
 
 fn seed() -> u64 {
     common::seed(5)
 }
 
-use common::Fed as Node;
+use crate::common::Fed as Node;
 
 fn handover_to(fx: &[SpEffect]) -> Option<NodeId> {
     fx.iter().find_map(|e| match e {
@@ -51,7 +48,7 @@ fn setup(seed: u64) -> (Node, Vec<PeerInfo>) {
     let ids: Vec<NodeId> = (0..6).map(|_| NodeId(rng.gen())).collect();
     let cfg = SuperPeerConfig { method: Method::RepulsionTokens, ..Default::default() };
     cfg.validate().unwrap();
-    assert!(cfg.access_weight > 0.0, "the access term is on by default");
+    assert!(cfg.tokens.access_weight > 0.0, "the access term is on by default");
     let b = SuperPeerNode::new(ids[0], Point::new(&[0.005, 0.0], 0.001), Arc::new(cfg));
     let mut b = Node { rng, now: 0, node: b };
     b.feed(SpInput::NearestRtt { rtt: 0.001 });

@@ -1,5 +1,5 @@
 //! A node keeps the `neighbours` nearest of the peers its driver reports (`overlay::superpeer`
-//! module doc, step 3, "Nearest neighbours"; session 13): a real node is told of whichever
+//! module doc, step 3, "Nearest neighbours"): a real node is told of whichever
 //! peers it happens to be connected to, and keeping the first ones left its cache gossip
 //! with peers anywhere. Deterministic: one node fed by hand.
 
@@ -7,8 +7,8 @@ use overlay::superpeer::{PeerInfo, SpInput, SuperPeerConfig, SuperPeerNode};
 use overlay::NodeId;
 use std::sync::Arc;
 
-mod common;
-use common::{at, step};
+use crate::common;
+use crate::common::{at, step};
 
 fn ids(node: &SuperPeerNode) -> Vec<NodeId> {
     node.neighbours().iter().map(|n| n.id).collect()
@@ -18,7 +18,9 @@ fn ids(node: &SuperPeerNode) -> Vec<NodeId> {
 fn a_full_neighbour_set_takes_a_nearer_peer_in_place_of_the_farthest() {
     let seed = common::seed(13);
     let (mut rng, id) = common::seeded_ids(seed, 8);
-    let cfg = SuperPeerConfig { neighbours: 3, ..Default::default() };
+    let cfg = common::with(SuperPeerConfig::default(), |c| {
+        c.discovery.neighbours = 3;
+    });
     let mut node = SuperPeerNode::new(id[0], at(0.0, 0.0), Arc::new(cfg));
     let mut up = |node: &mut SuperPeerNode, i: usize, x: f64| {
         step(node, &mut rng, 0, SpInput::PeerUp(PeerInfo { id: id[i], point: at(x, 0.0) }));

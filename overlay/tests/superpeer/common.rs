@@ -1,13 +1,12 @@
-//! Helpers shared by the super-peer integration tests of `overlay`: the printed, replayable
-//! seed, a 2-d point, one input into a node, and its DHT lookups; and the set-up of a token
-//! holder fed by hand (seeded ids, a start whose lookups are answered by an oracle, a token
-//! handed over). (Each test file uses some.)
-#![allow(dead_code)]
+//! The harness the super-peer tests share: the printed, replayable seed, points and named
+//! peers, one input into a node, the effects a test looks for (lookups, attaches,
+//! measurements, handovers, cluster views), a DHT oracle, and the set-up of a token holder fed
+//! by hand (seeded ids, a start whose lookups are answered by the oracle, a token handed over).
 
 use overlay::superpeer::estimate::estimate_from_closest;
 use overlay::superpeer::{
-    token_directory_key, LookupReport, PeerInfo, Point, Query, SizeSample, SpContext, SpEffect, SpInput, SpMessage,
-    SuperPeerConfig, SuperPeerNode, TokenEntry, TokenId,
+    token_directory_key, HeadRole, LookupReport, PeerInfo, Point, Query, SizeSample, SpContext, SpEffect, SpInput,
+    SpMessage, SuperPeerConfig, SuperPeerNode, TokenEntry, TokenId,
 };
 use overlay::{NodeId, Time};
 use rand::{Rng, SeedableRng};
@@ -310,4 +309,40 @@ pub fn holder_beside(seed: u64, cfg: SuperPeerConfig) -> (Fed, PeerInfo) {
         b.feed(SpInput::Message { from: m.id, msg: SpMessage::Access { nearest_rtt: 0.001 } });
     }
     (b, others[4])
+}
+
+/// `base` changed by `f`: a test's settings in one expression (the sections nest).
+pub fn with(mut base: SuperPeerConfig, f: impl FnOnce(&mut SuperPeerConfig)) -> SuperPeerConfig {
+    f(&mut base);
+    base
+}
+
+/// A node at `x` on a line, its id the hash of `name`.
+pub fn peer(name: &str, x: f64) -> PeerInfo {
+    PeerInfo { id: NodeId::hash_of(name.as_bytes()), point: Point::new(&[x, 0.0], 0.001) }
+}
+
+/// The cluster view a holder of `token` at `epoch` sends, `members` first the holder.
+pub fn token_view(token: TokenId, epoch: u32, members: &[NodeId]) -> SpMessage {
+    SpMessage::ClusterView { role: HeadRole::Token { token, epoch }, members: Arc::from(members.to_vec()) }
+}
+
+/// The heads a node's effects send `Attach` to.
+pub fn attaches(fx: &[SpEffect]) -> Vec<NodeId> {
+    fx.iter()
+        .filter_map(|e| match e {
+            SpEffect::Send { to, msg: SpMessage::Attach { .. } } => Some(*to),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The peers a node's effects ask the driver to measure (`MeasureRtt`).
+pub fn measures(fx: &[SpEffect]) -> Vec<NodeId> {
+    fx.iter()
+        .filter_map(|e| match e {
+            SpEffect::MeasureRtt { peer } => Some(*peer),
+            _ => None,
+        })
+        .collect()
 }

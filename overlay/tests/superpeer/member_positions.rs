@@ -1,5 +1,5 @@
-//! A head prices its token's moves with its members' current positions (issue 4, session 23;
-//! module doc of `overlay::superpeer::node`, step 4, "Members' positions are kept fresh").
+//! A head prices its token's moves with its members' current positions (module
+//! doc of `overlay::superpeer::node`, step 4, "Members' positions are kept fresh").
 //!
 //! A head knew a member's position from its `Attach`, minutes old in a settled cluster, and
 //! its own from now; the coordinates of a real swarm keep moving, and in the 200-node tokens
@@ -13,9 +13,9 @@
 use overlay::superpeer::{Method, PeerInfo, Point, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode};
 use std::sync::Arc;
 
-mod common;
+use crate::common;
 
-use common::{at, hand_token, handovers, seeded_ids, Fed as Node};
+use crate::common::{at, hand_token, handovers, seeded_ids, Fed as Node};
 
 /// B at (5 ms, 0) takes token 7 from A at the origin, with four members 10 ms around the
 /// origin. Every node reports the same nearest RTT, so the access term ranks nobody apart:
@@ -78,7 +78,7 @@ fn the_token_goes_where_the_members_are_now() {
         let p = Point::new(&[m.point.x[0] as f64 + 0.005, m.point.x[1] as f64], 0.001);
         b.feed(SpInput::PeerUp(PeerInfo { id: m.id, point: p }));
     }
-    for r in 1..=cfg.hold_rounds + 3 {
+    for r in 1..=cfg.tokens.hold_rounds + 3 {
         let moved = handovers(&b.tick());
         assert!(moved.is_empty(), "round {r}: the token moved ({moved:?}) by the members' old positions (seed {seed})");
     }
@@ -110,7 +110,7 @@ fn a_move_records_what_it_was_priced_on() {
     assert!((there.rtt - 0.0110).abs() < 1e-5, "A's predicted mean RTT {} s (seed {seed})", there.rtt);
     assert!((here.rtt - 0.011472).abs() < 1e-5, "B's predicted mean RTT {} s (seed {seed})", here.rtt);
     for p in [here, there] {
-        let sum = cfg.attraction as f32 * (p.rtt + cfg.access_weight as f32 * p.access) + p.repulsion;
+        let sum = cfg.tokens.attraction as f32 * (p.rtt + cfg.tokens.access_weight as f32 * p.access) + p.repulsion;
         assert!((p.total - sum).abs() < 1e-6, "the parts do not make the total: {p:?} (seed {seed})");
     }
     assert!(there.total < here.total * (1.0 - needed), "moved on less than it needed (seed {seed})");

@@ -1,5 +1,5 @@
-//! Token loss windows that only a network with message delays shows (issue 4, session 6;
-//! `overlay::superpeer`, module doc of `node`, steps 4-6): real [`SuperPeerNode`]s on an
+//! Token loss windows that only a network with message delays shows
+//! (`overlay::superpeer`, module doc of `node`, steps 4-6): real [`SuperPeerNode`]s on an
 //! event-driven network where every message takes its own seeded delay, ticks of different
 //! nodes fall at different moments, and a chosen node crashes at a chosen moment.
 //!
@@ -23,15 +23,17 @@
 //! the token's story and every node's state); `PEERAGE_TRACE0=<i>` also prints node `i`'s
 //! inputs and effects; `PEERAGE_SEEDS=<from>..<to>` runs other seeds than the fixed ones.
 //!
-//! Session 10 adds the re-election storm of the 200-node tokens swarms: a cluster whose
+//! The re-election storm of the 200-node tokens swarms: a cluster whose
 //! messages are slower than its election's answer timeout (`a_slow_clusters_reelection_ends`).
 //!
-//! Session 7 adds the windows session 6 left (each test failed on 1b503c5 before the fixes,
-//! except where its doc says otherwise): a minter, a backup that just took a role over, a
+//! Further windows: a minter, a backup that just took a role over, a
 //! re-election winner, and a relaying node, each crashing right after it took or sent the
 //! role; tests may crash a second node (`Net::then`), and may keep crashed nodes' provider
 //! records (`Net::keep_dead_providers`, as a real DHT does until they expire).
 
+use crate::common;
+use crate::common::{peer, token_view, xor};
+use overlay::superpeer::estimate::PARALLEL_LOOKUPS;
 use overlay::superpeer::{
     HeadRole, LookupReport, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig,
     SuperPeerNode, TokenId,
@@ -77,16 +79,16 @@ enum Trigger {
     /// The first node that takes a relayed token (a `Handover` without members).
     TakesRelay,
     /// The first node that mints a token (takes one at epoch 0, not by a `Handover`), right
-    /// after it took it (session 7).
+    /// after it took it.
     Mints,
     /// The first member-less holder right after its backup's `Detach` (its confirmation that
-    /// it holds the backup view) arrived (session 7).
+    /// it holds the backup view) arrived.
     BackupConfirmed,
     /// The first node that takes the token of the node crashed before (a recreation), right
-    /// after it took it (session 7; a second crash).
+    /// after it took it (a second crash).
     Acquires,
     /// The first node that hands a recreated token on (a relay `Handover`), right after it
-    /// sent it (session 7).
+    /// sent it.
     Relays,
 }
 
@@ -101,7 +103,7 @@ struct Net {
     extra_providers: Vec<PeerInfo>,
     /// Provider records of crashed nodes are still returned (as a real DHT does until they
     /// expire), so that a node deciding late does not mint the crashed minter's token again
-    /// (session 7).
+    ///.
     keep_dead_providers: bool,
     events: BinaryHeap<Reverse<(u64, u64, usize)>>,
     slab: Vec<Option<Ev>>,
@@ -119,7 +121,7 @@ struct Net {
     timer_gen: HashMap<(usize, Timer), u64>,
     next_gen: u64,
     trigger: Trigger,
-    /// The trigger armed once `trigger` fired (session 7: a second crash).
+    /// The trigger armed once `trigger` fired (a second crash).
     then: Trigger,
     /// Every triggered crash: (node, time, token, epoch); for `Relays` the relayed token.
     crashes: Vec<(usize, u64, TokenId, u32)>,
@@ -136,13 +138,10 @@ struct Net {
 
 impl Net {
     fn new(points: Vec<Point>, ids: Vec<NodeId>, cfg: SuperPeerConfig, seed: u64) -> Net {
-        // Every estimate lookup starts with `Start` (the net answers at once), so each node
-        // decides within it: the relay scenes feed a node `Start` by hand and expect it to
-        // attach at once. So no pooled samples are pushed (issue 4, session 17). The storm of
-        // `a_slow_clusters_reelection_ends` outlasted its 40 rounds on a few shifted streams
-        // until session 18 (5 of seeds 1000-1149); now 0 of seeds 0-149, 1000-1149 and
-        // 5000-5149 with pushes or without (`PEERAGE_SEEDS`).
-        let cfg = Arc::new(SuperPeerConfig { estimate_parallel: cfg.estimate_lookups, estimate_push_peers: 0, ..cfg });
+        // A node needs no more samples than the lookups it starts with `Start` (the net
+        // answers at once), so each node decides within it: the relay scenes feed a node
+        // `Start` by hand and expect it to attach at once.
+        let cfg = Arc::new(common::with(cfg, |c| c.estimate.samples = PARALLEL_LOOKUPS));
         let nodes: Vec<SuperPeerNode> =
             ids.iter().zip(&points).map(|(id, p)| SuperPeerNode::new(*id, *p, cfg.clone())).collect();
         let n = nodes.len();
@@ -510,14 +509,6 @@ impl Net {
     }
 }
 
-fn xor(a: &NodeId, b: &NodeId) -> [u8; 32] {
-    let mut x = [0u8; 32];
-    for (i, v) in x.iter_mut().enumerate() {
-        *v = a.0[i] ^ b.0[i];
-    }
-    x
-}
-
 /// The seeds a randomised test runs: `PEERAGE_SEED` alone if set, else the range
 /// `PEERAGE_SEEDS=<from>..<to>` if set (to look for scenarios beyond the fixed ones), else
 /// `0..n`.
@@ -640,7 +631,7 @@ fn a_new_holder_crashed_before_its_view_arrived_is_replaced_once() {
 }
 
 /// The same crash with the new holder's messages all arriving (the ack and its view): also
-/// recreated exactly once (the view path that worked before session 6 still works).
+/// recreated exactly once (the view path).
 #[test]
 fn a_new_holder_crashed_after_its_view_went_out_is_replaced_once() {
     for_seeds(100, |seed| {
@@ -693,15 +684,7 @@ fn prefeed(node: &mut SuperPeerNode, rng: &mut ChaCha8Rng, input: SpInput, provi
     out
 }
 
-fn phantom(name: &str, x: f64) -> PeerInfo {
-    PeerInfo { id: NodeId::hash_of(name.as_bytes()), point: Point::new(&[x, 0.0], 0.001) }
-}
-
-fn token_view(token: TokenId, epoch: u32, members: &[NodeId]) -> SpMessage {
-    SpMessage::ClusterView { role: HeadRole::Token { token, epoch }, members: Arc::from(members.to_vec()) }
-}
-
-/// The relay of session 5 (module doc, step 6): node B is the only member of holder V
+/// The relay (module doc, step 6): node B is the only member of holder V
 /// (token `TV` at epoch 4) and the backup of the member-less holder W (token `TW` at epoch
 /// 1); V and W crash together (they are phantoms here: every message to them fails). B takes
 /// W's token as its backup, wins V's re-election alone and relays V's token, recreated at
@@ -714,9 +697,9 @@ const TW: TokenId = TokenId(23);
 /// 10 ms apart on a line, and the phantoms V and W (token holders) and X (provides every
 /// key). Returns it with V, W and the live nodes' ids.
 fn relay_net(seed: u64) -> (Net, PeerInfo, PeerInfo, Vec<NodeId>) {
-    let v = phantom("relay-holder-v", 0.2);
-    let w = phantom("relay-holder-w", -0.2);
-    let x = phantom("relay-provider-x", 0.5);
+    let v = peer("relay-holder-v", 0.2);
+    let w = peer("relay-holder-w", -0.2);
+    let x = peer("relay-provider-x", 0.5);
     let names = ["relay-b", "relay-c", "relay-d", "relay-e", "relay-f"];
     let ids: Vec<NodeId> = names.iter().map(|n| NodeId::hash_of(n.as_bytes())).collect();
     let points: Vec<Point> = (0..names.len()).map(|i| Point::new(&[0.01 * i as f64, 0.0], 0.001)).collect();
@@ -784,7 +767,7 @@ fn relay_receiver_crashed(seed: u64, let_through: Vec<&'static str>) -> Result<b
 /// next neighbour: each token ends up held exactly once.
 #[test]
 fn a_relay_receiver_crashed_before_its_backup_view_arrived_loses_nothing() {
-    // Since the cluster election's timeouts follow the RTT (session 7), B wins V's election
+    // Since the cluster election's timeouts follow the RTT, B wins V's election
     // about 1.5 s after the crash; by then it has often handed W's token to a member and
     // takes V's itself, without a relay: the relay fires in about a third of the seeds.
     for_seeds_firing(200, 0.3, |seed| relay_receiver_crashed(seed, vec!["handover-ack"]));
@@ -872,7 +855,7 @@ fn held_once_after_crashes(
     check_held_once(&net).map(|_| true)
 }
 
-/// Window 3a (module doc, step 6, session 7): the node that mints a token crashes right
+/// Window 3a (module doc, step 6): the node that mints a token crashes right
 /// after it took it, and nothing it sent after that arrives. Its backup must hold the view
 /// already (the minter takes the token only once its backup confirmed), and take it over.
 #[test]
@@ -880,7 +863,7 @@ fn a_minter_crashed_right_after_minting_loses_nothing() {
     for_seeds(200, |seed| held_once_after_crashes(seed, 2, 1, |net| net.trigger = Trigger::Mints));
 }
 
-/// Window 3b (module doc, step 6, session 7): a member-less holder crashes once its backup
+/// Window 3b (module doc, step 6): a member-less holder crashes once its backup
 /// has its view; the backup takes the token over and crashes right after it took it (nothing
 /// it sent after that arrives). The backup's own backup must hold the view already and take
 /// the token over once more. With 2 nodes nobody is left, the seed does not count.
@@ -894,14 +877,13 @@ fn a_backup_crashed_right_after_its_takeover_loses_nothing() {
     });
 }
 
-/// Window 4 (module doc, step 5, session 7): the new holder of a moved token crashes before
+/// Window 4 (module doc, step 5): the new holder of a moved token crashes before
 /// its view arrived (as in window 1), its cluster re-elects, and the winner crashes right
 /// after it took the token over: its election messages (the `Coordinator`) arrive, its
 /// `Takeover` (or, if it won alone, its backup view) is lost with it. The other members know
 /// the leader but are not attached to it: they hold the leader's group as a stand-in view
 /// and re-elect again (or its backup takes over). With 2 nodes nobody is left, the seed
-/// does not count. (This one passed on 1b503c5 too, not traced why; with the other session-7
-/// changes but without the stand-in views it failed in 170 of 200 seeds.)
+/// does not count. (Without the stand-in views it fails in 170 of 200 seeds.)
 #[test]
 fn a_reelection_winner_crashed_right_after_its_takeover_loses_nothing() {
     for_seeds(200, |seed| {
@@ -974,7 +956,7 @@ fn relaying_node_crashed(seed: u64, let_through: Vec<&'static str>) -> Result<bo
     Ok(true)
 }
 
-/// Window 5 (module doc, step 6, "relay", session 7): B, entitled to two tokens, relays V's
+/// Window 5 (module doc, step 6, "relay"): B, entitled to two tokens, relays V's
 /// and crashes right after the relay `Handover` left it; nothing it sent after that arrives
 /// (the `Handover` too is lost). M, the other member of V's cluster, knows that B led: it
 /// holds B's group as a stand-in view and re-elects, so V's token is held exactly once.
@@ -993,7 +975,7 @@ fn a_relaying_node_crashed_after_its_relay_arrived_duplicates_nothing() {
     for_seeds(200, |seed| relaying_node_crashed(seed, vec!["handover"]));
 }
 
-/// The post-kill election storm of the 200-node tokens swarms (issue 4, sessions 6-10):
+/// The post-kill election storm of the 200-node tokens swarms:
 /// `n` nodes (24 to 32, from the seed) close together form one cluster under one token
 /// holder on a fast network (5-200 ms); then the messages slow down to 0.2-1.5 s (a loaded
 /// machine: the cluster election's answer timeout is 0.5 s, so members time out on one
@@ -1033,9 +1015,9 @@ fn storm_setup(seed: u64) -> Option<(Net, usize, TokenId)> {
 /// The storm (module doc of `node`, step 5, "Late elections end"): after the holder of a
 /// slow cluster crashed, exactly one live node holds its token, every live node is attached
 /// to it, and the cluster's election ends: no election message is sent in the last 40 of
-/// 80 rounds. Before session 10 the election never ended: a member that knew the outcome
-/// took a late `Election` (or a `Coordinator` from below its leader) as a reason to hold
-/// the election again, and every such restart made the whole cluster answer.
+/// 80 rounds. A member that knows the outcome does not take a late `Election` (or a
+/// `Coordinator` from below its leader) as a reason to hold the election again: every such
+/// restart would make the whole cluster answer.
 #[test]
 fn a_slow_clusters_reelection_ends() {
     for_seeds_firing(24, 0.9, |seed| {

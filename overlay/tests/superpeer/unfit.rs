@@ -1,13 +1,13 @@
-//! An unfit coordinate pins the token (`overlay::superpeer::node` module doc, step 4, session
-//! 12): a holder told `SpInput::CoordinateFit { fit: false }` neither moves its token nor
+//! An unfit coordinate pins the token (`overlay::superpeer::node` module doc, step 4):
+//! a holder told `SpInput::CoordinateFit { fit: false }` neither moves its token nor
 //! promotes itself; once fit, its hold time starts and it moves or promotes as before. One
 //! holder fed by hand; the ids come from a seeded RNG (`PEERAGE_SEED` replays).
 
 use overlay::superpeer::{Method, PeerInfo, Point, SpEffect, SpInput, SuperPeerConfig, SuperPeerNode};
 use std::sync::Arc;
 
-mod common;
-use common::{at, hand_token, handovers, ring, seeded_ids};
+use crate::common;
+use crate::common::{at, hand_token, handovers, ring, seeded_ids};
 
 /// A holder at `point` handed token 7 with `members`, told unfit before the handover. Returns
 /// the node and a tick function's state.
@@ -47,7 +47,7 @@ fn an_unfit_holder_neither_promotes_nor_counts_its_hold() {
     let seed = common::seed(41);
     // Members on a ring around the holder: no pull, so a fit holder promotes after the hold.
     let (mut node, mut t) = holder(seed, at(0.0, 0.0), ring);
-    let hold = SuperPeerConfig::default().hold_rounds;
+    let hold = SuperPeerConfig::default().tokens.hold_rounds;
     for r in 0..3 * hold {
         let fx = t.round(&mut node);
         assert!(!promoted(&fx) && !node.is_super_peer(), "seed {seed}: promoted while unfit, round {r}");

@@ -16,6 +16,10 @@
 //! with no one near; the five others sit around (50 ms, 0), so the members' pull moves the
 //! token to them. DHT queries are answered by an oracle over all live nodes.
 
+use crate::common;
+use crate::common::xor;
+use overlay::superpeer::estimate::PARALLEL_LOOKUPS;
+use overlay::superpeer::VIEW_EVERY;
 use overlay::superpeer::{
     HeadRole, LookupReport, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig,
     SuperPeerNode, TokenId,
@@ -48,9 +52,9 @@ struct Net {
 
 impl Net {
     fn new(points: Vec<Point>, ids: Vec<NodeId>, cfg: SuperPeerConfig) -> Net {
-        // Every estimate lookup starts with `Start` (the net answers at once), so each node
-        // decides within it, before the next node starts.
-        let cfg = Arc::new(SuperPeerConfig { estimate_parallel: cfg.estimate_lookups, ..cfg });
+        // A node needs no more samples than the lookups it starts with `Start` (the net
+        // answers at once), so each node decides within it, before the next node starts.
+        let cfg = Arc::new(common::with(cfg, |c| c.estimate.samples = PARALLEL_LOOKUPS));
         let nodes: Vec<SuperPeerNode> =
             ids.iter().zip(&points).map(|(id, p)| SuperPeerNode::new(*id, *p, cfg.clone())).collect();
         let n = nodes.len();
@@ -236,14 +240,6 @@ impl Net {
     }
 }
 
-fn xor(a: &NodeId, b: &NodeId) -> [u8; 32] {
-    let mut x = [0u8; 32];
-    for (i, v) in x.iter_mut().enumerate() {
-        *v = a.0[i] ^ b.0[i];
-    }
-    x
-}
-
 /// Six nodes; the one that mints the token (XOR-closest to key 0) at (0, 0), the others
 /// around (50 ms, 0) with small, distinct heights.
 fn setup() -> (Net, usize) {
@@ -380,7 +376,7 @@ fn a_crashed_holder_is_replaced_exactly_once() {
 }
 
 /// The holder crashes in the very round its last member attached, before any periodic
-/// view went out (issue 4, the flaky 16-node swarm test: members that had all just switched
+/// view went out (the flaky 16-node swarm test: members that had all just switched
 /// to a head had no view, nobody ran the re-election, the role was lost). Members learn the
 /// view as part of attaching, so the role is recreated exactly once.
 #[test]
@@ -491,7 +487,7 @@ fn a_released_or_stale_backup_recreates_nothing() {
     let (mut b, h, token, mut rng) = backup_setup();
     let me = b.id();
     feed(&mut b, &mut rng, SpInput::Message { from: h, msg: view(vec![h, me], token) });
-    for _ in 0..(SuperPeerConfig::default().view_every + 2) {
+    for _ in 0..(VIEW_EVERY + 2) {
         feed(&mut b, &mut rng, SpInput::Tick);
     }
     fire_all(&mut b, &mut rng, SpInput::PeerDown(h));
@@ -532,7 +528,7 @@ fn a_member_that_missed_moved_leaves_a_holder_that_gave_its_token_away() {
         .collect();
     let cfg = SuperPeerConfig { share: 0.01, cluster_cap: 10, ..Default::default() };
     cfg.validate().unwrap();
-    let view_every = cfg.view_every;
+    let view_every = VIEW_EVERY;
     let mut net = Net::new(points, ids, cfg);
     net.drop = Some(("moved", 100));
     let minter_id = net.nodes[minter].id();
@@ -563,7 +559,7 @@ fn a_member_that_missed_moved_leaves_a_holder_that_gave_its_token_away() {
 }
 
 /// The new holder crashes right after a handover, before its first round as holder, and the
-/// old holder with it (issue 4: 3 and 7 of 502 crashed tokens were lost at N = 10^6 while
+/// old holder with it (3 and 7 of 502 crashed tokens were lost at N = 10^6 while
 /// tokens still moved). Nodes tick one by one; as soon as the token has changed hands (every
 /// message of the handover delivered) both crash, before the new holder's own tick. The
 /// members that followed `Moved` must already hold the new holder's cluster view, so that the

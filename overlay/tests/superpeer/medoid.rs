@@ -1,16 +1,17 @@
-//! The measured medoid step (`overlay::superpeer::medoid`; issue 4, session 8): a settled
+//! The measured medoid step (`overlay::superpeer::medoid`): a settled
 //! token holder asks some members to ping a sample of its cluster, pings it itself, and
 //! hands its token (with the members) to a candidate only on a measured gain; a member
 //! answers only its own head's probe. Deterministic: one node fed by hand (seeded ids,
 //! `PEERAGE_SEED` replays).
 
+use crate::common::measures;
 use overlay::superpeer::{HeadRole, PeerInfo, SpEffect, SpInput, SpMessage, SuperPeerConfig, SuperPeerNode, TokenId};
 use overlay::NodeId;
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
 
-mod common;
-use common::{at, hand_token, handovers, holders_at, ring, seeded_ids, start_claiming_nothing, Oracle};
+use crate::common;
+use crate::common::{at, hand_token, handovers, holders_at, ring, seeded_ids, start_claiming_nothing, Oracle};
 
 fn seed() -> u64 {
     common::seed(13)
@@ -37,7 +38,9 @@ impl Harness {
     /// `ids[40]` with `members` (and one far holder in its view).
     fn holder(cfg: SuperPeerConfig, members: impl Fn(&[NodeId]) -> Vec<PeerInfo>, seed: u64) -> Harness {
         let (mut rng, ids) = seeded_ids(seed, 500);
-        let cfg = SuperPeerConfig { share: 0.01, split_ratio: 0.0, ..cfg };
+        let cfg = common::with(SuperPeerConfig { share: 0.01, ..cfg }, |c| {
+            c.split.ratio = 0.0;
+        });
         cfg.validate().unwrap();
         let mut node = SuperPeerNode::new(ids[0], at(0.0, 0.0), Arc::new(cfg));
         start_claiming_nothing(&mut node, &mut rng, 0, &ids, &Oracle::default());
@@ -56,15 +59,6 @@ fn probes(fx: &[SpEffect]) -> Vec<(NodeId, Vec<NodeId>)> {
         .collect()
 }
 
-fn pings(fx: &[SpEffect]) -> Vec<NodeId> {
-    fx.iter()
-        .filter_map(|e| match e {
-            SpEffect::MeasureRtt { peer } => Some(*peer),
-            _ => None,
-        })
-        .collect()
-}
-
 /// Ticks the holder until it starts its medoid step; returns the probes (candidate, sample)
 /// and the holder's own pings.
 fn until_probed(h: &mut Harness, rounds: u32) -> (Vec<(NodeId, Vec<NodeId>)>, Vec<NodeId>) {
@@ -73,7 +67,7 @@ fn until_probed(h: &mut Harness, rounds: u32) -> (Vec<(NodeId, Vec<NodeId>)>, Ve
         assert!(handovers(&fx).is_empty(), "the predicted law moved the token: {fx:?}");
         let p = probes(&fx);
         if !p.is_empty() {
-            return (p, pings(&fx));
+            return (p, measures(&fx));
         }
     }
     panic!("no medoid step within {rounds} rounds");
@@ -85,8 +79,11 @@ fn until_probed(h: &mut Harness, rounds: u32) -> (Vec<(NodeId, Vec<NodeId>)>, Ve
 #[test]
 fn a_settled_holder_moves_its_token_to_a_measurably_better_member() {
     let s = seed();
-    let cfg = SuperPeerConfig { medoid_candidates: 3, medoid_sample: 8, ..Default::default() };
-    let hold = cfg.hold_rounds;
+    let cfg = common::with(SuperPeerConfig::default(), |c| {
+        c.medoid.candidates = 3;
+        c.medoid.sample = 8;
+    });
+    let hold = cfg.tokens.hold_rounds;
     let mut h = Harness::holder(cfg, ring, s);
     let members = ring(&h.ids);
     // Not before the hold time.
@@ -124,8 +121,11 @@ fn a_settled_holder_moves_its_token_to_a_measurably_better_member() {
 #[test]
 fn no_move_without_a_measured_gain_and_one_step_per_epoch() {
     let s = seed();
-    let cfg = SuperPeerConfig { medoid_candidates: 2, medoid_sample: 6, ..Default::default() };
-    let hold = cfg.hold_rounds;
+    let cfg = common::with(SuperPeerConfig::default(), |c| {
+        c.medoid.candidates = 2;
+        c.medoid.sample = 6;
+    });
+    let hold = cfg.tokens.hold_rounds;
     let mut h = Harness::holder(cfg, ring, s);
     let (probed, own) = until_probed(&mut h, hold + 2);
     for id in &own {
@@ -154,8 +154,11 @@ fn no_move_without_a_measured_gain_and_one_step_per_epoch() {
 #[test]
 fn silent_candidates_leave_the_token_where_it_is() {
     let s = seed();
-    let cfg = SuperPeerConfig { medoid_candidates: 2, medoid_sample: 6, ..Default::default() };
-    let hold = cfg.hold_rounds;
+    let cfg = common::with(SuperPeerConfig::default(), |c| {
+        c.medoid.candidates = 2;
+        c.medoid.sample = 6;
+    });
+    let hold = cfg.tokens.hold_rounds;
     let mut h = Harness::holder(cfg, ring, s);
     let (_, own) = until_probed(&mut h, hold + 2);
     for id in &own {
@@ -174,7 +177,9 @@ fn silent_candidates_leave_the_token_where_it_is() {
 fn a_member_measures_for_its_own_head_only() {
     let s = seed();
     let (rng, ids) = seeded_ids(s, 12);
-    let cfg = SuperPeerConfig { medoid_sample: 4, ..Default::default() };
+    let cfg = common::with(SuperPeerConfig::default(), |c| {
+        c.medoid.sample = 4;
+    });
     let node = SuperPeerNode::new(ids[1], at(0.0, 0.0), Arc::new(cfg));
     let mut m = Harness { rng, now: 0, node, ids: ids.clone() };
     let head = PeerInfo { id: ids[2], point: at(0.001, 0.0) };
@@ -186,13 +191,13 @@ fn a_member_measures_for_its_own_head_only() {
     let sample = vec![ids[7], ids[8], ids[9]];
     // Not our head: nothing measured.
     let fx = m.feed(SpInput::Message { from: ids[3], msg: SpMessage::MedoidProbe { sample: sample.clone() } });
-    assert!(pings(&fx).is_empty(), "{fx:?}");
+    assert!(measures(&fx).is_empty(), "{fx:?}");
     // Too many peers: rejected.
     let fx = m.feed(SpInput::Message { from: head.id, msg: SpMessage::MedoidProbe { sample: ids[3..9].to_vec() } });
-    assert!(fx.iter().any(|e| matches!(e, SpEffect::Rejected { .. })) && pings(&fx).is_empty(), "{fx:?}");
+    assert!(fx.iter().any(|e| matches!(e, SpEffect::Rejected { .. })) && measures(&fx).is_empty(), "{fx:?}");
     // Our head: every sampled peer pinged; the answer goes when the last ping is back.
     let fx = m.feed(SpInput::Message { from: head.id, msg: SpMessage::MedoidProbe { sample: sample.clone() } });
-    assert_eq!(pings(&fx), sample);
+    assert_eq!(measures(&fx), sample);
     let fx = m.feed(SpInput::Rtt { peer: ids[9], rtt: Some(0.003) });
     assert!(fx.iter().all(|e| !matches!(e, SpEffect::Send { msg: SpMessage::MedoidCost { .. }, .. })));
     m.feed(SpInput::Rtt { peer: ids[7], rtt: Some(0.005) });

@@ -1,4 +1,4 @@
-//! A token move must beat the coordinates' drift (issue 4, session 27; `token` module doc,
+//! A token move must beat the coordinates' drift (`token` module doc,
 //! "The coordinates' own drift"; module doc of `overlay::superpeer::node`, step 4, "A move
 //! must beat the coordinates' drift").
 //!
@@ -15,12 +15,14 @@
 
 use overlay::superpeer::{Method, MoveRecord, SpEffect, SpInput, SuperPeerConfig};
 
-mod common;
+use crate::common;
 
-use common::{handovers, holder_beside, Fed};
+use crate::common::{handovers, holder_beside, Fed};
 
 fn config(drift_half_life: f64) -> SuperPeerConfig {
-    let cfg = SuperPeerConfig { method: Method::RepulsionTokens, drift_half_life, ..Default::default() };
+    let cfg = common::with(SuperPeerConfig { method: Method::RepulsionTokens, ..SuperPeerConfig::default() }, |c| {
+        c.tokens.drift_half_life = drift_half_life;
+    });
     cfg.validate().unwrap();
     cfg
 }

@@ -1,10 +1,10 @@
-//! Two ways a token's move ends without the token moving (issue 4, session 26; module doc
+//! Two ways a token's move ends without the token moving (module doc
 //! of `overlay::superpeer::node`, step 4): a move priced on a stale copy of the receiver's
 //! position is refused, once ("A move priced on a stale position is refused"), and a
 //! handover whose connection the target refused counts as refused by it ("A handover whose
 //! connection is refused", the last test).
 //!
-//! In the 200-node tokens swarm of session 25, in 9 of 12 tokens that went straight back
+//! In a 200-node tokens swarm, in 9 of 12 tokens that went straight back
 //! (A to B and back to A) one end's own position and the other end's copy of it were 6-59 ms
 //! apart. The receiver of a `Handover` finds the sender's copy of its position in the handed
 //! member list: if its own has left that copy by more than the smallest gain a move needs
@@ -16,9 +16,9 @@
 
 use overlay::superpeer::{Method, PeerInfo, Point, SpEffect, SpInput, SpMessage, SuperPeerConfig, TokenId};
 
-mod common;
+use crate::common;
 
-use common::{at, hand_token, handovers, Fed as Node};
+use crate::common::{at, hand_token, handovers, Fed as Node};
 
 fn config() -> SuperPeerConfig {
     let cfg = SuperPeerConfig { method: Method::RepulsionTokens, ..Default::default() };
@@ -102,7 +102,7 @@ fn the_sender_takes_the_position_and_prices_again() {
     let held = b.node.members().iter().find(|m| m.id == a.id).map(|m| m.point);
     assert_eq!(held, Some(far), "B kept its old copy of A's position (seed {seed})");
     let cfg = config();
-    for r in 1..=cfg.hold_rounds + 3 {
+    for r in 1..=cfg.tokens.hold_rounds + 3 {
         let moved = handovers(&b.tick());
         assert!(
             !moved.iter().any(|m| m.0 == a.id),
@@ -138,8 +138,8 @@ fn a_stale_refusal_for_no_handover_in_flight_is_rejected() {
 
 /// A `Handover` whose dial was refused (the target alive at its connection limit, or our own
 /// limit; `SpInput::Refused`) was never sent: it counts as refused by the target (module doc
-/// of `overlay::superpeer::node`, step 4, "A handover whose connection is refused", session
-/// 26). Before, it stayed in transit and went out again every 3 rounds: in a 200-node swarm
+/// of `overlay::superpeer::node`, step 4, "A handover whose connection is refused").
+/// Before, it stayed in transit and went out again every 3 rounds: in a 200-node swarm
 /// a token stayed 6 minutes in transit to a node that refused 125 dials in a row.
 #[test]
 fn a_handover_whose_connection_is_refused_passes_its_target_over() {
@@ -168,7 +168,7 @@ fn a_handover_whose_connection_is_refused_passes_its_target_over() {
         assert!(fx.is_empty(), "a stray refusal had effects: {fx:?} (seed {seed})");
     }
     b.feed(SpInput::Refused { to: a.id, msg: handover.clone() });
-    for r in 1..cfg.hold_rounds {
+    for r in 1..cfg.tokens.hold_rounds {
         let moved = handovers(&b.tick());
         assert!(
             !moved.iter().any(|m| m.0 == a.id),

@@ -1,5 +1,5 @@
-//! Pooled size-estimate samples (`overlay::superpeer::estimate`, "Pooled samples", issue 4,
-//! session 17): a node keeps two sample lookups running, shares each sample with peers of
+//! Pooled size-estimate samples (`overlay::superpeer::estimate`, "Pooled samples"):
+//! a node keeps two sample lookups running, shares each sample with peers of
 //! that lookup's answer, counts every distinct sample once, decides on its first eight
 //! samples whoever made them, and then asks nothing more. Bad samples are refused and change
 //! nothing; a failed send of samples does not make the peer look down.
@@ -15,24 +15,19 @@ use overlay::NodeId;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-mod common;
-use common::{lookups, DhtWorld as World};
+use crate::common;
+use crate::common::{lookups, DhtWorld as World};
 
 const N: usize = 2_000;
 
-fn cfg(push: u32) -> Arc<SuperPeerConfig> {
-    let c = SuperPeerConfig {
-        method: Method::ReservedPrefix,
-        share: 0.01,
-        estimate_push_peers: push,
-        ..Default::default()
-    };
+fn cfg() -> Arc<SuperPeerConfig> {
+    let c = SuperPeerConfig { method: Method::ReservedPrefix, share: 0.01, ..Default::default() };
     c.validate().unwrap();
     Arc::new(c)
 }
 
-fn node(id: NodeId, push: u32) -> SuperPeerNode {
-    SuperPeerNode::new(id, Point::new(&[0.0, 0.0], 0.001), cfg(push))
+fn node(id: NodeId) -> SuperPeerNode {
+    SuperPeerNode::new(id, Point::new(&[0.0, 0.0], 0.001), cfg())
 }
 
 fn samples_msg(samples: &[SizeSample]) -> SpMessage {
@@ -63,7 +58,7 @@ fn a_node_decides_on_its_peers_samples_and_stops_looking_up() {
     let mut w = World::new(common::seed(31), N);
     let me = w.ids[0];
     let peer = w.ids[5];
-    let mut node = node(me, 4);
+    let mut node = node(me);
     let fx = w.feed(&mut node, SpInput::Start);
     let own = sample_lookups(&fx);
     assert_eq!(own.len(), 2, "two sample lookups at start");
@@ -90,7 +85,7 @@ fn a_node_decides_on_its_peers_samples_and_stops_looking_up() {
             _ => None,
         })
         .collect();
-    assert_eq!(sent.len(), 4, "pushed to estimate_push_peers peers: {sent:?}");
+    assert_eq!(sent.len(), 4, "pushed to PUSH_PEERS peers: {sent:?}");
     let mut to: Vec<NodeId> = sent.iter().map(|(t, _)| *t).collect();
     to.sort();
     to.dedup();
@@ -129,7 +124,7 @@ fn a_node_decides_on_its_peers_samples_and_stops_looking_up() {
 fn samples_shared_before_start_decide_at_start_without_a_lookup() {
     let mut w = World::new(common::seed(32), N);
     let me = w.ids[0];
-    let mut node = node(me, 4);
+    let mut node = node(me);
     let s: Vec<SizeSample> = (0..8).map(|_| w.sample()).collect();
     // The second message's first sample (the sender's own, of our neighbourhood) is one
     // we have: the rest all count.
@@ -152,7 +147,7 @@ fn samples_shared_before_start_decide_at_start_without_a_lookup() {
 fn only_one_sample_of_the_nodes_own_neighbourhood_counts() {
     let mut w = World::new(common::seed(36), N);
     let me = w.ids[0];
-    let mut node = node(me, 4);
+    let mut node = node(me);
     w.feed(&mut node, SpInput::Start);
     let s: Vec<SizeSample> = (0..6).map(|_| w.sample()).collect();
     let msgs = [vec![s[0], s[1]], vec![s[2], s[3]], vec![s[4], s[2], s[5]]];
@@ -171,7 +166,7 @@ fn bad_samples_are_refused_and_change_nothing() {
     let mut w = World::new(common::seed(33), N);
     let me = w.ids[0];
     let peer = w.ids[9];
-    let mut node = node(me, 4);
+    let mut node = node(me);
     w.feed(&mut node, SpInput::Start);
     let good = w.sample();
     // Too many in one message: refused whole.
@@ -195,7 +190,7 @@ fn a_failed_send_of_samples_does_not_make_the_peer_look_down() {
     let mut w = World::new(common::seed(34), N);
     let me = w.ids[0];
     let head = PeerInfo { id: w.ids[3], point: Point::new(&[0.01, 0.0], 0.001) };
-    let mut node = node(me, 4);
+    let mut node = node(me);
     w.feed(&mut node, SpInput::Start);
     w.feed(&mut node, SpInput::Message { from: head.id, msg: SpMessage::Announce { head, room: true } });
     assert!(node.known_heads().iter().any(|h| h.id == head.id), "the announced head is not known");
@@ -210,10 +205,10 @@ fn a_failed_send_of_samples_does_not_make_the_peer_look_down() {
 /// Lookups per node and estimates when `n` nodes start at once, the oracle answers their
 /// lookups and delivers their messages in order (first in, first out) within a round, and
 /// rounds tick until every node decided.
-fn start_together(seed: u64, n: usize, push: u32) -> (f64, Vec<f64>) {
+fn start_together(seed: u64, n: usize, share: bool) -> (f64, Vec<f64>) {
     let mut w = World::new(seed, n);
     let index: HashMap<NodeId, usize> = w.ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
-    let mut nodes: Vec<SuperPeerNode> = w.ids.iter().map(|id| node(*id, push)).collect();
+    let mut nodes: Vec<SuperPeerNode> = w.ids.iter().map(|id| node(*id)).collect();
     let mut queue: VecDeque<(usize, SpInput)> = (0..n).map(|i| (i, SpInput::Start)).collect();
     let mut sample_lookups = 0usize;
     for _round in 0..30 {
@@ -226,7 +221,7 @@ fn start_together(seed: u64, n: usize, push: u32) -> (f64, Vec<f64>) {
                         let peers = w.closest(w.ids[i], &key);
                         queue.push_back((i, SpInput::LookupResult { query, report: LookupReport::complete(peers) }));
                     }
-                    SpEffect::Send { to, msg: msg @ SpMessage::SizeSamples { .. } } => {
+                    SpEffect::Send { to, msg: msg @ SpMessage::SizeSamples { .. } } if share => {
                         queue.push_back((index[&to], SpInput::Message { from: w.ids[i], msg }));
                     }
                     // The decision's claims and seeds, and anything after it: not this test's.
@@ -256,8 +251,8 @@ fn spread(v: &[f64]) -> (f64, f64) {
 fn pooling_cuts_the_lookups_and_keeps_the_estimates() {
     let seed = common::seed(35);
     let n = 300;
-    let (pooled, est) = start_together(seed, n, 4);
-    let (alone, est_alone) = start_together(seed, n, 0);
+    let (pooled, est) = start_together(seed, n, true);
+    let (alone, est_alone) = start_together(seed, n, false);
     let (m, cv) = spread(&est);
     let (m0, cv0) = spread(&est_alone);
     println!("pooled: {pooled:.2} lookups/node, mean {m:.1} cv {cv:.3}; alone: {alone:.2}, mean {m0:.1} cv {cv0:.3}");

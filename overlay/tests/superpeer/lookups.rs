@@ -5,6 +5,7 @@
 //!
 //! The DHT is an oracle over a fixed set of random ids (seeded, `PEERAGE_SEED` replays).
 
+use overlay::superpeer::SEED_LOOKUPS;
 use overlay::superpeer::{
     LookupReport, Method, PeerInfo, Point, Query, SpEffect, SpInput, SuperPeerConfig, SuperPeerNode,
 };
@@ -12,8 +13,8 @@ use overlay::NodeId;
 use rand::Rng;
 use std::sync::Arc;
 
-mod common;
-use common::{lookups, xor, DhtWorld as World};
+use crate::common;
+use crate::common::{lookups, xor, DhtWorld as World};
 
 fn seed() -> u64 {
     common::seed(11)
@@ -191,10 +192,10 @@ fn seeds_at_start(method: Method, share: f64, seed: u64) -> (u16, u64) {
 
 #[test]
 fn a_token_seed_looks_the_directory_up_once_while_one_answer_holds_every_holder() {
-    // Session 13: the seed's lookups all ask the token directory's key; with at most
+    // The seed's lookups all ask the token directory's key; with at most
     // PROVIDERS_PER_ANSWER tokens wanted one answer holds every holder.
     let seed = seed();
-    let four = SuperPeerConfig::default().seed_lookups as u16;
+    let four = SEED_LOOKUPS as u16;
     assert_eq!(four, 4);
     let (seeds, wanted) = seeds_at_start(Method::RepulsionTokens, 0.01, seed);
     assert!(wanted <= overlay::superpeer::PROVIDERS_PER_ANSWER, "wanted {wanted}");
@@ -254,8 +255,8 @@ fn hunt(
     seeded
 }
 
-/// Session 16 (the prefix swarm p18 of session 14: 26.6 seed lookups per node, ten a second
-/// for the whole run, while the first heads refused nodes as full): an unattached node whose
+/// Seeds back off (a 200-node prefix swarm made 26.6 seed lookups per node, ten a second for
+/// the whole run, while the first heads refused nodes as full): an unattached node whose
 /// known heads all refused it as full seeds again after 5, 10, 20, then every 40 rounds, not
 /// every 5; once it was attached, or a head, the next wait is 5 again.
 #[test]

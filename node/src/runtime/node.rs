@@ -173,6 +173,8 @@ struct Node {
     conns: HashMap<PeerId, Conn>,
     last_leader: Option<NodeId>,
     closing: HashSet<PeerId>,
+    /// Peers whose connection a failed ping closed (a close that counts as broken).
+    ping_failed: HashSet<PeerId>,
     rng: StdRng,
     status: StatusSink,
     metrics: Option<Arc<Metrics>>,
@@ -301,6 +303,7 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
         conns: HashMap::new(),
         last_leader: None,
         closing: HashSet::new(),
+        ping_failed: HashSet::new(),
         rng: StdRng::seed_from_u64(opts.seed ^ 0x9e37_79b9_7f4a_7c15),
         status: opts.status,
         metrics: opts.metrics,
@@ -914,8 +917,9 @@ impl Node {
                     sp.on_connection_closed(&mut self.swarm, &self.directory, peer_id, cause.as_ref());
                 }
                 let pruned = self.closing.remove(&peer_id);
+                let silent = self.ping_failed.remove(&peer_id);
                 let node = node_id_of(&peer_id);
-                let broke = !pruned && !matches!(cause, None | Some(ConnectionError::KeepAliveTimeout));
+                let broke = silent || (!pruned && !matches!(cause, None | Some(ConnectionError::KeepAliveTimeout)));
                 if self.echo {
                     self.feed(Input::PeerDown(node));
                 } else if self.start.connection_closed(node, broke, self.clock.now()) {
@@ -1145,9 +1149,21 @@ impl Node {
         }
     }
 
-    /// A ping RTT: a Vivaldi sample (asks the peer for its coordinate when needed).
+    /// A ping RTT: a Vivaldi sample (asks the peer for its coordinate when needed). A failed
+    /// ping closes its connection: the peer is frozen, cut off or gone, and libp2p keeps such a
+    /// connection open. The close counts as broken (`ConnectionClosed`): a leader's connection
+    /// is redialled, and a failed redial reports the leader down.
     fn on_ping(&mut self, e: libp2p::ping::Event) {
-        let Ok(rtt) = e.result else { return };
+        let rtt = match e.result {
+            Ok(rtt) => rtt,
+            Err(failure) => {
+                debug!(peer = %e.peer, "ping failed: {failure}; closing the connection");
+                self.snap.ping_failures += 1;
+                self.ping_failed.insert(e.peer);
+                self.swarm.close_connection(e.connection);
+                return;
+            }
+        };
         let now = Instant::now();
         let delays = SampleDelays {
             emulation: self.latency.as_ref().and_then(|l| l.recent_lateness(&e.peer)).unwrap_or_default(),

@@ -30,6 +30,8 @@ pub struct Snapshot {
     pub messages_received: u64,
     pub broadcasts_sent: u64,
     pub bad_frames: u64,
+    /// Pings that failed; each closes its connection (`node/src/runtime/node.rs`).
+    pub ping_failures: u64,
     /// Election messages whose claims the directory contradicted (`overlay::directory::claims`).
     pub claims_refused: u64,
     /// Misbehaviour reports and bans (`node/src/net/guard.rs`).

@@ -60,13 +60,13 @@ impl Drop for NetNode {
 }
 
 impl NetNode {
-    /// Start `peerage --log warn run <args>` in namespace `ns`; stderr to `log`.
+    /// Start `peerage --log warn run <args>` (`PEERAGE_NODE_LOG` sets another log level) in namespace `ns`; stderr to `log`.
     pub fn start(ns: &str, host: usize, args: &[String], log: &Path) -> NetNode {
         let err = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("open the node's log");
         let mut child = Command::new("ip")
             .args(["netns", "exec", ns])
             .arg(peerage_bin())
-            .args(["--log", "warn", "run"])
+            .args(["--log", &std::env::var("PEERAGE_NODE_LOG").unwrap_or_else(|_| "warn".into()), "run"])
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

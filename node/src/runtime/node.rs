@@ -168,13 +168,16 @@ struct Node {
     start: StartPolicy,
     clock: Clock,
     echo: bool,
-    pending: HashMap<request_response::OutboundRequestId, (NodeId, Message)>,
+    /// Election requests in flight: recipient, message, peer, when sent.
+    pending: HashMap<request_response::OutboundRequestId, (NodeId, Message, PeerId, Instant)>,
     queue: VecDeque<Input>,
     conns: HashMap<PeerId, Conn>,
     last_leader: Option<NodeId>,
     closing: HashSet<PeerId>,
-    /// Peers whose connection a failed ping closed (a close that counts as broken).
-    ping_failed: HashSet<PeerId>,
+    /// Peers whose connections this node closed because they went silent (a failed ping, or
+    /// an election request unanswered for the request timeout): a close that counts as
+    /// broken.
+    silent: HashSet<PeerId>,
     rng: StdRng,
     status: StatusSink,
     metrics: Option<Arc<Metrics>>,
@@ -303,7 +306,7 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
         conns: HashMap::new(),
         last_leader: None,
         closing: HashSet::new(),
-        ping_failed: HashSet::new(),
+        silent: HashSet::new(),
         rng: StdRng::seed_from_u64(opts.seed ^ 0x9e37_79b9_7f4a_7c15),
         status: opts.status,
         metrics: opts.metrics,
@@ -414,6 +417,7 @@ impl Node {
                 self.queue.clear();
                 break;
             }
+            debug!(input = ?i, "election input");
             let effects = self.driver.feed(i);
             rejected |= effects.iter().any(|e| matches!(e, Effect::Rejected { from, .. } if Some(*from) == sender));
             self.apply(effects);
@@ -472,6 +476,7 @@ impl Node {
     /// Carry out one grouped send (see `node/src/election/driver.rs` for the routing choice).
     fn route(&mut self, msg: Message, to: Vec<NodeId>) {
         let kind = msg.kind();
+        debug!(kind, to = ?to.iter().map(|t| t.short()).collect::<Vec<_>>(), "election send");
         let far =
             to.iter().filter(|id| self.directory.peer_of(id).is_none_or(|p| !self.swarm.is_connected(&p))).count();
         // Echo runs over the actual topology and refuses messages from non-neighbours: it
@@ -532,7 +537,7 @@ impl Node {
         if let Some(c) = self.conns.get_mut(&peer) {
             c.last_election_use = Some(Instant::now());
         }
-        self.pending.insert(rid, (to, msg));
+        self.pending.insert(rid, (to, msg, peer, Instant::now()));
     }
 
     /// A frame that arrived (point to point or addressed broadcast) from `peer`. True when it
@@ -740,6 +745,7 @@ impl Node {
                 self.status.emit("members", json!({ "members": self.directory.len() }));
             }
         }
+        self.close_stalled(now);
         // Leader lost for good?
         let connected = |id: NodeId| self.directory.peer_of(&id).is_some_and(|p| self.swarm.is_connected(&p));
         if let Some(leader) = self.start.redial_expired(self.clock.at(now), connected) {
@@ -747,6 +753,28 @@ impl Node {
         }
         self.maybe_start(now);
         self.refresh_snapshot();
+    }
+
+    /// Closes the connections to peers with an election request unanswered for the request
+    /// timeout. libp2p's request timeout starts only once the peer has agreed to open a
+    /// stream, so on a connection that went quiet (the peer frozen or cut off) a request
+    /// otherwise waits for the stream upgrade's own 10 s. The close fails the request
+    /// (`SendFailed`) and counts as broken (`ConnectionClosed`).
+    fn close_stalled(&mut self, now: Instant) {
+        let limit = Duration::from_millis(self.cfg.limits.request_timeout_ms);
+        let stalled: HashSet<PeerId> = self
+            .pending
+            .values()
+            .filter(|(_, _, peer, at)| now.saturating_duration_since(*at) > limit && !self.silent.contains(peer))
+            .map(|(_, _, peer, _)| *peer)
+            .filter(|p| self.swarm.is_connected(p))
+            .collect();
+        for peer in stalled {
+            debug!(%peer, "election request unanswered for {limit:?}; closing the connection");
+            self.snap.requests_stalled += 1;
+            self.silent.insert(peer);
+            let _ = self.swarm.disconnect_peer_id(peer);
+        }
     }
 
     /// The ring neighbours this node keeps connections to (ring algorithms only): the
@@ -917,7 +945,7 @@ impl Node {
                     sp.on_connection_closed(&mut self.swarm, &self.directory, peer_id, cause.as_ref());
                 }
                 let pruned = self.closing.remove(&peer_id);
-                let silent = self.ping_failed.remove(&peer_id);
+                let silent = self.silent.remove(&peer_id);
                 let node = node_id_of(&peer_id);
                 let broke = silent || (!pruned && !matches!(cause, None | Some(ConnectionError::KeepAliveTimeout)));
                 if self.echo {
@@ -1074,7 +1102,7 @@ impl Node {
                 }
             }
             Event::OutboundFailure { peer, request_id, error, .. } => {
-                if let Some((to, msg)) = self.pending.remove(&request_id) {
+                if let Some((to, msg, _, _)) = self.pending.remove(&request_id) {
                     debug!(%peer, kind = msg.kind(), "election send failed: {error}");
                     let refusal = if matches!(error, OutboundFailure::DialFailure) {
                         self.swarm.behaviour_mut().gate.dial_refusal(&peer)
@@ -1159,7 +1187,7 @@ impl Node {
             Err(failure) => {
                 debug!(peer = %e.peer, "ping failed: {failure}; closing the connection");
                 self.snap.ping_failures += 1;
-                self.ping_failed.insert(e.peer);
+                self.silent.insert(e.peer);
                 self.swarm.close_connection(e.connection);
                 return;
             }

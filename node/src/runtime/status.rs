@@ -32,6 +32,9 @@ pub struct Snapshot {
     pub bad_frames: u64,
     /// Pings that failed; each closes its connection (`node/src/runtime/node.rs`).
     pub ping_failures: u64,
+    /// Election requests unanswered for the request timeout; each closes its peer's
+    /// connections (`node/src/runtime/node.rs`).
+    pub requests_stalled: u64,
     /// Election messages whose claims the directory contradicted (`overlay::directory::claims`).
     pub claims_refused: u64,
     /// Misbehaviour reports and bans (`node/src/net/guard.rs`).

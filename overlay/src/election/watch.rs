@@ -15,7 +15,9 @@
 //!
 //! `Alive` from a process this one does not follow, ranked above the leader it names (or
 //! when it names none), means two leaders can see each other: after a heal, a thaw, or an
-//! announcement that was lost. Outside an election the process then holds one (`Start`),
+//! announcement that was lost. The sender lives: the algorithm stops suspecting it
+//! ([`LeaderSilence::alive`]; a failure report still stands until `PeerUp`), so the election
+//! that follows does not skip it again. Outside an election the process then holds one (`Start`),
 //! which the ring algorithms run over everyone reachable, so the components merge under the
 //! best leader. `Alive` from a lower process is left alone: that process hears the higher
 //! leader's `Alive` itself. Convergence after a heal therefore takes one alive interval, the
@@ -41,6 +43,10 @@ pub trait LeaderSilence: Election {
     /// The leader this process names (`leader`) was silent for T1: hold a new election that
     /// skips it, for that election only.
     fn leader_silent(&mut self, ctx: &mut Context<'_>, leader: NodeId);
+
+    /// `from` sent an `Alive`: it lives, whatever this process suspected from its silence or
+    /// from failed sends (a failure report stands until `PeerUp`).
+    fn alive(&mut self, _from: NodeId) {}
 }
 
 /// What T1 is measuring.
@@ -100,6 +106,7 @@ impl<E: LeaderSilence> Watched<E> {
             }
             return;
         }
+        self.inner.alive(from);
         if self.inner.in_election() || self.inner.leader() == Some(from) {
             return;
         }

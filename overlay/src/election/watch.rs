@@ -312,6 +312,38 @@ mod tests {
         }
     }
 
+    /// A leader that fell silent (frozen, cut off) and speaks again is no longer skipped: the
+    /// election its `Alive` starts includes it (Villadangos kept it as the suspect of every
+    /// later epoch, so a thawed leader was left out for good).
+    #[test]
+    fn a_silent_leader_that_speaks_again_is_not_skipped() {
+        let a = Algorithm::Villadangos;
+        let ranks: Vec<Rank> = (0..4).map(|i| Rank::new(0, NodeId::from_u64(i + 1))).collect();
+        let group = Arc::new(Membership::new(ranks.clone()));
+        let mut p = AnyElection::new(ranks[0], group, &cfg(a));
+        let announce = |epoch, l: usize| Input::Message {
+            from: ranks[l].id,
+            msg: Message::VillLeader { epoch, leader: ranks[l] },
+        };
+        feed(&mut p, announce(1, 3));
+        assert_eq!(p.leader(), Some(ranks[3].id));
+        // Silence: the next epoch skips 3 (its `Message1` goes to 2, the next below on the
+        // ring after the wrap).
+        let out = feed(&mut p, Input::Timer(Timer::T1));
+        let first_to = |out: &[Effect]| {
+            out.iter().find_map(|e| match e {
+                Effect::Send { to, msg: Message::Message1 { .. } } => Some(*to),
+                _ => None,
+            })
+        };
+        assert_eq!(first_to(&out), Some(ranks[2].id), "{out:?}");
+        feed(&mut p, announce(2, 2));
+        assert_eq!(p.leader(), Some(ranks[2].id));
+        // 3 speaks again: the election its Alive starts goes to it.
+        let out = feed(&mut p, Input::Message { from: ranks[3].id, msg: Message::Alive });
+        assert_eq!(first_to(&out), Some(ranks[3].id), "{out:?}");
+    }
+
     /// A process that names no leader and is in no election holds one after T1 (a partition
     /// cut it off before any election reached it).
     #[test]

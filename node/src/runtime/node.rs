@@ -236,7 +236,14 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
     let coords =
         CoordsDriver::new(crate::coords::driver::node_vivaldi_config(), coords_cfg, opts.seed ^ 0x5eed_c00d_5eed_c00d)?;
     for addr in &opts.cfg.listen {
-        swarm.listen_on(addr.clone()).map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+        swarm.listen_on(addr.clone()).map_err(|e| {
+            // `TransportError::Other` displays as nothing: the OS reason is the inner error.
+            let reason = match &e {
+                libp2p::TransportError::Other(io) => io.to_string(),
+                other => other.to_string(),
+            };
+            anyhow::anyhow!("cannot listen on {addr}: {reason}")
+        })?;
     }
     let topic = election_topic(opts.cfg.scope);
     swarm

@@ -58,11 +58,17 @@ pub struct Identity {
 pub fn open_locked(path: &Path, difficulty: u32) -> Result<Identity, IdentityError> {
     let (key, created) = load_or_create(path, difficulty)?;
     let file = std::fs::File::open(path).map_err(|source| IdentityError::Read { path: path.to_path_buf(), source })?;
-    match file.try_lock() {
-        Ok(()) => Ok(Identity { key, created, _lock: file }),
-        Err(std::fs::TryLockError::WouldBlock) => Err(IdentityError::InUse { path: path.to_path_buf() }),
-        Err(std::fs::TryLockError::Error(source)) => Err(IdentityError::Lock { path: path.to_path_buf(), source }),
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock(2) on a descriptor this function owns; no memory is involved. The lock
+    // belongs to the open file and ends when `file` is closed (also if the process dies).
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(Identity { key, created, _lock: file });
     }
+    let source = std::io::Error::last_os_error();
+    if source.kind() == std::io::ErrorKind::WouldBlock {
+        return Err(IdentityError::InUse { path: path.to_path_buf() });
+    }
+    Err(IdentityError::Lock { path: path.to_path_buf(), source })
 }
 
 /// Bits of the id puzzle `key`'s node id solves.

@@ -86,10 +86,8 @@ impl NetNode {
                 };
                 match v["event"].as_str() {
                     Some("started") => g.node_id = v["node_id"].as_str().map(String::from),
-                    Some("listening") => {
-                        if g.addr.is_none() {
-                            g.addr = v["addr"].as_str().filter(|a| a.contains("/tcp/")).map(String::from);
-                        }
+                    Some("listening") if g.addr.is_none() => {
+                        g.addr = v["addr"].as_str().filter(|a| a.contains("/tcp/")).map(String::from);
                     }
                     Some("leader") => g.leader = v["leader"].as_str().map(String::from),
                     Some("status") => {

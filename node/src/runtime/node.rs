@@ -14,9 +14,13 @@
 //!   first connection to / loss of the last connection to a peer; for the other algorithms
 //!   `PeerDown` is reported only when a peer is lost for good: the connection to the leader
 //!   closed with an error and a redial failed, or a dial failed; `PeerUp` when a peer reported
-//!   down connects again.
+//!   down connects again or is heard from;
+//! - a silent peer (frozen, cut off) keeps its connection open in libp2p: a failed ping, or an
+//!   election request unanswered for `request_timeout_ms` (libp2p's own timeout starts only
+//!   once the peer has opened a stream), closes the peer's connections, and the close counts
+//!   as broken (the leader is redialled, and reported down if the redial fails).
 //!
-//! When elections start (issue 3 leaves it to the node; recorded here):
+//! When elections start (the algorithms leave it to the application):
 //! - nothing starts before the member directory has *settled*: unchanged for `settle_ms` and
 //!   the last few digest comparisons with random peers equal (`node/src/directory/members.rs`), the node's
 //!   local evidence that every node has the same group and so the same highest member;
@@ -30,11 +34,11 @@
 //! - the leader is reported down (`PeerDown`) and, one answer+coordinator timeout later, the
 //!   node still names it and is not in an election: it starts one. The algorithms' own
 //!   heartbeats (T1) cover leaders that no one is connected to;
-//! - a *late joiner* (session 3): a node that is not the highest member, names no leader,
+//! - a *late joiner*: a node that is not the highest member, names no leader,
 //!   has started nothing yet, and whose directory has not changed since its first snapshot
 //!   of the group (nobody joined after it, so the swarm had settled, and elected, before it
 //!   came) runs the algorithm's own recovery rule (`Input::Recover`) as soon as it has
-//!   settled, instead of waiting for the fallback (~8 s in session 2). Per algorithm: bully
+//!   settled, instead of waiting for the fallback. Per algorithm: bully
 //!   holds an election (seeds 000/001: "a process that comes back up holds an election"; the
 //!   coordinator answers and announces itself again); fast bully sends `IamUp` and admits the
 //!   coordinator named in the `View`s (seed 002); the list ring holds an election at epoch
@@ -47,17 +51,17 @@
 //!
 //! Node-initiated starts are at least `settle_ms + fallback_ms` apart.
 //!
-//! Connections (session 2): the member directory syncs by digest anti-entropy with one random
+//! Connections: the member directory syncs by digest anti-entropy with one random
 //! peer per period (`node/src/directory/members.rs`); Kademlia's routing table is filled from the directory
 //! without dialling (`kad_add`); for the ring algorithms the peer manager keeps the
 //! connections to both ring neighbours, so an election lap does not dial one connection per
 //! hop; one-to-many election sends go over the gossipsub mesh (`route`). Once settled a node
 //! therefore dials only when it falls below `target_low`.
 //!
-//! Start-up under load (session 3, measured at N = 1,000 in one process on a busy machine):
+//! Start-up under load (measured at N = 1,000 in one process on a busy machine):
 //! a bootstrap round whose dials all fail is retried after 1, 2 and 4 s before the node gives
-//! up (a handshake can time out although the peer is there; such nodes used to stay alone for
-//! good), and one that meanwhile has peers carries on. Changed directory entries can also be
+//! up (a handshake can time out although the peer is there; without the retries such a node
+//! stays alone for good), and one that meanwhile has peers carries on. Changed directory entries can also be
 //! pushed as rumours once per tick (`node/src/directory/members.rs`, off by default), and the O(N) work on a directory change
 //! (group for the election, routing table, address book) runs at most every 2 s while the
 //! directory changes every tick.
@@ -1184,13 +1188,15 @@ impl Node {
         }
     }
 
-    /// A ping RTT: a Vivaldi sample (asks the peer for its coordinate when needed). A failed
-    /// ping closes its connection: the peer is frozen, cut off or gone, and libp2p keeps such a
+    /// A ping RTT: a Vivaldi sample (asks the peer for its coordinate when needed). A ping
+    /// that timed out or failed (not one the peer does not support) closes its connection: the peer is frozen, cut off or gone, and libp2p keeps such a
     /// connection open. The close counts as broken (`ConnectionClosed`): a leader's connection
     /// is redialled, and a failed redial reports the leader down.
     fn on_ping(&mut self, e: libp2p::ping::Event) {
         let rtt = match e.result {
             Ok(rtt) => rtt,
+            // A peer without the ping protocol is not silent: nothing to learn.
+            Err(libp2p::ping::Failure::Unsupported) => return,
             Err(failure) => {
                 debug!(peer = %e.peer, "ping failed: {failure}; closing the connection");
                 self.snap.ping_failures += 1;

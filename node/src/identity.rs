@@ -7,6 +7,13 @@
 //! file is an error that names the file and says what is wrong — the node never silently
 //! replaces a key it could not read.
 //!
+//! Creation is exclusive: the key is written whole to a file of this process's own, then
+//! hard-linked to the key file's name, which fails if the name exists. Of two processes that
+//! create the same missing file at once, one links its key and the other reads that key, so
+//! both name the file's id. A running node holds an exclusive lock on its key file
+//! ([`Identity`]): a second process on the same key is refused with [`IdentityError::InUse`]
+//! (two processes under one id would both claim leadership).
+//!
 //! Keys solve the id puzzle of the scope (`overlay::NodeId::puzzle_bits`, S/Kademlia's static
 //! puzzle): [`generate`] draws ed25519 keys until the hash of the node id has `difficulty`
 //! leading zero bits (about `2^difficulty` draws), and a stored key that does not is refused
@@ -30,6 +37,38 @@ pub enum IdentityError {
         "identity key file {path} is corrupt: {reason} (delete it to create a new identity, which changes the node id)"
     )]
     Corrupt { path: PathBuf, reason: String },
+    #[error("identity key file {path} is in use by another running node (one key, one node)")]
+    InUse { path: PathBuf },
+    #[error("cannot lock identity key file {path}: {source}")]
+    Lock { path: PathBuf, source: std::io::Error },
+}
+
+/// A key loaded from its file, the file locked while this value lives.
+#[derive(Debug)]
+pub struct Identity {
+    pub key: Keypair,
+    /// Whether the file was created by this call.
+    pub created: bool,
+    /// The locked file (the lock ends when it is closed).
+    _lock: std::fs::File,
+}
+
+/// [`load_or_create`] the key at `path` and lock the file for as long as the returned
+/// [`Identity`] lives; [`IdentityError::InUse`] if another process holds it.
+pub fn open_locked(path: &Path, difficulty: u32) -> Result<Identity, IdentityError> {
+    let (key, created) = load_or_create(path, difficulty)?;
+    let file = std::fs::File::open(path).map_err(|source| IdentityError::Read { path: path.to_path_buf(), source })?;
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock(2) on a descriptor this function owns; no memory is involved. The lock
+    // belongs to the open file and ends when `file` is closed (also if the process dies).
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(Identity { key, created, _lock: file });
+    }
+    let source = std::io::Error::last_os_error();
+    if source.kind() == std::io::ErrorKind::WouldBlock {
+        return Err(IdentityError::InUse { path: path.to_path_buf() });
+    }
+    Err(IdentityError::Lock { path: path.to_path_buf(), source })
 }
 
 /// Bits of the id puzzle `key`'s node id solves.
@@ -62,23 +101,28 @@ pub fn generate_from(difficulty: u32, rng: &mut impl rand::RngCore) -> Keypair {
 }
 
 /// Load the key at `path`, or create and store a new ed25519 key solving the id puzzle at
-/// `difficulty` if the file does not exist. Returns the key and whether it was created.
+/// `difficulty` if the file does not exist (exclusively: if another process creates it
+/// first, its key is loaded). Returns the key and whether it was created.
 pub fn load_or_create(path: &Path, difficulty: u32) -> Result<(Keypair, bool), IdentityError> {
-    match std::fs::read(path) {
-        Ok(bytes) => {
-            let key = decode(path, &bytes)?;
-            let bits = puzzle_bits(&key);
-            if bits < difficulty {
-                return Err(IdentityError::Weak { path: path.to_path_buf(), bits, difficulty });
+    loop {
+        match std::fs::read(path) {
+            Ok(bytes) => {
+                let key = decode(path, &bytes)?;
+                let bits = puzzle_bits(&key);
+                if bits < difficulty {
+                    return Err(IdentityError::Weak { path: path.to_path_buf(), bits, difficulty });
+                }
+                return Ok((key, false));
             }
-            Ok((key, false))
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let key = generate(difficulty);
+                if store_new(path, &key)? {
+                    return Ok((key, true));
+                }
+                // Another process created the file meanwhile: read its key.
+            }
+            Err(source) => return Err(IdentityError::Read { path: path.to_path_buf(), source }),
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let key = generate(difficulty);
-            store(path, &key)?;
-            Ok((key, true))
-        }
-        Err(source) => Err(IdentityError::Read { path: path.to_path_buf(), source }),
     }
 }
 
@@ -89,7 +133,9 @@ fn decode(path: &Path, bytes: &[u8]) -> Result<Keypair, IdentityError> {
     Keypair::from_protobuf_encoding(&raw).map_err(|e| corrupt(format!("not a libp2p key: {e}")))
 }
 
-fn store(path: &Path, key: &Keypair) -> Result<(), IdentityError> {
+/// Store `key` at `path` unless the file exists: written whole to a file of this process's
+/// own, then hard-linked to `path` (which fails if `path` exists). False if it existed.
+fn store_new(path: &Path, key: &Keypair) -> Result<bool, IdentityError> {
     let write_err = |source| IdentityError::Write { path: path.to_path_buf(), source };
     let raw = key.to_protobuf_encoding().map_err(|e| write_err(std::io::Error::other(e.to_string())))?;
     if let Some(dir) = path.parent() {
@@ -98,14 +144,28 @@ fn store(path: &Path, key: &Keypair) -> Result<(), IdentityError> {
         }
     }
     let text = format!("{}\n", hex_encode(&raw));
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).map_err(write_err)?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let nonce: u64 = rand::random();
+    let tmp = path.with_file_name(format!(".{name}.{}.{nonce:016x}.tmp", std::process::id()));
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
     #[cfg(unix)]
     {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600)).map_err(write_err)?;
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
     }
-    std::fs::rename(&tmp, path).map_err(write_err)
+    let written = options.open(&tmp).and_then(|mut f| {
+        use std::io::Write as _;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()
+    });
+    let linked = written.and_then(|()| std::fs::hard_link(&tmp, path));
+    let _ = std::fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(write_err(e)),
+    }
 }
 
 fn hex_encode(bytes: &[u8]) -> String {
@@ -152,5 +212,41 @@ mod tests {
         assert!(err.to_string().contains("corrupt"), "{err}");
         std::fs::write(&path, "0011\n").unwrap();
         assert!(matches!(load_or_create(&path, 0), Err(IdentityError::Corrupt { .. })));
+    }
+
+    /// Processes creating one missing key file at once all get the key the file ends with.
+    #[test]
+    fn concurrent_creators_agree_on_one_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.key");
+        let ids: Vec<_> = (0..8)
+            .map(|_| {
+                let p = path.clone();
+                std::thread::spawn(move || load_or_create(&p, 0).map(|(k, c)| (k.public().to_peer_id(), c)))
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|h| h.join().unwrap().unwrap())
+            .collect();
+        let (stored, _) = load_or_create(&path, 0).unwrap();
+        assert!(ids.iter().all(|(id, _)| *id == stored.public().to_peer_id()), "{ids:?}");
+        assert_eq!(ids.iter().filter(|(_, created)| *created).count(), 1, "one creator");
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(left.len(), 1, "no temporary file is left");
+    }
+
+    /// A locked key file is refused to a second holder until the first lets go.
+    #[test]
+    fn a_locked_key_is_refused_until_released() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.key");
+        let first = open_locked(&path, 0).unwrap();
+        assert!(first.created);
+        let err = open_locked(&path, 0).unwrap_err();
+        assert!(matches!(err, IdentityError::InUse { .. }), "{err}");
+        assert!(err.to_string().contains("in use by another running node"), "{err}");
+        drop(first);
+        let again = open_locked(&path, 0).unwrap();
+        assert!(!again.created);
     }
 }

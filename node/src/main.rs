@@ -1,6 +1,8 @@
 //! The `peerage` binary: parses the command line, sets up logging (stderr) and runs
-//! `peerage run` or `peerage swarm`. Errors from the user's input end here as one clear
-//! message and exit code 2 (bad flags/config) or 1 (run-time failure).
+//! `peerage run` or `peerage swarm`. Errors end here as one message (each cause printed
+//! once) and an exit code ([`exit_code`], the README's usage section): 0 after a clean stop
+//! (Ctrl-C or SIGTERM), 1 for a run-time failure, 2 for bad flags or configuration, 3 when
+//! the identity key file is in use by another running node.
 
 use anyhow::Context as _;
 use clap::Parser;
@@ -63,9 +65,48 @@ fn main() {
         Command::Deploy(args) => deploy(args),
     };
     if let Err(e) = result {
-        eprintln!("peerage: error: {e:#}");
-        std::process::exit(1);
+        eprintln!("peerage: error: {}", causes(&e));
+        std::process::exit(exit_code(&e));
     }
+}
+
+/// Exit code for a run-time failure.
+const EXIT_FAILURE: i32 = 1;
+/// Exit code for bad flags or configuration (clap's own code for bad flags).
+const EXIT_USAGE: i32 = 2;
+/// Exit code when the identity key file is held by another running node.
+const EXIT_IDENTITY_IN_USE: i32 = 3;
+
+/// The exit code for `e`, by the first cause that says.
+fn exit_code(e: &anyhow::Error) -> i32 {
+    use peerage_node::config::emulation::EmulationError;
+    use peerage_node::config::ConfigError;
+    for cause in e.chain() {
+        if matches!(cause.downcast_ref::<identity::IdentityError>(), Some(identity::IdentityError::InUse { .. })) {
+            return EXIT_IDENTITY_IN_USE;
+        }
+        if cause.is::<ConfigError>() || cause.is::<EmulationError>() {
+            return EXIT_USAGE;
+        }
+    }
+    EXIT_FAILURE
+}
+
+/// `e` and its causes, `: `-separated, leaving out a cause whose text the message already
+/// holds (errors that print their source as part of their own text).
+fn causes(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 fn merge(args: &RunArgs) -> anyhow::Result<FileConfig> {
@@ -142,13 +183,17 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     if swarm_key.is_some() && cfg.identity.is_some() {
         return Err(peerage_node::config::emulation::EmulationError::TwoIdentities.into());
     }
+    // The key file stays locked while `_held` lives: until the node has stopped.
+    let mut _held = None;
     let key = match (swarm_key, &cfg.identity) {
         (Some(key), _) => key,
         (None, Some(path)) => {
-            let (key, created) = identity::load_or_create(path, cfg.directory.id_difficulty)?;
-            if created {
+            let id = identity::open_locked(path, cfg.directory.id_difficulty)?;
+            if id.created {
                 tracing::info!(path = %path.display(), "created a new identity key");
             }
+            let key = id.key.clone();
+            _held = Some(id);
             key
         }
         (None, None) => {
@@ -180,10 +225,17 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         seed,
         latency,
     })?;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot listen for SIGTERM")?;
     tokio::select! {
         r = tokio::signal::ctrl_c() => {
             r.context("cannot listen for Ctrl-C")?;
             tracing::info!("Ctrl-C: shutting down");
+            handle.shutdown().await;
+            Ok(())
+        }
+        _ = term.recv() => {
+            tracing::info!("SIGTERM: shutting down");
             handle.shutdown().await;
             Ok(())
         }

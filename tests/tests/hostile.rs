@@ -36,6 +36,14 @@ async fn start(algorithm: Algorithm, seed: u64) -> (LocalSwarm, String) {
     let swarm = LocalSwarm::start(&cfg).await.expect("swarm starts");
     let leader = swarm.wait_agreement(Duration::from_secs(60), None).await.expect("the honest swarm agrees");
     assert_eq!(leader, swarm.node_id(NODES - 1), "the highest-priority node leads");
+    // The threat model's bounds on growth hold once the swarm has formed: before its
+    // directory first settles, a node admits up to the size cap (a joining node learns the
+    // whole directory at once). Attacks start after that.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !swarm.snapshots().iter().all(|(_, s)| s.members_paced) {
+        assert!(Instant::now() < deadline, "the directories never settled: {:?}", swarm.snapshots());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     (swarm, leader)
 }
 
@@ -56,7 +64,10 @@ async fn hold(swarm: &LocalSwarm, leader: &str, d: Duration) {
 /// The attacker is banned by the target: disconnected, and refused when it dials again.
 async fn assert_banned(swarm: &LocalSwarm, a: &mut Attacker) {
     let target = swarm.peer_id(TARGET);
-    assert!(a.until_closed(&target, Duration::from_secs(10)).await, "the target must disconnect the attacker");
+    if !a.until_closed(&target, Duration::from_secs(10)).await {
+        let snap = &swarm.snapshots()[TARGET].1;
+        panic!("the target must disconnect the attacker; its guard {:?}, sync {:?}", snap.guard, snap.sync);
+    }
     if let (Some(t0), Some(t1)) = (a.first_sent, a.closed_at.get(&target)) {
         println!("time from the first crafted frame to the ban: {:.3} s", t1.duration_since(t0).as_secs_f64());
     }

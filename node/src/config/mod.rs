@@ -195,8 +195,13 @@ pub struct Timing {
     /// off: the routing table is filled from the member directory without dialling (see
     /// `node/src/runtime/node.rs`), so a periodic walk would only dial peers the gate then refuses.
     pub kad_bootstrap_s: u64,
-    /// Ping period (RTT samples for later Vivaldi coordinates).
+    /// Ping period: RTT samples for the Vivaldi coordinates, and the liveness check of every
+    /// connection.
     pub ping_s: u64,
+    /// A ping unanswered this long fails, and the node closes that connection (libp2p leaves
+    /// it open): a frozen or cut-off peer's connection goes quiet without an error, and only
+    /// a closed one is redialled and, when the redial fails, reported down.
+    pub ping_timeout_ms: u64,
     /// Whether the node starts swarm-wide leader elections itself (at start-up, after the
     /// fallback delay, when the leader is reported down). `false`: it only answers others'
     /// election messages. A super-peer swarm (`peerage swarm --superpeers ...
@@ -221,6 +226,7 @@ impl Default for Timing {
             status_ms: 2_000,
             kad_bootstrap_s: 0,
             ping_s: 15,
+            ping_timeout_ms: 10_000,
             leader_election: true,
             superpeer_start_ms: 3_000,
         }

@@ -142,6 +142,11 @@ impl Directory {
     pub fn len(&self) -> usize {
         self.inner.len()
     }
+    /// Has the directory settled once? From then on each sender's new members are paced
+    /// (`overlay::directory::admission`).
+    pub fn is_paced(&self) -> bool {
+        self.inner.is_strict()
+    }
     pub fn is_empty(&self) -> bool {
         self.inner.is_empty()
     }

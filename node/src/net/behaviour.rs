@@ -201,7 +201,7 @@ fn make_behaviour(key: &Keypair, cfg: &NodeConfig, budget: &Arc<InboundBudget>) 
     let ping = ping::Behaviour::new(
         ping::Config::new()
             .with_interval(Duration::from_secs(cfg.timing.ping_s.max(1)))
-            .with_timeout(Duration::from_secs(10)),
+            .with_timeout(Duration::from_millis(cfg.timing.ping_timeout_ms.max(100))),
     );
     let rr_cfg = request_response::Config::default().with_request_timeout(cfg.request_timeout());
     let election = request_response::Behaviour::with_codec(

@@ -14,9 +14,13 @@
 //!   first connection to / loss of the last connection to a peer; for the other algorithms
 //!   `PeerDown` is reported only when a peer is lost for good: the connection to the leader
 //!   closed with an error and a redial failed, or a dial failed; `PeerUp` when a peer reported
-//!   down connects again.
+//!   down connects again or is heard from;
+//! - a silent peer (frozen, cut off) keeps its connection open in libp2p: a failed ping, or an
+//!   election request unanswered for `request_timeout_ms` (libp2p's own timeout starts only
+//!   once the peer has opened a stream), closes the peer's connections, and the close counts
+//!   as broken (the leader is redialled, and reported down if the redial fails).
 //!
-//! When elections start (the seeds leave it to the node; recorded here):
+//! When elections start (the algorithms leave it to the application):
 //! - nothing starts before the member directory has *settled*: unchanged for `settle_ms` and
 //!   the last few digest comparisons with random peers equal (`node/src/directory/members.rs`), the node's
 //!   local evidence that every node has the same group and so the same highest member;
@@ -34,7 +38,7 @@
 //!   has started nothing yet, and whose directory has not changed since its first snapshot
 //!   of the group (nobody joined after it, so the swarm had settled, and elected, before it
 //!   came) runs the algorithm's own recovery rule (`Input::Recover`) as soon as it has
-//!   settled, instead of waiting for the fallback (~8 s). Per algorithm: bully
+//!   settled, instead of waiting for the fallback. Per algorithm: bully
 //!   holds an election (seeds 000/001: "a process that comes back up holds an election"; the
 //!   coordinator answers and announces itself again); fast bully sends `IamUp` and admits the
 //!   coordinator named in the `View`s (seed 002); the list ring holds an election at epoch
@@ -56,8 +60,8 @@
 //!
 //! Start-up under load (measured at N = 1,000 in one process on a busy machine):
 //! a bootstrap round whose dials all fail is retried after 1, 2 and 4 s before the node gives
-//! up (a handshake can time out although the peer is there; without retries such nodes stay
-//! alone for good), and one that meanwhile has peers carries on. Changed directory entries can also be
+//! up (a handshake can time out although the peer is there; without the retries such a node
+//! stays alone for good), and one that meanwhile has peers carries on. Changed directory entries can also be
 //! pushed as rumours once per tick (`node/src/directory/members.rs`, off by default), and the O(N) work on a directory change
 //! (group for the election, routing table, address book) runs at most every 2 s while the
 //! directory changes every tick.
@@ -168,11 +172,16 @@ struct Node {
     start: StartPolicy,
     clock: Clock,
     echo: bool,
-    pending: HashMap<request_response::OutboundRequestId, (NodeId, Message)>,
+    /// Election requests in flight: recipient, message, peer, when sent.
+    pending: HashMap<request_response::OutboundRequestId, (NodeId, Message, PeerId, Instant)>,
     queue: VecDeque<Input>,
     conns: HashMap<PeerId, Conn>,
     last_leader: Option<NodeId>,
     closing: HashSet<PeerId>,
+    /// Peers whose connections this node closed because they went silent (a failed ping, or
+    /// an election request unanswered for the request timeout): a close that counts as
+    /// broken.
+    silent: HashSet<PeerId>,
     rng: StdRng,
     status: StatusSink,
     metrics: Option<Arc<Metrics>>,
@@ -228,7 +237,14 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
     let coords =
         CoordsDriver::new(crate::coords::driver::node_vivaldi_config(), coords_cfg, opts.seed ^ 0x5eed_c00d_5eed_c00d)?;
     for addr in &opts.cfg.listen {
-        swarm.listen_on(addr.clone()).map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+        swarm.listen_on(addr.clone()).map_err(|e| {
+            // `TransportError::Other` displays as nothing: the OS reason is the inner error.
+            let reason = match &e {
+                libp2p::TransportError::Other(io) => io.to_string(),
+                other => other.to_string(),
+            };
+            anyhow::anyhow!("cannot listen on {addr}: {reason}")
+        })?;
     }
     let topic = election_topic(opts.cfg.scope);
     swarm
@@ -298,6 +314,7 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
         conns: HashMap::new(),
         last_leader: None,
         closing: HashSet::new(),
+        silent: HashSet::new(),
         rng: StdRng::seed_from_u64(opts.seed ^ 0x9e37_79b9_7f4a_7c15),
         status: opts.status,
         metrics: opts.metrics,
@@ -408,6 +425,7 @@ impl Node {
                 self.queue.clear();
                 break;
             }
+            debug!(input = ?i, "election input");
             let effects = self.driver.feed(i);
             rejected |= effects.iter().any(|e| matches!(e, Effect::Rejected { from, .. } if Some(*from) == sender));
             self.apply(effects);
@@ -466,6 +484,7 @@ impl Node {
     /// Carry out one grouped send (see `node/src/election/driver.rs` for the routing choice).
     fn route(&mut self, msg: Message, to: Vec<NodeId>) {
         let kind = msg.kind();
+        debug!(kind, to = ?to.iter().map(|t| t.short()).collect::<Vec<_>>(), "election send");
         let far =
             to.iter().filter(|id| self.directory.peer_of(id).is_none_or(|p| !self.swarm.is_connected(&p))).count();
         // Echo runs over the actual topology and refuses messages from non-neighbours: it
@@ -526,7 +545,7 @@ impl Node {
         if let Some(c) = self.conns.get_mut(&peer) {
             c.last_election_use = Some(Instant::now());
         }
-        self.pending.insert(rid, (to, msg));
+        self.pending.insert(rid, (to, msg, peer, Instant::now()));
     }
 
     /// A frame that arrived (point to point or addressed broadcast) from `peer`. True when it
@@ -734,6 +753,7 @@ impl Node {
                 self.status.emit("members", json!({ "members": self.directory.len() }));
             }
         }
+        self.close_stalled(now);
         // Leader lost for good?
         let connected = |id: NodeId| self.directory.peer_of(&id).is_some_and(|p| self.swarm.is_connected(&p));
         if let Some(leader) = self.start.redial_expired(self.clock.at(now), connected) {
@@ -741,6 +761,28 @@ impl Node {
         }
         self.maybe_start(now);
         self.refresh_snapshot();
+    }
+
+    /// Closes the connections to peers with an election request unanswered for the request
+    /// timeout. libp2p's request timeout starts only once the peer has agreed to open a
+    /// stream, so on a connection that went quiet (the peer frozen or cut off) a request
+    /// otherwise waits for the stream upgrade's own 10 s. The close fails the request
+    /// (`SendFailed`) and counts as broken (`ConnectionClosed`).
+    fn close_stalled(&mut self, now: Instant) {
+        let limit = Duration::from_millis(self.cfg.limits.request_timeout_ms);
+        let stalled: HashSet<PeerId> = self
+            .pending
+            .values()
+            .filter(|(_, _, peer, at)| now.saturating_duration_since(*at) > limit && !self.silent.contains(peer))
+            .map(|(_, _, peer, _)| *peer)
+            .filter(|p| self.swarm.is_connected(p))
+            .collect();
+        for peer in stalled {
+            debug!(%peer, "election request unanswered for {limit:?}; closing the connection");
+            self.snap.requests_stalled += 1;
+            self.silent.insert(peer);
+            let _ = self.swarm.disconnect_peer_id(peer);
+        }
     }
 
     /// The ring neighbours this node keeps connections to (ring algorithms only): the
@@ -821,6 +863,7 @@ impl Node {
         s.peers = self.conns.len();
         s.connections = self.swarm.behaviour().gate.established();
         s.members = self.directory.len();
+        s.members_paced = self.directory.is_paced();
         s.sync = self.directory.stats();
         s.sync_period_ms = self.pacer.period().as_millis() as u64;
         s.members_changed_at = Some(self.directory.changed_at());
@@ -911,8 +954,9 @@ impl Node {
                     sp.on_connection_closed(&mut self.swarm, &self.directory, peer_id, cause.as_ref());
                 }
                 let pruned = self.closing.remove(&peer_id);
+                let silent = self.silent.remove(&peer_id);
                 let node = node_id_of(&peer_id);
-                let broke = !pruned && !matches!(cause, None | Some(ConnectionError::KeepAliveTimeout));
+                let broke = silent || (!pruned && !matches!(cause, None | Some(ConnectionError::KeepAliveTimeout)));
                 if self.echo {
                     self.feed(Input::PeerDown(node));
                 } else if self.start.connection_closed(node, broke, self.clock.now()) {
@@ -1067,7 +1111,7 @@ impl Node {
                 }
             }
             Event::OutboundFailure { peer, request_id, error, .. } => {
-                if let Some((to, msg)) = self.pending.remove(&request_id) {
+                if let Some((to, msg, _, _)) = self.pending.remove(&request_id) {
                     debug!(%peer, kind = msg.kind(), "election send failed: {error}");
                     let refusal = if matches!(error, OutboundFailure::DialFailure) {
                         self.swarm.behaviour_mut().gate.dial_refusal(&peer)
@@ -1142,9 +1186,23 @@ impl Node {
         }
     }
 
-    /// A ping RTT: a Vivaldi sample (asks the peer for its coordinate when needed).
+    /// A ping RTT: a Vivaldi sample (asks the peer for its coordinate when needed). A ping
+    /// that timed out or failed (not one the peer does not support) closes its connection: the peer is frozen, cut off or gone, and libp2p keeps such a
+    /// connection open. The close counts as broken (`ConnectionClosed`): a leader's connection
+    /// is redialled, and a failed redial reports the leader down.
     fn on_ping(&mut self, e: libp2p::ping::Event) {
-        let Ok(rtt) = e.result else { return };
+        let rtt = match e.result {
+            Ok(rtt) => rtt,
+            // A peer without the ping protocol is not silent: nothing to learn.
+            Err(libp2p::ping::Failure::Unsupported) => return,
+            Err(failure) => {
+                debug!(peer = %e.peer, "ping failed: {failure}; closing the connection");
+                self.snap.ping_failures += 1;
+                self.silent.insert(e.peer);
+                self.swarm.close_connection(e.connection);
+                return;
+            }
+        };
         let now = Instant::now();
         let delays = SampleDelays {
             emulation: self.latency.as_ref().and_then(|l| l.recent_lateness(&e.peer)).unwrap_or_default(),

@@ -20,6 +20,9 @@ pub struct Snapshot {
     pub peers: usize,
     pub connections: usize,
     pub members: usize,
+    /// The directory has settled once, so each sender's new members are paced.
+    #[serde(default)]
+    pub members_paced: bool,
     pub routing_table: usize,
     pub elections_started: u64,
     pub elections_won: u64,
@@ -30,6 +33,11 @@ pub struct Snapshot {
     pub messages_received: u64,
     pub broadcasts_sent: u64,
     pub bad_frames: u64,
+    /// Pings that failed; each closes its connection (`node/src/runtime/node.rs`).
+    pub ping_failures: u64,
+    /// Election requests unanswered for the request timeout; each closes its peer's
+    /// connections (`node/src/runtime/node.rs`).
+    pub requests_stalled: u64,
     /// Election messages whose claims the directory contradicted (`overlay::directory::claims`).
     pub claims_refused: u64,
     /// Misbehaviour reports and bans (`node/src/net/guard.rs`).

@@ -113,7 +113,12 @@ pub fn check_election(d: &impl Ranks, me: Rank, from: NodeId, msg: &Message) -> 
             relayed_leader(leader)
         }
         Message::CrElection { candidate, .. } => rank_ok(d, candidate),
-        Message::CrElected { leader, .. } | Message::VillLeader { leader, .. } => relayed_leader(leader),
+        Message::CrElected { leader, .. } => relayed_leader(leader),
+        // A Villadangos process that receives a leader ranked below it starts the next epoch,
+        // which it wins: the algorithm's way back for a restarted or thawed higher process
+        // (it adopts the group's epoch from that announcement). Refusing it would leave such a
+        // process out for good.
+        Message::VillLeader { leader, .. } => rank_ok(d, leader),
         Message::Message1 { candidate_predecessor: r, .. }
         | Message::Message2 { candidate_successor: r, .. }
         | Message::Message3 { candidate_predecessor: r, .. } => rank_ok(d, r),
@@ -226,6 +231,9 @@ mod tests {
         let low = Message::CrElected { epoch: 3, leader: r(1, 1) };
         assert_eq!(check_election(&g, me, from, &low).unwrap_err().severity, Severity::Stale);
         assert!(check_election(&g, me, from, &Message::CrElected { epoch: 3, leader: r(3, 3) }).is_ok());
+        // ...but a Villadangos announcement of a lower leader is how a higher process learns
+        // the epoch it must overtake.
+        assert!(check_election(&g, me, from, &Message::VillLeader { epoch: 3, leader: r(1, 1) }).is_ok());
         let view = Message::View { up: vec![r(1, 1), r(3, 3)], coordinator: Some(r(3, 4)) };
         assert!(check_election(&g, me, from, &view).is_err());
         let tag = ElectionTag { round: 1, source: r(1, 1) };

@@ -52,7 +52,8 @@ pub enum AnyElection {
     Ring(Watched<ring::Ring>),
     ChangRoberts(Watched<chang_roberts::ChangRoberts>),
     Villadangos(Watched<villadangos::Villadangos>),
-    Echo(echo::Echo),
+    /// Boxed: the echo state is the largest by far, and every process of a simulation holds one.
+    Echo(Box<echo::Echo>),
 }
 
 impl AnyElection {
@@ -73,7 +74,7 @@ impl AnyElection {
                 group,
                 cfg,
             )),
-            Algorithm::Echo => AnyElection::Echo(echo::Echo::new(me, group, cfg)),
+            Algorithm::Echo => AnyElection::Echo(Box::new(echo::Echo::new(me, group, cfg))),
         }
     }
 

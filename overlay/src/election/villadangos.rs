@@ -564,6 +564,16 @@ impl LeaderSilence for Villadangos {
             self.start_epoch(ctx, Some(l));
         }
     }
+
+    /// A silent leader that speaks again (thawed, or healed from a partition) is no longer
+    /// the suspect, nor dead from failed sends; its reported failure stands until `PeerUp`.
+    fn alive(&mut self, from: NodeId) {
+        let Some(p) = self.group.position(&from).map(|p| p as u32) else { return };
+        self.dead.retain(|&d| d != p);
+        if self.suspect == p {
+            self.suspect = NONE;
+        }
+    }
 }
 
 impl Election for Villadangos {

@@ -15,7 +15,9 @@
 //!
 //! `Alive` from a process this one does not follow, ranked above the leader it names (or
 //! when it names none), means two leaders can see each other: after a heal, a thaw, or an
-//! announcement that was lost. Outside an election the process then holds one (`Start`),
+//! announcement that was lost. The sender lives: the algorithm stops suspecting it
+//! ([`LeaderSilence::alive`]; a failure report still stands until `PeerUp`), so the election
+//! that follows does not skip it again. Outside an election the process then holds one (`Start`),
 //! which the ring algorithms run over everyone reachable, so the components merge under the
 //! best leader. `Alive` from a lower process is left alone: that process hears the higher
 //! leader's `Alive` itself. Convergence after a heal therefore takes one alive interval, the
@@ -41,6 +43,10 @@ pub trait LeaderSilence: Election {
     /// The leader this process names (`leader`) was silent for T1: hold a new election that
     /// skips it, for that election only.
     fn leader_silent(&mut self, ctx: &mut Context<'_>, leader: NodeId);
+
+    /// `from` sent an `Alive`: it lives, whatever this process suspected from its silence or
+    /// from failed sends (a failure report stands until `PeerUp`).
+    fn alive(&mut self, _from: NodeId) {}
 }
 
 /// What T1 is measuring.
@@ -100,6 +106,7 @@ impl<E: LeaderSilence> Watched<E> {
             }
             return;
         }
+        self.inner.alive(from);
         if self.inner.in_election() || self.inner.leader() == Some(from) {
             return;
         }
@@ -303,6 +310,38 @@ mod tests {
             net.input(3, Input::Message { from: ranks[1].id, msg: Message::Alive });
             assert_eq!(before, (net.process(3).leader(), net.process(3).in_election()), "{a}");
         }
+    }
+
+    /// A leader that fell silent (frozen, cut off) and speaks again is no longer skipped: the
+    /// election its `Alive` starts includes it (Villadangos kept it as the suspect of every
+    /// later epoch, so a thawed leader was left out for good).
+    #[test]
+    fn a_silent_leader_that_speaks_again_is_not_skipped() {
+        let a = Algorithm::Villadangos;
+        let ranks: Vec<Rank> = (0..4).map(|i| Rank::new(0, NodeId::from_u64(i + 1))).collect();
+        let group = Arc::new(Membership::new(ranks.clone()));
+        let mut p = AnyElection::new(ranks[0], group, &cfg(a));
+        let announce = |epoch, l: usize| Input::Message {
+            from: ranks[l].id,
+            msg: Message::VillLeader { epoch, leader: ranks[l] },
+        };
+        feed(&mut p, announce(1, 3));
+        assert_eq!(p.leader(), Some(ranks[3].id));
+        // Silence: the next epoch skips 3 (its `Message1` goes to 2, the next below on the
+        // ring after the wrap).
+        let out = feed(&mut p, Input::Timer(Timer::T1));
+        let first_to = |out: &[Effect]| {
+            out.iter().find_map(|e| match e {
+                Effect::Send { to, msg: Message::Message1 { .. } } => Some(*to),
+                _ => None,
+            })
+        };
+        assert_eq!(first_to(&out), Some(ranks[2].id), "{out:?}");
+        feed(&mut p, announce(2, 2));
+        assert_eq!(p.leader(), Some(ranks[2].id));
+        // 3 speaks again: the election its Alive starts goes to it.
+        let out = feed(&mut p, Input::Message { from: ranks[3].id, msg: Message::Alive });
+        assert_eq!(first_to(&out), Some(ranks[3].id), "{out:?}");
     }
 
     /// A process that names no leader and is in no election holds one after T1 (a partition

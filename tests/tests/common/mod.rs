@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test binary uses its own subset
 
 pub mod attacker;
+pub mod netnode;
 
 use peerage_node::config::FileConfig;
 

@@ -26,9 +26,11 @@
 //!   all of them fail the election restarts, as when the seed's full list empties.
 //! - A process holding its own election answers lower `Election`s without arming T4; one
 //!   waiting T4 re-arms it for each further `Election`. The coordinator answers and stays
-//!   coordinator; nominated after answering, it announces again to every lower process; a
-//!   nomination it did not answer an `Election` for is answered with `Coordinator` to the
-//!   nominator alone.
+//!   coordinator; nominated after answering, it announces again to every lower process, and
+//!   so it does when no `Nomination` follows within T4 (the nominator admitted a `Coordinator`
+//!   and dropped its election, and an answerer may meanwhile have admitted a stale lower
+//!   claim: this announcement is the last it hears); a nomination it did not answer an
+//!   `Election` for is answered with `Coordinator` to the nominator alone.
 //! - A nominee that knows of a live higher process the nominator did not hear from does not
 //!   take over: it holds an election (or lets its own reach the nominator). It knows of one
 //!   when its own election heard an `Answer`, when it names a higher coordinator, or when a

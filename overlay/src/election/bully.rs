@@ -354,9 +354,7 @@ impl Bully {
                 // A higher process is up again (a recovery or a heal), above the coordinator
                 // this process names, and its claim was refused while it was reported down:
                 // ask again.
-                let refused = self.refused.remove(&p);
-                let up =
-                    self.group.rank_of(&p).filter(|&r| refused && r > self.me && self.leader.is_none_or(|l| r > l));
+                let up = self.refused.refused_and_above(&self.group, self.me, self.leader, &p);
                 if let Some(r) = up {
                     if self.phase == Phase::Idle {
                         self.hold_election(ctx);

@@ -12,7 +12,7 @@
 //! group ([`Down::retain_members`]) no longer has the member. Only members are entered, so
 //! the set is bounded by the group; it is usually empty.
 
-use crate::id::NodeId;
+use crate::id::{NodeId, Rank};
 use crate::membership::Membership;
 
 /// Sorted ids of the members reported down.
@@ -35,6 +35,20 @@ impl Down {
     }
 
     /// Take back a report; returns whether there was one.
+    /// `PeerUp` for `p`, in a set of members whose claims were refused while reported down
+    /// (the bully family's `refused`): `p`'s rank if its claim was refused and it ranks above
+    /// this process (`me`) and above the coordinator it names, so that it must be asked again.
+    pub fn refused_and_above(
+        &mut self,
+        group: &Membership,
+        me: Rank,
+        leader: Option<Rank>,
+        p: &NodeId,
+    ) -> Option<Rank> {
+        let refused = self.remove(p);
+        group.rank_of(p).filter(|&r| refused && r > me && leader.is_none_or(|l| r > l))
+    }
+
     pub fn remove(&mut self, id: &NodeId) -> bool {
         match self.0.binary_search(id) {
             Ok(i) => {

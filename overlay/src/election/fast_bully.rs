@@ -1083,8 +1083,8 @@ mod tests {
         assert!(effects.contains(&Effect::Send { to: ranks[0].id, msg: Message::Answer }), "{effects:?}");
         assert!(effects.iter().any(|e| matches!(e, Effect::SetTimer { timer: Timer::T4, .. })), "{effects:?}");
         let effects = feed(&mut p, Input::Timer(Timer::T4));
-        for i in 0..3 {
-            assert!(effects.contains(&Effect::Send { to: ranks[i].id, msg: Message::Coordinator }), "{effects:?}");
+        for r in &ranks[..3] {
+            assert!(effects.contains(&Effect::Send { to: r.id, msg: Message::Coordinator }), "{effects:?}");
         }
         // Once announced, a late T4 does nothing.
         assert!(feed(&mut p, Input::Timer(Timer::T4)).is_empty());

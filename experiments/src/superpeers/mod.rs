@@ -88,8 +88,10 @@ pub struct SuperpeersArgs {
     /// Protocol rounds at most (1 round = 1 s).
     #[arg(long, default_value_t = 150)]
     pub max_rounds: u32,
-    /// Rounds without any change that count as converged.
-    #[arg(long, default_value_t = 5)]
+    /// Rounds without change (at most N/1000 attachments or token moves a round) that count
+    /// as converged. 25 is longer than two split-offer periods, so a placement whose settled
+    /// holders are still offering splits is not called converged.
+    #[arg(long, default_value_t = 25)]
     pub stable_rounds: u32,
     /// Share of super peers crashed after convergence (0 = no failure phase).
     #[arg(long, default_value_t = 0.05)]

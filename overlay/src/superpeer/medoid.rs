@@ -14,9 +14,8 @@
 //! The step (once per token epoch, by a holder still for the hold time, with no handover,
 //! drain or election under way and no crash nearby for the hold time; again at the same
 //! epoch only once a quarter of its members changed):
-//! - **Sample.** Up to `medoid_sample` members (32), drawn at random ([`sample`]).
-//! - **Candidates.** The `medoid_candidates` members (6 when on; the default is 0, off: see
-//!   `SuperPeerConfig::medoid_candidates`) best by a coarse score
+//! - **Sample.** Up to `medoid.sample` members (32), drawn at random ([`sample`]).
+//! - **Candidates.** The `medoid.candidates` members (6; `MedoidConfig`) best by a coarse score
 //!   ([`candidates`]): the mean Euclidean distance to the other members (the coordinates
 //!   place cities well; it is the heights, the per-node part, that they get wrong) plus
 //!   `access_weight x` the member's access excess from its measured nearest RTT

@@ -14,9 +14,8 @@
 //! switch to heads measured nearer, so the clustering keeps improving around a head that
 //! stays. A recreated token starts young. 0 turns aging off.
 //!
-//! **Jumps age later** (*ours*, [`jump_aging`]): split jumps are worth most early, so a jump
-//! ages only after the super peer has served [`JUMP_AGING_AFTER`] x `hold_rounds`, then at the
-//! moves' rate.
+//! Split jumps do not age (`super::token`, "Split offers"): a jump must gain more than the
+//! removal of its token costs, and only the token's cooling raises that bar.
 //!
 //! Tried and not kept: a small move keeping the promotion (the receiver started young and moved
 //! again on ordinary gains).
@@ -33,15 +32,6 @@ pub fn aging(promoted: bool, age: u32, cfg: &TokenConfig) -> f64 {
     1.0 + age as f64 / cfg.aging
 }
 
-/// Hold times a super peer serves before its split jumps age (module doc, "Jumps age too").
-pub const JUMP_AGING_AFTER: u32 = 3;
-
-/// The factor by which a super peer's split jump needs more gain (module doc, "Jumps age
-/// too"): [`aging`] of the rounds it has served beyond [`JUMP_AGING_AFTER`] x `hold_rounds`.
-pub fn jump_aging(promoted: bool, age: u32, cfg: &TokenConfig) -> f64 {
-    aging(promoted, age.saturating_sub(JUMP_AGING_AFTER.saturating_mul(cfg.hold_rounds)), cfg)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,18 +46,5 @@ mod tests {
         assert!(aging(true, 60, &cfg) > aging(true, 30, &cfg));
         let off = TokenConfig { aging: 0.0, ..cfg };
         assert_eq!(aging(true, 1000, &off), 1.0);
-    }
-
-    #[test]
-    fn a_jump_ages_only_after_a_few_hold_times() {
-        let cfg = TokenConfig { aging: 10.0, hold_rounds: 10, ..Default::default() };
-        assert_eq!(jump_aging(true, 0, &cfg), 1.0);
-        assert_eq!(jump_aging(true, 30, &cfg), 1.0, "no aging for 3 hold times");
-        assert!((jump_aging(true, 50, &cfg) - 3.0).abs() < 1e-12);
-        assert_eq!(jump_aging(false, 50, &cfg), 1.0, "not promoted: no aging");
-        let short = TokenConfig { hold_rounds: 2, ..cfg.clone() };
-        assert!((jump_aging(true, 16, &short) - 2.0).abs() < 1e-12);
-        let off = TokenConfig { aging: 0.0, ..cfg };
-        assert_eq!(jump_aging(true, 1000, &off), 1.0);
     }
 }

@@ -42,25 +42,29 @@
 //!   moves keep tokens where the claimers put them, in proportion to the nodes, while the
 //!   capacitated k-median puts fewer heads in big cities and more in small ones. A settled
 //!   holder computes its cluster's best split ([`split_gain`]: the member that as a second head
-//!   saves the most predicted RTT); above `split_min` x its cluster's cost it offers it to one
-//!   holder, the one cheapest to remove ([`split_taker`]). A settled holder that gets an offer
+//!   saves the most predicted RTT); above `split.min_gain` x its cluster's cost it offers it to one
+//!   holder: the one that looks cheapest to remove, then at each later offer the next
+//!   cheapest ([`split_taker`]). A settled holder that gets an offer
 //!   prices its own removal with every member and itself placed at known tokens *with room*
-//!   ([`removal_plan`], [`split_reserve`]); below `split_ratio` x the gain (with cooling) it
+//!   ([`removal_plan`], [`split_reserve`]); if that removal times the token's epoch cooling
+//!   (`1 + epoch / cooling`, no promoted factor, no aging) is below `split.ratio` x the gain, it
 //!   drains its members first (`StepDownTo` the head the plan gives each), then jumps with a
 //!   member-less `Handover` (the relay's conservation rules). No offer or jump within
 //!   `hold_rounds` of a crash nearby.
 //!
 //! Tried and not kept: moving to the peer furthest along the force (rim, long jumps); a global
-//! repulsion length; per-member RTT residuals instead of the nearest RTT (too noisy).
+//! repulsion length; per-member RTT residuals instead of the nearest RTT (too noisy); every
+//! offer to the one cheapest-looking taker (it refused each of them when its neighbours were
+//! full, and the offerers never asked another).
 
 use super::config::TokenConfig;
 use super::message::PeerInfo;
 use super::point::{Point, DIMS};
 use crate::id::NodeId;
 
-/// A super peer's token moves only above `force_threshold` times this, with `min_gain` times
-/// this, and its split jumps cost this much more: its cluster has settled around it, and a
-/// move costs every member a switch.
+/// A super peer's token moves only above `force_threshold` times this and with `min_gain`
+/// times this: its cluster has settled around it, and a move costs every member a switch.
+/// (A split jump is judged by its own price, module doc "Split offers".)
 pub const PROMOTED_FACTOR: f64 = 2.0;
 
 /// Candidates nearest the wanted point whose cost a move prices ([`choose_target`]): enough
@@ -449,15 +453,18 @@ pub fn split_gain(me: &PeerInfo, members: &[PeerInfo], cap: usize) -> Option<(Pe
     best.map(|(c, g)| (c, g, cost))
 }
 
-/// The holder a split offer goes to (module doc, "Split offers"): of the known
-/// holders `holders` (point and gossiped member count; those at the cap are draining,
-/// moving or full and are left out), the one whose token looks cheapest to remove from
-/// where the offering holder `me` stands: its members and itself, `members + 1`, times its
-/// distance to the nearest other holder it could hand them to (the others and `me`). One
-/// taker per offer: with the offer sent to every known holder, several began to move their
-/// members away for one spot that only the first of them got.
-pub fn split_taker(me: &Point, holders: &[(Point, u32)], cap: u32) -> Option<usize> {
-    let mut best: Option<(f64, usize)> = None;
+/// The holder a split offer goes to (module doc, "Split offers"). The known holders
+/// `holders` (point and gossiped member count; those at the cap are draining, moving or full
+/// and are left out) are ranked by how cheap their token looks to remove from where the
+/// offering holder `me` stands: its members and itself, `members + 1`, times its distance to
+/// the nearest other holder it could hand them to (the others and `me`). The offer goes to
+/// the `turn`-th of that ranking (cyclically): a holder's successive offers go to successive
+/// takers, cheapest first, so that one taker whose real removal is dearer than it looked
+/// (its neighbours full) does not refuse every offer for good. One taker per offer: with
+/// the offer sent to every known holder, several began to move their members away for one
+/// spot that only the first of them got.
+pub fn split_taker(me: &Point, holders: &[(Point, u32)], cap: u32, turn: usize) -> Option<usize> {
+    let mut ranked: Vec<(f64, usize)> = Vec::with_capacity(holders.len());
     for (i, (p, m)) in holders.iter().enumerate() {
         if *m >= cap {
             continue;
@@ -465,11 +472,12 @@ pub fn split_taker(me: &Point, holders: &[(Point, u32)], cap: u32) -> Option<usi
         let nearest =
             holders.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, o)| p.rtt(&o.0)).fold(p.rtt(me), f64::min);
         let est = (*m as f64 + 1.0) * nearest;
-        if est.is_finite() && best.is_none_or(|b| est < b.0) {
-            best = Some((est, i));
+        if est.is_finite() {
+            ranked.push((est, i));
         }
     }
-    best.map(|b| b.1)
+    ranked.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    (!ranked.is_empty()).then(|| ranked[turn % ranked.len()].1)
 }
 
 /// Places a jumping holder keeps free in every other cluster when it counts their room
@@ -733,11 +741,17 @@ mod tests {
         // Two holders side by side (each cheap to hand to the other) with 40 and 5 members, and
         // a lone one far away with 1.
         let holders = [(p(0.05, 0.0), 40), (p(0.051, 0.0), 5), (p(0.5, 0.0), 1)];
-        assert_eq!(split_taker(&me, &holders, 150), Some(1));
+        assert_eq!(split_taker(&me, &holders, 150, 0), Some(1));
+        // Later offers go to the next cheapest, then round again.
+        assert_eq!(split_taker(&me, &holders, 150, 1), Some(0));
+        assert_eq!(split_taker(&me, &holders, 150, 2), Some(2));
+        assert_eq!(split_taker(&me, &holders, 150, 3), Some(1));
         // At the cap (draining, moving or full): not asked.
         let holders = [(p(0.05, 0.0), 40), (p(0.051, 0.0), 150), (p(0.5, 0.0), 1)];
-        assert_eq!(split_taker(&me, &holders, 150), Some(0));
-        assert_eq!(split_taker(&me, &[], 150), None);
+        assert_eq!(split_taker(&me, &holders, 150, 0), Some(0));
+        assert_eq!(split_taker(&me, &holders, 150, 1), Some(2));
+        assert_eq!(split_taker(&me, &holders, 150, 2), Some(0));
+        assert_eq!(split_taker(&me, &[], 150, 0), None);
     }
 
     #[test]

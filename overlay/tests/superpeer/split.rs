@@ -338,31 +338,26 @@ fn a_holder_with_a_remote_group_offers_the_split_to_the_holders_it_knows() {
     assert!(splits(&fx).is_empty(), "offered while off");
 }
 
-/// Jumps age (without it, tokens do not converge at N = 10^5 with split offers on: after round 60 the last token moves were jumps of super peers promoted long before,
-/// each leaving a young holder that needed the hold time again): a jump ages like a move
-/// (`overlay::superpeer::promotion`, "Jumps age too": after 3 hold times). An offer that a
-/// young super peer takes is refused by one that has served 60 rounds; without aging
-/// (`promoted_aging` 0) the old one takes it too; a large enough offer still moves an old one.
+/// A jump is priced by the token's cooling alone (`overlay::superpeer::token`, "Split
+/// offers"): a super peer that has served 60 rounds jumps for the same offer as a young one
+/// (its moves age, its jumps do not), and a token whose cooling is steeper (the same epoch
+/// over a smaller `cooling`) needs a larger offer.
 #[test]
-fn an_old_super_peer_jumps_only_for_a_larger_offer_than_a_young_one() {
+fn a_jump_is_priced_by_the_tokens_cooling_not_by_the_super_peers_age() {
     let s = seed();
-    let d = common::with(SuperPeerConfig::default(), |c| {
-        c.split.ratio = 0.5;
-    });
+    let d = SuperPeerConfig::default();
     assert!(d.tokens.aging > 0.0, "aging is on by default");
     let young = d.tokens.hold_rounds + 1;
     let old = young + 60;
-    // The smallest offer (on a x1.25 grid) a young super peer jumps for.
-    let least = (0..80)
-        .map(|k| 0.001 * 1.25f32.powi(k))
-        .find(|g| jumps(&offered(d.clone(), young, *g, s).2))
-        .expect("a young super peer jumps for some offer");
-    let offer = 2.0 * least;
-    assert!(jumps(&offered(d.clone(), young, offer, s).2), "young, offer {offer}");
-    assert!(!jumps(&offered(d.clone(), old, offer, s).2), "an old super peer jumped for offer {offer}");
-    let off = common::with(d.clone(), |c| {
-        c.tokens.aging = 0.0;
+    // The smallest offer (on a x1.25 grid) a super peer jumps for.
+    let least = |cfg: &SuperPeerConfig, rounds: u32| {
+        (0..80).map(|k| 0.001 * 1.25f32.powi(k)).find(|g| jumps(&offered(cfg.clone(), rounds, *g, s).2))
+    };
+    let young_least = least(&d, young).expect("a young super peer jumps for some offer");
+    assert_eq!(least(&d, old), Some(young_least), "an old super peer's jump is priced by its age");
+    let steep = common::with(d.clone(), |c| {
+        c.tokens.cooling = 0.1;
     });
-    assert!(jumps(&offered(off, old, offer, s).2), "without aging, offer {offer}");
-    assert!(jumps(&offered(d, old, 8.0 * offer, s).2), "an old super peer ignored offer {}", 8.0 * offer);
+    let steep_least = least(&steep, young).expect("a steeply cooled token jumps for some offer");
+    assert!(steep_least > 2.0 * young_least, "cooling did not raise the price: {steep_least} vs {young_least}");
 }

@@ -283,7 +283,9 @@ impl SuperPeerNode {
             if let Some((at, gain, cost)) = split_gain(&me, &h.members, cfg.cluster_cap as usize) {
                 if gain > cfg.split.min_gain * cost {
                     let holders: Vec<(Point, u32)> = h.view.iter().map(|e| (e.holder.point, e.members)).collect();
-                    if let Some(i) = split_taker(&me.point, &holders, cfg.cluster_cap) {
+                    // The holder's n-th offer since it settled goes to the n-th cheapest taker.
+                    let turn = (still - cfg.tokens.hold_rounds) / SPLIT_EVERY;
+                    if let Some(i) = split_taker(&me.point, &holders, cfg.cluster_cap, turn as usize) {
                         ctx.send(h.view[i].holder.id, SpMessage::Split { at, gain: gain as f32 });
                     }
                 }

@@ -33,7 +33,7 @@ use super::message::{
     HeadEntry, HeadRole, MovePrice, MoveRecord, PeerInfo, Query, SpEffect, SpInput, SpMessage, TokenEntry, TokenId,
 };
 use super::point::Point;
-use super::promotion::{aging, jump_aging};
+use super::promotion::aging;
 use super::token::{
     awaiting_reports, choose_target, cooling, drift, net_force, removal_plan, split_gain, split_reserve, split_taker,
     AccessEstimate, CostParts, MoveBar, Removal, PROMOTED_FACTOR, SPLIT_EVERY, TOKEN_TTL, TOKEN_VIEW,

@@ -53,7 +53,8 @@
 //!
 //! Connections: the member directory syncs by digest anti-entropy with one random
 //! peer per period (`node/src/directory/members.rs`); Kademlia's routing table is filled from the directory
-//! without dialling (`kad_add`); for the ring algorithms the peer manager keeps the
+//! without dialling (`kad_add`), and from identify with peers that serve our DHT protocol
+//! (`serves_kad`: a peer that does not cannot answer lookups and is never handed out); for the ring algorithms the peer manager keeps the
 //! connections to both ring neighbours, so an election lap does not dial one connection per
 //! hop; one-to-many election sends go over the gossipsub mesh (`route`). Once settled a node
 //! therefore dials only when it falls below `target_low`.
@@ -1008,9 +1009,12 @@ impl Node {
                     m.libp2p.record(&e);
                 }
                 if let identify::Event::Received { peer_id, info, .. } = e {
+                    let serves_dht = serves_kad(&info.protocols, &self.cfg.kad_protocol);
                     let addrs: Vec<Multiaddr> =
                         info.listen_addrs.into_iter().filter(|a| !is_unspecified(a)).take(8).collect();
-                    self.kad_add(peer_id, &addrs);
+                    if serves_dht {
+                        self.kad_add(peer_id, &addrs);
+                    }
                     self.swarm.behaviour_mut().gate.add_addresses(peer_id, addrs);
                 }
             }
@@ -1349,10 +1353,36 @@ const MEMBERSHIP_FEED_EVERY: Duration = Duration::from_secs(2);
 /// Kademlia's bucket size (`node/src/net/behaviour.rs` sets the same value; libp2p's `K_VALUE`).
 pub const KAD_K: usize = 20;
 
+/// Does a peer that offers `protocols` serve our DHT? Only such a peer enters the routing
+/// table from identify: one that does not (a peer in Kademlia client mode, a light client)
+/// cannot answer lookups, and the libp2p Kademlia spec keeps client-mode peers out of routing
+/// tables, so it is never handed to others as a closer peer.
+fn serves_kad(protocols: &[libp2p::StreamProtocol], kad_protocol: &str) -> bool {
+    protocols.iter().any(|p| p.as_ref() == kad_protocol)
+}
+
 fn is_unspecified(a: &Multiaddr) -> bool {
     a.iter().any(|p| match p {
         Protocol::Ip4(ip) => ip.is_unspecified(),
         Protocol::Ip6(ip) => ip.is_unspecified(),
         _ => false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::serves_kad;
+    use libp2p::StreamProtocol;
+
+    #[test]
+    fn only_kademlia_servers_enter_the_routing_table_from_identify() {
+        let kad = "/peerage/kad/1.0.0";
+        let server = [StreamProtocol::new("/ipfs/id/1.0.0"), StreamProtocol::new(kad)];
+        let client = [StreamProtocol::new("/ipfs/id/1.0.0"), StreamProtocol::new("/meshsub/1.1.0")];
+        let other_dht = [StreamProtocol::new("/ipfs/kad/1.0.0")];
+        assert!(serves_kad(&server, kad));
+        assert!(!serves_kad(&client, kad));
+        assert!(!serves_kad(&other_dht, kad));
+        assert!(!serves_kad(&[], kad));
+    }
 }

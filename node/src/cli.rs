@@ -236,8 +236,7 @@ pub struct RunArgs {
 pub enum SwarmLatency {
     /// No added latency (loopback speed).
     None,
-    /// The seeded Internet latency model (`overlay::latency`): regions, cities, access delay,
-    /// detours, jitter.
+    /// The seeded Internet latency model: regions, cities, access delay, detours, jitter.
     Internet,
 }
 
@@ -301,7 +300,7 @@ pub struct SwarmArgs {
     /// `target_high` becomes at least twice that), so that each node measures RTTs to this
     /// many peers for its coordinate. Default: the node's own (6; nodes settle at ~12). With
     /// ~12 peers even the simulator's Vivaldi stops near 0.17 median relative error, with 20
-    /// at 0.086 (`coords_driver::COORD_PEERS_FOR_0_10`); more connections cost CPU.
+    /// at 0.086; more connections cost CPU.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=24))]
     pub coord_peers: Option<u32>,
     /// The peer manager prunes idle connections above this many per node (its
@@ -388,4 +387,33 @@ pub struct SwarmArgs {
     /// `/part` (a cluster pod that ended would be restarted).
     #[arg(long, requires = "http")]
     pub linger: bool,
+}
+
+#[cfg(test)]
+mod help_text {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// Every help text (the command's and each subcommand's, at any depth) reads as prose for
+    /// a user: no rustdoc link (`[`x`]`) and no Rust path (`a::b`).
+    #[test]
+    fn help_texts_carry_no_rustdoc_links_or_rust_paths() {
+        fn walk(cmd: &mut clap::Command, path: &str, bad: &mut Vec<String>) {
+            let text = cmd.render_long_help().to_string();
+            for line in text.lines() {
+                if line.contains("[`") || line.split_whitespace().any(|w| w.contains("::")) {
+                    bad.push(format!("{path}: {}", line.trim()));
+                }
+            }
+            for sub in cmd.get_subcommands_mut() {
+                let p = format!("{path} {}", sub.get_name());
+                walk(sub, &p, bad);
+            }
+        }
+        let mut cmd = Cli::command();
+        let name = cmd.get_name().to_string();
+        let mut bad = Vec::new();
+        walk(&mut cmd, &name, &mut bad);
+        assert!(bad.is_empty(), "help text a user should not see:\n{}", bad.join("\n"));
+    }
 }

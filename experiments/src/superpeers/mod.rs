@@ -75,7 +75,7 @@ pub struct SuperpeersArgs {
     #[arg(long, alias = "seed", default_value = "1")]
     pub seeds: SeedRange,
     /// Vivaldi rounds; in each, every node samples each of its neighbours and
-    /// `--vivaldi-fresh` random peers (see `world::VivaldiPhase`).
+    /// `--vivaldi-fresh` random peers.
     #[arg(long, default_value_t = 40)]
     pub vivaldi_rounds: usize,
     /// Fresh uniformly random peers each node samples per Vivaldi round (at most 16).
@@ -99,16 +99,18 @@ pub struct SuperpeersArgs {
     /// Rounds allowed for recovery after the crash.
     #[arg(long, default_value_t = 60)]
     pub recovery_rounds: u32,
-    /// What hurt the real swarm, simulated ([`faults`]): `off`, or `swarm` (rough figures of
-    /// the 200-node swarms, not calibrated).
+    /// What hurt the real swarm, simulated: short or failed DHT lookups, refused
+    /// connections, nodes whose event loop runs late, queueing in pings. `off`, or `swarm`
+    /// (rough figures of the 200-node swarms, not calibrated).
     #[arg(long, value_enum, default_value = "off")]
     pub faults: FaultPreset,
-    /// A TOML file of fault settings (the keys of [`faults::Faults`]); keys it leaves out take
-    /// the preset's values.
+    /// A TOML file of fault settings (keys: lookup_short, lookup_timeout, peer_failure,
+    /// refused, loaded, lateness_ms, ping_queue_ms, unfit_rounds, drift_share, drift_ms,
+    /// head_watch); keys it leaves out take the preset's values.
     #[arg(long)]
     pub faults_config: Option<PathBuf>,
     /// The super-peer settings: a TOML file whose `[superpeer]` table is read (the table a
-    /// node's config file holds, `overlay::superpeer::config`; the file's other tables are
+    /// node's config file holds; the file's other tables are
     /// ignored, so a node's config file runs here unchanged). Keys it leaves out take their
     /// defaults; `--share` and `--cap` override it.
     #[arg(long)]
@@ -122,9 +124,9 @@ pub struct SuperpeersArgs {
     /// Subgradient iterations of the k-median's lower bound (N <= 20,000).
     #[arg(long, default_value_t = 300)]
     pub kmedian_iters: usize,
-    /// Print, for every protocol run, where its placement loses against the k-median
-    /// ([`diagnose`]: own heads assigned optimally on the TRUE RTT, then k-medoids by TRUE and
-    /// by predicted RTT, and a per-city comparison; global knowledge, a diagnostic).
+    /// Print, for every protocol run, where its placement loses against the k-median: its own
+    /// heads assigned optimally on the TRUE RTT, then k-medoids by TRUE and by predicted RTT,
+    /// and a per-city comparison (global knowledge, a diagnostic).
     #[arg(long)]
     pub diagnose: bool,
     /// Neighbours per node from its own and nearby cities.
@@ -133,7 +135,8 @@ pub struct SuperpeersArgs {
     /// Neighbours per node drawn uniformly from the whole population.
     #[arg(long, default_value_t = 8)]
     pub random: usize,
-    /// Output directory (per-node gzipped CSV, summary CSV, JSON, PNG, SVG; see [`output`]).
+    /// Output directory: per-node gzipped CSV, summary CSV, JSON, PNG and SVG, every file
+    /// named with N and the seed.
     #[arg(long, default_value = "target/superpeers")]
     pub out: PathBuf,
     /// Skip the plots.

@@ -74,6 +74,12 @@ pub struct SuperpeersArgs {
     /// them follows each population size.
     #[arg(long, alias = "seed", default_value = "1")]
     pub seeds: SeedRange,
+    /// The latency model's seed, for every seed of the run: the world a
+    /// `peerage swarm --latency internet --seed S` of the same N runs on (node i at the same
+    /// place), so that the lab and a real swarm can be compared on one world. Default: drawn
+    /// from each seed and N.
+    #[arg(long)]
+    pub latency_seed: Option<u64>,
     /// Vivaldi rounds; in each, every node samples each of its neighbours and
     /// `--vivaldi-fresh` random peers.
     #[arg(long, default_value_t = 40)]
@@ -339,7 +345,8 @@ fn run_one(
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(run_seed);
     let multi = MultiProgress::new();
     let pb = multi.add(bar(args.vivaldi_rounds as u64, &format!("N={n} s{seed} coordinates")));
-    let mut w = world::World::generate(n, args.near, args.random, run_seed, &mut rng)?;
+    let model_seed = args.latency_seed.unwrap_or(run_seed);
+    let mut w = world::World::generate(n, args.near, args.random, model_seed, &mut rng)?;
     let phase = world::VivaldiPhase {
         rounds: args.vivaldi_rounds,
         fresh: args.vivaldi_fresh,

@@ -851,6 +851,13 @@ mod tests {
         sc::two_coordinator_crashes(&cfg());
     }
 
+    /// A process whose only input is its group holds an election after T1 (the simulator's
+    /// boot relies on it, as a node does).
+    #[test]
+    fn group_alone_then_the_orphan_elects_itself() {
+        sc::group_alone_then_the_orphan_elects_itself(Algorithm::FastBully);
+    }
+
     #[test]
     fn heartbeats_keep_followers_and_detect_a_crash() {
         sc::heartbeats_keep_followers_and_detect_a_crash(Algorithm::FastBully);

@@ -265,3 +265,18 @@ fn highest_cut_off_before_any_message_elects_itself_after_the_heal() {
         assert_ok(&s, 543_734, &format!("{algorithm}, sweep case"));
     }
 }
+
+/// Fast bully's answering followers and its coordinator's re-announcement: sweep crash seed
+/// 16072 (N = 19, six crashes) ends its last election within T4 + T2 of the last crash.
+/// With equal waits the re-announcement and the followers' T4 cross, each crossing starting
+/// another round one T4 later (9.1 s for this seed).
+#[test]
+fn fast_bully_settles_within_t4_and_t2_after_the_last_crash() {
+    use peerage_experiments::lab::cases::FaultKind;
+    use peerage_experiments::lab::sweep::run_case;
+    let r = run_case(Algorithm::FastBully, 16_072, Some(FaultKind::Crash));
+    assert!(r.ok, "{}", r.summary);
+    let settle = Duration::from_micros(r.outcome.and_then(|o| o.settle_us).unwrap_or(0));
+    let c = ElectionConfig::for_algorithm(Algorithm::FastBully);
+    assert!(settle <= c.t4() + c.t2(), "settled {settle:?} after the last crash");
+}

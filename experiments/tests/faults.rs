@@ -1,5 +1,5 @@
-//! Elections under faults in the simulator: the counter-examples that once broke an
-//! algorithm (each replayed exactly as it was found), members that are dead for good, frozen
+//! Elections under faults in the simulator: counter-examples found by the sweep and by
+//! targeted runs (each replayed exactly as it was found), members that are dead for good, frozen
 //! leaders, and heals.
 
 use overlay::election::{Algorithm, ElectionConfig};
@@ -26,12 +26,12 @@ fn assert_ok(s: &Scenario, seed: u64, what: &str) {
     assert!(o.ok(), "{what} (seed {seed}): {:?}", o.verdict.problems);
 }
 
-/// The bully family admitted a `Coordinator` from a leader whose crash had already been
-/// reported: the leader crashes right after announcing, a fast detector's `PeerDown` lands
-/// before the announcement, and every live process then named the dead leader for good.
-/// Three cases, as found: `peerage-lab elections -a bully -n 4 --initiators 1 --crash-during 1
+/// The bully family admits no `Coordinator` from a leader whose crash is already reported:
+/// the leader crashes right after announcing and a fast detector's `PeerDown` lands before
+/// the announcement; admitting it would leave every live process naming the dead leader for
+/// good. Three cases: `peerage-lab elections -a bully -n 4 --initiators 1 --crash-during 1
 /// --latency range:1ms..50ms --detect-delay 1ms --seed 113`, and the sweep's bully seed 212214
-/// and fast bully seed 180521 (from the sweep's crash cases before it drew fault kinds).
+/// and fast bully seed 180521 (crash cases of the sweep, spelled out here).
 #[test]
 fn bully_family_admits_no_claim_from_a_process_reported_down() {
     let replay = Scenario {
@@ -43,7 +43,7 @@ fn bully_family_admits_no_claim_from_a_process_reported_down() {
         detect_delay_ms: 1,
         ..Scenario::default()
     };
-    assert_ok(&replay, 113, "bully, the issue's replay");
+    assert_ok(&replay, 113, "bully, targeted replay");
     let sweep_case = |algorithm, nodes, hi, detect_delay_ms, crash_during, topology| Scenario {
         algorithm,
         nodes,
@@ -62,9 +62,9 @@ fn bully_family_admits_no_claim_from_a_process_reported_down() {
     assert_ok(&fast, 180_521, "fast bully, sweep case");
 }
 
-/// The echo election lost a crash report when the dead process was across a partition at
-/// report time and the heal came before the partition's link reports: live nodes kept naming
-/// the dead leader. `peerage-lab elections -a echo -n 12 --initiators all --crash-during 3
+/// The echo election keeps a crash report when the dead process is across a partition at
+/// report time and the heal comes before the partition's link reports (a lost report leaves
+/// live nodes naming the dead leader). `peerage-lab elections -a echo -n 12 --initiators all --crash-during 3
 /// --crash-window 50ms --latency range:1ms..10ms --detect-delay 200ms --topology regular:3
 /// --partition-at 100ms --partition-fraction 0.3 --heal-at 250ms --seed 1223`.
 #[test]
@@ -80,7 +80,7 @@ fn echo_crash_report_survives_a_heal_before_the_link_reports() {
         partition: Some(PartitionSpec { at_ms: 100, fraction: 0.3, heal_at_ms: Some(250) }),
         ..Scenario::default()
     };
-    assert_ok(&s, 1223, "echo, the issue's replay");
+    assert_ok(&s, 1223, "echo, targeted replay");
 }
 
 /// One echo election from one source costs exactly its formula in the simulator too, where
@@ -238,4 +238,45 @@ fn partition_each_side_elects_then_the_heal_merges() {
             assert!(settled <= bound, "{algorithm} seed {seed}: {settled:?} > {bound:?}");
         }
     }
+}
+
+/// The highest of three processes is cut off 2 ms after the start, before any message
+/// reaches it, and healed at 71 ms, before the detector (171 ms) looks: the two initiators'
+/// `Election`s to it fail, they elect the second process, whose `Alive`s go only to the
+/// lowest. The highest names nobody; without its group at boot it would handle no input at
+/// all and stay leaderless for good. With it, its orphan T1 expires and it takes over. The
+/// sweep's partition-heal seed 543734, for bully and fast bully:
+/// `peerage-lab sweep --algorithm bully --seeds 543734 --details`.
+#[test]
+fn highest_cut_off_before_any_message_elects_itself_after_the_heal() {
+    for algorithm in [Algorithm::Bully, Algorithm::FastBully] {
+        let s = Scenario {
+            algorithm,
+            nodes: 3,
+            initiators: Initiators::Count(2),
+            latency: range(1, 21),
+            detect_delay_ms: 171,
+            alive_interval_ms: 100,
+            partition: Some(PartitionSpec { at_ms: 2, fraction: 0.2565418485231146, heal_at_ms: Some(71) }),
+            time_limit_ms: 3_600_000,
+            max_events: 5_000_000,
+            ..Scenario::default()
+        };
+        assert_ok(&s, 543_734, &format!("{algorithm}, sweep case"));
+    }
+}
+
+/// Fast bully's answering followers and its coordinator's re-announcement: sweep crash seed
+/// 16072 (N = 19, six crashes) ends its last election within T4 + T2 of the last crash.
+/// With equal waits the re-announcement and the followers' T4 cross, each crossing starting
+/// another round one T4 later (9.1 s for this seed).
+#[test]
+fn fast_bully_settles_within_t4_and_t2_after_the_last_crash() {
+    use peerage_experiments::lab::cases::FaultKind;
+    use peerage_experiments::lab::sweep::run_case;
+    let r = run_case(Algorithm::FastBully, 16_072, Some(FaultKind::Crash));
+    assert!(r.ok, "{}", r.summary);
+    let settle = Duration::from_micros(r.outcome.and_then(|o| o.settle_us).unwrap_or(0));
+    let c = ElectionConfig::for_algorithm(Algorithm::FastBully);
+    assert!(settle <= c.t4() + c.t2(), "settled {settle:?} after the last crash");
 }

@@ -86,9 +86,10 @@ fn echo() {
 }
 
 /// Outside the assumptions a case still runs and its result is kept: loss against the
-/// algorithms that assume reliable channels is classified outside; fast bully seed 120 (a
-/// lost `Election`, 11 % loss) ends with wrong leaders and is recorded as such, while the
-/// same seeds inside echo's assumptions hold.
+/// algorithms that assume reliable channels is classified outside, while the same seeds
+/// inside echo's assumptions hold. Fast bully seed 120 (11 % loss) loses the `Election`s to
+/// the highest process, which hears nothing else; given its group at boot, it elects itself
+/// when its orphan T1 expires (without the boot it would name nobody for good).
 #[test]
 fn cases_outside_the_assumptions_are_run_and_counted() {
     for seed in 0..100 {
@@ -99,7 +100,6 @@ fn cases_outside_the_assumptions_are_run_and_counted() {
     }
     let r = run_case(Algorithm::FastBully, 120, Some(FaultKind::Loss));
     assert!(!r.inside);
-    let o = r.outcome.as_ref().expect("the case ran");
-    assert!(!r.ok && !o.verdict.safety, "{}", r.summary);
+    assert!(r.outcome.is_some() && r.ok, "{}", r.summary);
     assert_eq!(random_case(Algorithm::Ring, 5, Some(FaultKind::Loss)).scenario.alive_interval_ms, 100);
 }

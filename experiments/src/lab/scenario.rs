@@ -15,6 +15,18 @@
 //!   of the same seed without the faults (at least 1 ms).
 //! - `recover`: every crashed process comes back at a uniform time in `(t, t + W]` after its
 //!   crash time `t` (time 0 for `crash_before`).
+//! - **Starting, as a node does.** A node's election first gets its group from the member
+//!   directory, then its start policy (`overlay::detect::start`) starts elections: the
+//!   highest member once the directory settled, any other that still names no leader after a
+//!   fallback delay. Here every live process gets its group at time zero ([`Sim::boot`]) and
+//!   the initiators get `Start` at time zero: they stand in for the policy's starts, any set
+//!   of them rather than only the policy's choice, so that every start pattern is tested. The
+//!   policy's other guarantee, that a process naming no leader acts by itself, is with
+//!   heartbeats the algorithms' own orphan T1, which the boot arms; the policy's delays
+//!   (seconds of directory settling, which the simulator has no directory for) are not run,
+//!   and running them would add starts to every case. Without the boot, a highest process
+//!   cut off before any message reaches it and healed before any detector report would
+//!   handle no input at all and stay leaderless for good under a lower coordinator.
 //! - Initiators are drawn among the processes live at the start. An election needs someone
 //!   who wants it: for the complete-graph algorithms the first initiator never crashes; for
 //!   echo, every connected component left after the crashes (without `recover`) keeps an
@@ -424,6 +436,7 @@ impl Scenario {
             sim.down_from_start(d)?;
         }
         sim.announce_topology();
+        sim.boot();
         for s in starters {
             sim.start_at(Time::ZERO, s)?;
         }

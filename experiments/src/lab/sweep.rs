@@ -314,3 +314,34 @@ fn print_markdown(cells: &Cells) {
         println!("| {} |", r.join(" | "));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(inside: bool, ok: bool) -> CaseResult {
+        CaseResult {
+            algorithm: Algorithm::Bully,
+            seed: 7,
+            kind: FaultKind::Loss,
+            inside,
+            ok,
+            summary: String::new(),
+            outcome: None,
+        }
+    }
+
+    /// A failed case outside the assumptions counts as degraded, one inside as a violation;
+    /// cases that held count in neither.
+    #[test]
+    fn outside_failures_are_degradation_inside_ones_violations() {
+        let mut c = Cell::default();
+        for (inside, ok) in [(false, false), (false, true), (true, false), (true, true), (false, false)] {
+            c.add(&result(inside, ok));
+        }
+        assert_eq!((c.cases, c.inside, c.violations, c.degraded), (5, 2, 1, 2));
+        let mut cells = Cells::new();
+        cells.insert((Algorithm::Bully, FaultKind::Loss), c);
+        assert_eq!(rows(&cells)[0][2..7], ["5", "2", "1", "3", "2"].map(String::from));
+    }
+}

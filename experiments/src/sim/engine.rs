@@ -17,6 +17,9 @@
 //! - Timers follow `overlay::driver`: arming replaces an armed timer of the same value,
 //!   cancelling an unarmed timer is a no-op, a timer fires at most once per arming, and a
 //!   crash drops all timers (the incarnation number changes; stale events check it).
+//! - **Boot** ([`Sim::boot`]): every live process gets its group (`Input::Membership`), the
+//!   input a node's election gets when its directory first holds the group, so a process that
+//!   no message reaches still runs its algorithm's own timers (orphan T1), as a node does.
 //! - A **crash** drops the state machine. A **recovery** builds a fresh `AnyElection`, tells
 //!   an echo process its live, reachable neighbours (`PeerUp`), then gives it `Input::Recover`.
 //! - A **frozen** process handles nothing: every event for it (deliveries, timers, failed
@@ -358,6 +361,25 @@ impl Sim {
             }
         }
         self.topology = Some(topo);
+    }
+
+    /// Every live process learns its group now (`Input::Membership`), as a node's election
+    /// does when its member directory first holds the group, before any election starts
+    /// there. Call once, after [`Sim::down_from_start`] and [`Sim::announce_topology`] and
+    /// before the first start.
+    ///
+    /// Without it a process that no message, timer or report reaches handles no input at
+    /// all, which no node does: a highest process cut off while the others' `Election`s to it
+    /// fail, and healed before any detector report, would never arm its orphan T1 (the bully
+    /// family's and the heartbeat wrapper's "no leader for T1: hold an election") and would
+    /// stay leaderless under a lower coordinator whose heartbeats go only down.
+    pub fn boot(&mut self) {
+        for i in 0..self.procs.len() as u32 {
+            if self.is_alive(i) {
+                let group = self.group.clone();
+                self.input(i, Input::Membership(group));
+            }
+        }
     }
 
     /// Process `i` gets `Input::Start` at `at` (a time in the past means now).

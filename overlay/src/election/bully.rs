@@ -551,6 +551,13 @@ pub(crate) mod tests {
         sc::two_coordinator_crashes(&cfg());
     }
 
+    /// A process whose only input is its group holds an election after T1 (the simulator's
+    /// boot relies on it, as a node does).
+    #[test]
+    fn group_alone_then_the_orphan_elects_itself() {
+        sc::group_alone_then_the_orphan_elects_itself(Algorithm::Bully);
+    }
+
     /// With heartbeats on and no failure detector, the coordinator's `Alive` keeps followers
     /// quiet (T1 re-armed), and its silence after a crash starts a new election.
     #[test]

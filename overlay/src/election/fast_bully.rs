@@ -31,6 +31,11 @@
 //!   and dropped its election, and an answerer may meanwhile have admitted a stale lower
 //!   claim: this announcement is the last it hears); a nomination it did not answer an
 //!   `Election` for is answered with `Coordinator` to the nominator alone.
+//! - A process that names a higher coordinator (not reported down) when it answers waits
+//!   T4 + T2: that coordinator answered the same `Election` and announces within T4 of it, so
+//!   the wait ends after the announcement while two one-way delays stay below T2. With equal
+//!   waits the two cross, and each crossing starts another election that the coordinator
+//!   answers again, a round per T4 (settle tails of 10-30 s in the sweep).
 //! - A nominee that knows of a live higher process the nominator did not hear from does not
 //!   take over: it holds an election (or lets its own reach the nominator). It knows of one
 //!   when its own election heard an `Answer`, when it names a higher coordinator, or when a
@@ -349,9 +354,14 @@ impl FastBully {
                         if self.phase == Phase::Idle {
                             self.disarm(ctx);
                         }
-                        // (Re-)arming T4 replaces an armed T4.
+                        // (Re-)arming T4 replaces an armed T4. A process that names a higher
+                        // coordinator waits T2 longer: that coordinator answered the same
+                        // `Election` and announces within T4 of it, so its announcement comes
+                        // before this wait ends.
                         self.phase = Phase::Answered;
-                        ctx.set_timer(Timer::T4, self.timing.t4);
+                        let follows = self.leader.is_some_and(|l| l > self.me && !self.down.contains(&l.id));
+                        let wait = if follows { self.timing.t4 + self.timing.t2 } else { self.timing.t4 };
+                        ctx.set_timer(Timer::T4, wait);
                     }
                     Phase::Recovering { .. } | Phase::Candidate | Phase::Nominating { .. } => {}
                 }
@@ -851,6 +861,13 @@ mod tests {
         sc::two_coordinator_crashes(&cfg());
     }
 
+    /// A process whose only input is its group holds an election after T1 (the simulator's
+    /// boot relies on it, as a node does).
+    #[test]
+    fn group_alone_then_the_orphan_elects_itself() {
+        sc::group_alone_then_the_orphan_elects_itself(Algorithm::FastBully);
+    }
+
     #[test]
     fn heartbeats_keep_followers_and_detect_a_crash() {
         sc::heartbeats_keep_followers_and_detect_a_crash(Algorithm::FastBully);
@@ -1093,6 +1110,37 @@ mod tests {
         let effects = feed(&mut p, from(1, Message::Nomination));
         assert!(effects.contains(&Effect::CancelTimer { timer: Timer::T4 }), "{effects:?}");
         assert_eq!(effects.iter().filter(|e| matches!(e, Effect::Send { msg: Message::Coordinator, .. })).count(), 3);
+    }
+
+    /// An answering process that names a higher coordinator waits T4 + T2, one that names
+    /// none (or itself a lower one) T4: the coordinator answers the same `Election` and
+    /// announces within T4, so the follower's wait ends after that announcement instead of
+    /// racing it into another election.
+    #[test]
+    fn a_follower_answering_waits_past_its_coordinators_announcement() {
+        let c = cfg();
+        let ranks: Vec<Rank> = (1..=4).map(|i| Rank::new(0, NodeId::from_u64(i))).collect();
+        let group = Arc::new(Membership::new(ranks.clone()));
+        let from = |i: usize, msg: Message| Input::Message { from: ranks[i].id, msg };
+        let t4 = |effects: &[Effect]| {
+            effects.iter().find_map(|e| match e {
+                Effect::SetTimer { timer: Timer::T4, after } => Some(*after),
+                _ => None,
+            })
+        };
+        let mut follower = FastBully::new(ranks[1], group.clone(), &c);
+        feed(&mut follower, from(3, Message::Coordinator));
+        assert_eq!(follower.leader(), Some(ranks[3].id));
+        let effects = feed(&mut follower, from(0, Message::Election));
+        assert_eq!(t4(&effects), Some(c.t4() + c.t2()), "{effects:?}");
+        assert_eq!(follower.state(), "Waiting");
+        // A further `Election` re-arms the same wait.
+        assert_eq!(t4(&feed(&mut follower, from(0, Message::Election))), Some(c.t4() + c.t2()));
+        let mut orphan = FastBully::new(ranks[1], group, &c);
+        assert_eq!(t4(&feed(&mut orphan, from(0, Message::Election))), Some(c.t4()));
+        // A coordinator reported down meanwhile is not waited for.
+        feed(&mut follower, Input::PeerDown(ranks[3].id));
+        assert_eq!(t4(&feed(&mut follower, from(0, Message::Election))), Some(c.t4()));
     }
 
     /// `Input::Membership` replaces the group: a newcomer's messages are refused before and

@@ -295,6 +295,37 @@ pub fn heartbeats_keep_followers_and_detect_a_crash(algorithm: Algorithm) {
     assert_leader_settled(&net, n - 2, "crash detected by T1");
 }
 
+/// Bully family, heartbeats on (100 ms, error factor 3): the highest of three processes gets
+/// its group (`Input::Membership`, a node's first input from its directory) and nothing else,
+/// no `Start` and no message. It arms T1 (orphan: it names no coordinator); when T1 expires
+/// it holds an election, nobody answers, and after T2 it announces itself to both lower
+/// processes. With no input at all it would do nothing for good.
+pub fn group_alone_then_the_orphan_elects_itself(algorithm: Algorithm) {
+    let cfg =
+        ElectionConfig { alive_interval_ms: 100, alive_error_factor: 3, ..ElectionConfig::for_algorithm(algorithm) };
+    let ranks: Vec<Rank> = (1..=3).map(|i| Rank::new(0, NodeId::from_u64(i))).collect();
+    let group = Arc::new(Membership::new(ranks.iter().copied()));
+    let Some(top) = group.highest() else { panic!("a group of three has a highest member") };
+    let mut p = crate::election::AnyElection::new(top, group.clone(), &cfg);
+    let fx = feed(&mut p, Input::Membership(group.clone()));
+    let t1 = std::time::Duration::from_millis(300);
+    assert_eq!(fx, vec![Effect::SetTimer { timer: Timer::T1, after: t1 }], "{algorithm}: the group arms T1");
+    let fx = feed(&mut p, Input::Timer(Timer::T1));
+    assert!(fx.contains(&Effect::ElectionStarted), "{algorithm}: T1 with no coordinator holds an election: {fx:?}");
+    assert!(p.in_election(), "{algorithm}");
+    let fx = feed(&mut p, Input::Timer(Timer::T2));
+    let announced: Vec<NodeId> = fx
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Send { to, msg: Message::Coordinator } => Some(*to),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(announced, vec![ranks[0].id, ranks[1].id], "{algorithm}: announces to both lower processes");
+    assert!(fx.contains(&Effect::Leader(top.id)), "{algorithm}");
+    assert_eq!(p.leader(), Some(top.id), "{algorithm}");
+}
+
 /// Bully family: after an election of 5, a `Coordinator` from process 1 reaches process 3,
 /// which holds an election (bullies it); everyone ends naming 4, nothing rejected. Returns
 /// the net for the algorithm's own counts.

@@ -34,7 +34,6 @@ impl Down {
         }
     }
 
-    /// Take back a report; returns whether there was one.
     /// `PeerUp` for `p`, in a set of members whose claims were refused while reported down
     /// (the bully family's `refused`): `p`'s rank if its claim was refused and it ranks above
     /// this process (`me`) and above the coordinator it names, so that it must be asked again.
@@ -49,6 +48,7 @@ impl Down {
         group.rank_of(p).filter(|&r| refused && r > me && leader.is_none_or(|l| r > l))
     }
 
+    /// Take back a report; returns whether there was one.
     pub fn remove(&mut self, id: &NodeId) -> bool {
         match self.0.binary_search(id) {
             Ok(i) => {

@@ -16,9 +16,9 @@
 
 use super::measure::Measured;
 use super::world::World;
-use crate::records::CsvGz;
 use anyhow::Context as _;
 use overlay::superpeer::record::{NodeRow, PairRow, Role};
+use peerage_records::CsvGz;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -57,6 +57,7 @@ pub fn write_nodes(path: &Path, w: &World, heads: &[u32], head_of: &[u32], measu
             head: h.map(|h| h.to_string()),
             rtt_true_ms: h.filter(|_| member).map(|h| w.rtt_ms(i as u32, h as u32)),
             rtt_pred_ms: h.filter(|_| member).map(|h| 1000.0 * p.rtt(&w.points[h])),
+            rtt_measured_ms: None,
             cluster_size: h.map(|h| measured.size[h] as u64),
             nearest_head_ms: Some(nearest[i]).filter(|d| d.is_finite()),
             x0: 0.0,

@@ -5,7 +5,7 @@
 //! A placement is one [`NodeRow`] per node: who the node is, its role, its head, the TRUE and
 //! the predicted RTT to that head, its Vivaldi coordinate and the size of its cluster. The
 //! pairs behind a Vivaldi error figure are [`PairRow`]s. Only the rows live here (serde data,
-//! no I/O); the writers are the binaries' (gzipped CSV: `experiments::records`).
+//! no I/O); both binaries write them as gzipped CSV with the `peerage-records` crate.
 
 use serde::{Deserialize, Serialize};
 
@@ -47,6 +47,9 @@ pub struct NodeRow {
     pub rtt_true_ms: Option<f64>,
     /// RTT to the head predicted by the two Vivaldi coordinates, members only.
     pub rtt_pred_ms: Option<f64>,
+    /// RTT the node itself last measured to its head (ping), members only; empty where
+    /// nothing was measured (the lab's placements).
+    pub rtt_measured_ms: Option<f64>,
     /// Members of the node's cluster (a head's own count), empty when unattached.
     pub cluster_size: Option<u64>,
     /// TRUE RTT from a head to the nearest other head; only for the heads the summary

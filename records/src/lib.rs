@@ -1,5 +1,6 @@
-//! Gzipped CSV files of the per-node rows (`overlay::superpeer::record`): one header line,
-//! then one line per row, so that a data scientist opens them directly
+//! Gzipped CSV files of the per-node rows (`overlay::superpeer::record`), written by
+//! `peerage-lab superpeers` and by `peerage swarm --superpeers`: one header line, then one
+//! line per row, so that a data scientist opens them directly
 //! (`pandas.read_csv("x.csv.gz")`, or `zcat x.csv.gz`). Floats are written in their shortest
 //! round-trip form, so a reader gets the very numbers the writer summarised.
 
@@ -80,6 +81,7 @@ mod tests {
             head: Some("7".into()),
             rtt_true_ms: None,
             rtt_pred_ms: None,
+            rtt_measured_ms: None,
             cluster_size: Some(2),
             nearest_head_ms: Some(12.345678901234567),
             x0: 0.0,
@@ -98,6 +100,7 @@ mod tests {
         member.role = Role::Member;
         member.rtt_true_ms = Some(std::f64::consts::PI);
         member.rtt_pred_ms = Some(2.0 / 7.0);
+        member.rtt_measured_ms = Some(1.5);
         member.nearest_head_ms = None;
         let lone = NodeRow { id: "4".into(), role: Role::Unattached, head: None, cluster_size: None, ..member.clone() };
         let mut w = CsvGz::create(&path).unwrap();

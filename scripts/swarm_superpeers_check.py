@@ -158,10 +158,7 @@ def main(argv):
         check_phase(ck, "%s %s" % (os.path.basename(stem), name), m, nodes, pairs)
         if not quiet:
             print("checked %s: %d nodes, %d pairs" % (name, len(nodes), len(pairs)))
-    for b in ck.bad:
-        print("MISMATCH " + b)
-    print("%d values compared, %d disagree" % (ck.compared, len(ck.bad)))
-    return 1 if ck.bad else 0
+    return ck.verdict()
 
 
 if __name__ == "__main__":

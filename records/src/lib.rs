@@ -76,23 +76,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("nodes.csv.gz");
         let mut head = NodeRow {
-            id: "7".into(),
-            role: Role::Head,
-            head: Some("7".into()),
-            rtt_true_ms: None,
-            rtt_pred_ms: None,
-            rtt_measured_ms: None,
             cluster_size: Some(2),
             nearest_head_ms: Some(12.345678901234567),
-            x0: 0.0,
-            x1: 0.0,
-            x2: 0.0,
-            x3: 0.0,
-            x4: 0.0,
-            x5: 0.0,
-            x6: 0.0,
-            x7: 0.0,
-            height_ms: 0.0,
+            ..NodeRow::new("7".into(), Role::Head, Some("7".into()))
         };
         head.set_coord(&[1.0 / 3.0, -2.5], 0.1 + 0.2);
         let mut member = head.clone();

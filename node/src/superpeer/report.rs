@@ -402,12 +402,10 @@ fn signature(snaps: &[(usize, Snapshot)]) -> Vec<(usize, String, Option<String>,
         .collect()
 }
 
-/// Every live node is a head or attached to a live head (and, for tokens, every head
-/// promoted): `(all attached, all heads promoted, up to 8 nodes that are not)`; no head at
-/// all counts as unattached.
-/// Whether the swarm is settled: (every node attached to a live head, every head promoted
-/// (tokens), every node's coordinate fit (`SpStatus::coordinate_fit`), a few stray nodes
-/// described). Fitness is part of convergence : attachments and token
+/// Whether the swarm is settled: (every node attached to a live head (no head at all counts
+/// as unattached), every head promoted (tokens), every node's coordinate fit
+/// (`SpStatus::coordinate_fit`), up to 8 stray nodes described). Fitness is part of
+/// convergence: attachments and token
 /// positions chosen before the coordinates were fit are not the placement yet; in the
 /// 200-node swarms they were 1.5-2 times farther from their heads than after.
 fn settled(swarm: &LocalSwarm, snaps: &[(usize, Snapshot)], tokens: bool) -> (bool, bool, bool, Vec<String>) {

@@ -64,9 +64,6 @@ pub fn node_row(f: NodeFacts, points: &HashMap<usize, Point>, net: Option<&Laten
     };
     let member_head = f.head.filter(|_| role == Role::Member);
     let mut row = NodeRow {
-        id: i.to_string(),
-        role,
-        head: f.head.map(|h| h.to_string()),
         rtt_true_ms: member_head.and_then(|h| net.map(|n| n.model().rtt_ms(i, h))),
         rtt_pred_ms: member_head
             .and_then(|h| Some(1000.0 * points.get(&i)?.rtt(points.get(&h)?)))
@@ -74,15 +71,7 @@ pub fn node_row(f: NodeFacts, points: &HashMap<usize, Point>, net: Option<&Laten
         rtt_measured_ms: f.measured_ms.filter(|_| role == Role::Member),
         cluster_size: f.cluster_size.filter(|_| role != Role::Unattached),
         nearest_head_ms: f.nearest_head_ms.filter(|_| role == Role::Head),
-        x0: 0.0,
-        x1: 0.0,
-        x2: 0.0,
-        x3: 0.0,
-        x4: 0.0,
-        x5: 0.0,
-        x6: 0.0,
-        x7: 0.0,
-        height_ms: 0.0,
+        ..NodeRow::new(i.to_string(), role, f.head.map(|h| h.to_string()))
     };
     match points.get(&i) {
         Some(p) => {

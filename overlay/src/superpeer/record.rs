@@ -38,7 +38,7 @@ impl Role {
 /// (a head has no RTT to a head, an unattached node no cluster).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NodeRow {
-    /// The node (the lab: its index in the simulated world; the node: its peer id).
+    /// The node: its index in the lab's simulated world, or in the swarm (and its latency model).
     pub id: String,
     pub role: Role,
     /// Its head: itself for a head, empty when unattached.
@@ -68,6 +68,29 @@ pub struct NodeRow {
 }
 
 impl NodeRow {
+    /// A row of `role` naming `head`: no RTTs, no cluster, the coordinate at the origin.
+    pub fn new(id: String, role: Role, head: Option<String>) -> NodeRow {
+        NodeRow {
+            id,
+            role,
+            head,
+            rtt_true_ms: None,
+            rtt_pred_ms: None,
+            rtt_measured_ms: None,
+            cluster_size: None,
+            nearest_head_ms: None,
+            x0: 0.0,
+            x1: 0.0,
+            x2: 0.0,
+            x3: 0.0,
+            x4: 0.0,
+            x5: 0.0,
+            x6: 0.0,
+            x7: 0.0,
+            height_ms: 0.0,
+        }
+    }
+
     /// Sets the coordinate from its components (ms; missing ones are 0, extra ones ignored)
     /// and height (ms).
     pub fn set_coord(&mut self, x: &[f64], height_ms: f64) {

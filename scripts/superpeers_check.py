@@ -173,6 +173,13 @@ class Checker:
         if not ok:
             self.bad.append("%s %s: file says %r, recomputed %r" % (where, key, want, got))
 
+    def verdict(self):
+        """Print every disagreement and the count; the exit status (0: all agree)."""
+        for b in self.bad:
+            print("MISMATCH " + b)
+        print("%d values compared, %d disagree" % (self.compared, len(self.bad)))
+        return 1 if self.bad else 0
+
 
 def check_run(ck, d, stem):
     summary = read_csv(os.path.join(d, stem + "_summary.csv"))
@@ -306,10 +313,7 @@ def main(argv):
     if not runs:
         print("no superpeers_n*_s*_summary.csv in %s" % d)
         return 1
-    for b in ck.bad:
-        print("MISMATCH " + b)
-    print("%d values compared, %d disagree" % (ck.compared, len(ck.bad)))
-    return 1 if ck.bad else 0
+    return ck.verdict()
 
 
 if __name__ == "__main__":

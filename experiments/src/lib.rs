@@ -7,6 +7,5 @@
 
 pub mod lab;
 pub mod mobility;
-pub mod records;
 pub mod sim;
 pub mod superpeers;

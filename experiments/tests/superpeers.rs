@@ -139,7 +139,7 @@ fn recreated_tokens_are_super_peers_at_once() {
 fn summary_rows_are_recomputed_from_the_per_node_files() {
     use clap::Parser;
     use overlay::superpeer::record::{NodeRow, Role};
-    use peerage_experiments::records::{read_csv_gz, CsvGz};
+    use peerage_records::{read_csv_gz, CsvGz};
     #[derive(Parser)]
     struct Cli {
         #[command(flatten)]

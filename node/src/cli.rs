@@ -286,7 +286,8 @@ pub struct SwarmArgs {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
-    /// Also write the report to this file.
+    /// Also write the report to this file. With --superpeers, the per-node rows and Vivaldi
+    /// pairs go beside it: STEM_nN_sS_{nodes,pairs}[_after_kill].csv.gz.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Emulate link latency: every byte between two nodes is delayed by the model's one-way

@@ -349,6 +349,11 @@ async fn swarm(args: SwarmArgs) -> anyhow::Result<()> {
         http: http.clone(),
     })
     .await?;
+    if let (Some(out), Some(sp)) = (args.out.as_deref(), &report.superpeers) {
+        for f in peerage_node::superpeer::rows::write(out, report.nodes, report.seed, sp)? {
+            eprintln!("peerage swarm: wrote {}", f.display());
+        }
+    }
     if sharded {
         // Shard 0's part: the swarm's report, and its own nodes' rows beside it.
         let nodes = std::mem::take(&mut report.node_rows);

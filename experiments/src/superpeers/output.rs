@@ -16,9 +16,9 @@
 
 use super::measure::Measured;
 use super::world::World;
-use crate::records::CsvGz;
 use anyhow::Context as _;
 use overlay::superpeer::record::{NodeRow, PairRow, Role};
+use peerage_records::CsvGz;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -52,22 +52,11 @@ pub fn write_nodes(path: &Path, w: &World, heads: &[u32], head_of: &[u32], measu
         let member = role == Role::Member;
         let h = head.map(|h| h as usize);
         let mut row = NodeRow {
-            id: i.to_string(),
-            role,
-            head: h.map(|h| h.to_string()),
             rtt_true_ms: h.filter(|_| member).map(|h| w.rtt_ms(i as u32, h as u32)),
             rtt_pred_ms: h.filter(|_| member).map(|h| 1000.0 * p.rtt(&w.points[h])),
             cluster_size: h.map(|h| measured.size[h] as u64),
             nearest_head_ms: Some(nearest[i]).filter(|d| d.is_finite()),
-            x0: 0.0,
-            x1: 0.0,
-            x2: 0.0,
-            x3: 0.0,
-            x4: 0.0,
-            x5: 0.0,
-            x6: 0.0,
-            x7: 0.0,
-            height_ms: 0.0,
+            ..NodeRow::new(i.to_string(), role, h.map(|h| h.to_string()))
         };
         let x: Vec<f64> = p.x.iter().map(|&v| 1000.0 * v as f64).collect();
         row.set_coord(&x, 1000.0 * p.h as f64);

@@ -89,10 +89,10 @@ fn sample(v: Vec<f64>) -> Sample {
 }
 
 /// The pairs `(i, j)` with `i < j < n` in row order, every `stride`-th of them (the
-/// `stride`-th, the `2 stride`-th, ...), so that about [`MAX_PAIRS`] at most are visited.
-fn sampled_pairs(n: usize) -> impl Iterator<Item = (usize, usize)> {
+/// `stride`-th, the `2 stride`-th, ...), so that about `max` at most are visited.
+pub fn sampled_pairs(n: usize, max: usize) -> impl Iterator<Item = (usize, usize)> {
     let total = n * n.saturating_sub(1) / 2;
-    let stride = total.div_ceil(MAX_PAIRS).max(1);
+    let stride = total.div_ceil(max.max(1)).max(1);
     (0..n)
         .flat_map(move |i| ((i + 1)..n).map(move |j| (i, j)))
         .enumerate()
@@ -108,7 +108,7 @@ pub fn pair_errors(net: &LatencyNet, coords: &[(usize, Coordinate)]) -> Option<(
         return None;
     }
     let (mut rel, mut abs, mut truth) = (Vec::new(), Vec::new(), Vec::new());
-    for (i, j) in sampled_pairs(n) {
+    for (i, j) in sampled_pairs(n, MAX_PAIRS) {
         let (a, ca) = coords[i];
         let (b, cb) = coords[j];
         let true_ms = net.model().rtt_ms(a, b);
@@ -133,7 +133,7 @@ pub fn point_rel_errors(net: &LatencyNet, coords: &[(usize, Coordinate)]) -> Vec
     let n = coords.len();
     let points: Vec<Point> = coords.iter().map(|(_, c)| Point::from(c)).collect();
     let mut rel = Vec::new();
-    for (i, j) in sampled_pairs(n) {
+    for (i, j) in sampled_pairs(n, MAX_PAIRS) {
         let true_ms = net.model().rtt_ms(coords[i].0, coords[j].0);
         if true_ms <= 0.0 {
             continue;

@@ -25,11 +25,19 @@
 //!   live node is attached again and stable, the roles (token ids / slot keys) held before and
 //!   after, how many were lost (held by a victim and by no live node afterwards) and how many
 //!   are held twice.
+//! - **Vivaldi error** (with the model): median and 90th percentile of the relative error of
+//!   the super-peer points over a deterministic sample of pairs.
 //! - **Timeline**: load and progress every 5 s (`node/src/superpeer/timeline.rs`).
+//!
+//! Each measurement keeps its per-node rows and the pairs behind its Vivaldi error
+//! (`node/src/superpeer/rows.rs`), from the same snapshots; `peerage swarm --out` writes them
+//! beside the report and `scripts/swarm_superpeers_check.py` recomputes the figures above
+//! (latency, evenness, share, Vivaldi error) from them.
 
 use crate::net::latency_transport::LatencyNet;
 use crate::runtime::status::Snapshot;
 use crate::superpeer::driver::SpStatus;
+use crate::superpeer::rows::{self, NodeFacts, Placement};
 use crate::superpeer::timeline::{SpSample, Timeline};
 use crate::swarm::runner::LocalSwarm;
 use indicatif::ProgressBar;
@@ -299,6 +307,14 @@ pub struct SpMeasures {
     pub lookups_per_node_by_purpose: BTreeMap<String, f64>,
     /// Failed lookups per live node by why (`SpStatus::lookups_failed_by_reason`).
     pub lookups_failed_per_node_by_reason: BTreeMap<String, f64>,
+    /// Relative error of the super-peer points over the sampled pairs (with the model only;
+    /// `node/src/superpeer/rows.rs`): how many pairs, median, 90th percentile.
+    pub vivaldi_pairs: usize,
+    pub vivaldi_err_p50: Option<f64>,
+    pub vivaldi_err_p90: Option<f64>,
+    /// The per-node rows and pairs these figures come from (written beside the report).
+    #[serde(skip)]
+    pub placement: Placement,
 }
 
 /// Why a wait for convergence took as long as it did: the seconds it watched, those that
@@ -386,12 +402,10 @@ fn signature(snaps: &[(usize, Snapshot)]) -> Vec<(usize, String, Option<String>,
         .collect()
 }
 
-/// Every live node is a head or attached to a live head (and, for tokens, every head
-/// promoted): `(all attached, all heads promoted, up to 8 nodes that are not)`; no head at
-/// all counts as unattached.
-/// Whether the swarm is settled: (every node attached to a live head, every head promoted
-/// (tokens), every node's coordinate fit (`SpStatus::coordinate_fit`), a few stray nodes
-/// described). Fitness is part of convergence : attachments and token
+/// Whether the swarm is settled: (every node attached to a live head (no head at all counts
+/// as unattached), every head promoted (tokens), every node's coordinate fit
+/// (`SpStatus::coordinate_fit`), up to 8 stray nodes described). Fitness is part of
+/// convergence: attachments and token
 /// positions chosen before the coordinates were fit are not the placement yet; in the
 /// 200-node swarms they were 1.5-2 times farther from their heads than after.
 fn settled(swarm: &LocalSwarm, snaps: &[(usize, Snapshot)], tokens: bool) -> (bool, bool, bool, Vec<String>) {
@@ -678,18 +692,47 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
         m.cluster_size_min = min as usize;
         m.cluster_size_max = max as usize;
     }
+    let mut nearest_head: HashMap<usize, f64> = HashMap::new();
     if let Some(net) = net {
         if heads.len() > 1 {
             let near: Vec<f64> = heads
                 .iter()
                 .map(|&a| heads.iter().filter(|&&b| b != a).map(|&b| net.model().rtt_ms(a, b)).fold(f64::MAX, f64::min))
                 .collect();
+            nearest_head = heads.iter().copied().zip(near.iter().copied()).collect();
             m.nearest_other_head_ms = Some(dist(near, "model RTT to nearest other head"));
         }
         let with_members: Vec<(usize, usize)> =
             heads.iter().map(|&h| (h, members_of.get(swarm.node_id(h)).copied().unwrap_or(0))).collect();
         m.placement_check = placement_check(net, &points, &attached, &with_members, &caches, cap);
     }
+    let size_of = |h: usize| members_of.get(swarm.node_id(h)).map(|v| *v as u64);
+    let node_rows = snaps
+        .iter()
+        .map(|(i, s)| {
+            let p = sp_of(s);
+            let head = match p {
+                Some(p) if is_head(p) => Some(*i),
+                Some(p) => {
+                    p.head.as_ref().filter(|h| head_ids.contains(*h)).and_then(|h| index.get(h.as_str()).copied())
+                }
+                None => None,
+            };
+            let facts = NodeFacts {
+                index: *i,
+                head,
+                measured_ms: p.and_then(|p| p.head_rtt_ms),
+                cluster_size: head.and_then(size_of),
+                nearest_head_ms: nearest_head.get(i).copied(),
+            };
+            rows::node_row(facts, &points, net.map(|n| &**n))
+        })
+        .collect();
+    let pairs = net.map(|n| rows::pairs(n, &points)).unwrap_or_default();
+    let errs = sample(pairs.iter().map(|p| p.relative_error()).collect(), "Vivaldi pair error");
+    m.vivaldi_pairs = errs.len();
+    (m.vivaldi_err_p50, m.vivaldi_err_p90) = (errs.quantile(0.5), errs.quantile(0.9));
+    m.placement = Placement { nodes: node_rows, pairs };
     let est = sample(est, "size estimate");
     (m.estimate_mean, m.estimate_min, m.estimate_max) = (est.mean(), est.min(), est.max());
     m.wanted_min = wanted.iter().copied().min().unwrap_or(0);

@@ -5,7 +5,7 @@
 //! A placement is one [`NodeRow`] per node: who the node is, its role, its head, the TRUE and
 //! the predicted RTT to that head, its Vivaldi coordinate and the size of its cluster. The
 //! pairs behind a Vivaldi error figure are [`PairRow`]s. Only the rows live here (serde data,
-//! no I/O); the writers are the binaries' (gzipped CSV: `experiments::records`).
+//! no I/O); both binaries write them as gzipped CSV with the `peerage-records` crate.
 
 use serde::{Deserialize, Serialize};
 
@@ -38,7 +38,7 @@ impl Role {
 /// (a head has no RTT to a head, an unattached node no cluster).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NodeRow {
-    /// The node (the lab: its index in the simulated world; the node: its peer id).
+    /// The node: its index in the lab's simulated world, or in the swarm (and its latency model).
     pub id: String,
     pub role: Role,
     /// Its head: itself for a head, empty when unattached.
@@ -47,6 +47,9 @@ pub struct NodeRow {
     pub rtt_true_ms: Option<f64>,
     /// RTT to the head predicted by the two Vivaldi coordinates, members only.
     pub rtt_pred_ms: Option<f64>,
+    /// RTT the node itself last measured to its head (ping), members only; empty where
+    /// nothing was measured (the lab's placements).
+    pub rtt_measured_ms: Option<f64>,
     /// Members of the node's cluster (a head's own count), empty when unattached.
     pub cluster_size: Option<u64>,
     /// TRUE RTT from a head to the nearest other head; only for the heads the summary
@@ -65,6 +68,29 @@ pub struct NodeRow {
 }
 
 impl NodeRow {
+    /// A row of `role` naming `head`: no RTTs, no cluster, the coordinate at the origin.
+    pub fn new(id: String, role: Role, head: Option<String>) -> NodeRow {
+        NodeRow {
+            id,
+            role,
+            head,
+            rtt_true_ms: None,
+            rtt_pred_ms: None,
+            rtt_measured_ms: None,
+            cluster_size: None,
+            nearest_head_ms: None,
+            x0: 0.0,
+            x1: 0.0,
+            x2: 0.0,
+            x3: 0.0,
+            x4: 0.0,
+            x5: 0.0,
+            x6: 0.0,
+            x7: 0.0,
+            height_ms: 0.0,
+        }
+    }
+
     /// Sets the coordinate from its components (ms; missing ones are 0, extra ones ignored)
     /// and height (ms).
     pub fn set_coord(&mut self, x: &[f64], height_ms: f64) {

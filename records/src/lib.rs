@@ -1,5 +1,6 @@
-//! Gzipped CSV files of the per-node rows (`overlay::superpeer::record`): one header line,
-//! then one line per row, so that a data scientist opens them directly
+//! Gzipped CSV files of the per-node rows (`overlay::superpeer::record`), written by
+//! `peerage-lab superpeers` and by `peerage swarm --superpeers`: one header line, then one
+//! line per row, so that a data scientist opens them directly
 //! (`pandas.read_csv("x.csv.gz")`, or `zcat x.csv.gz`). Floats are written in their shortest
 //! round-trip form, so a reader gets the very numbers the writer summarised.
 
@@ -75,22 +76,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("nodes.csv.gz");
         let mut head = NodeRow {
-            id: "7".into(),
-            role: Role::Head,
-            head: Some("7".into()),
-            rtt_true_ms: None,
-            rtt_pred_ms: None,
             cluster_size: Some(2),
             nearest_head_ms: Some(12.345678901234567),
-            x0: 0.0,
-            x1: 0.0,
-            x2: 0.0,
-            x3: 0.0,
-            x4: 0.0,
-            x5: 0.0,
-            x6: 0.0,
-            x7: 0.0,
-            height_ms: 0.0,
+            ..NodeRow::new("7".into(), Role::Head, Some("7".into()))
         };
         head.set_coord(&[1.0 / 3.0, -2.5], 0.1 + 0.2);
         let mut member = head.clone();
@@ -98,6 +86,7 @@ mod tests {
         member.role = Role::Member;
         member.rtt_true_ms = Some(std::f64::consts::PI);
         member.rtt_pred_ms = Some(2.0 / 7.0);
+        member.rtt_measured_ms = Some(1.5);
         member.nearest_head_ms = None;
         let lone = NodeRow { id: "4".into(), role: Role::Unattached, head: None, cluster_size: None, ..member.clone() };
         let mut w = CsvGz::create(&path).unwrap();

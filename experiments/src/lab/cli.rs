@@ -307,32 +307,3 @@ pub struct MobilityArgs {
     #[arg(long, value_name = "F", value_parser = probability)]
     pub min_leader: Option<f64>,
 }
-
-#[cfg(test)]
-mod help_text {
-    use super::Cli;
-    use clap::CommandFactory;
-
-    /// Every help text (the command's and each subcommand's, at any depth) reads as prose for
-    /// a user: no rustdoc link (`[`x`]`) and no Rust path (`a::b`).
-    #[test]
-    fn help_texts_carry_no_rustdoc_links_or_rust_paths() {
-        fn walk(cmd: &mut clap::Command, path: &str, bad: &mut Vec<String>) {
-            let text = cmd.render_long_help().to_string();
-            for line in text.lines() {
-                if line.contains("[`") || line.split_whitespace().any(|w| w.contains("::")) {
-                    bad.push(format!("{path}: {}", line.trim()));
-                }
-            }
-            for sub in cmd.get_subcommands_mut() {
-                let p = format!("{path} {}", sub.get_name());
-                walk(sub, &p, bad);
-            }
-        }
-        let mut cmd = Cli::command();
-        let name = cmd.get_name().to_string();
-        let mut bad = Vec::new();
-        walk(&mut cmd, &name, &mut bad);
-        assert!(bad.is_empty(), "help text a user should not see:\n{}", bad.join("\n"));
-    }
-}

@@ -92,8 +92,9 @@ impl Directory {
     }
 
     /// Sign and install a new own record with `addrs`.
-    fn resign(&mut self, addrs: Vec<Multiaddr>) {
-        let now = self.now_us();
+    /// Signs our own record again at wall time `now` (µs): the time the caller works at, so a
+    /// record re-signed by `upkeep(t)` lives a full lifetime from `t`.
+    fn resign(&mut self, addrs: Vec<Multiaddr>, now: u64) {
         let inc = self.inner.own().map_or(now, |m| now.max(m.incarnation + 1));
         match sign(&self.key, self.priority, inc, self.ttl_us, &addrs) {
             Ok(rec) => {
@@ -109,7 +110,8 @@ impl Directory {
         addrs.dedup();
         addrs.truncate(MAX_ADDRS);
         if self.inner.own().is_some_and(|m| m.addrs != addrs) {
-            self.resign(addrs);
+            let now = self.now_us();
+            self.resign(addrs, now);
         }
     }
 
@@ -120,7 +122,7 @@ impl Directory {
         if let Some(m) = self.inner.own() {
             if m.expires_us.saturating_sub(now_us) < self.ttl_us / 2 {
                 let addrs = m.addrs.clone();
-                self.resign(addrs);
+                self.resign(addrs, now_us);
             }
         }
         self.inner.expire(now_us)
@@ -266,7 +268,7 @@ mod tests {
         // it and, eleven seconds on, lets a go.
         let later = Instant::now() + Duration::from_secs(6);
         assert!(a.upkeep(later).is_empty());
-        assert!(a.inner.own().unwrap().expires_us > a.wall_us(later) + 4_000_000);
+        assert_eq!(a.inner.own().unwrap().expires_us, a.wall_us(later) + 10_000_000, "a full lifetime from then");
         assert_eq!(b.upkeep(Instant::now() + Duration::from_secs(11)), vec![a.inner.me()]);
         assert_eq!(b.len(), 1);
     }

@@ -351,3 +351,37 @@ fn compose_file_has_one_parsing_service_per_shard() {
     }
     assert_eq!(seen.len(), 50, "every shard once");
 }
+
+/// Testbeds made at the same instant, from threads of one process, each get a tag of their
+/// own (a name already taken is drawn again), and each tear-down removes only its own.
+#[test]
+fn testbeds_made_at_once_do_not_share_a_tag() {
+    if !root() {
+        return;
+    }
+    use peerage_node::testbed::Testbed;
+    let start = std::sync::Arc::new(std::sync::Barrier::new(8));
+    let made: Vec<Testbed> = (0..8)
+        .map(|_| {
+            let start = start.clone();
+            std::thread::spawn(move || {
+                start.wait();
+                Testbed::create(1)
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|t| t.join().unwrap().unwrap())
+        .collect();
+    let tags: std::collections::BTreeSet<String> = made.iter().map(|t| t.tag().to_string()).collect();
+    assert_eq!(tags.len(), 8, "tags: {tags:?}");
+    for tb in &made {
+        let own = format!("{}{}-", peerage_node::testbed::PREFIX, tb.tag());
+        assert_eq!(testbed_namespaces(&own).len(), 2, "{own}: one host and the switch");
+    }
+    drop(made);
+    for tag in &tags {
+        let own = format!("{}{}-", peerage_node::testbed::PREFIX, tag);
+        assert!(testbed_namespaces(&own).is_empty(), "{own} left behind");
+    }
+}

@@ -53,6 +53,26 @@ pub enum TestbedError {
     Netns { ns: String, source: std::io::Error },
 }
 
+/// Tags drawn in this process: two testbeds made at the same instant by one process differ.
+static TAGS_DRAWN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// New tags a testbed draws when its switch's name is taken before it gives up.
+const TAG_TRIES: u32 = 16;
+
+/// A 20-bit tag from the process id, the clock and this process's count of tags drawn.
+fn fresh_tag() -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    let n = TAGS_DRAWN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let x = (u64::from(std::process::id()) << 32) ^ nanos ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let x = x ^ (x >> 29) ^ (x >> 47);
+    format!("{:05x}", x.wrapping_mul(0xbf58_476d_1ce4_e5b9) >> 44)
+}
+
+/// The switch namespace's name of the testbed tagged `tag`.
+fn switch_of(tag: &str) -> String {
+    format!("{PREFIX}{tag}-sw")
+}
+
 /// Run `ip` with `args`; its stdout on success.
 fn ip(args: &[&str]) -> Result<String, TestbedError> {
     let out = Command::new("ip")
@@ -176,12 +196,24 @@ impl Testbed {
         if hosts == 0 || hosts > MAX_HOSTS {
             return Err(TestbedError::Hosts(hosts));
         }
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-        let tag = format!("{:05x}", (std::process::id() ^ nanos.rotate_left(7)) & 0xfffff);
+        // The tag is ours once our `ip netns add` of its switch succeeded: a name another
+        // testbed holds (same process and instant, or another process) fails with "File
+        // exists" and a new tag is drawn. Only then is the `Testbed` made, whose drop would
+        // remove every namespace of its tag.
+        let mut tries = 0;
+        let tag = loop {
+            let tag = fresh_tag();
+            match ip(&["netns", "add", &switch_of(&tag)]) {
+                Ok(_) => break tag,
+                Err(TestbedError::Command { stderr, .. }) if stderr.contains("File exists") && tries < TAG_TRIES => {
+                    tries += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        };
         let tb = Testbed { tag, hosts, cuts: BTreeSet::new(), procs: Vec::new(), down: false };
         // On any failure the drop removes what was made so far.
         let sw = tb.switch();
-        ip(&["netns", "add", &sw])?;
         ip(&["-n", &sw, "link", "set", "lo", "up"])?;
         ip(&["-n", &sw, "link", "add", "br0", "type", "bridge"])?;
         ip(&["-n", &sw, "link", "set", "br0", "up"])?;
@@ -208,7 +240,7 @@ impl Testbed {
     }
 
     fn switch(&self) -> String {
-        format!("{PREFIX}{}-sw", self.tag)
+        switch_of(&self.tag)
     }
 
     /// Host `h`'s namespace name.

@@ -163,6 +163,15 @@ impl ElectionConfig {
         Ok(())
     }
 
+    /// The configuration of a process that starts no election of its own and only answers
+    /// the elections others start (a swarm that measures its clusters' elections, not a
+    /// swarm-wide one): heartbeats off. With heartbeats, a process that names no leader
+    /// holds an election after T1 (the orphan rule, `watch` and the bully family), which is
+    /// starting one; and a leader it answered into office would send `Alive` to every member.
+    pub fn answering_only(&self) -> ElectionConfig {
+        ElectionConfig { alive_interval_ms: 0, echo_heartbeat_interval_ms: 0, ..self.clone() }
+    }
+
     /// The heartbeat period, if heartbeats are on.
     pub fn alive_interval(&self) -> Option<Duration> {
         (self.alive_interval_ms > 0).then(|| Duration::from_millis(self.alive_interval_ms))
@@ -216,5 +225,46 @@ mod tests {
         assert_eq!(c.t1(), Some(Duration::from_secs(3)));
         let off = ElectionConfig { alive_interval_ms: 0, ..Default::default() };
         assert_eq!(off.t1(), None);
+    }
+}
+
+#[cfg(test)]
+mod answering_only_tests {
+    use super::*;
+    use crate::driver::Input;
+    use crate::testkit::Net;
+    use crate::time::Time;
+
+    /// Every algorithm with heartbeats starts an election by itself (the orphan rule) once
+    /// each process knows the group; answering only, none does, and all of them still answer
+    /// an election that one process starts, to a leader every process names.
+    #[test]
+    fn answering_only_processes_start_nothing_and_still_answer() {
+        for a in [
+            Algorithm::Bully,
+            Algorithm::FastBully,
+            Algorithm::Ring,
+            Algorithm::ChangRoberts,
+            Algorithm::Villadangos,
+        ] {
+            let base = ElectionConfig { alive_interval_ms: 100, alive_error_factor: 3, ..ElectionConfig::for_algorithm(a) };
+            for (cfg, expect_start) in [(base.clone(), true), (base.answering_only(), false)] {
+                let mut net = Net::new(5, cfg);
+                for i in 0..net.len() {
+                    let g = net.group.clone();
+                    net.input(i, Input::Membership(g));
+                }
+                net.run_until_quiet(Time::from_millis(5_000));
+                let started: u64 = net.started.iter().sum();
+                assert_eq!(started > 0, expect_start, "{a:?}: elections started by themselves: {started}");
+                if !expect_start {
+                    assert!(net.leaders().iter().all(Option::is_none), "{a:?}: nobody names a leader");
+                    net.start_at(Time::from_millis(5_000), 0);
+                    net.run_until_quiet(Time::from_millis(20_000));
+                    let top = net.id(net.highest_alive().unwrap_or(0));
+                    assert!(net.all_agree_on(top), "{a:?}: answering-only processes elect when asked: {:?}", net.leaders());
+                }
+            }
+        }
     }
 }

@@ -2,8 +2,8 @@
 //! override them, validated into a [`NodeConfig`].
 //!
 //! Every limit is set on purpose rather than left at a library default: connection
-//! counts (see `node/src/net/gate.rs` and `node/src/net/peer_manager.rs` for why each number), frame sizes, timeouts.
-//! The numbers follow the measurements in `shared/notes/libp2p-swarm-probe.md`: a node
+//! counts (see `node/src/net/gate.rs` and `overlay/src/connections.rs` for why each number), frame sizes, timeouts.
+//! The numbers follow measurements of rust-libp2p swarms on a 2-core machine: a node
 //! refuses unwanted outbound dials before dialling once it has `outbound_gate` connections and
 //! inbound connections before the handshake at `inbound_gate`; the peer manager keeps between
 //! `target_low` and `target_high` peers.

@@ -208,45 +208,6 @@ impl Directory {
     }
 }
 
-/// When to send the next digest: every `base`, doubling after each equal comparison up to
-/// `max`, back to `base` after a change.
-#[derive(Debug, Clone)]
-pub struct SyncPacer {
-    base: Duration,
-    max: Duration,
-    current: Duration,
-    next_at: Instant,
-}
-
-impl SyncPacer {
-    pub fn new(base: Duration, max: Duration, now: Instant) -> Self {
-        let base = base.max(Duration::from_millis(10));
-        SyncPacer { base, max: max.max(base), current: base, next_at: now + base }
-    }
-    /// Is a digest due? If so, schedules the next one.
-    pub fn due(&mut self, now: Instant) -> bool {
-        if now < self.next_at {
-            return false;
-        }
-        self.next_at = now + self.current;
-        true
-    }
-    /// The last comparison was equal: slow down.
-    pub fn on_equal(&mut self) {
-        self.current = (self.current * 2).min(self.max);
-    }
-    /// Something changed: back to the base period (the next digest within one base period).
-    pub fn on_change(&mut self, now: Instant) {
-        if self.current != self.base {
-            self.current = self.base;
-            self.next_at = self.next_at.min(now + self.base);
-        }
-    }
-    pub fn period(&self) -> Duration {
-        self.current
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,19 +232,5 @@ mod tests {
         assert_eq!(a.inner.own().unwrap().expires_us, a.wall_us(later) + 10_000_000, "a full lifetime from then");
         assert_eq!(b.upkeep(Instant::now() + Duration::from_secs(11)), vec![a.inner.me()]);
         assert_eq!(b.len(), 1);
-    }
-
-    #[test]
-    fn pacer_backs_off_and_resets() {
-        let t0 = Instant::now();
-        let mut p = SyncPacer::new(Duration::from_millis(100), Duration::from_millis(800), t0);
-        assert!(!p.due(t0));
-        assert!(p.due(t0 + Duration::from_millis(100)));
-        for _ in 0..10 {
-            p.on_equal();
-        }
-        assert_eq!(p.period(), Duration::from_millis(800));
-        p.on_change(t0);
-        assert_eq!(p.period(), Duration::from_millis(100));
     }
 }

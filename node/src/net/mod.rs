@@ -1,6 +1,6 @@
 //! The network layer: the composed libp2p behaviour and transports, wire framing and the
 //! inbound memory budget, the enforcement of peer reputation (bans), the pre-handshake
-//! connection gate, Kademlia without automatic dials, the peer manager, the
+//! connection gate, Kademlia without automatic dials, the
 //! emulated link latency of in-process swarms, and how a failed request is classified.
 
 pub mod behaviour;
@@ -8,6 +8,5 @@ pub mod codec;
 pub mod gate;
 pub mod guard;
 pub mod latency_transport;
-pub mod peer_manager;
 pub mod quiet_kad;
 pub mod send_failure;

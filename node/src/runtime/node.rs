@@ -69,13 +69,12 @@
 
 use crate::config::NodeConfig;
 use crate::coords::driver::{CoordsConfig, CoordsDriver, SampleDelays};
-use crate::directory::members::{node_id_of, Directory, SyncPacer, ACK_EQUAL};
+use crate::directory::members::{node_id_of, Directory, ACK_EQUAL};
 use crate::election::driver::{group_sends, BroadcastFrame, ElectionDriver, Recipients, BROADCAST_VERSION};
 use crate::net::behaviour::{build_swarm_with_latency, election_topic, Behaviour, BehaviourEvent, TransportKind};
 use crate::net::codec::{classify_read, Frame, InboundBudget, ReadFailure, ACK_OK, ACK_REJECTED};
 use crate::net::guard::Guard;
 use crate::net::latency_transport::EmulatedLink;
-use crate::net::peer_manager::{self, PeerInfo, Policy};
 use crate::net::send_failure::{classify, DialRefusal};
 use crate::runtime::clock::Clock;
 use crate::runtime::metrics::Metrics;
@@ -86,10 +85,11 @@ use libp2p::identity::Keypair;
 use libp2p::multiaddr::Protocol;
 use libp2p::swarm::{dial_opts::DialOpts, ConnectionError, ConnectionId, SwarmEvent};
 use libp2p::{gossipsub, identify, kad, request_response, Multiaddr, PeerId, Swarm};
+use overlay::connections::{self, Keep, PeerInfo, Policy};
 use overlay::detect::failure::election_reports_down;
 use overlay::detect::stall::{StallMeter, LATENESS_WINDOW};
 use overlay::detect::start::{Facts, Kickoff, StartConfig, StartPolicy};
-use overlay::directory::{check_election, Severity};
+use overlay::directory::{check_election, Severity, SyncPacer};
 use overlay::reputation::Offence;
 use overlay::wire::{self, Body};
 use overlay::{Algorithm, Effect, Input, Message, NodeId, Rank};
@@ -280,7 +280,12 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
         anyhow::bail!("none of the bootstrap addresses can be dialled: {}", bootstrap_errors.join("; "));
     }
     let clock = Clock::new();
-    let driver = ElectionDriver::new(me, &opts.cfg.election, opts.seed, clock);
+    let election = if opts.cfg.timing.leader_election {
+        opts.cfg.election.clone()
+    } else {
+        opts.cfg.election.answering_only()
+    };
+    let driver = ElectionDriver::new(me, &election, opts.seed, clock);
     let start = StartPolicy::new(StartConfig {
         settle: Duration::from_millis(opts.cfg.timing.settle_ms),
         fallback: Duration::from_millis(opts.cfg.timing.fallback_ms),
@@ -303,7 +308,7 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
         pacer: SyncPacer::new(
             Duration::from_millis(opts.cfg.timing.members_sync_ms),
             Duration::from_millis(opts.cfg.timing.members_sync_max_ms),
-            now,
+            clock.at(now),
         ),
         kad_seen: HashSet::new(),
         driver,
@@ -717,7 +722,7 @@ impl Node {
         let mine: Vec<Multiaddr> = self.swarm.listeners().filter(|a| !is_unspecified(a)).cloned().collect();
         self.directory.set_my_addrs(mine);
         // Member-directory anti-entropy: one digest to one random connected peer per period.
-        if !self.conns.is_empty() && self.pacer.due(now) {
+        if !self.conns.is_empty() && self.pacer.due(self.clock.at(now)) {
             let i = self.rng.gen_range(0..self.conns.len());
             if let Some(p) = self.conns.keys().nth(i).copied() {
                 self.send_digest(p);
@@ -734,7 +739,7 @@ impl Node {
                 || now.saturating_duration_since(self.directory.changed_at())
                     >= Duration::from_millis(self.cfg.timing.members_sync_ms.min(self.cfg.timing.settle_ms));
         if self.directory.version() != self.fed_version {
-            self.pacer.on_change(now);
+            self.pacer.on_change(self.clock.at(now));
         }
         if self.directory.version() != self.fed_version && feed_due {
             self.last_membership_feed = Some(now);
@@ -806,17 +811,19 @@ impl Node {
         let mesh: HashSet<PeerId> = self.swarm.behaviour().gossipsub.all_mesh_peers().copied().collect();
         let settled = self.directory.settled(now, Duration::from_millis(self.cfg.timing.settle_ms));
         let (ring_to, ring_from) = if settled { self.ring_neighbours() } else { (None, None) };
-        let infos: Vec<PeerInfo> = self
+        let clock = self.clock;
+        let infos: Vec<PeerInfo<PeerId>> = self
             .conns
             .iter()
             .map(|(p, c)| PeerInfo {
                 peer: *p,
-                connected_since: c.since,
-                last_election_use: c.last_election_use.max(self.superpeer.as_ref().and_then(|sp| sp.last_use(p))),
-                in_mesh: mesh.contains(p)
-                    || Some(*p) == ring_to
-                    || Some(*p) == ring_from
-                    || self.superpeer.as_ref().is_some_and(|sp| sp.keeps(p)),
+                connected_since: clock.at(c.since),
+                last_use: c.last_election_use.max(self.superpeer.as_ref().and_then(|sp| sp.last_use(p))).map(|t| clock.at(t)),
+                keep: Keep {
+                    mesh: mesh.contains(p),
+                    ring: Some(*p) == ring_to || Some(*p) == ring_from,
+                    superpeer: self.superpeer.as_ref().is_some_and(|sp| sp.keeps(p)),
+                },
             })
             .collect();
         let l = &self.cfg.limits;
@@ -826,22 +833,15 @@ impl Node {
             prune_min_age: Duration::from_millis(l.prune_min_age_ms),
             election_keep: Duration::from_millis(l.election_keep_ms),
         };
-        // Candidates to dial below `target_low`: random members of the directory (it knows
-        // every member's addresses; no lookup needed).
-        let mut candidates = Vec::new();
-        if infos.len() < policy.target_low {
-            candidates = self
-                .directory
-                .iter()
-                .map(|(p, _)| *p)
-                .filter(|p| *p != self.peer_id && !self.conns.contains_key(p))
-                .collect();
-        }
-        let mut plan = peer_manager::plan(&policy, &infos, &candidates, now, &mut self.rng);
-        if let Some(p) = ring_to.filter(|p| !self.conns.contains_key(p) && !plan.dial.contains(p)) {
-            plan.dial.push(p);
-        }
-        for p in plan.prune {
+        // Candidates to dial below `target_low`: the directory's members (it knows every
+        // member's addresses; no lookup needed).
+        let candidates: Vec<PeerId> = if infos.len() < policy.target_low {
+            self.directory.iter().map(|(p, _)| *p).filter(|p| *p != self.peer_id).collect()
+        } else {
+            Vec::new()
+        };
+        let plan = connections::plan(&policy, &infos, &candidates, ring_to, clock.at(now), &mut self.rng);
+        for p in plan.close {
             debug!(peer = %p, "pruning");
             self.closing.insert(p);
             let _ = self.swarm.disconnect_peer_id(p);
@@ -1143,7 +1143,7 @@ impl Node {
                         if !h.equal {
                             // Someone differs from us: the swarm has not converged, sync at
                             // the base period again.
-                            self.pacer.on_change(Instant::now());
+                            self.pacer.on_change(self.clock.now());
                         }
                         // Records no honest relay forwards, a flood, or records refused for
                         // pace (`overlay::directory::admission`).
@@ -1257,14 +1257,10 @@ impl Node {
         }
     }
 
-    /// A digest comparison found our directory equal to a peer's. The sync period backs off
-    /// only once the streak counts as settled: while nodes join, neighbours are often equal to
-    /// each other but not yet to the rest of the swarm, and backing off then stretched the
-    /// convergence tail (measured at N = 200: members complete after 23 s).
+    /// A digest comparison found our directory equal to a peer's (the pacer decides whether
+    /// that slows the sync down: `overlay::directory::pacer`).
     fn on_equal_digest(&mut self) {
-        if self.directory.equal_streak() >= crate::directory::members::SETTLED_STREAK {
-            self.pacer.on_equal();
-        }
+        self.pacer.on_equal(self.directory.equal_streak());
     }
 
     /// End Kademlia's automatic bootstrap walks at the first chance, unless periodic walks

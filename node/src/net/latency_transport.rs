@@ -53,8 +53,9 @@
 //!
 //! # Cost
 //!
-//! Per stream direction: one ring buffer for the pending bytes (no allocation per chunk once
-//! it has grown), a queue of small marks (due time, end offset), and **one** tokio `Sleep`
+//! Per stream direction: one ring buffer for the pending bytes (no allocation per chunk while
+//! bytes are pending; given back down to [`KEEP_CAPACITY`] once it drains, so that one burst
+//! does not hold its size for the connection's life), a queue of small marks (due time, end offset), and **one** tokio `Sleep`
 //! armed for the head mark only (bytes leave in order, so only the head needs a deadline),
 //! re-armed only when the head's deadline changes. Reads that become due within [`BATCH`]
 //! (1 ms, tokio's timer resolution) of the previous mark share it, and one read from yamux
@@ -96,8 +97,16 @@ use tracing::debug;
 
 /// Largest number of bytes read ahead from the wire per connection and not yet released.
 pub const MAX_QUEUED: usize = 1024 * 1024;
-/// Size of one read from the wire.
+/// Size of one read from the wire (into one scratch buffer per thread, not per connection:
+/// 16 KiB on each side of each of a swarm's tens of thousands of connections added up to
+/// hundreds of MiB).
 const READ_CHUNK: usize = 16 * 1024;
+/// Capacity a drained ring buffer keeps; above it, the buffer is given back.
+pub const KEEP_CAPACITY: usize = 4 * 1024;
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 /// Bytes due within this long of each other are released together, the later ones up to
 /// this early. Tokio's timer wheel has a 1 ms resolution (a sleep fires at the next whole
 /// millisecond or later), so this gives back at most what the wheel's rounding adds, and a
@@ -648,7 +657,6 @@ pub struct DelayedRead<C> {
     head_counted: bool,
     end: Option<(Instant, End)>,
     inner_done: bool,
-    scratch: Vec<u8>,
     // Created on first use, inside the tokio runtime that polls us.
     sleep: Option<Pin<Box<Sleep>>>,
     armed: Option<Instant>,
@@ -667,7 +675,6 @@ impl<C> DelayedRead<C> {
             head_counted: false,
             end: None,
             inner_done: false,
-            scratch: Vec::new(),
             sleep: None,
             armed: None,
         }
@@ -689,9 +696,10 @@ impl<C> DelayedRead<C> {
         due
     }
 
-    fn push_bytes(&mut self, n: usize) {
+    fn push_bytes(&mut self, chunk: &[u8]) {
+        let n = chunk.len();
         let due = self.due_now();
-        self.bytes.extend(&self.scratch[..n]);
+        self.bytes.extend(chunk);
         self.received += n as u64;
         match self.marks.back_mut() {
             // Due within BATCH of the previous chunk: released with it (at most BATCH early).
@@ -732,6 +740,9 @@ impl<C> DelayedRead<C> {
         buf[..from_a].copy_from_slice(&a[..from_a]);
         buf[from_a..n].copy_from_slice(&b[..n - from_a]);
         self.bytes.drain(..n);
+        if self.bytes.is_empty() && self.bytes.capacity() > KEEP_CAPACITY {
+            self.bytes.shrink_to(KEEP_CAPACITY);
+        }
         self.released += n as u64;
         while let Some(m) = self.marks.front() {
             if !self.head_counted && self.head_start < self.released {
@@ -757,16 +768,24 @@ impl<C> DelayedRead<C> {
 impl<C: AsyncRead + Unpin> DelayedRead<C> {
     /// Read everything the wire has (up to [`MAX_QUEUED`]) and time-stamp it.
     fn fill(&mut self, cx: &mut Context<'_>) {
-        if self.scratch.len() != READ_CHUNK {
-            self.scratch.resize(READ_CHUNK, 0);
+        SCRATCH.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut scratch) => self.fill_with(cx, &mut scratch),
+            // Not reached (no read of one connection polls another's), but never a panic.
+            Err(_) => self.fill_with(cx, &mut Vec::new()),
+        })
+    }
+
+    fn fill_with(&mut self, cx: &mut Context<'_>, scratch: &mut Vec<u8>) {
+        if scratch.len() != READ_CHUNK {
+            scratch.resize(READ_CHUNK, 0);
         }
         while !self.inner_done && self.bytes.len() < MAX_QUEUED {
-            match Pin::new(&mut self.inner).poll_read(cx, &mut self.scratch) {
+            match Pin::new(&mut self.inner).poll_read(cx, scratch) {
                 Poll::Ready(Ok(0)) => {
                     self.inner_done = true;
                     self.end = Some((self.due_now(), End::Eof));
                 }
-                Poll::Ready(Ok(n)) => self.push_bytes(n),
+                Poll::Ready(Ok(n)) => self.push_bytes(&scratch[..n]),
                 Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
                 Poll::Ready(Err(e)) => {
                     self.inner_done = true;

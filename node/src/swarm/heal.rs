@@ -140,6 +140,8 @@ mod tests {
             messages_sent: 0,
             vivaldi_samples: 0,
             sp_messages_sent: 0,
+            offences: 0,
+            bans: 0,
             lookups: 0,
             last: changes.last().map(|c| c.1.clone()).unwrap_or_default(),
             cluster_size: 0,

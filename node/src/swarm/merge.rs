@@ -189,6 +189,8 @@ mod tests {
             messages_sent: 0,
             vivaldi_samples: 0,
             sp_messages_sent: 0,
+            offences: 0,
+            bans: 0,
             lookups: 0,
             last: RoleState { role: "none".into(), ..Default::default() },
             cluster_size: 0,

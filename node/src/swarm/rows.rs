@@ -73,6 +73,10 @@ pub struct NodeRow {
     /// Super-peer counters at the end (0 without super peers).
     pub sp_messages_sent: u64,
     pub lookups: u64,
+    /// Misbehaviour this node reported of its peers, and the bans it decided
+    /// (`node/src/net/guard.rs`): in a swarm of honest nodes, both 0.
+    pub offences: u64,
+    pub bans: u64,
     /// The last state, and the log of every change.
     pub last: RoleState,
     pub cluster_size: usize,
@@ -170,6 +174,8 @@ pub fn row(
         vivaldi_samples: s.vivaldi_samples,
         sp_messages_sent: sp.map_or(0, |p| p.messages_sent),
         lookups: sp.map_or(0, |p| p.lookups),
+        offences: s.guard.offences,
+        bans: s.guard.bans,
         last,
         cluster_size: sp.map_or(0, |p| p.cluster_size),
         ping_to_head_ms: sp.and_then(|p| p.head_rtt_ms),
@@ -283,6 +289,8 @@ mod tests {
             messages_sent: 0,
             vivaldi_samples: 0,
             sp_messages_sent: 0,
+            offences: 0,
+            bans: 0,
             lookups: 0,
             last,
             cluster_size: 0,

@@ -480,6 +480,9 @@ pub struct SwarmReport {
     pub refused_inbound: u64,
     pub refused_outbound: u64,
     pub bad_frames: u64,
+    /// Misbehaviour reports and bans, summed over the nodes (`node/src/net/guard.rs`).
+    pub offences: u64,
+    pub bans: u64,
     pub steady: Option<Steady>,
     pub kills: Vec<KillReport>,
     /// Vivaldi accuracy against the emulated latency model (only with latency emulation).
@@ -774,6 +777,8 @@ fn report(
         refused_inbound: snaps.iter().map(|(_, s)| s.refused_inbound).sum(),
         refused_outbound: snaps.iter().map(|(_, s)| s.refused_outbound).sum(),
         bad_frames: snaps.iter().map(|(_, s)| s.bad_frames).sum(),
+        offences: snaps.iter().map(|(_, s)| s.guard.offences).sum(),
+        bans: snaps.iter().map(|(_, s)| s.guard.bans).sum(),
         steady,
         kills,
         coords: None,

@@ -24,7 +24,8 @@
 //! ([`Reputation::drain_summary`]), so the node logs one line per offending peer per interval
 //! instead of one per event.
 
-use std::collections::HashMap;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 
 /// What a peer did.
@@ -84,6 +85,50 @@ impl Offence {
 
     fn index(self) -> usize {
         Offence::ALL.iter().position(|o| *o == self).unwrap_or(0)
+    }
+}
+
+/// Offences counted by kind; written as a map from [`Offence::name`] to the count, zeros left
+/// out (status lines, swarm reports).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "BTreeMap<String, u64>", from = "BTreeMap<String, u64>")]
+pub struct OffenceCounts([u64; Offence::ALL.len()]);
+
+impl OffenceCounts {
+    pub fn add(&mut self, offence: Offence, n: u64) {
+        let c = &mut self.0[offence.index()];
+        *c = c.saturating_add(n);
+    }
+    pub fn get(&self, offence: Offence) -> u64 {
+        self.0[offence.index()]
+    }
+    /// Add `other`'s counts to these.
+    pub fn merge(&mut self, other: &OffenceCounts) {
+        for o in Offence::ALL {
+            self.add(o, other.get(o));
+        }
+    }
+    pub fn total(&self) -> u64 {
+        self.0.iter().fold(0u64, |a, b| a.saturating_add(*b))
+    }
+}
+
+impl From<OffenceCounts> for BTreeMap<String, u64> {
+    fn from(c: OffenceCounts) -> Self {
+        Offence::ALL.iter().filter(|o| c.get(**o) > 0).map(|o| (o.name().to_string(), c.get(*o))).collect()
+    }
+}
+
+/// Names that are not an offence's are left out (a status line of another version).
+impl From<BTreeMap<String, u64>> for OffenceCounts {
+    fn from(m: BTreeMap<String, u64>) -> Self {
+        let mut c = OffenceCounts::default();
+        for o in Offence::ALL {
+            if let Some(n) = m.get(o.name()) {
+                c.add(o, *n);
+            }
+        }
+        c
     }
 }
 
@@ -314,5 +359,20 @@ mod tests {
             r.report(p, Offence::MalformedFrame, 0);
         }
         assert!(r.peers.len() <= 16);
+    }
+
+    #[test]
+    fn offence_counts_round_trip_by_name_and_merge() {
+        let mut a = OffenceCounts::default();
+        a.add(Offence::FalseClaim, 3);
+        a.add(Offence::Overrun, 2);
+        let mut b = OffenceCounts::default();
+        b.add(Offence::FalseClaim, 1);
+        a.merge(&b);
+        assert_eq!((a.get(Offence::FalseClaim), a.get(Offence::Overrun), a.total()), (4, 2, 6));
+        let json = serde_json::to_string(&a).unwrap();
+        assert_eq!(json, r#"{"false-claim":4,"overrun":2}"#);
+        let back: OffenceCounts = serde_json::from_str(r#"{"false-claim":4,"overrun":2,"no-such-kind":9}"#).unwrap();
+        assert_eq!(back, a, "an unknown name is left out");
     }
 }

@@ -13,7 +13,7 @@
 
 use crate::net::behaviour::Behaviour;
 use libp2p::{PeerId, Swarm};
-use overlay::reputation::{Offence, Reputation, ReputationConfig, Verdict};
+use overlay::reputation::{Offence, OffenceCounts, Reputation, ReputationConfig, Verdict};
 use serde::Serialize;
 use std::time::{Duration, Instant};
 use tracing::warn;
@@ -24,8 +24,10 @@ pub const SUMMARY_EVERY: Duration = Duration::from_secs(10);
 /// What the guard did (status JSON, tests).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct GuardStats {
-    /// Offences reported.
+    /// Offences reported, and by kind.
     pub offences: u64,
+    #[serde(default)]
+    pub by_kind: OffenceCounts,
     /// Bans decided.
     pub bans: u64,
     /// Peers banned now.
@@ -63,6 +65,7 @@ impl Guard {
             return false;
         }
         self.stats.offences += n;
+        self.stats.by_kind.add(offence, n);
         let now = self.us(Instant::now());
         match self.rep.report_n(peer, offence, n, now) {
             Verdict::Keep => false,

@@ -75,7 +75,9 @@ pub struct NodeRow {
     pub lookups: u64,
     /// Misbehaviour this node reported of its peers, and the bans it decided
     /// (`node/src/net/guard.rs`): in a swarm of honest nodes, both 0.
+    #[serde(default)]
     pub offences: u64,
+    #[serde(default)]
     pub bans: u64,
     /// The last state, and the log of every change.
     pub last: RoleState,

@@ -482,6 +482,7 @@ pub struct SwarmReport {
     pub bad_frames: u64,
     /// Misbehaviour reports and bans, summed over the nodes (`node/src/net/guard.rs`).
     pub offences: u64,
+    pub offences_by_kind: overlay::reputation::OffenceCounts,
     pub bans: u64,
     pub steady: Option<Steady>,
     pub kills: Vec<KillReport>,
@@ -778,6 +779,10 @@ fn report(
         refused_outbound: snaps.iter().map(|(_, s)| s.refused_outbound).sum(),
         bad_frames: snaps.iter().map(|(_, s)| s.bad_frames).sum(),
         offences: snaps.iter().map(|(_, s)| s.guard.offences).sum(),
+        offences_by_kind: snaps.iter().fold(Default::default(), |mut c: overlay::reputation::OffenceCounts, (_, s)| {
+            c.merge(&s.guard.by_kind);
+            c
+        }),
         bans: snaps.iter().map(|(_, s)| s.guard.bans).sum(),
         steady,
         kills,

@@ -15,6 +15,15 @@
 //!   claim lookup came back short; the slot check settles a claim made on a short answer).
 //! - A **sample** lookup is also unusable when fewer than [`MIN_ANSWERED`] of the asked peers
 //!   answered: it says too little about N.
+//! - **Incomplete** (*ours*): a closest-peers or sample answer that names fewer peers than the
+//!   node already knows of (its neighbours, up to the kind's minimum) is unusable even when no
+//!   asked peer failed. In a DHT that works, the `K` peers closest to any key number
+//!   `min(K, N - 1)`, at least as many as the live peers the node knows. An answer that asked
+//!   nobody (the node's routing table emptied: on a saturated machine Kademlia drops the peers
+//!   whose dials fail) reports no failure and would otherwise be taken for a network of one:
+//!   in a 2,000-node swarm 342 nodes decided on such answers that they wanted 1 super peer and
+//!   310 of them claimed the one slot, each "closest" to its key among nobody. A node that
+//!   knows no peer still decides on an empty answer: it is alone.
 //! - A **provider** lookup is unusable when it timed out having found nobody.
 //!
 //! An unusable lookup decides nothing: the node asks again after a back-off (`node` module doc,
@@ -85,11 +94,13 @@ impl Kind {
 }
 
 /// Why a lookup is unusable (for the driver's counters and logs).
-pub const UNUSABLE_REASONS: [&str; 5] = ["timeout-full", "timeout-short", "short", "thin", "providers-timeout"];
+pub const UNUSABLE_REASONS: [&str; 6] =
+    ["timeout-full", "timeout-short", "short", "thin", "providers-timeout", "incomplete"];
 
 /// `Ok(answered share)` when the lookup may be decided on, else `Err(reason)` (one of
-/// [`UNUSABLE_REASONS`]; module doc).
-pub fn judge(kind: Kind, r: &LookupReport) -> Result<f64, &'static str> {
+/// [`UNUSABLE_REASONS`]; module doc). `me` is the asking node (not counted among the peers
+/// found), `known` how many live peers it knows of.
+pub fn judge(kind: Kind, r: &LookupReport, me: &NodeId, known: usize) -> Result<f64, &'static str> {
     let share = r.answered_share();
     match kind {
         Kind::Providers => {
@@ -101,15 +112,18 @@ pub fn judge(kind: Kind, r: &LookupReport) -> Result<f64, &'static str> {
         }
         Kind::Sample | Kind::Claim => {
             let n = r.peers.len();
+            let others = r.peers.iter().filter(|p| p.id != *me).count();
             let min_peers = if kind == Kind::Sample { MIN_SAMPLE_PEERS } else { CLAIM_MIN_PEERS };
             let short = n < CLOSEST_K && r.failed > 0 && n < min_peers;
+            let incomplete = others < known.min(min_peers);
             let thin = kind == Kind::Sample && share < MIN_ANSWERED;
-            match (r.timed_out, short, thin) {
-                (true, _, _) if n >= CLOSEST_K => Err("timeout-full"),
-                (true, _, _) => Err("timeout-short"),
-                (false, true, _) => Err("short"),
-                (false, false, true) => Err("thin"),
-                (false, false, false) => Ok(share),
+            match (r.timed_out, short, incomplete, thin) {
+                (true, ..) if n >= CLOSEST_K => Err("timeout-full"),
+                (true, ..) => Err("timeout-short"),
+                (false, true, ..) => Err("short"),
+                (false, false, true, _) => Err("incomplete"),
+                (false, false, false, true) => Err("thin"),
+                (false, false, false, false) => Ok(share),
             }
         }
     }
@@ -124,6 +138,25 @@ mod tests {
         (0..n).map(|i| PeerInfo { id: NodeId::from_u64(i as u64 + 1), point: Point::default() }).collect()
     }
 
+    const ME: NodeId = NodeId([0xff; 32]);
+
+    #[test]
+    fn an_answer_with_fewer_peers_than_the_node_knows_is_incomplete() {
+        let complete = |n| LookupReport::complete(peers(n));
+        assert_eq!(judge(Kind::Sample, &complete(0), &ME, 5), Err("incomplete"), "asked nobody, knows 5");
+        assert_eq!(judge(Kind::Claim, &complete(0), &ME, 1), Err("incomplete"), "not the closest among nobody");
+        assert_eq!(judge(Kind::Claim, &complete(3), &ME, 16), Err("incomplete"), "3 of at least 4");
+        assert_eq!(judge(Kind::Claim, &complete(4), &ME, 16), Ok(1.0), "the claim's minimum caps what is asked");
+        assert_eq!(judge(Kind::Sample, &complete(9), &ME, 16), Err("incomplete"));
+        assert_eq!(judge(Kind::Sample, &complete(10), &ME, 16), Ok(1.0), "the sample's minimum caps it");
+        assert_eq!(judge(Kind::Sample, &complete(2), &ME, 2), Ok(1.0), "a network of 3 names the 2 others");
+        assert_eq!(judge(Kind::Sample, &complete(0), &ME, 0), Ok(1.0), "a node that knows nobody is alone");
+        let mut with_me = complete(2);
+        with_me.peers.push(PeerInfo { id: ME, point: Point::default() });
+        assert_eq!(judge(Kind::Claim, &with_me, &ME, 3), Err("incomplete"), "the node itself does not count");
+        assert!(judge(Kind::Providers, &complete(0), &ME, 16).is_ok(), "nobody provides it: an answer");
+    }
+
     #[test]
     fn short_timed_out_and_thin_lookups_are_unusable() {
         let report = |n, timed_out, answered, failed| LookupReport {
@@ -134,19 +167,23 @@ mod tests {
             failed,
             ..LookupReport::default()
         };
-        assert_eq!(judge(Kind::Sample, &LookupReport::complete(peers(20))), Ok(1.0));
-        assert_eq!(judge(Kind::Sample, &report(20, true, 20, 0)), Err("timeout-full"));
-        assert_eq!(judge(Kind::Claim, &report(7, true, 7, 3)), Err("timeout-short"));
-        assert_eq!(judge(Kind::Sample, &report(9, false, 9, 3)), Err("short"), "fewer than 10 with failures");
-        assert_eq!(judge(Kind::Sample, &report(10, false, 10, 3)), Ok(10.0 / 13.0), "10 are enough");
-        assert_eq!(judge(Kind::Claim, &report(4, false, 4, 9)), Ok(4.0 / 13.0), "a claim from 4 on");
-        assert_eq!(judge(Kind::Claim, &report(3, false, 3, 9)), Err("short"));
-        assert_eq!(judge(Kind::Sample, &report(5, false, 5, 0)), Ok(1.0), "a small network: no failure");
-        assert_eq!(judge(Kind::Sample, &report(20, false, 10, 16)), Err("thin"), "under 40 % answered");
-        assert_eq!(judge(Kind::Claim, &report(20, false, 10, 16)), Ok(10.0 / 26.0), "thinness matters to samples");
-        assert_eq!(judge(Kind::Providers, &report(0, true, 0, 4)), Err("providers-timeout"));
+        assert_eq!(judge(Kind::Sample, &LookupReport::complete(peers(20)), &ME, 16), Ok(1.0));
+        assert_eq!(judge(Kind::Sample, &report(20, true, 20, 0), &ME, 0), Err("timeout-full"));
+        assert_eq!(judge(Kind::Claim, &report(7, true, 7, 3), &ME, 0), Err("timeout-short"));
+        assert_eq!(judge(Kind::Sample, &report(9, false, 9, 3), &ME, 0), Err("short"), "fewer than 10 with failures");
+        assert_eq!(judge(Kind::Sample, &report(10, false, 10, 3), &ME, 0), Ok(10.0 / 13.0), "10 are enough");
+        assert_eq!(judge(Kind::Claim, &report(4, false, 4, 9), &ME, 0), Ok(4.0 / 13.0), "a claim from 4 on");
+        assert_eq!(judge(Kind::Claim, &report(3, false, 3, 9), &ME, 0), Err("short"));
+        assert_eq!(judge(Kind::Sample, &report(5, false, 5, 0), &ME, 0), Ok(1.0), "a small network: no failure");
+        assert_eq!(judge(Kind::Sample, &report(20, false, 10, 16), &ME, 0), Err("thin"), "under 40 % answered");
+        assert_eq!(
+            judge(Kind::Claim, &report(20, false, 10, 16), &ME, 0),
+            Ok(10.0 / 26.0),
+            "thinness matters to samples"
+        );
+        assert_eq!(judge(Kind::Providers, &report(0, true, 0, 4), &ME, 0), Err("providers-timeout"));
         let found_then_lost = LookupReport { found: 2, timed_out: true, ..LookupReport::default() };
-        assert!(judge(Kind::Providers, &found_then_lost).is_ok(), "it found someone");
-        assert!(judge(Kind::Providers, &report(0, false, 3, 0)).is_ok(), "nobody provides it: an answer");
+        assert!(judge(Kind::Providers, &found_then_lost, &ME, 0).is_ok(), "it found someone");
+        assert!(judge(Kind::Providers, &report(0, false, 3, 0), &ME, 0).is_ok(), "nobody provides it: an answer");
     }
 }

@@ -26,6 +26,19 @@ use rand_chacha::ChaCha8Rng;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+/// The peers the harness's DHT returns for `key`: as many as any node here knows of (a DHT
+/// answer naming fewer is refused as incomplete), all as far from `key` as ids go, so that the
+/// node is the closest to every key and its size estimate stays at a handful (one slot).
+fn far_from(key: &NodeId) -> Vec<PeerInfo> {
+    (0..4u8)
+        .map(|j| {
+            let mut id = key.0.map(|b| !b);
+            id[31] ^= j;
+            PeerInfo { id: NodeId(id), point: Point::new(&[1.0, 1.0], 0.001) }
+        })
+        .collect()
+}
+
 /// A node and the answers its lookups get.
 struct Bare {
     node: SuperPeerNode,
@@ -66,7 +79,7 @@ impl Bare {
                     SpEffect::Lookup { query, what } => {
                         let peers = match what {
                             Query::Providers { .. } => self.providers.clone(),
-                            _ => Vec::new(),
+                            Query::Closest { key } | Query::Sample { key } => far_from(&key),
                         };
                         queue.push_back(SpInput::LookupResult { query, report: LookupReport::complete(peers) });
                     }

@@ -126,7 +126,7 @@ impl SuperPeerNode {
             Pending::ClaimClosest { .. } => LookupKind::Claim,
             Pending::ClaimProviders { .. } | Pending::SlotCheck { .. } | Pending::Seed => LookupKind::Providers,
         };
-        match judge(kind, &report) {
+        match judge(kind, &report, &self.me.id, self.neighbours.len()) {
             Ok(share) => {
                 let sampled = match pending {
                     Pending::Estimate { key } => Some((report.key.unwrap_or(key), share)),

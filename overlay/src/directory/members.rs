@@ -584,6 +584,8 @@ impl Directory {
     fn merge(&mut self, from: PeerId, entries: Vec<SignedRecord>, now_us: u64) -> Handled {
         self.stats.entries_received += entries.len() as u64;
         let paced = self.strict;
+        // Judged before this frame's own changes reset the streak.
+        let settled_now = self.equal_streak >= SETTLED_STREAK;
         let mut h = Handled::default();
         let mut rate = 0usize;
         for e in entries {
@@ -606,8 +608,12 @@ impl Directory {
             }
         }
         // More refused for pace in one frame than the directory holds (and at least
-        // `FLOOD_MIN`): not a partition merging back, a flood.
-        h.flood = rate > FLOOD_MIN.max(self.members.len());
+        // `FLOOD_MIN`), while this node's last digest comparisons were all equal: not a
+        // partition merging back, not a swarm still growing, a flood. A directory that has
+        // changed since it last settled judges no flood: the nodes of a 1,000-node swarm that
+        // settled among the first arrivals got honest frames of hundreds of newcomers, and
+        // banned their senders.
+        h.flood = settled_now && rate > FLOOD_MIN.max(self.members.len());
         self.stats.entries_new += h.changed as u64;
         h
     }

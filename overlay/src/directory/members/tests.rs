@@ -301,6 +301,24 @@ fn a_settled_directory_paces_new_members_per_sender_and_sees_floods() {
 }
 
 #[test]
+fn a_directory_that_changed_since_it_settled_paces_but_judges_no_flood() {
+    let mut a = Peer::new(1);
+    let mut b = Peer::new(2);
+    for _ in 0..4 {
+        exchange(&mut a, &mut b);
+    }
+    assert!(a.dir.settled(NOW + 10_000_000, 1_000_000));
+    // The swarm grows: a newcomer arrives, and the next frame brings hundreds more.
+    let (_, newcomer) = stranger(0, NOW);
+    assert_eq!(a.dir.handle(b.id(), &push(vec![newcomer]), NOW).unwrap().changed, 1);
+    let wave: Vec<SignedRecord> = (0..200).map(|_| stranger(0, NOW).1).collect();
+    let h = a.dir.handle(b.id(), &push(wave), NOW + 1_000_000).unwrap();
+    assert!(h.refused.get(Refusal::Rate) > FLOOD_MIN as u64, "still paced: {:?}", h.refused);
+    assert!(!h.flood, "not settled now: a growing swarm, not a flood");
+    assert!(a.dir.is_strict());
+}
+
+#[test]
 fn the_directory_is_capped() {
     let mut a = Peer::with(1, Bounds { max_members: 10, ..Bounds::default() });
     let h = a.dir.handle(PeerId::random(), &push((0..30).map(|_| stranger(0, NOW).1).collect()), NOW).unwrap();

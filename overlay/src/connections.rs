@@ -162,7 +162,14 @@ mod tests {
     fn dials_members_below_the_low_mark_and_the_ring_successor() {
         let now = Time::from_millis(1);
         let mut rng = rand::rngs::StdRng::seed_from_u64(3);
-        let p = plan(&Policy { target_low: 3, ..policy() }, &[peer(9, now, None, Keep::default())], &[9, 10, 11, 12], None, now, &mut rng);
+        let p = plan(
+            &Policy { target_low: 3, ..policy() },
+            &[peer(9, now, None, Keep::default())],
+            &[9, 10, 11, 12],
+            None,
+            now,
+            &mut rng,
+        );
         assert_eq!(p.dial.len(), 2);
         assert!(!p.dial.contains(&9), "a connected peer is not dialled");
         let s = plan(&policy(), &[peer(9, now, None, Keep::default())], &[], Some(4), now, &mut rng);

@@ -280,11 +280,8 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
         anyhow::bail!("none of the bootstrap addresses can be dialled: {}", bootstrap_errors.join("; "));
     }
     let clock = Clock::new();
-    let election = if opts.cfg.timing.leader_election {
-        opts.cfg.election.clone()
-    } else {
-        opts.cfg.election.answering_only()
-    };
+    let election =
+        if opts.cfg.timing.leader_election { opts.cfg.election.clone() } else { opts.cfg.election.answering_only() };
     let driver = ElectionDriver::new(me, &election, opts.seed, clock);
     let start = StartPolicy::new(StartConfig {
         settle: Duration::from_millis(opts.cfg.timing.settle_ms),
@@ -818,7 +815,10 @@ impl Node {
             .map(|(p, c)| PeerInfo {
                 peer: *p,
                 connected_since: clock.at(c.since),
-                last_use: c.last_election_use.max(self.superpeer.as_ref().and_then(|sp| sp.last_use(p))).map(|t| clock.at(t)),
+                last_use: c
+                    .last_election_use
+                    .max(self.superpeer.as_ref().and_then(|sp| sp.last_use(p)))
+                    .map(|t| clock.at(t)),
                 keep: Keep {
                     mesh: mesh.contains(p),
                     ring: Some(*p) == ring_to || Some(*p) == ring_from,

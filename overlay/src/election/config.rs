@@ -240,14 +240,11 @@ mod answering_only_tests {
     /// an election that one process starts, to a leader every process names.
     #[test]
     fn answering_only_processes_start_nothing_and_still_answer() {
-        for a in [
-            Algorithm::Bully,
-            Algorithm::FastBully,
-            Algorithm::Ring,
-            Algorithm::ChangRoberts,
-            Algorithm::Villadangos,
-        ] {
-            let base = ElectionConfig { alive_interval_ms: 100, alive_error_factor: 3, ..ElectionConfig::for_algorithm(a) };
+        for a in
+            [Algorithm::Bully, Algorithm::FastBully, Algorithm::Ring, Algorithm::ChangRoberts, Algorithm::Villadangos]
+        {
+            let base =
+                ElectionConfig { alive_interval_ms: 100, alive_error_factor: 3, ..ElectionConfig::for_algorithm(a) };
             for (cfg, expect_start) in [(base.clone(), true), (base.answering_only(), false)] {
                 let mut net = Net::new(5, cfg);
                 for i in 0..net.len() {
@@ -262,7 +259,11 @@ mod answering_only_tests {
                     net.start_at(Time::from_millis(5_000), 0);
                     net.run_until_quiet(Time::from_millis(20_000));
                     let top = net.id(net.highest_alive().unwrap_or(0));
-                    assert!(net.all_agree_on(top), "{a:?}: answering-only processes elect when asked: {:?}", net.leaders());
+                    assert!(
+                        net.all_agree_on(top),
+                        "{a:?}: answering-only processes elect when asked: {:?}",
+                        net.leaders()
+                    );
                 }
             }
         }

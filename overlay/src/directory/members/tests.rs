@@ -276,14 +276,20 @@ fn a_refresh_spreads_without_changing_the_group() {
     assert_eq!(b.dir.version(), v, "same priority and addresses: the group did not change");
 }
 
-#[test]
-fn a_settled_directory_paces_new_members_per_sender_and_sees_floods() {
+/// Two peers whose directories compared equal often enough to be settled (`a`'s is strict).
+fn settled_pair() -> (Peer, Peer) {
     let mut a = Peer::new(1);
     let mut b = Peer::new(2);
     for _ in 0..4 {
         exchange(&mut a, &mut b);
     }
     assert!(a.dir.settled(NOW + 10_000_000, 1_000_000));
+    (a, b)
+}
+
+#[test]
+fn a_settled_directory_paces_new_members_per_sender_and_sees_floods() {
+    let (mut a, b) = settled_pair();
     assert!(a.dir.is_strict());
     let attacker = PeerId::random();
     let phantoms: Vec<SignedRecord> = (0..200).map(|_| stranger(0, NOW).1).collect();
@@ -302,12 +308,7 @@ fn a_settled_directory_paces_new_members_per_sender_and_sees_floods() {
 
 #[test]
 fn a_directory_that_changed_since_it_settled_paces_but_judges_no_flood() {
-    let mut a = Peer::new(1);
-    let mut b = Peer::new(2);
-    for _ in 0..4 {
-        exchange(&mut a, &mut b);
-    }
-    assert!(a.dir.settled(NOW + 10_000_000, 1_000_000));
+    let (mut a, b) = settled_pair();
     // The swarm grows: a newcomer arrives, and the next frame brings hundreds more.
     let (_, newcomer) = stranger(0, NOW);
     assert_eq!(a.dir.handle(b.id(), &push(vec![newcomer]), NOW).unwrap().changed, 1);

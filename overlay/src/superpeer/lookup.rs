@@ -19,8 +19,8 @@
 //!   node already knows of (its neighbours, up to the kind's minimum) is unusable even when no
 //!   asked peer failed. In a DHT that works, the `K` peers closest to any key number
 //!   `min(K, N - 1)`, at least as many as the live peers the node knows. An answer that asked
-//!   nobody (the node's routing table emptied: on a saturated machine Kademlia drops the peers
-//!   whose dials fail) reports no failure and would otherwise be taken for a network of one:
+//!   nobody (a lookup over an empty routing table) reports no failure and would otherwise be
+//!   taken for a network of one:
 //!   in a 2,000-node swarm 342 nodes decided on such answers that they wanted 1 super peer and
 //!   310 of them claimed the one slot, each "closest" to its key among nobody. A node that
 //!   knows no peer still decides on an empty answer: it is alone.

@@ -56,8 +56,8 @@
 //! Per stream direction: one ring buffer for the pending bytes (no allocation per chunk while
 //! bytes are pending; given back down to [`KEEP_CAPACITY`] once it drains, so that one burst
 //! does not hold its size for the connection's life), a queue of small marks (due time, end
-//! offset), and **one** tokio `Sleep` armed for the head mark only (bytes leave in order, so only the head needs a deadline),
-//! re-armed only when the head's deadline changes. Reads that become due within [`BATCH`]
+//! offset), and **one** tokio `Sleep` armed for the head mark only (bytes leave in order, so
+//! only the head needs a deadline), re-armed only when the head's deadline changes. Reads that become due within [`BATCH`]
 //! (1 ms, tokio's timer resolution) of the previous mark share it, and one read from yamux
 //! takes every byte that is due, so a burst costs one wake-up.
 //!

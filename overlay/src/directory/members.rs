@@ -380,9 +380,13 @@ impl Directory {
     }
     /// Unchanged for `quiet_us` and the last [`SETTLED_STREAK`] comparisons equal.
     pub fn settled(&mut self, now_us: u64, quiet_us: u64) -> bool {
-        let settled = self.equal_streak >= SETTLED_STREAK && now_us.saturating_sub(self.changed_at_us) >= quiet_us;
+        let settled = self.agrees_now() && now_us.saturating_sub(self.changed_at_us) >= quiet_us;
         self.strict |= settled;
         settled
+    }
+    /// The last [`SETTLED_STREAK`] digest comparisons were equal, with no change since.
+    fn agrees_now(&self) -> bool {
+        self.equal_streak >= SETTLED_STREAK
     }
     /// Has the directory been settled once (new members are paced per sender from then on)?
     pub fn is_strict(&self) -> bool {
@@ -585,7 +589,7 @@ impl Directory {
         self.stats.entries_received += entries.len() as u64;
         let paced = self.strict;
         // Judged before this frame's own changes reset the streak.
-        let settled_now = self.equal_streak >= SETTLED_STREAK;
+        let settled_now = self.agrees_now();
         let mut h = Handled::default();
         let mut rate = 0usize;
         for e in entries {

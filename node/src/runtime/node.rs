@@ -280,8 +280,12 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
         anyhow::bail!("none of the bootstrap addresses can be dialled: {}", bootstrap_errors.join("; "));
     }
     let clock = Clock::new();
-    let election =
-        if opts.cfg.timing.leader_election { opts.cfg.election.clone() } else { opts.cfg.election.answering_only() };
+    // The start policy below starts elections, a leaderless node's included.
+    let election = if opts.cfg.timing.leader_election {
+        opts.cfg.election.with_start_policy()
+    } else {
+        opts.cfg.election.answering_only()
+    };
     let driver = ElectionDriver::new(me, &election, opts.seed, clock);
     let start = StartPolicy::new(StartConfig {
         settle: Duration::from_millis(opts.cfg.timing.settle_ms),

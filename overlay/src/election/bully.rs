@@ -12,7 +12,9 @@
 //! - `Coordinator` from a higher process is admitted and ends any election (seed 002 step 9).
 //! - Heartbeats (`cfg.alive_interval()`): the coordinator sends `Alive` to every lower
 //!   process each interval; a follower re-arms T1 (= interval x error factor) on every
-//!   message from its coordinator.
+//!   message from its coordinator. A process that names no coordinator holds an election
+//!   after T1 (the orphan rule, unless `ElectionConfig::orphan_rule` is off; see
+//!   [`super::watch`]).
 //!
 //! States: `Passive`, `Candidate` (waiting T2), `Waiting` (waiting T3), `Leader`.
 //!
@@ -58,6 +60,8 @@ pub(crate) struct Timing {
     pub alive: Option<Duration>,
     /// T1: coordinator silence (`None`: heartbeats off).
     pub t1: Option<Duration>,
+    /// T1 for a process that names no coordinator (`None`: no orphan rule).
+    pub orphan: Option<Duration>,
     pub t2: Duration,
     pub t3: Duration,
     pub t4: Duration,
@@ -65,7 +69,14 @@ pub(crate) struct Timing {
 
 impl Timing {
     pub(crate) fn new(cfg: &ElectionConfig) -> Timing {
-        Timing { alive: cfg.alive_interval(), t1: cfg.t1(), t2: cfg.t2(), t3: cfg.t3(), t4: cfg.t4() }
+        Timing {
+            alive: cfg.alive_interval(),
+            t1: cfg.t1(),
+            orphan: cfg.orphan_wait(),
+            t2: cfg.t2(),
+            t3: cfg.t3(),
+            t4: cfg.t4(),
+        }
     }
 }
 
@@ -377,8 +388,8 @@ impl Election for Bully {
     fn handle(&mut self, ctx: &mut Context<'_>, input: Input) {
         self.handle_input(ctx, input);
         // With heartbeats, a process that names no coordinator waits T1 for one.
-        let orphan = self.phase == Phase::Idle && self.leader.is_none();
-        if let Some(t1) = self.timing.t1.filter(|_| orphan && !self.orphan) {
+        let orphan = self.timing.orphan.is_some() && self.phase == Phase::Idle && self.leader.is_none();
+        if let Some(t1) = self.timing.orphan.filter(|_| orphan && !self.orphan) {
             ctx.set_timer(Timer::T1, t1);
         }
         self.orphan = orphan;

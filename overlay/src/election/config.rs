@@ -111,6 +111,13 @@ pub struct ElectionConfig {
     /// heartbeats stop, and merged components adopt the better leader as its heartbeats
     /// reach them: what a network whose links keep changing needs.
     pub echo_heartbeat_interval_ms: u64,
+    /// The orphan rule: with heartbeats, a process that names no leader outside an election
+    /// holds one after T1 by itself (`watch`, and the bully family). On where nothing else
+    /// starts a leaderless process's election (the lab); off in a node, whose start policy
+    /// (`detect::start`) does that once the member directory settled. Not a file setting: it
+    /// says who starts elections, which the program knows.
+    #[serde(skip)]
+    pub orphan_rule: bool,
 }
 
 impl Default for ElectionConfig {
@@ -126,6 +133,7 @@ impl Default for ElectionConfig {
             echo_ack_timeout_ms: 2_000,
             echo_probe_interval_ms: 1_000,
             echo_heartbeat_interval_ms: 0,
+            orphan_rule: true,
         }
     }
 }
@@ -170,6 +178,22 @@ impl ElectionConfig {
     /// starting one; and a leader it answered into office would send `Alive` to every member.
     pub fn answering_only(&self) -> ElectionConfig {
         ElectionConfig { alive_interval_ms: 0, echo_heartbeat_interval_ms: 0, ..self.clone() }
+    }
+
+    /// The configuration of a process whose application starts its elections, including a
+    /// leaderless process's (a node's start policy, `detect::start`): no orphan rule. The
+    /// rule counts T1 from the group's first arrival, and a node's group grows for as long as
+    /// its directory learns the swarm: in a 500-node swarm whose directories took 30-70 s to
+    /// converge, orphans started elections over partial groups that every change of the
+    /// group restarted, 7,000-9,000 in all. The policy starts one election once the
+    /// directory settled, and a fallback for a node that still names no leader.
+    pub fn with_start_policy(&self) -> ElectionConfig {
+        ElectionConfig { orphan_rule: false, ..self.clone() }
+    }
+
+    /// T1 for the orphan rule, if it is on (heartbeats on and `orphan_rule`).
+    pub fn orphan_wait(&self) -> Option<Duration> {
+        self.t1().filter(|_| self.orphan_rule)
     }
 
     /// The heartbeat period, if heartbeats are on.
@@ -234,6 +258,35 @@ mod answering_only_tests {
     use crate::driver::Input;
     use crate::testkit::Net;
     use crate::time::Time;
+
+    /// Without the orphan rule (a node's start policy starts elections) no algorithm starts
+    /// one by itself, given only its group; an election one process starts still elects the
+    /// highest, and a leader that then goes silent, with no failure report, is still replaced
+    /// by the heartbeat watch.
+    #[test]
+    fn with_a_start_policy_no_orphan_starts_and_a_silent_leader_is_still_replaced() {
+        for a in
+            [Algorithm::Bully, Algorithm::FastBully, Algorithm::Ring, Algorithm::ChangRoberts, Algorithm::Villadangos]
+        {
+            let cfg =
+                ElectionConfig { alive_interval_ms: 100, alive_error_factor: 3, ..ElectionConfig::for_algorithm(a) }
+                    .with_start_policy();
+            let mut net = Net::new(5, cfg);
+            net.detector = false;
+            for i in 0..net.len() {
+                let g = net.group.clone();
+                net.input(i, Input::Membership(g));
+            }
+            net.run_until_quiet(Time::from_millis(5_000));
+            assert_eq!(net.started.iter().sum::<u64>(), 0, "{a:?}: nobody starts by itself");
+            net.start_at(Time::from_millis(5_000), 0);
+            net.run_until_quiet(Time::from_millis(10_000));
+            assert!(net.all_agree_on(net.id(4)), "{a:?}: the highest is elected: {:?}", net.leaders());
+            net.crash_at(Time::from_millis(10_000), 4);
+            net.run_until_quiet(Time::from_millis(20_000));
+            assert!(net.all_agree_on(net.id(3)), "{a:?}: the silent leader is replaced: {:?}", net.leaders());
+        }
+    }
 
     /// Every algorithm with heartbeats starts an election by itself (the orphan rule) once
     /// each process knows the group; answering only, none does, and all of them still answer

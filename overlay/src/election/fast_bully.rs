@@ -47,7 +47,8 @@
 //!   reported down is not admitted as coordinator (`Coordinator`, `Alive`, or its `View`)
 //!   until `PeerUp`; if its claim was refused, its `PeerUp` makes this process ask again (at
 //!   once when idle, when its election ends otherwise). A nominee reported down is skipped.
-//! - With heartbeats, a process that names no coordinator for T1 holds an election.
+//! - With heartbeats, a process that names no coordinator for T1 holds an election (the
+//!   orphan rule, unless `ElectionConfig::orphan_rule` is off; see [`super::watch`]).
 //! - The highest process still waits T2 before announcing; entering an election forgets the
 //!   coordinator; bad input is rejected as in [`super::bully`].
 //!
@@ -581,8 +582,8 @@ impl Election for FastBully {
     fn handle(&mut self, ctx: &mut Context<'_>, input: Input) {
         self.handle_input(ctx, input);
         // With heartbeats, a process that names no coordinator waits T1 for one.
-        let orphan = self.phase == Phase::Idle && self.leader.is_none();
-        if let Some(t1) = self.timing.t1.filter(|_| orphan && !self.orphan) {
+        let orphan = self.timing.orphan.is_some() && self.phase == Phase::Idle && self.leader.is_none();
+        if let Some(t1) = self.timing.orphan.filter(|_| orphan && !self.orphan) {
             ctx.set_timer(Timer::T1, t1);
         }
         self.orphan = orphan;

@@ -10,8 +10,12 @@
 //! a failure report: the skip lasts that one election, so a leader that was only frozen takes
 //! part in the next one.
 //!
-//! A process that names no leader outside an election (it was never reached by one, or a
-//! partition cut it off before the result came) holds an election after T1 too.
+//! **The orphan rule** (`ElectionConfig::orphan_rule`): a process that names no leader
+//! outside an election (it was never reached by one, or a partition cut it off before the
+//! result came) holds an election after T1 too. A node turns the rule off: its start policy
+//! (`detect::start`) starts the leaderless node's election once its member directory
+//! settled, where T1 from the group's first arrival would start elections over the partial
+//! groups of a swarm still forming ([`ElectionConfig::with_start_policy`]).
 //!
 //! `Alive` from a process this one does not follow, ranked above the leader it names (or
 //! when it names none), means two leaders can see each other: after a heal, a thaw, or an
@@ -68,6 +72,8 @@ pub struct Watched<E> {
     group: Arc<Membership>,
     /// The `Alive` period and T1; `None` when heartbeats are off.
     timing: Option<(Duration, Duration)>,
+    /// The orphan rule is on (module doc).
+    orphan_rule: bool,
     /// What T1 is measuring.
     watch: Watch,
     /// This process sends `Alive` (it leads, and no election runs).
@@ -79,7 +85,16 @@ pub struct Watched<E> {
 impl<E: LeaderSilence> Watched<E> {
     pub fn new(inner: E, group: Arc<Membership>, cfg: &ElectionConfig) -> Self {
         let timing = cfg.alive_interval().zip(cfg.t1());
-        Watched { me: inner.id(), inner, group, timing, watch: Watch::Nothing, beating: false, down: Down::default() }
+        Watched {
+            me: inner.id(),
+            inner,
+            group,
+            timing,
+            orphan_rule: cfg.orphan_rule,
+            watch: Watch::Nothing,
+            beating: false,
+            down: Down::default(),
+        }
     }
 
     /// The wrapped algorithm.
@@ -137,7 +152,8 @@ impl<E: LeaderSilence> Watched<E> {
             _ if busy => Watch::Nothing,
             Some(l) if l == self.me => Watch::Nothing,
             Some(l) => Watch::Leader(l),
-            None => Watch::Orphan,
+            None if self.orphan_rule => Watch::Orphan,
+            None => Watch::Nothing,
         };
         if watch != self.watch {
             self.watch = watch;

@@ -8,7 +8,9 @@
 //! microseconds), expires the records of members that stopped refreshing theirs, and converts
 //! between `Instant` and the wall clock in which records expire. The wall clock is read once;
 //! later times are that reading plus the monotonic clock's progress, so a jump of the system
-//! clock moves no deadline.
+//! clock moves no deadline. The directories of one process share one memo of records already
+//! checked (`overlay::directory::memo`): the nodes of a swarm check each record once between
+//! them.
 //!
 //! All three sync messages travel as requests; the codec's responses are one-byte
 //! acknowledgements ([`ACK_EQUAL`] answers a digest that was equal).
@@ -21,9 +23,9 @@ pub use overlay::directory::members::{
     MEMBERS_VERSION, SETTLED_STREAK,
 };
 pub use overlay::directory::node_id_of;
-use overlay::directory::{Bounds, RecordBody, SignError, SignedRecord};
+use overlay::directory::{Bounds, RecordBody, SignError, SignedRecord, VerifiedMemo};
 use overlay::{Membership, NodeId, Rank};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Acknowledgement of a `Digest` request that found the digests equal (the other codes are in
@@ -31,6 +33,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub const ACK_EQUAL: u8 = 2;
 /// Addresses kept per member.
 pub const MAX_ADDRS: usize = overlay::directory::record::MAX_ADDRS;
+
+/// Records the process's memo keeps per generation (32-byte digests; two generations at most).
+const MEMO_CAPACITY: usize = 1 << 18;
+
+/// The memo of checked records shared by every directory of this process.
+fn process_memo() -> Arc<VerifiedMemo> {
+    static MEMO: OnceLock<Arc<VerifiedMemo>> = OnceLock::new();
+    MEMO.get_or_init(|| Arc::new(VerifiedMemo::new(MEMO_CAPACITY))).clone()
+}
 
 /// The directory with this node's key and clock.
 pub struct Directory {
@@ -70,14 +81,9 @@ impl Directory {
         let wall0_us = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(1);
         let ttl_us = bounds.max_ttl_us;
         let me = sign(&key, priority, wall0_us, ttl_us, &addrs)?;
-        Ok(Directory {
-            inner: Inner::new(me, bounds, wall0_us),
-            key,
-            priority,
-            ttl_us,
-            wall0_us,
-            mono0: Instant::now(),
-        })
+        let mut inner = Inner::new(me, bounds, wall0_us);
+        inner.share_memo(process_memo());
+        Ok(Directory { inner, key, priority, ttl_us, wall0_us, mono0: Instant::now() })
     }
 
     /// Wall-clock microseconds at `t`.

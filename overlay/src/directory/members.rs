@@ -37,6 +37,7 @@
 //! the same for every node up to clock skew).
 
 use super::admission::{Bounds, Budgets, Refusal, RefusalCounts};
+use super::memo::VerifiedMemo;
 use super::record::{node_id_of, Record, SignedRecord};
 use crate::id::{NodeId, Rank};
 use crate::membership::Membership;
@@ -175,6 +176,8 @@ pub struct Directory {
     stats: SyncStats,
     hot: Vec<PeerId>,
     hot_set: HashSet<PeerId>,
+    /// Records already checked in this process (`memo`), if shared.
+    memo: Option<Arc<VerifiedMemo>>,
 }
 
 /// The digest bucket of a member.
@@ -240,6 +243,7 @@ impl Directory {
             stats: SyncStats::default(),
             hot: Vec::new(),
             hot_set: HashSet::new(),
+            memo: None,
         };
         d.upsert(me, now_us);
         d
@@ -247,6 +251,11 @@ impl Directory {
 
     pub fn me(&self) -> PeerId {
         self.me
+    }
+
+    /// Open records through `memo`, shared with the other directories of this process.
+    pub fn share_memo(&mut self, memo: Arc<VerifiedMemo>) {
+        self.memo = Some(memo);
     }
     pub fn bounds(&self) -> &Bounds {
         &self.bounds
@@ -646,7 +655,10 @@ impl Directory {
                 return Err(Refusal::Rate);
             }
         }
-        let rec = e.open()?;
+        let rec = match &self.memo {
+            Some(m) => m.open(e)?,
+            None => e.open()?,
+        };
         Ok(Some(rec))
     }
 }

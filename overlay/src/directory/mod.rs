@@ -6,6 +6,7 @@
 //! - [`admission`]: what a record may claim (priority ceiling, expiry, incarnation bound, id
 //!   puzzle), why one is refused, and each sender's admission budget.
 //! - [`members`]: the directory itself, its anti-entropy sync, expiry and tombstones.
+//! - [`memo`]: records already checked, shared by the directories of one process.
 //! - [`pacer`]: when the next digest of that sync is due.
 //! - [`claims`]: election and super-peer claims checked against the authenticated sender and
 //!   the directory.
@@ -16,11 +17,13 @@
 pub mod admission;
 pub mod claims;
 pub mod members;
+pub mod memo;
 pub mod pacer;
 pub mod record;
 
 pub use admission::{Bounds, Refusal, RefusalCounts};
 pub use claims::{check_election, check_superpeer, ClaimRefusal, Severity};
 pub use members::{Directory, Handled, Member, SyncBody, SyncError, SyncFrame, SyncStats, MEMBERS_VERSION};
+pub use memo::VerifiedMemo;
 pub use pacer::SyncPacer;
 pub use record::{node_id_of, Record, RecordBody, SignError, SignedRecord};

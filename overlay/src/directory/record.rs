@@ -10,12 +10,21 @@
 //!
 //! Departure from libp2p: its `PeerRecord` has no priority or expiry, and its sequence number
 //! has no bound; ours has both (`admission`).
+//!
+//! **Cost.** Decoding an ed25519 key decompresses a curve point (a field exponentiation), as
+//! costly as a good part of a signature check; a directory sync looks up the subject of every
+//! record it receives, most of them known already. So [`SignedRecord::subject`] derives the
+//! peer id from the key's bytes as libp2p does (the bytes inlined in an identity multihash
+//! up to 42 bytes, their SHA-256 beyond) without decoding them, and [`SignedRecord::open`],
+//! which decodes the key to check the signature, refuses a key whose encoding is not the
+//! canonical one that id was derived from.
 
 use super::admission::Refusal;
 use crate::id::NodeId;
 use libp2p_identity::{Keypair, PeerId, PublicKey};
 use multiaddr::Multiaddr;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 /// The signature domain of member records (no other signature can be replayed as one).
 pub const RECORD_DOMAIN: &[u8] = b"peerage-member-record";
@@ -99,6 +108,24 @@ fn signed_bytes(body: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Longest protobuf-encoded key that libp2p inlines in a peer id (identity multihash).
+const MAX_INLINE_KEY_BYTES: usize = 42;
+
+/// The peer id of a protobuf-encoded public key, from its bytes alone (libp2p's rule:
+/// identity multihash up to [`MAX_INLINE_KEY_BYTES`], SHA-256 multihash beyond).
+fn peer_id_of_key_bytes(key: &[u8]) -> Result<PeerId, Refusal> {
+    let mut multihash = Vec::with_capacity(2 + key.len().max(32));
+    if key.len() <= MAX_INLINE_KEY_BYTES {
+        multihash.push(0x00);
+        varint(key.len(), &mut multihash);
+        multihash.extend_from_slice(key);
+    } else {
+        multihash.extend_from_slice(&[0x12, 0x20]);
+        multihash.extend_from_slice(&Sha256::digest(key));
+    }
+    PeerId::from_bytes(&multihash).map_err(|_| Refusal::BadKey)
+}
+
 /// The node id of a peer: SHA-256 of its peer id bytes (Kademlia's key of the peer).
 pub fn node_id_of(peer: &PeerId) -> NodeId {
     NodeId::hash_of(&peer.to_bytes())
@@ -115,12 +142,13 @@ impl SignedRecord {
         Ok(SignedRecord { public_key: key.public().encode_protobuf(), body: bytes, signature })
     }
 
-    /// The subject's peer id, from the key alone (cheap; no signature check).
+    /// The subject's peer id, from the key's bytes alone (cheap: the key is not decoded and
+    /// the signature not checked; `open` does both).
     pub fn subject(&self) -> Result<PeerId, Refusal> {
         if self.public_key.len() > MAX_KEY_BYTES {
             return Err(Refusal::Malformed);
         }
-        PublicKey::try_decode_protobuf(&self.public_key).map(|k| k.to_peer_id()).map_err(|_| Refusal::BadKey)
+        peer_id_of_key_bytes(&self.public_key)
     }
 
     /// The body, decoded but not verified (cheap checks run on it before the signature).
@@ -138,15 +166,25 @@ impl SignedRecord {
     /// Verify the signature and decode: the record, or why it is refused. Addresses that do
     /// not parse are dropped (they are hints; the noise handshake checks whoever answers).
     pub fn open(&self) -> Result<Record, Refusal> {
-        let body = self.peek()?;
+        self.peek()?;
         if self.public_key.len() > MAX_KEY_BYTES {
             return Err(Refusal::Malformed);
         }
         let key = PublicKey::try_decode_protobuf(&self.public_key).map_err(|_| Refusal::BadKey)?;
+        // The subject is derived from the bytes: they must be the key's canonical encoding.
+        if self.subject()? != key.to_peer_id() {
+            return Err(Refusal::BadKey);
+        }
         if !key.verify(&signed_bytes(&self.body), &self.signature) {
             return Err(Refusal::BadSignature);
         }
-        let peer = key.to_peer_id();
+        self.assemble()
+    }
+
+    /// The record of bytes known to open (`open` succeeded on the same bytes before).
+    pub(crate) fn assemble(&self) -> Result<Record, Refusal> {
+        let body = self.peek()?;
+        let peer = self.subject()?;
         let addrs = body.addrs.iter().filter_map(|a| Multiaddr::try_from(a.clone()).ok()).collect();
         Ok(Record {
             peer,
@@ -205,9 +243,26 @@ mod tests {
         let mut badkey = r.clone();
         badkey.public_key = vec![1, 2, 3];
         assert_eq!(badkey.open(), Err(Refusal::BadKey));
+        // The same key in a non-canonical encoding (a protobuf field repeated: the decoder
+        // keeps the last) would claim another subject than the key's: refused.
+        let mut padded = r.clone();
+        padded.public_key = [key.public().encode_protobuf(), key.public().encode_protobuf()].concat();
+        assert_ne!(padded.subject().ok(), Some(open.peer));
+        assert_eq!(padded.open(), Err(Refusal::BadKey));
         let mut big = r.clone();
         big.body = vec![0; MAX_BODY_BYTES + 1];
         assert_eq!(big.open(), Err(Refusal::Malformed));
+    }
+
+    /// The subject from the key's bytes is libp2p's peer id of the key (ed25519, the only key
+    /// type this build decodes).
+    #[test]
+    fn subject_from_bytes_is_the_keys_peer_id() {
+        for key in (0..16).map(|_| Keypair::generate_ed25519()) {
+            let r = SignedRecord::sign(&key, &body()).unwrap();
+            assert_eq!(r.subject().unwrap(), key.public().to_peer_id());
+            assert_eq!(r.open().unwrap().peer, key.public().to_peer_id());
+        }
     }
 
     #[test]

@@ -183,10 +183,10 @@ impl ElectionConfig {
     /// The configuration of a process whose application starts its elections, including a
     /// leaderless process's (a node's start policy, `detect::start`): no orphan rule. The
     /// rule counts T1 from the group's first arrival, and a node's group grows for as long as
-    /// its directory learns the swarm: in a 500-node swarm whose directories took 30-70 s to
-    /// converge, orphans started elections over partial groups that every change of the
-    /// group restarted, 7,000-9,000 in all. The policy starts one election once the
-    /// directory settled, and a fallback for a node that still names no leader.
+    /// its directory learns the swarm, so with it the orphans of a forming swarm elect over
+    /// partial groups that each change of the group restarts (7,000-9,000 elections measured
+    /// in a 500-node swarm). The policy starts one election once the directory settled, and a
+    /// fallback election for a node that still names no leader.
     pub fn with_start_policy(&self) -> ElectionConfig {
         ElectionConfig { orphan_rule: false, ..self.clone() }
     }

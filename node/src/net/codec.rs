@@ -174,16 +174,8 @@ async fn read_varint<T: AsyncRead + Unpin + Send>(io: &mut T) -> io::Result<Opti
     Err(io::Error::new(ErrorKind::InvalidData, "length prefix longer than 10 bytes"))
 }
 
-fn varint(mut n: u64, out: &mut Vec<u8>) {
-    loop {
-        let b = (n & 0x7f) as u8;
-        n >>= 7;
-        if n == 0 {
-            out.push(b);
-            return;
-        }
-        out.push(b | 0x80);
-    }
+fn varint(n: u64, out: &mut Vec<u8>) {
+    out.extend_from_slice(unsigned_varint::encode::u64(n, &mut unsigned_varint::encode::u64_buffer()));
 }
 
 /// Read one frame of at most `limit` bytes under `budget`.

@@ -257,6 +257,7 @@ impl Directory {
     pub fn share_memo(&mut self, memo: Arc<VerifiedMemo>) {
         self.memo = Some(memo);
     }
+
     pub fn bounds(&self) -> &Bounds {
         &self.bounds
     }

@@ -86,16 +86,8 @@ impl From<Refusal> for SignError {
     }
 }
 
-fn varint(mut n: usize, out: &mut Vec<u8>) {
-    loop {
-        let b = (n & 0x7f) as u8;
-        n >>= 7;
-        if n == 0 {
-            out.push(b);
-            return;
-        }
-        out.push(b | 0x80);
-    }
+fn varint(n: usize, out: &mut Vec<u8>) {
+    out.extend_from_slice(unsigned_varint::encode::usize(n, &mut unsigned_varint::encode::usize_buffer()));
 }
 
 /// The bytes a record's signature covers (libp2p's envelope layout).

@@ -13,7 +13,7 @@
 //! - Heartbeats (`cfg.alive_interval()`): the coordinator sends `Alive` to every lower
 //!   process each interval; a follower re-arms T1 (= interval x error factor) on every
 //!   message from its coordinator. A process that names no coordinator holds an election
-//!   after T1 (the orphan rule, unless `ElectionConfig::orphan_rule` is off; see
+//!   after T1 (the orphan rule; when it applies: `ElectionConfig::orphans`,
 //!   [`super::watch`]).
 //!
 //! States: `Passive`, `Candidate` (waiting T2), `Waiting` (waiting T3), `Leader`.
@@ -60,8 +60,8 @@ pub(crate) struct Timing {
     pub alive: Option<Duration>,
     /// T1: coordinator silence (`None`: heartbeats off).
     pub t1: Option<Duration>,
-    /// T1 for a process that names no coordinator (`None`: no orphan rule).
-    pub orphan: Option<Duration>,
+    /// When the orphan rule applies.
+    pub orphans: crate::election::Orphans,
     pub t2: Duration,
     pub t3: Duration,
     pub t4: Duration,
@@ -72,7 +72,7 @@ impl Timing {
         Timing {
             alive: cfg.alive_interval(),
             t1: cfg.t1(),
-            orphan: cfg.orphan_wait(),
+            orphans: cfg.orphans,
             t2: cfg.t2(),
             t3: cfg.t3(),
             t4: cfg.t4(),
@@ -131,6 +131,8 @@ pub struct Bully {
     /// T1 is armed for a process that names no coordinator (heartbeats on): when it
     /// expires with still none, the process holds an election.
     orphan: bool,
+    /// This process has named a coordinator or taken part in an election.
+    reached: bool,
 }
 
 impl Bully {
@@ -145,6 +147,7 @@ impl Bully {
             refused: Down::default(),
             up_above: None,
             orphan: false,
+            reached: false,
         }
     }
 
@@ -388,8 +391,10 @@ impl Election for Bully {
     fn handle(&mut self, ctx: &mut Context<'_>, input: Input) {
         self.handle_input(ctx, input);
         // With heartbeats, a process that names no coordinator waits T1 for one.
-        let orphan = self.timing.orphan.is_some() && self.phase == Phase::Idle && self.leader.is_none();
-        if let Some(t1) = self.timing.orphan.filter(|_| orphan && !self.orphan) {
+        self.reached |= self.leader.is_some() || self.phase != Phase::Idle;
+        let counts = self.timing.orphans == crate::election::Orphans::FromGroup || self.reached;
+        let orphan = counts && self.timing.t1.is_some() && self.phase == Phase::Idle && self.leader.is_none();
+        if let Some(t1) = self.timing.t1.filter(|_| orphan && !self.orphan) {
             ctx.set_timer(Timer::T1, t1);
         }
         self.orphan = orphan;

@@ -111,13 +111,25 @@ pub struct ElectionConfig {
     /// heartbeats stop, and merged components adopt the better leader as its heartbeats
     /// reach them: what a network whose links keep changing needs.
     pub echo_heartbeat_interval_ms: u64,
-    /// The orphan rule: with heartbeats, a process that names no leader outside an election
-    /// holds one after T1 by itself (`watch`, and the bully family). On where nothing else
-    /// starts a leaderless process's election (the lab); off in a node, whose start policy
-    /// (`detect::start`) does that once the member directory settled. Not a file setting: it
-    /// says who starts elections, which the program knows.
+    /// When the orphan rule applies (with heartbeats, a process that names no leader outside
+    /// an election holds one after T1: `watch`, and the bully family). Not a file setting: it
+    /// says who starts the first election, which the program knows.
     #[serde(skip)]
-    pub orphan_rule: bool,
+    pub orphans: Orphans,
+}
+
+/// When the orphan rule applies ([`ElectionConfig::orphans`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Orphans {
+    /// From the group's first arrival: a process no election reached holds one after T1.
+    /// For the lab, where nothing else starts a leaderless process's election.
+    #[default]
+    FromGroup,
+    /// Only in a process that has named a leader or taken part in an election: the first
+    /// election is the application's (a node's start policy starts it once the member
+    /// directory settled). A process that lost its leader, or that an election left
+    /// without one (a partition that heals), still holds one after T1.
+    AfterFirstElection,
 }
 
 impl Default for ElectionConfig {
@@ -133,7 +145,7 @@ impl Default for ElectionConfig {
             echo_ack_timeout_ms: 2_000,
             echo_probe_interval_ms: 1_000,
             echo_heartbeat_interval_ms: 0,
-            orphan_rule: true,
+            orphans: Orphans::FromGroup,
         }
     }
 }
@@ -180,20 +192,15 @@ impl ElectionConfig {
         ElectionConfig { alive_interval_ms: 0, echo_heartbeat_interval_ms: 0, ..self.clone() }
     }
 
-    /// The configuration of a process whose application starts its elections, including a
-    /// leaderless process's (a node's start policy, `detect::start`): no orphan rule. The
-    /// rule counts T1 from the group's first arrival, and a node's group grows for as long as
-    /// its directory learns the swarm, so with it the orphans of a forming swarm elect over
-    /// partial groups that each change of the group restarts (7,000-9,000 elections measured
-    /// in a 500-node swarm). The policy starts one election once the directory settled, and a
-    /// fallback election for a node that still names no leader.
+    /// The configuration of a process whose application starts the first election (a node's
+    /// start policy, `detect::start`): the orphan rule only after it
+    /// ([`Orphans::AfterFirstElection`]). Counted from the group's first arrival, T1 runs out
+    /// while a node's directory still learns the swarm, so the orphans of a forming swarm
+    /// elect over partial groups that each change of the group restarts (7,000-9,000
+    /// elections measured in a 500-node swarm). The policy starts one election once the
+    /// directory settled.
     pub fn with_start_policy(&self) -> ElectionConfig {
-        ElectionConfig { orphan_rule: false, ..self.clone() }
-    }
-
-    /// T1 for the orphan rule, if it is on (heartbeats on and `orphan_rule`).
-    pub fn orphan_wait(&self) -> Option<Duration> {
-        self.t1().filter(|_| self.orphan_rule)
+        ElectionConfig { orphans: Orphans::AfterFirstElection, ..self.clone() }
     }
 
     /// The heartbeat period, if heartbeats are on.
@@ -256,8 +263,10 @@ mod tests {
 mod answering_only_tests {
     use super::*;
     use crate::driver::Input;
+    use crate::membership::Membership;
     use crate::testkit::Net;
     use crate::time::Time;
+    use std::sync::Arc;
 
     /// Without the orphan rule (a node's start policy starts elections) no algorithm starts
     /// one by itself, given only its group; an election one process starts still elects the
@@ -285,6 +294,37 @@ mod answering_only_tests {
             net.crash_at(Time::from_millis(10_000), 4);
             net.run_until_quiet(Time::from_millis(20_000));
             assert!(net.all_agree_on(net.id(3)), "{a:?}: the silent leader is replaced: {:?}", net.leaders());
+        }
+    }
+
+    /// With a start policy, a process that an election has reached and that is then left
+    /// without a leader (here: taken out of the group and put back, which makes Villadangos
+    /// forget its leader) still holds an election after T1, and the group ends naming one
+    /// leader again.
+    #[test]
+    fn with_a_start_policy_an_orphan_after_the_first_election_elects() {
+        {
+            let a = Algorithm::Villadangos;
+            let cfg =
+                ElectionConfig { alive_interval_ms: 100, alive_error_factor: 3, ..ElectionConfig::for_algorithm(a) }
+                    .with_start_policy();
+            let mut net = Net::new(5, cfg);
+            for i in 0..net.len() {
+                let g = net.group.clone();
+                net.input(i, Input::Membership(g));
+            }
+            net.start_at(Time::ZERO, 0);
+            net.run_until_quiet(Time::from_millis(5_000));
+            assert!(net.all_agree_on(net.id(4)), "{a:?}: {:?}", net.leaders());
+            let started = net.started.iter().sum::<u64>();
+            let full = net.group.clone();
+            let without = Arc::new(Membership::new(full.ranks().iter().copied().filter(|r| r.id != net.id(0))));
+            net.input(0, Input::Membership(without));
+            net.input(0, Input::Membership(full));
+            assert_eq!(net.leaders()[0], None, "{a:?}: process 0 forgot its leader");
+            net.run_until_quiet(Time::from_millis(10_000));
+            assert!(net.started[0] > 0 && net.started.iter().sum::<u64>() > started, "{a:?}: the orphan elected");
+            assert!(net.all_agree_on(net.id(4)), "{a:?}: {:?}", net.leaders());
         }
     }
 

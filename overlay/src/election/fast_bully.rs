@@ -48,7 +48,7 @@
 //!   until `PeerUp`; if its claim was refused, its `PeerUp` makes this process ask again (at
 //!   once when idle, when its election ends otherwise). A nominee reported down is skipped.
 //! - With heartbeats, a process that names no coordinator for T1 holds an election (the
-//!   orphan rule, unless `ElectionConfig::orphan_rule` is off; see [`super::watch`]).
+//!   orphan rule; when it applies: `ElectionConfig::orphans`, [`super::watch`]).
 //! - The highest process still waits T2 before announcing; entering an election forgets the
 //!   coordinator; bad input is rejected as in [`super::bully`].
 //!
@@ -110,6 +110,8 @@ pub struct FastBully {
     /// T1 is armed for a process that names no coordinator (heartbeats on): when it
     /// expires with still none, the process holds an election.
     orphan: bool,
+    /// This process has named a coordinator or taken part in an election.
+    reached: bool,
 }
 
 impl FastBully {
@@ -127,6 +129,7 @@ impl FastBully {
             refused: Down::default(),
             up_above: None,
             orphan: false,
+            reached: false,
         }
     }
 
@@ -582,8 +585,10 @@ impl Election for FastBully {
     fn handle(&mut self, ctx: &mut Context<'_>, input: Input) {
         self.handle_input(ctx, input);
         // With heartbeats, a process that names no coordinator waits T1 for one.
-        let orphan = self.timing.orphan.is_some() && self.phase == Phase::Idle && self.leader.is_none();
-        if let Some(t1) = self.timing.orphan.filter(|_| orphan && !self.orphan) {
+        self.reached |= self.leader.is_some() || self.phase != Phase::Idle;
+        let counts = self.timing.orphans == crate::election::Orphans::FromGroup || self.reached;
+        let orphan = counts && self.timing.t1.is_some() && self.phase == Phase::Idle && self.leader.is_none();
+        if let Some(t1) = self.timing.t1.filter(|_| orphan && !self.orphan) {
             ctx.set_timer(Timer::T1, t1);
         }
         self.orphan = orphan;

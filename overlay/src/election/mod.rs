@@ -35,7 +35,7 @@ pub mod villadangos;
 pub mod watch;
 
 pub use assumptions::Assumptions;
-pub use config::{Algorithm, ConfigError, ElectionConfig, UnknownAlgorithm};
+pub use config::{Algorithm, ConfigError, ElectionConfig, Orphans, UnknownAlgorithm};
 pub use message::{ElectionTag, Message};
 
 use crate::driver::{Context, Election, Input};

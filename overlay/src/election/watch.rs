@@ -10,12 +10,13 @@
 //! a failure report: the skip lasts that one election, so a leader that was only frozen takes
 //! part in the next one.
 //!
-//! **The orphan rule** (`ElectionConfig::orphan_rule`): a process that names no leader
-//! outside an election (it was never reached by one, or a partition cut it off before the
-//! result came) holds an election after T1 too. A node turns the rule off: its start policy
-//! (`detect::start`) starts the leaderless node's election once its member directory
-//! settled, where T1 from the group's first arrival would start elections over the partial
-//! groups of a swarm still forming ([`ElectionConfig::with_start_policy`]).
+//! **The orphan rule** (`ElectionConfig::orphans`): a process that names no leader outside
+//! an election (it was never reached by one, or a partition cut it off before the result
+//! came) holds an election after T1 too. In a node the rule applies only once the process has
+//! named a leader or taken part in an election ([`Orphans::AfterFirstElection`]): its start
+//! policy (`detect::start`) starts the first election once the member directory settled,
+//! where T1 from the group's first arrival would start elections over the partial groups of
+//! a swarm still forming ([`ElectionConfig::with_start_policy`]).
 //!
 //! `Alive` from a process this one does not follow, ranked above the leader it names (or
 //! when it names none), means two leaders can see each other: after a heal, a thaw, or an
@@ -36,7 +37,7 @@
 
 use crate::driver::{Context, Election, Input, Timer};
 use crate::election::down::Down;
-use crate::election::{ElectionConfig, Message};
+use crate::election::{ElectionConfig, Message, Orphans};
 use crate::id::NodeId;
 use crate::membership::Membership;
 use std::sync::Arc;
@@ -72,8 +73,10 @@ pub struct Watched<E> {
     group: Arc<Membership>,
     /// The `Alive` period and T1; `None` when heartbeats are off.
     timing: Option<(Duration, Duration)>,
-    /// The orphan rule is on (module doc).
-    orphan_rule: bool,
+    /// When the orphan rule applies (module doc).
+    orphans: Orphans,
+    /// This process has named a leader or taken part in an election.
+    reached: bool,
     /// What T1 is measuring.
     watch: Watch,
     /// This process sends `Alive` (it leads, and no election runs).
@@ -90,7 +93,8 @@ impl<E: LeaderSilence> Watched<E> {
             inner,
             group,
             timing,
-            orphan_rule: cfg.orphan_rule,
+            orphans: cfg.orphans,
+            reached: false,
             watch: Watch::Nothing,
             beating: false,
             down: Down::default(),
@@ -139,6 +143,8 @@ impl<E: LeaderSilence> Watched<E> {
         let Some((alive, t1)) = self.timing else { return };
         let busy = self.inner.in_election();
         let leader = self.inner.leader();
+        self.reached |= busy || leader.is_some();
+        let orphan_rule = self.orphans == Orphans::FromGroup || self.reached;
         let leads = leader == Some(self.me);
         if leads != self.beating {
             self.beating = leads;
@@ -152,7 +158,7 @@ impl<E: LeaderSilence> Watched<E> {
             _ if busy => Watch::Nothing,
             Some(l) if l == self.me => Watch::Nothing,
             Some(l) => Watch::Leader(l),
-            None if self.orphan_rule => Watch::Orphan,
+            None if orphan_rule => Watch::Orphan,
             None => Watch::Nothing,
         };
         if watch != self.watch {

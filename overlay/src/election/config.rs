@@ -132,6 +132,14 @@ pub enum Orphans {
     AfterFirstElection,
 }
 
+impl Orphans {
+    /// Whether the rule applies to a process that has (`reached`) or has not yet named a
+    /// leader or taken part in an election.
+    pub fn apply(self, reached: bool) -> bool {
+        self == Orphans::FromGroup || reached
+    }
+}
+
 impl Default for ElectionConfig {
     fn default() -> Self {
         ElectionConfig {
@@ -268,8 +276,8 @@ mod answering_only_tests {
     use crate::time::Time;
     use std::sync::Arc;
 
-    /// Without the orphan rule (a node's start policy starts elections) no algorithm starts
-    /// one by itself, given only its group; an election one process starts still elects the
+    /// With a start policy (the orphan rule only after the first election) no algorithm
+    /// starts one by itself, given only its group; an election one process starts still elects the
     /// highest, and a leader that then goes silent, with no failure report, is still replaced
     /// by the heartbeat watch.
     #[test]
@@ -303,29 +311,26 @@ mod answering_only_tests {
     /// leader again.
     #[test]
     fn with_a_start_policy_an_orphan_after_the_first_election_elects() {
-        {
-            let a = Algorithm::Villadangos;
-            let cfg =
-                ElectionConfig { alive_interval_ms: 100, alive_error_factor: 3, ..ElectionConfig::for_algorithm(a) }
-                    .with_start_policy();
-            let mut net = Net::new(5, cfg);
-            for i in 0..net.len() {
-                let g = net.group.clone();
-                net.input(i, Input::Membership(g));
-            }
-            net.start_at(Time::ZERO, 0);
-            net.run_until_quiet(Time::from_millis(5_000));
-            assert!(net.all_agree_on(net.id(4)), "{a:?}: {:?}", net.leaders());
-            let started = net.started.iter().sum::<u64>();
-            let full = net.group.clone();
-            let without = Arc::new(Membership::new(full.ranks().iter().copied().filter(|r| r.id != net.id(0))));
-            net.input(0, Input::Membership(without));
-            net.input(0, Input::Membership(full));
-            assert_eq!(net.leaders()[0], None, "{a:?}: process 0 forgot its leader");
-            net.run_until_quiet(Time::from_millis(10_000));
-            assert!(net.started[0] > 0 && net.started.iter().sum::<u64>() > started, "{a:?}: the orphan elected");
-            assert!(net.all_agree_on(net.id(4)), "{a:?}: {:?}", net.leaders());
+        let a = Algorithm::Villadangos;
+        let cfg = ElectionConfig { alive_interval_ms: 100, alive_error_factor: 3, ..ElectionConfig::for_algorithm(a) }
+            .with_start_policy();
+        let mut net = Net::new(5, cfg);
+        for i in 0..net.len() {
+            let g = net.group.clone();
+            net.input(i, Input::Membership(g));
         }
+        net.start_at(Time::ZERO, 0);
+        net.run_until_quiet(Time::from_millis(5_000));
+        assert!(net.all_agree_on(net.id(4)), "{a:?}: {:?}", net.leaders());
+        let started = net.started.iter().sum::<u64>();
+        let full = net.group.clone();
+        let without = Arc::new(Membership::new(full.ranks().iter().copied().filter(|r| r.id != net.id(0))));
+        net.input(0, Input::Membership(without));
+        net.input(0, Input::Membership(full));
+        assert_eq!(net.leaders()[0], None, "{a:?}: process 0 forgot its leader");
+        net.run_until_quiet(Time::from_millis(10_000));
+        assert!(net.started[0] > 0 && net.started.iter().sum::<u64>() > started, "{a:?}: the orphan elected");
+        assert!(net.all_agree_on(net.id(4)), "{a:?}: {:?}", net.leaders());
     }
 
     /// Every algorithm with heartbeats starts an election by itself (the orphan rule) once

@@ -586,8 +586,10 @@ impl Election for FastBully {
         self.handle_input(ctx, input);
         // With heartbeats, a process that names no coordinator waits T1 for one.
         self.reached |= self.leader.is_some() || self.phase != Phase::Idle;
-        let counts = self.timing.orphans == crate::election::Orphans::FromGroup || self.reached;
-        let orphan = counts && self.timing.t1.is_some() && self.phase == Phase::Idle && self.leader.is_none();
+        let orphan = self.timing.orphans.apply(self.reached)
+            && self.timing.t1.is_some()
+            && self.phase == Phase::Idle
+            && self.leader.is_none();
         if let Some(t1) = self.timing.t1.filter(|_| orphan && !self.orphan) {
             ctx.set_timer(Timer::T1, t1);
         }

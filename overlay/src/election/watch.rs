@@ -144,7 +144,7 @@ impl<E: LeaderSilence> Watched<E> {
         let busy = self.inner.in_election();
         let leader = self.inner.leader();
         self.reached |= busy || leader.is_some();
-        let orphan_rule = self.orphans == Orphans::FromGroup || self.reached;
+        let orphan_rule = self.orphans.apply(self.reached);
         let leads = leader == Some(self.me);
         if leads != self.beating {
             self.beating = leads;

@@ -14,7 +14,7 @@
 //! - [`detect`]: failure detection and the rules a node applies to what its network tells it.
 //! - [`directory`]: how a node learns that group: signed member records, their bounds, the
 //!   anti-entropy sync, and the claim checks against it.
-//! - [`connections`]: which connections a node keeps, closes and opens.
+//! - [`connections`]: which connections a node admits before the handshake, and which it keeps, closes and opens.
 //! - [`reputation`]: misbehaviour reported by every protocol, scores, bans.
 //! - [`driver`]: the one driver interface shared by every election.
 //! - [`election`]: the six election algorithms, one module each.

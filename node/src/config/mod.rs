@@ -2,7 +2,7 @@
 //! override them, validated into a [`NodeConfig`].
 //!
 //! Every limit is set on purpose rather than left at a library default: connection
-//! counts (see `node/src/net/gate.rs` and `overlay/src/connections.rs` for why each number), frame sizes, timeouts.
+//! counts (see `overlay/src/connections/` for why each number), frame sizes, timeouts.
 //! The numbers follow measurements of rust-libp2p swarms on a 2-core machine: a node
 //! refuses unwanted outbound dials before dialling once it has `outbound_gate` connections and
 //! inbound connections before the handshake at `inbound_gate`; the peer manager keeps between
@@ -409,7 +409,7 @@ impl FileConfig {
             // top of the node's usual peers (documented in `node/src/config/superpeer.rs`). Only a
             // node that serves a cluster takes inbound connections up to that hard cap
             // (`Gate::set_serving`); the others keep the inbound gate, below the cap to
-            // which their own lookups dial (`node/src/net/gate.rs`).
+            // which their own lookups dial (`overlay/src/connections/admission.rs`).
             //
             // The peer manager keeps the state machine's neighbours (`SuperPeerDriver::keeps`),
             // so it prunes above room for them and a gossipsub mesh on top of the usual

@@ -12,7 +12,7 @@
 //! connection per member, and an inbound refusal would look like a dead super peer to the
 //! member that dials it, so a node that serves a cluster takes inbound connections up to that
 //! cap (`Gate::set_serving`). Other nodes keep `inbound_gate`, below the cap their own DHT
-//! lookups dial to (`node/src/net/gate.rs`).
+//! lookups dial to (`overlay/src/connections/admission.rs`).
 
 use overlay::superpeer::{Method, SuperPeerConfig};
 use std::sync::Arc;

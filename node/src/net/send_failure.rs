@@ -3,50 +3,31 @@
 //! core's rule, `overlay::detect::failure`). This file is the wiring: which libp2p errors make
 //! which kind.
 //!
-//! - A dial our own behaviours denied: [`SendFailure::RefusedLocally`].
-//! - A dial that failed while another connection to the peer is open: [`SendFailure::Ambiguous`]
-//!   (the peer is there).
+//! - A failed dial: the core's rule `overlay::detect::dial_failure`, from whether another
+//!   connection to the peer is open and who refused the dial as the connection gate saw it
+//!   (`node/src/net/gate.rs` tells the gate's rules which dial errors are which, with the two
+//!   readers below).
 //! - A dial the peer accepted and closed before the security handshake (multistream-select ends
 //!   in EOF: "Protocol negotiation failed", [`closed_before_handshake`]): its gate or
-//!   `connection_limits` refused us, [`SendFailure::RefusedByPeer`]. A dead peer gives another
-//!   error: no listener (memory transport), connection refused or a timeout (TCP).
+//!   `connection_limits` refused us. A dead peer gives another error: no listener (memory
+//!   transport), connection refused or a timeout (TCP).
 //! - A dial that found nothing listening at every address ([`no_listener`]: `ECONNREFUSED`, or
-//!   the memory transport's missing port): [`SendFailure::NoListener`].
-//! - Any other failed dial, or a peer that does not speak the protocol:
-//!   [`SendFailure::Unreachable`].
+//!   the memory transport's missing port).
+//! - A peer that does not speak the protocol: [`SendFailure::Unreachable`].
 //! - A timeout, or a stream or connection closed before the answer: [`SendFailure::Ambiguous`].
 
 use libp2p::core::transport::TransportError;
 use libp2p::core::upgrade::NegotiationError;
 use libp2p::request_response::OutboundFailure;
+pub use overlay::connections::DialRefusal;
 pub use overlay::detect::SendFailure;
 use std::error::Error;
-
-/// Who refused the last failed dial to a peer, or that nothing listened there, as the
-/// connection gate saw it (`Gate::dial_refusal`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DialRefusal {
-    /// No refusal seen: the dial failed for another reason (or did not fail).
-    None,
-    /// One of our own behaviours denied the dial before it was made.
-    Local,
-    /// The peer took the connection and closed it before the handshake
-    /// ([`closed_before_handshake`]).
-    ByPeer,
-    /// Nothing listened at any address tried ([`no_listener`]): not a refusal of the peer's,
-    /// its absence.
-    NoListener,
-}
 
 /// Classifies `error` for a request to a peer; `connected` says whether a connection to it is
 /// open now, `refusal` who refused the failed dial, if anyone (see the module doc).
 pub fn classify(error: &OutboundFailure, connected: bool, refusal: DialRefusal) -> SendFailure {
     match error {
-        OutboundFailure::DialFailure if refusal == DialRefusal::Local => SendFailure::RefusedLocally,
-        OutboundFailure::DialFailure if connected => SendFailure::Ambiguous,
-        OutboundFailure::DialFailure if refusal == DialRefusal::ByPeer => SendFailure::RefusedByPeer,
-        OutboundFailure::DialFailure if refusal == DialRefusal::NoListener => SendFailure::NoListener,
-        OutboundFailure::DialFailure => SendFailure::Unreachable,
+        OutboundFailure::DialFailure => overlay::detect::dial_failure(connected, refusal),
         OutboundFailure::UnsupportedProtocols => SendFailure::Unreachable,
         _ => SendFailure::Ambiguous,
     }

@@ -39,6 +39,7 @@
 //! skip a dead successor), and the peer is reported down only when unreachable
 //! ([`SendFailure::unreachable`]).
 
+use crate::connections::DialRefusal;
 use crate::driver::Timer;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -70,6 +71,20 @@ impl SendFailure {
     /// The connection was refused before anything was sent (by us or by the live peer).
     pub fn refused(self) -> bool {
         matches!(self, SendFailure::RefusedByPeer | SendFailure::RefusedLocally)
+    }
+}
+
+/// What a failed dial says: `connected` whether another connection to the peer is open now
+/// (then the peer is there, and whether the message got through is unknown), `refusal` who
+/// refused the dial, as the connection gate saw it
+/// ([`crate::connections::Admission::dial_refusal`]).
+pub fn dial_failure(connected: bool, refusal: DialRefusal) -> SendFailure {
+    match refusal {
+        DialRefusal::Local => SendFailure::RefusedLocally,
+        _ if connected => SendFailure::Ambiguous,
+        DialRefusal::ByPeer => SendFailure::RefusedByPeer,
+        DialRefusal::NoListener => SendFailure::NoListener,
+        DialRefusal::None => SendFailure::Unreachable,
     }
 }
 
@@ -191,6 +206,23 @@ mod tests {
     use super::*;
 
     const ELECTION: Sent = Sent { to_head: false, election_runs: true, handover: false };
+
+    #[test]
+    fn only_a_failed_dial_without_a_connection_or_refusal_is_unreachable() {
+        use DialRefusal as R;
+        assert_eq!(dial_failure(false, R::None), SendFailure::Unreachable);
+        assert_eq!(dial_failure(false, R::Local), SendFailure::RefusedLocally);
+        assert_eq!(
+            dial_failure(true, R::Local),
+            SendFailure::RefusedLocally,
+            "our own refusal says nothing of the peer"
+        );
+        assert_eq!(dial_failure(false, R::ByPeer), SendFailure::RefusedByPeer);
+        assert_eq!(dial_failure(false, R::NoListener), SendFailure::NoListener);
+        for r in [R::None, R::ByPeer, R::NoListener] {
+            assert_eq!(dial_failure(true, r), SendFailure::Ambiguous, "another connection is open: {r:?}");
+        }
+    }
 
     #[test]
     fn refused_election_messages_are_sent_again_four_times_with_growing_waits() {

@@ -23,6 +23,6 @@ pub mod stagger;
 pub mod stall;
 pub mod start;
 
-pub use failure::{Attempt, Next, SendFailure};
+pub use failure::{dial_failure, Attempt, Next, SendFailure};
 pub use head_watch::{HeadWatch, Verdict, WatchConfig};
 pub use stall::StallMeter;

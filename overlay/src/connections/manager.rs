@@ -1,5 +1,5 @@
-//! Which connections a node keeps, closes and opens: the count kept between `target_low`
-//! and `target_high`.
+//! Which established connections a node keeps, closes and opens: the count kept between
+//! `target_low` and `target_high`.
 //!
 //! The rules (measured to keep 1,000 in-process nodes at about 9 peers each without
 //! connection churn):

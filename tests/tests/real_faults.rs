@@ -17,6 +17,9 @@
 //! Every phase must end within its bound (printed with the measured time), and the run's
 //! seed (which host gets which priority, which host joins the leader's minority) is printed:
 //! `PEERAGE_SEED=<seed>` replays it. Needs root (CI runs as root); `PEERAGE_NO_NETNS=1` skips.
+//! `PEERAGE_KEEP_LOGS=<dir>` keeps every node's log (its stderr, at `PEERAGE_NODE_LOG`, `warn` by
+//! default) in a directory per algorithm under `<dir>`, where a failing run's whole story can be
+//! read rather than the last lines the failure prints.
 
 mod common;
 
@@ -210,7 +213,17 @@ fn scenario(algorithm: &'static str, seed: u64, faults: Faults) -> Times {
     let mut priorities: Vec<u64> = (1..=HOSTS as u64).collect();
     priorities.shuffle(&mut rng);
     let tb = Testbed::create(HOSTS).expect("testbed");
-    let dir = tempfile::Builder::new().prefix(&format!("peerage-faults-{algorithm}-")).tempdir().unwrap();
+    let prefix = format!("peerage-faults-{algorithm}-");
+    let mut dir = match std::env::var_os("PEERAGE_KEEP_LOGS") {
+        Some(keep) => {
+            tempfile::Builder::new().prefix(&prefix).tempdir_in(keep).expect("a directory in PEERAGE_KEEP_LOGS")
+        }
+        None => tempfile::Builder::new().prefix(&prefix).tempdir().unwrap(),
+    };
+    if std::env::var_os("PEERAGE_KEEP_LOGS").is_some() {
+        dir.disable_cleanup(true);
+        println!("{algorithm}: the nodes' logs stay in {}", dir.path().display());
+    }
     std::fs::write(dir.path().join("node.toml"), CONFIG).unwrap();
     let mut run =
         Run { algorithm, tb, dir, nodes: (0..HOSTS).map(|_| None).collect(), priorities, started: Instant::now() };

@@ -9,7 +9,9 @@
 //! - `Timer` when a timer armed through `Effect::SetTimer` is due;
 //! - `Membership` when the member directory changed (at most once per tick);
 //! - `SendFailed` when a point-to-point election request fails; a failure to *dial* the
-//!   peer also reports it `PeerDown`;
+//!   peer also reports it `PeerDown`. A request whose connection closed under it, to a peer
+//!   that was not silent, is first sent again, for up to 2 s, when the algorithm takes copies
+//!   (`overlay::detect::failure::after_election_failure`);
 //! - `PeerUp`/`PeerDown`: for the echo election, which runs over the actual topology, on the
 //!   first connection to / loss of the last connection to a peer; for the other algorithms
 //!   `PeerDown` is reported only when a peer is lost for good: the connection to the leader
@@ -86,7 +88,7 @@ use libp2p::multiaddr::Protocol;
 use libp2p::swarm::{dial_opts::DialOpts, ConnectionError, ConnectionId, SwarmEvent};
 use libp2p::{gossipsub, identify, kad, request_response, Multiaddr, PeerId, Swarm};
 use overlay::connections::{self, Keep, PeerInfo, Policy};
-use overlay::detect::failure::election_reports_down;
+use overlay::detect::failure::{after_election_failure, ElectionNext, ElectionSent};
 use overlay::detect::stall::{StallMeter, LATENESS_WINDOW};
 use overlay::detect::start::{Facts, Kickoff, StartConfig, StartPolicy};
 use overlay::directory::{check_election, Severity, SyncPacer};
@@ -153,6 +155,26 @@ impl NodeHandle {
     }
 }
 
+/// An election request on its way.
+struct Pending {
+    to: NodeId,
+    msg: Message,
+    peer: PeerId,
+    at: Instant,
+    /// How many copies were sent before it after ambiguous failures.
+    resends: u8,
+    /// Its peer went silent and the node closed the connection (`Node::mark_silent`).
+    silent: bool,
+}
+
+/// An election message to send again at `at` (`ElectionNext::SendAgainAfter`).
+struct Resend {
+    at: Instant,
+    to: NodeId,
+    msg: Message,
+    resends: u8,
+}
+
 struct Conn {
     since: Instant,
     last_election_use: Option<Instant>,
@@ -174,7 +196,9 @@ struct Node {
     clock: Clock,
     echo: bool,
     /// Election requests in flight: recipient, message, peer, when sent.
-    pending: HashMap<request_response::OutboundRequestId, (NodeId, Message, PeerId, Instant)>,
+    pending: HashMap<request_response::OutboundRequestId, Pending>,
+    /// Election messages waiting to be sent again (at most one per pending request).
+    resends: Vec<Resend>,
     queue: VecDeque<Input>,
     conns: HashMap<PeerId, Conn>,
     last_leader: Option<NodeId>,
@@ -317,6 +341,7 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
         clock,
         echo: opts.cfg.election.algorithm == Algorithm::Echo,
         pending: HashMap::new(),
+        resends: Vec::new(),
         queue: VecDeque::new(),
         conns: HashMap::new(),
         last_leader: None,
@@ -368,6 +393,7 @@ impl Node {
         loop {
             let wake = self.driver.next_deadline().map_or(next_tick, |d| d.min(next_tick));
             let wake = self.superpeer.as_ref().map_or(wake, |sp| wake.min(sp.next_deadline()));
+            let wake = self.resends.iter().map(|r| r.at).fold(wake, Instant::min);
             tokio::select! {
                 changed = shutdown.changed() => {
                     if changed.is_err() || *shutdown.borrow() {
@@ -389,6 +415,13 @@ impl Node {
             let now = Instant::now();
             for t in self.driver.take_due(now) {
                 self.feed(Input::Timer(t));
+            }
+            if self.resends.iter().any(|r| r.at <= now) {
+                let (due, later) = std::mem::take(&mut self.resends).into_iter().partition(|r| r.at <= now);
+                self.resends = later;
+                for r in due {
+                    self.unicast_attempt(r.to, r.msg, r.resends);
+                }
             }
             if let Some(sp) = self.superpeer.as_mut() {
                 if now >= sp.next_deadline() {
@@ -524,6 +557,12 @@ impl Node {
     }
 
     fn unicast(&mut self, to: NodeId, msg: Message) {
+        self.unicast_attempt(to, msg, 0);
+    }
+
+    /// Sends `msg` to `to` point to point; `resends` counts the copies sent before it after
+    /// ambiguous failures (`overlay::detect::failure::after_election_failure`).
+    fn unicast_attempt(&mut self, to: NodeId, msg: Message, resends: u8) {
         if let Some(m) = &self.metrics {
             m.message("sent", msg.kind());
         }
@@ -552,7 +591,7 @@ impl Node {
         if let Some(c) = self.conns.get_mut(&peer) {
             c.last_election_use = Some(Instant::now());
         }
-        self.pending.insert(rid, (to, msg, peer, Instant::now()));
+        self.pending.insert(rid, Pending { to, msg, peer, at: Instant::now(), resends, silent: false });
     }
 
     /// A frame that arrived (point to point or addressed broadcast) from `peer`. True when it
@@ -780,15 +819,24 @@ impl Node {
         let stalled: HashSet<PeerId> = self
             .pending
             .values()
-            .filter(|(_, _, peer, at)| now.saturating_duration_since(*at) > limit && !self.silent.contains(peer))
-            .map(|(_, _, peer, _)| *peer)
+            .filter(|p| now.saturating_duration_since(p.at) > limit && !self.silent.contains(&p.peer))
+            .map(|p| p.peer)
             .filter(|p| self.swarm.is_connected(p))
             .collect();
         for peer in stalled {
             debug!(%peer, "election request unanswered for {limit:?}; closing the connection");
             self.snap.requests_stalled += 1;
-            self.silent.insert(peer);
+            self.mark_silent(peer);
             let _ = self.swarm.disconnect_peer_id(peer);
+        }
+    }
+
+    /// `peer` went silent and its connections are being closed: the close counts as broken,
+    /// and the election requests it fails are not sent again (`ElectionSent::silent`).
+    fn mark_silent(&mut self, peer: PeerId) {
+        self.silent.insert(peer);
+        for p in self.pending.values_mut().filter(|p| p.peer == peer) {
+            p.silent = true;
         }
     }
 
@@ -1119,7 +1167,7 @@ impl Node {
                 }
             }
             Event::OutboundFailure { peer, request_id, error, .. } => {
-                if let Some((to, msg, _, _)) = self.pending.remove(&request_id) {
+                if let Some(Pending { to, msg, resends, silent, .. }) = self.pending.remove(&request_id) {
                     debug!(%peer, kind = msg.kind(), "election send failed: {error}");
                     let refusal = if matches!(error, OutboundFailure::DialFailure) {
                         self.swarm.behaviour_mut().gate.dial_refusal(&peer)
@@ -1127,9 +1175,22 @@ impl Node {
                         DialRefusal::None
                     };
                     let class = classify(&error, self.swarm.is_connected(&peer), refusal);
-                    self.feed(Input::SendFailed { to, msg });
-                    if election_reports_down(class) {
-                        self.report_down(to);
+                    let sent = ElectionSent {
+                        resends,
+                        silent: silent || matches!(error, OutboundFailure::Timeout) || self.silent.contains(&peer),
+                        copies_safe: !self.cfg.election.algorithm.assumptions().no_duplicates,
+                    };
+                    match after_election_failure(class, sent) {
+                        ElectionNext::SendAgainAfter(wait) => {
+                            debug!(%peer, kind = msg.kind(), ?wait, "sending the election message again");
+                            self.resends.push(Resend { at: Instant::now() + wait, to, msg, resends: resends + 1 });
+                        }
+                        ElectionNext::Feed { report_down } => {
+                            self.feed(Input::SendFailed { to, msg });
+                            if report_down {
+                                self.report_down(to);
+                            }
+                        }
                     }
                 }
             }
@@ -1206,7 +1267,7 @@ impl Node {
             Err(failure) => {
                 debug!(peer = %e.peer, "ping failed: {failure}; closing the connection");
                 self.snap.ping_failures += 1;
-                self.silent.insert(e.peer);
+                self.mark_silent(e.peer);
                 self.swarm.close_connection(e.connection);
                 return;
             }

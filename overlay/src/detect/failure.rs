@@ -35,9 +35,10 @@
 //! way ([`holds_timer`]): a message to a member not yet connected first waits for a dial and
 //! two handshakes, which on a loaded machine took longer than the answer timeout itself.
 //!
-//! For the leader election, a failed send is always fed to the algorithm (the ring algorithms
-//! skip a dead successor), and the peer is reported down only when unreachable
-//! ([`SendFailure::unreachable`]).
+//! For the leader election ([`after_election_failure`]), a failed send is fed to the algorithm
+//! (the ring algorithms skip a dead successor), and the peer is reported down only when
+//! unreachable ([`SendFailure::unreachable`]); an ambiguous failure of a peer that was not
+//! silent is first sent again for up to 2 s, when the algorithm takes copies.
 
 use crate::connections::DialRefusal;
 use crate::driver::Timer;
@@ -195,10 +196,48 @@ pub fn holds_timer(timer: Timer, youngest: Option<Duration>, resend_waiting: boo
     (in_flight && waits_for_delivery(timer)).then_some(DEFER_STEP)
 }
 
-/// For the leader election: feed the failure to the algorithm always, and report the peer
-/// down when it is unreachable. Returns whether to report it down.
-pub fn election_reports_down(kind: SendFailure) -> bool {
-    kind.unreachable()
+/// What the node does about a failed leader-election message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ElectionNext {
+    /// Send it again after this wait, as resend `ElectionSent::resends + 1`.
+    SendAgainAfter(Duration),
+    /// Feed `SendFailed` to the algorithm, and report the peer down when `report_down`.
+    Feed { report_down: bool },
+}
+
+/// How a failed leader-election message failed, beyond its [`SendFailure`] kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ElectionSent {
+    /// How often it was sent again before.
+    pub resends: u8,
+    /// The peer was silent: the request timed out, or the node closed the connection for a
+    /// request left unanswered. A resend would only wait for it again.
+    pub silent: bool,
+    /// The algorithm takes a copy of a message that was delivered after all
+    /// ([`crate::election::Assumptions::no_duplicates`] is false).
+    pub copies_safe: bool,
+}
+
+/// The rule for a leader-election message that failed as `kind`.
+///
+/// An ambiguous failure of a peer that was not silent (the connection closed under the
+/// request) is sent again on a fresh connection, when the algorithm takes copies, up to
+/// [`MAX_RESENDS`] times after [`RESEND_STEP`] x its resends (2 s in all). This is what a healed
+/// partition looks like for a few seconds: the first packet on a connection the peer dropped
+/// during the cut resets it, and the peer denies new connections while its side of the old
+/// ones still counts against its per-peer limit. Fed to the algorithm at once, such a failure
+/// reads as "not delivered, peer down" and a ring skips the peer: a Villadangos `Message1` on
+/// its way back to the highest candidate, or its `VillLeader`, skipped so, leaves processes
+/// undecided until the stall timer (3 lap timeouts).
+///
+/// Anything else is fed to the algorithm (the ring algorithms skip a dead successor), and
+/// the peer is reported down only when unreachable ([`SendFailure::unreachable`]).
+pub fn after_election_failure(kind: SendFailure, sent: ElectionSent) -> ElectionNext {
+    if kind == SendFailure::Ambiguous && sent.resends < MAX_RESENDS && !sent.silent && sent.copies_safe {
+        ElectionNext::SendAgainAfter(RESEND_STEP * (u32::from(sent.resends) + 1))
+    } else {
+        ElectionNext::Feed { report_down: kind.unreachable() }
+    }
 }
 
 #[cfg(test)]
@@ -287,7 +326,40 @@ mod tests {
         assert!(SendFailure::NoListener.unreachable() && SendFailure::Unreachable.unreachable());
         for c in [SendFailure::RefusedLocally, SendFailure::RefusedByPeer, SendFailure::Ambiguous] {
             assert!(!c.unreachable(), "{c:?}");
-            assert!(!election_reports_down(c));
+        }
+    }
+
+    #[test]
+    fn an_election_message_is_sent_again_only_after_a_closed_connection_and_for_2_s_at_most() {
+        let first = ElectionSent { resends: 0, silent: false, copies_safe: true };
+        let fed = ElectionNext::Feed { report_down: false };
+        let mut waits = Duration::ZERO;
+        for resends in 0..=MAX_RESENDS {
+            match after_election_failure(SendFailure::Ambiguous, ElectionSent { resends, ..first }) {
+                ElectionNext::SendAgainAfter(w) => {
+                    assert_eq!(w, RESEND_STEP * (u32::from(resends) + 1));
+                    waits += w;
+                }
+                next => {
+                    assert_eq!(next, fed);
+                    assert_eq!(resends, MAX_RESENDS, "fed only after the last resend");
+                }
+            }
+        }
+        assert_eq!(waits, Duration::from_secs(2));
+        let silent = ElectionSent { silent: true, ..first };
+        assert_eq!(
+            after_election_failure(SendFailure::Ambiguous, silent),
+            fed,
+            "a silent peer is not waited for twice"
+        );
+        let no_copies = ElectionSent { copies_safe: false, ..first };
+        assert_eq!(after_election_failure(SendFailure::Ambiguous, no_copies), fed, "a copy would run a second lap");
+        for k in [SendFailure::Unreachable, SendFailure::NoListener] {
+            assert_eq!(after_election_failure(k, first), ElectionNext::Feed { report_down: true }, "{k:?}");
+        }
+        for k in [SendFailure::RefusedLocally, SendFailure::RefusedByPeer] {
+            assert_eq!(after_election_failure(k, first), fed, "{k:?}: alive or unknown, never down");
         }
     }
 }

@@ -37,13 +37,17 @@
 //!   after a decision, a broken chain (a failed `Message2`/`Message3`, `PeerDown` of the
 //!   successor or of the predecessor being eaten), a failed send to the leader, the stall
 //!   timer, a `VillLeader` naming a leader below the receiver, or an impossible state.
-//! - **The dead are skipped** on the ring: found by a failed send (the 32 most recent,
-//!   forgotten at a stall) or reported by the failure detector (kept across epochs until
+//! - **The dead are skipped** on the ring: found by a failed send (the 32 most recent, for
+//!   the epoch they were found in) or reported by the failure detector (kept across epochs until
 //!   `PeerUp` or news of life, so members known dead cost later elections nothing; the leader
 //!   tells a member reported up who leads). The process whose failure started an epoch is its
 //!   *suspect*: skipped, but accepted as leader if it wins. A process is alive again after
 //!   `PeerUp`, or when its `Message1` is the first of an epoch the receiver handles. A leader
 //!   known dead when its announcement arrives (it overtook the crash report) starts an epoch.
+//! - **A skipped process that takes part** (a message from it in the current epoch, or a
+//!   `Message3` handing it on as a candidate) was not dead: a process whose `Message1` skipped
+//!   it sends it `Message1` too. After a healed partition the marks are stale, and a skipped
+//!   candidate would otherwise wait for its predecessor until the stall timer.
 //! - **Stall timer**: a process in an undecided election arms `Lap` for 3 x `lap_timeout`
 //!   (one lap's worth each of n + 2(n - 1) delays), doubled after each stall in a row.
 //! - A recovered higher process adopts the group's epoch from the first `VillLeader` it gets
@@ -120,9 +124,13 @@ pub struct Villadangos {
     /// skipped on the ring, but accepted as leader if it wins (then it has recovered).
     suspect: u32,
     /// Positions known to be dead: from failed sends (at most `MAX_DEAD`, the most recent,
-    /// forgotten at a stall) and, flagged [`REPORTED`], from the failure detector (kept
+    /// for the current epoch) and, flagged [`REPORTED`], from the failure detector (kept
     /// across epochs until `PeerUp` or news of life).
     dead: Vec<u32>,
+    /// Where this process sent `Message1` in the current epoch, and the candidate it carried
+    /// (`NONE`: not sent): a live process found between us and `m1_to` was skipped.
+    m1_to: u32,
+    m1_for: u32,
 }
 
 impl Villadangos {
@@ -142,6 +150,8 @@ impl Villadangos {
             lap_timeout_ms: cfg.lap_timeout_ms,
             suspect: NONE,
             dead: Vec::new(),
+            m1_to: NONE,
+            m1_for: NONE,
         }
     }
 
@@ -208,14 +218,20 @@ impl Villadangos {
         ctx.send(self.rank_at(p).id, msg);
     }
 
-    /// Drop the election state and join `epoch`, undecided.
+    /// Drop the election state and join `epoch`, undecided. Deaths learnt from failed sends
+    /// stay with the epoch they were learnt in: a send that failed during a partition says
+    /// nothing after the heal, and a process dead for good fails the next epoch's send at once
+    /// (the failure detector's reports, which stay, cover it meanwhile).
     fn enter_epoch(&mut self, ctx: &mut Context<'_>, epoch: u64) {
         self.epoch = epoch;
+        self.dead.retain(|&d| d & REPORTED != 0);
         self.status = Status::Passive;
         self.decided = false;
         self.candidate_predecessor = NONE;
         self.candidate_successor = NONE;
         self.leader = NONE;
+        self.m1_to = NONE;
+        self.m1_for = NONE;
         self.arm_lap(ctx);
     }
 
@@ -243,6 +259,8 @@ impl Villadangos {
     fn send_message1(&mut self, ctx: &mut Context<'_>, p: u32) {
         let to = self.next_live_below();
         if to != self.pos {
+            self.m1_to = to;
+            self.m1_for = p;
             let msg = Message::Message1 { epoch: self.epoch, candidate_predecessor: self.rank_at(p) };
             self.send_to(ctx, to, msg);
         } else if p == self.pos {
@@ -251,6 +269,23 @@ impl Villadangos {
         } else {
             // We are alone and `p`, the candidate we were forwarding for, is dead.
             self.start_epoch(ctx, None);
+        }
+    }
+
+    /// `x` takes part in the current epoch (it sent us one of its messages, or a `Message3`
+    /// hands it on as a candidate). If our `Message1` of this epoch skipped it as dead, it is
+    /// our neighbour after all and never got that message: as a candidate it would wait for
+    /// its predecessor to the stall timer. It is marked alive and gets `Message1` too (a copy
+    /// for any process past it, which has moved on and ignores it).
+    fn took_part(&mut self, ctx: &mut Context<'_>, x: u32) {
+        if self.decided || self.m1_to == NONE || x == self.pos {
+            return;
+        }
+        let n = self.group.len() as u32;
+        let below = |q: u32| (self.pos + n - q) % n;
+        if below(x) < below(self.m1_to) {
+            self.mark_alive(x);
+            self.send_message1(ctx, self.m1_for);
         }
     }
 
@@ -421,6 +456,7 @@ impl Villadangos {
                         self.mark_alive(p);
                     }
                     self.on_message1(ctx, p);
+                    self.took_part(ctx, f);
                 }
             }
             Message::Message2 { epoch, candidate_successor } => {
@@ -438,6 +474,7 @@ impl Villadangos {
                 }
                 if self.admit(ctx, epoch, from) {
                     self.on_message2(ctx, s);
+                    self.took_part(ctx, f);
                 }
             }
             Message::Message3 { epoch, candidate_predecessor } => {
@@ -447,6 +484,8 @@ impl Villadangos {
                 };
                 if self.admit(ctx, epoch, from) {
                     self.on_message3(ctx, p);
+                    self.took_part(ctx, f);
+                    self.took_part(ctx, p);
                 }
             }
             Message::VillLeader { epoch, leader } => {
@@ -1058,6 +1097,89 @@ mod tests {
             to: NodeId::from_u64(3),
             msg: Message::Message1 { epoch: 3, candidate_predecessor: rank(4) }
         }));
+    }
+
+    /// After a heal: the highest process still marks two live ones dead (its sends to them
+    /// failed during the cut), so its `Message1` skips them. When the epoch shows them taking
+    /// part (`Message3`s handing them on), it sends them `Message1` as well, and the lower
+    /// candidate that waited for its predecessor hands the highest its own message: it leads
+    /// without waiting for the stall timer.
+    #[test]
+    fn villadangos_a_skipped_process_that_takes_part_gets_message1() {
+        let mut p = Villadangos::new(rank(5), group(5), &cfg());
+        let id = NodeId::from_u64;
+        for x in [4, 3] {
+            feed(&mut p, Input::SendFailed { to: id(x), msg: Message::Alive });
+        }
+        let m1 =
+            |to: u64| Effect::Send { to: id(to), msg: Message::Message1 { epoch: 0, candidate_predecessor: rank(5) } };
+        let m2 =
+            |to: u64| Effect::Send { to: id(to), msg: Message::Message2 { epoch: 0, candidate_successor: rank(5) } };
+        let e = feed(
+            &mut p,
+            Input::Message { from: id(1), msg: Message::Message1 { epoch: 0, candidate_predecessor: rank(1) } },
+        );
+        assert!(e.contains(&m1(2)) && e.contains(&m2(1)), "4 and 3 are skipped as dead: {e:?}");
+        assert_eq!(p.state(), "Waiting");
+        let e = feed(
+            &mut p,
+            Input::Message { from: id(1), msg: Message::Message3 { epoch: 0, candidate_predecessor: rank(3) } },
+        );
+        assert!(e.contains(&m2(3)) && e.contains(&m1(3)), "3 takes part: it gets Message1 too: {e:?}");
+        let e = feed(
+            &mut p,
+            Input::Message { from: id(3), msg: Message::Message3 { epoch: 0, candidate_predecessor: rank(4) } },
+        );
+        assert!(e.contains(&m2(4)) && e.contains(&m1(4)), "so does 4, the true neighbour: {e:?}");
+        // 4, a candidate, now has both its predecessor (5) and its successor (5).
+        let mut four = Villadangos::new(rank(4), group(5), &cfg());
+        feed(&mut four, Input::Start);
+        assert_eq!((four.state(), four.epoch()), ("Candidate", 0));
+        feed(
+            &mut four,
+            Input::Message { from: id(5), msg: Message::Message2 { epoch: 0, candidate_successor: rank(5) } },
+        );
+        let e = feed(
+            &mut four,
+            Input::Message { from: id(5), msg: Message::Message1 { epoch: 0, candidate_predecessor: rank(5) } },
+        );
+        let m3 = Effect::Send { to: id(5), msg: Message::Message3 { epoch: 0, candidate_predecessor: rank(5) } };
+        assert!(e.contains(&m3), "4 hands the highest its own message: {e:?}");
+        feed(
+            &mut p,
+            Input::Message { from: id(4), msg: Message::Message3 { epoch: 0, candidate_predecessor: rank(5) } },
+        );
+        assert_eq!((p.state(), p.leader()), ("Leader", Some(id(5))));
+    }
+
+    /// A send that failed in one epoch (during a partition, say) does not make its target
+    /// dead in the next: the next epoch's `Message1` goes to it again.
+    #[test]
+    fn villadangos_a_failed_send_marks_dead_for_its_epoch_only() {
+        let id = NodeId::from_u64;
+        let mut p = Villadangos::new(rank(3), group(5), &cfg());
+        feed(&mut p, Input::Start);
+        let e = feed(
+            &mut p,
+            Input::SendFailed { to: id(2), msg: Message::Message1 { epoch: 0, candidate_predecessor: rank(3) } },
+        );
+        let m1 = |epoch: u64, to: u64, c: u64| Effect::Send {
+            to: id(to),
+            msg: Message::Message1 { epoch, candidate_predecessor: rank(c) },
+        };
+        assert!(e.contains(&m1(0, 1, 3)), "2 is skipped in its epoch: {e:?}");
+        let e = feed(
+            &mut p,
+            Input::Message { from: id(4), msg: Message::Message1 { epoch: 1, candidate_predecessor: rank(4) } },
+        );
+        assert!(e.contains(&m1(1, 2, 4)), "the next epoch tries 2 again: {e:?}");
+        // A failure report stays.
+        feed(&mut p, Input::PeerDown(id(2)));
+        let e = feed(
+            &mut p,
+            Input::Message { from: id(4), msg: Message::Message1 { epoch: 2, candidate_predecessor: rank(4) } },
+        );
+        assert!(e.contains(&m1(2, 1, 4)), "a reported process is skipped across epochs: {e:?}");
     }
 
     /// An asynchronous pump: any pending message may be delivered next (every interleaving a

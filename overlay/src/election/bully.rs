@@ -80,6 +80,34 @@ impl Timing {
     }
 }
 
+/// The orphan rule of the bully family (when it applies: [`crate::election::Orphans`]): a
+/// process that names no coordinator and holds no election waits T1 for one, then holds an
+/// election (its `Timer::T1` handler asks [`OrphanWatch::armed`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct OrphanWatch {
+    /// T1 is armed for a process that names no coordinator (heartbeats on).
+    armed: bool,
+    /// This process has named a coordinator or taken part in an election.
+    reached: bool,
+}
+
+impl OrphanWatch {
+    /// After each input: `idle` (no election phase) and `named` (a coordinator is named).
+    pub(crate) fn after_input(&mut self, ctx: &mut Context<'_>, timing: &Timing, idle: bool, named: bool) {
+        self.reached |= named || !idle;
+        let orphan = timing.orphans.apply(self.reached) && timing.t1.is_some() && idle && !named;
+        if let Some(t1) = timing.t1.filter(|_| orphan && !self.armed) {
+            ctx.set_timer(Timer::T1, t1);
+        }
+        self.armed = orphan;
+    }
+
+    /// T1 is measuring how long this process has named no coordinator.
+    pub(crate) fn armed(&self) -> bool {
+        self.armed
+    }
+}
+
 /// The reason given when a message of another algorithm reaches a bully-family process.
 pub(crate) const FOREIGN: &str = "message of another election algorithm";
 pub(crate) const NOT_MEMBER: &str = "sender is not a member of the group";
@@ -128,11 +156,8 @@ pub struct Bully {
     /// election: its claims may have been refused while it was reported down, so the
     /// election's outcome is checked against it.
     up_above: Option<Rank>,
-    /// T1 is armed for a process that names no coordinator (heartbeats on): when it
-    /// expires with still none, the process holds an election.
-    orphan: bool,
-    /// This process has named a coordinator or taken part in an election.
-    reached: bool,
+    /// The orphan rule.
+    orphans: OrphanWatch,
 }
 
 impl Bully {
@@ -146,8 +171,7 @@ impl Bully {
             down: Down::default(),
             refused: Down::default(),
             up_above: None,
-            orphan: false,
-            reached: false,
+            orphans: OrphanWatch::default(),
         }
     }
 
@@ -302,7 +326,7 @@ impl Bully {
             (Timer::T1, Phase::Idle) => {
                 // Coordinator silence, or no coordinator at all for T1 (`orphan`).
                 let silent = matches!(self.leader, Some(l) if l != self.me);
-                if silent || (self.leader.is_none() && self.orphan) {
+                if silent || (self.leader.is_none() && self.orphans.armed()) {
                     self.hold_election(ctx);
                 }
             }
@@ -390,16 +414,7 @@ impl Election for Bully {
 
     fn handle(&mut self, ctx: &mut Context<'_>, input: Input) {
         self.handle_input(ctx, input);
-        // With heartbeats, a process that names no coordinator waits T1 for one.
-        self.reached |= self.leader.is_some() || self.phase != Phase::Idle;
-        let orphan = self.timing.orphans.apply(self.reached)
-            && self.timing.t1.is_some()
-            && self.phase == Phase::Idle
-            && self.leader.is_none();
-        if let Some(t1) = self.timing.t1.filter(|_| orphan && !self.orphan) {
-            ctx.set_timer(Timer::T1, t1);
-        }
-        self.orphan = orphan;
+        self.orphans.after_input(ctx, &self.timing, self.phase == Phase::Idle, self.leader.is_some());
     }
 
     fn leader(&self) -> Option<NodeId> {

@@ -57,7 +57,7 @@
 //! the (usually empty) reported-down sets. With the lowest process initiating and the highest
 //! crashed: 3N - 4 messages against the bully's N² - N - 1 (`exact_count_lowest_initiates`).
 
-use super::bully::{sender_rank, Timing, FOREIGN};
+use super::bully::{sender_rank, OrphanWatch, Timing, FOREIGN};
 use crate::driver::{Context, Election, Input, Timer};
 use crate::election::down::Down;
 use crate::election::{ElectionConfig, Message};
@@ -107,11 +107,8 @@ pub struct FastBully {
     /// The highest process above this one reported up while this process was in an
     /// election (see `Bully`'s field of the same name).
     up_above: Option<Rank>,
-    /// T1 is armed for a process that names no coordinator (heartbeats on): when it
-    /// expires with still none, the process holds an election.
-    orphan: bool,
-    /// This process has named a coordinator or taken part in an election.
-    reached: bool,
+    /// The orphan rule.
+    orphans: OrphanWatch,
 }
 
 impl FastBully {
@@ -128,8 +125,7 @@ impl FastBully {
             down: Down::default(),
             refused: Down::default(),
             up_above: None,
-            orphan: false,
-            reached: false,
+            orphans: OrphanWatch::default(),
         }
     }
 
@@ -472,7 +468,7 @@ impl FastBully {
             (Timer::T1, Phase::Idle) => {
                 // Coordinator silence, or no coordinator at all for T1 (`orphan`).
                 let silent = matches!(self.leader, Some(l) if l != self.me);
-                if silent || (self.leader.is_none() && self.orphan) {
+                if silent || (self.leader.is_none() && self.orphans.armed()) {
                     self.hold_election(ctx);
                 }
             }
@@ -584,16 +580,7 @@ impl Election for FastBully {
 
     fn handle(&mut self, ctx: &mut Context<'_>, input: Input) {
         self.handle_input(ctx, input);
-        // With heartbeats, a process that names no coordinator waits T1 for one.
-        self.reached |= self.leader.is_some() || self.phase != Phase::Idle;
-        let orphan = self.timing.orphans.apply(self.reached)
-            && self.timing.t1.is_some()
-            && self.phase == Phase::Idle
-            && self.leader.is_none();
-        if let Some(t1) = self.timing.t1.filter(|_| orphan && !self.orphan) {
-            ctx.set_timer(Timer::T1, t1);
-        }
-        self.orphan = orphan;
+        self.orphans.after_input(ctx, &self.timing, self.phase == Phase::Idle, self.leader.is_some());
     }
 
     fn leader(&self) -> Option<NodeId> {

@@ -108,6 +108,47 @@ impl OrphanWatch {
     }
 }
 
+/// What a bully-family process does with a claim of leadership from `s`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Claim {
+    /// Hold an election: the claim is from below, or stale.
+    Ask,
+    /// Remember the claim as refused (its sender is reported down), and hold an election.
+    RefuseAndAsk,
+    /// Remember the claim as refused, nothing more.
+    Refuse,
+    /// Admit `s` as coordinator.
+    Accept,
+    /// It is the coordinator's heartbeat: re-arm T1.
+    Heartbeat,
+    Ignore,
+}
+
+/// The bully family's rule for a `Coordinator` (`coordinator`) or an `Alive` from `s`, as a
+/// process ranked `me` that is `idle` (in no election), names `leader`, and holds `s`
+/// reported down (`down`): a claim from below is answered with an election; a claim of a
+/// process reported down (sent before its crash) is refused, and a `Coordinator` of one is
+/// questioned; a lower claim over a higher coordinator already admitted is stale (messages from
+/// different senders are not FIFO) or the higher one died, so a `Coordinator` is questioned and
+/// an `Alive` ignored; an `Alive` of the coordinator re-arms T1.
+pub(crate) fn judge_claim(coordinator: bool, me: Rank, s: Rank, down: bool, idle: bool, leader: Option<Rank>) -> Claim {
+    let higher = s > me;
+    if !higher {
+        return Claim::Ask;
+    }
+    if down {
+        return if coordinator { Claim::RefuseAndAsk } else { Claim::Refuse };
+    }
+    match (coordinator, idle, leader) {
+        (true, true, Some(l)) if l > s => Claim::Ask,
+        (true, _, _) => Claim::Accept,
+        (false, false, _) => Claim::Ignore,
+        (false, true, Some(l)) if l == s => Claim::Heartbeat,
+        (false, true, Some(l)) if l > s => Claim::Ignore,
+        (false, true, _) => Claim::Accept,
+    }
+}
+
 /// The reason given when a message of another algorithm reaches a bully-family process.
 pub(crate) const FOREIGN: &str = "message of another election algorithm";
 pub(crate) const NOT_MEMBER: &str = "sender is not a member of the group";
@@ -279,34 +320,21 @@ impl Bully {
                     self.rearm_t1_if_from_leader(ctx, s);
                 }
             }
-            Message::Coordinator => {
-                if higher && self.down.contains(&from) {
-                    // A claim of a process reported down (sent before its crash): ask.
-                    self.refused.insert(&self.group, from);
-                    self.hold_election(ctx);
-                } else if higher && self.phase == Phase::Idle && self.leader.is_some_and(|l| l > s) {
-                    // A lower claim over a higher coordinator it admitted: stale (messages
-                    // from different senders are not FIFO) or the higher one died. Ask.
-                    self.hold_election(ctx);
-                } else if higher {
-                    self.accept(ctx, s);
-                } else {
-                    self.hold_election(ctx);
-                }
-            }
-            Message::Alive => {
-                if !higher {
-                    self.hold_election(ctx);
-                } else if self.down.contains(&from) {
-                    self.refused.insert(&self.group, from);
-                    // Sent before the reported crash (or the report is being taken back):
-                    // not a claim to admit.
-                } else if self.phase == Phase::Idle {
-                    match self.leader {
-                        Some(l) if l == s => self.rearm_t1_if_from_leader(ctx, s),
-                        Some(l) if l > s => {}
-                        _ => self.accept(ctx, s),
+            Message::Coordinator | Message::Alive => {
+                let coordinator = msg == Message::Coordinator;
+                let idle = self.phase == Phase::Idle;
+                match judge_claim(coordinator, self.me, s, self.down.contains(&from), idle, self.leader) {
+                    Claim::Ask => self.hold_election(ctx),
+                    Claim::RefuseAndAsk => {
+                        self.refused.insert(&self.group, from);
+                        self.hold_election(ctx);
                     }
+                    Claim::Refuse => {
+                        self.refused.insert(&self.group, from);
+                    }
+                    Claim::Accept => self.accept(ctx, s),
+                    Claim::Heartbeat => self.rearm_t1_if_from_leader(ctx, s),
+                    Claim::Ignore => {}
                 }
             }
             _ => ctx.reject(from, FOREIGN),
@@ -615,6 +643,25 @@ pub(crate) mod tests {
             // The highest process has nobody to ask: after T2 it only announces.
             assert_eq!(net.total_sent(), n as u64 - 1, "n={n}");
         }
+    }
+
+    /// The claim rule, case by case, for `Coordinator` and `Alive`.
+    #[test]
+    fn claims_are_judged_by_rank_report_phase_and_named_coordinator() {
+        let r = |i: u64| Rank::new(i, NodeId::from_u64(i));
+        let (me, s, top) = (r(2), r(3), r(4));
+        for coordinator in [true, false] {
+            assert_eq!(judge_claim(coordinator, me, r(1), false, true, None), Claim::Ask, "from below");
+            assert_eq!(judge_claim(coordinator, me, s, false, true, None), Claim::Accept, "none named");
+        }
+        assert_eq!(judge_claim(true, me, s, true, true, None), Claim::RefuseAndAsk);
+        assert_eq!(judge_claim(false, me, s, true, true, None), Claim::Refuse);
+        assert_eq!(judge_claim(true, me, s, false, true, Some(top)), Claim::Ask, "a lower claim over a higher one");
+        assert_eq!(judge_claim(false, me, s, false, true, Some(top)), Claim::Ignore);
+        assert_eq!(judge_claim(true, me, s, false, false, Some(top)), Claim::Accept, "in an election");
+        assert_eq!(judge_claim(false, me, s, false, false, None), Claim::Ignore, "Alive in an election");
+        assert_eq!(judge_claim(false, me, s, false, true, Some(s)), Claim::Heartbeat);
+        assert_eq!(judge_claim(false, me, top, false, true, Some(s)), Claim::Accept, "a higher one's Alive");
     }
 
     /// A `Coordinator` from a lower process makes the higher receiver hold an election.

@@ -57,7 +57,7 @@
 //! the (usually empty) reported-down sets. With the lowest process initiating and the highest
 //! crashed: 3N - 4 messages against the bully's N² - N - 1 (`exact_count_lowest_initiates`).
 
-use super::bully::{sender_rank, OrphanWatch, Timing, FOREIGN};
+use super::bully::{judge_claim, sender_rank, Claim, OrphanWatch, Timing, FOREIGN};
 use crate::driver::{Context, Election, Input, Timer};
 use crate::election::down::Down;
 use crate::election::{ElectionConfig, Message};
@@ -402,33 +402,21 @@ impl FastBully {
                     self.become_leader(ctx);
                 }
             }
-            Message::Coordinator => {
-                if higher && self.down.contains(&from) {
-                    // A claim of a process reported down (sent before its crash): ask.
-                    self.refused.insert(&self.group, from);
-                    self.hold_election(ctx);
-                } else if higher && self.phase == Phase::Idle && self.leader.is_some_and(|l| l > s) {
-                    // A lower claim over a higher coordinator it admitted: stale (it crossed
-                    // the higher one's announcement) or the higher one died. Ask.
-                    self.hold_election(ctx);
-                } else if higher {
-                    self.accept(ctx, s);
-                } else {
-                    self.hold_election(ctx);
-                }
-            }
-            Message::Alive => {
-                if !higher {
-                    self.hold_election(ctx);
-                } else if self.down.contains(&from) {
-                    self.refused.insert(&self.group, from);
-                    // Sent before the reported crash: not a claim to admit.
-                } else if self.phase == Phase::Idle {
-                    match self.leader {
-                        Some(l) if l == s => self.rearm_t1_if_from_leader(ctx, s),
-                        Some(l) if l > s => {}
-                        _ => self.accept(ctx, s),
+            Message::Coordinator | Message::Alive => {
+                let coordinator = msg == Message::Coordinator;
+                let idle = self.phase == Phase::Idle;
+                match judge_claim(coordinator, self.me, s, self.down.contains(&from), idle, self.leader) {
+                    Claim::Ask => self.hold_election(ctx),
+                    Claim::RefuseAndAsk => {
+                        self.refused.insert(&self.group, from);
+                        self.hold_election(ctx);
                     }
+                    Claim::Refuse => {
+                        self.refused.insert(&self.group, from);
+                    }
+                    Claim::Accept => self.accept(ctx, s),
+                    Claim::Heartbeat => self.rearm_t1_if_from_leader(ctx, s),
+                    Claim::Ignore => {}
                 }
             }
             Message::IamUp => {

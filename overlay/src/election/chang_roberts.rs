@@ -103,25 +103,18 @@ impl ChangRoberts {
     }
 
     fn suspect(&mut self, id: &NodeId) {
-        if *id != self.me.id {
-            if let Some(p) = self.pos_of(id) {
-                self.dead.insert(p);
-            }
-        }
+        self.dead.suspect(&self.group, &self.me.id, id);
     }
 
     fn alive(&mut self, id: &NodeId) {
-        if let Some(p) = self.pos_of(id) {
-            self.dead.remove(p);
-        }
+        self.dead.alive(&self.group, id);
     }
 
     /// True if `to` is the next process on the ring after this one once the processes known
     /// dead (other than `to`) are skipped, i.e. `to` was the target of a lap hop.
     fn is_next_hop(&self, to: &NodeId) -> bool {
         let (Some(me), Some(t)) = (self.pos, self.pos_of(to)) else { return false };
-        let n = self.group.len();
-        (1..n).map(|k| (me as usize + k) % n).take_while(|&p| p != t).all(|p| self.dead.contains(p))
+        self.dead.next_after(self.group.len(), me as usize, t)
     }
 
     fn become_participant(&mut self, ctx: &mut Context<'_>) {

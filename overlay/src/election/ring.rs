@@ -119,6 +119,25 @@ impl Suspects {
         self.drop_entry(pos as u32 | REPORTED);
         had
     }
+    /// Suspect `id` for this epoch (never `me`, nor a process outside `group`).
+    pub(crate) fn suspect(&mut self, group: &Membership, me: &NodeId, id: &NodeId) {
+        if id != me {
+            if let Some(p) = group.position(id) {
+                self.insert(p);
+            }
+        }
+    }
+    /// A sign of life of `id`: drop this epoch's suspicion of it.
+    pub(crate) fn alive(&mut self, group: &Membership, id: &NodeId) {
+        if let Some(p) = group.position(id) {
+            self.remove(p);
+        }
+    }
+    /// Whether `to` is the next process after position `me` on the ring of `n` once the
+    /// suspected are skipped (every position strictly between them is suspected).
+    pub(crate) fn next_after(&self, n: usize, me: usize, to: usize) -> bool {
+        (1..n).map(|k| (me + k) % n).take_while(|&p| p != to).all(|p| self.contains(p))
+    }
     /// Forget this epoch's suspicions (a new epoch); the detector's reports stay.
     pub(crate) fn clear(&mut self) {
         self.list.retain(|&x| x & REPORTED != 0);
@@ -289,25 +308,18 @@ impl Ring {
 
     /// Mark a process dead (never this process itself).
     fn suspect(&mut self, id: &NodeId) {
-        if *id != self.me.id {
-            if let Some(p) = self.pos_of(id) {
-                self.dead.insert(p);
-            }
-        }
+        self.dead.suspect(&self.group, &self.me.id, id);
     }
 
     fn alive(&mut self, id: &NodeId) {
-        if let Some(p) = self.pos_of(id) {
-            self.dead.remove(p);
-        }
+        self.dead.alive(&self.group, id);
     }
 
     /// True if `id` is the next process on the ring after this one once the processes known
     /// dead are skipped: the one this process's laps go to, or skipped.
     fn is_live_predecessor_of(&self, id: &NodeId) -> bool {
         let (Some(me), Some(t)) = (self.pos, self.pos_of(id)) else { return false };
-        let n = self.group.len();
-        (1..n).map(|k| (me as usize + k) % n).take_while(|&p| p != t).all(|p| self.dead.contains(p))
+        self.dead.next_after(self.group.len(), me as usize, t)
     }
 
     fn is_dead(&self, r: &Rank) -> bool {
@@ -832,6 +844,23 @@ pub(crate) mod tests {
             assert_eq!(net.sent_of("RingElection"), 2 * n as u64 - 1, "n={n}");
             assert_eq!(net.sent_of("RingCoordinator"), n as u64, "n={n}");
         }
+    }
+
+    /// The suspect list skips to the next live process, never suspects this process, and
+    /// forgets a suspicion on a sign of life.
+    #[test]
+    fn suspects_skip_to_the_next_live_process() {
+        let id = NodeId::from_u64;
+        let g = Membership::new((1..=5).map(|i| Rank::new(i, id(i))));
+        let p = |i: u64| g.position(&id(i)).expect("a member");
+        let mut s = Suspects::default();
+        s.suspect(&g, &id(1), &id(1));
+        assert!(s.is_empty(), "never this process");
+        s.suspect(&g, &id(1), &id(2));
+        s.suspect(&g, &id(1), &id(3));
+        assert!(s.next_after(5, p(1), p(4)) && !s.next_after(5, p(1), p(5)));
+        s.alive(&g, &id(3));
+        assert!(s.next_after(5, p(1), p(3)) && !s.next_after(5, p(1), p(4)));
     }
 
     /// Several processes crashed before the election; various initiators.

@@ -91,6 +91,7 @@ use overlay::connections::{self, Keep, PeerInfo, Policy};
 use overlay::detect::failure::{after_election_failure, ElectionNext, ElectionSent};
 use overlay::detect::stall::{StallMeter, LATENESS_WINDOW};
 use overlay::detect::start::{Facts, Kickoff, StartConfig, StartPolicy};
+use overlay::detect::Resends;
 use overlay::directory::{check_election, Severity, SyncPacer};
 use overlay::reputation::Offence;
 use overlay::wire::{self, Body};
@@ -167,9 +168,8 @@ struct Pending {
     silent: bool,
 }
 
-/// An election message to send again at `at` (`ElectionNext::SendAgainAfter`).
+/// An election message to send again (`ElectionNext::SendAgainAfter`).
 struct Resend {
-    at: Instant,
     to: NodeId,
     msg: Message,
     resends: u8,
@@ -197,8 +197,8 @@ struct Node {
     echo: bool,
     /// Election requests in flight: recipient, message, peer, when sent.
     pending: HashMap<request_response::OutboundRequestId, Pending>,
-    /// Election messages waiting to be sent again (at most one per pending request).
-    resends: Vec<Resend>,
+    /// Election messages waiting to be sent again.
+    resends: Resends<Resend>,
     queue: VecDeque<Input>,
     conns: HashMap<PeerId, Conn>,
     last_leader: Option<NodeId>,
@@ -341,7 +341,7 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
         clock,
         echo: opts.cfg.election.algorithm == Algorithm::Echo,
         pending: HashMap::new(),
-        resends: Vec::new(),
+        resends: Resends::default(),
         queue: VecDeque::new(),
         conns: HashMap::new(),
         last_leader: None,
@@ -393,7 +393,7 @@ impl Node {
         loop {
             let wake = self.driver.next_deadline().map_or(next_tick, |d| d.min(next_tick));
             let wake = self.superpeer.as_ref().map_or(wake, |sp| wake.min(sp.next_deadline()));
-            let wake = self.resends.iter().map(|r| r.at).fold(wake, Instant::min);
+            let wake = self.resends.next_due().map_or(wake, |t| wake.min(self.clock.instant(t)));
             tokio::select! {
                 changed = shutdown.changed() => {
                     if changed.is_err() || *shutdown.borrow() {
@@ -416,12 +416,8 @@ impl Node {
             for t in self.driver.take_due(now) {
                 self.feed(Input::Timer(t));
             }
-            if self.resends.iter().any(|r| r.at <= now) {
-                let (due, later) = std::mem::take(&mut self.resends).into_iter().partition(|r| r.at <= now);
-                self.resends = later;
-                for r in due {
-                    self.unicast_attempt(r.to, r.msg, r.resends);
-                }
+            for r in self.resends.take_due(self.clock.at(now)) {
+                self.unicast_attempt(r.to, r.msg, r.resends);
             }
             if let Some(sp) = self.superpeer.as_mut() {
                 if now >= sp.next_deadline() {
@@ -1183,7 +1179,8 @@ impl Node {
                     match after_election_failure(class, sent) {
                         ElectionNext::SendAgainAfter(wait) => {
                             debug!(%peer, kind = msg.kind(), ?wait, "sending the election message again");
-                            self.resends.push(Resend { at: Instant::now() + wait, to, msg, resends: resends + 1 });
+                            let at = self.clock.now() + wait;
+                            self.resends.push(at, Resend { to, msg, resends: resends + 1 });
                         }
                         ElectionNext::Feed { report_down } => {
                             self.feed(Input::SendFailed { to, msg });

@@ -59,7 +59,7 @@ use libp2p::{kad, request_response, Multiaddr, PeerId, Swarm};
 use overlay::core::TimerTable;
 use overlay::detect::failure::{self, after_check, after_failure, Next};
 use overlay::detect::stall::{lateness_changed, StallMeter};
-use overlay::detect::{Attempt, HeadWatch, Verdict};
+use overlay::detect::{Attempt, HeadWatch, Resends, Verdict};
 use overlay::superpeer::{
     HeadRole, LookupReport, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig,
     SuperPeerNode, ROUND,
@@ -221,7 +221,6 @@ impl SpStatus {
 
 /// A refused election message waiting to be sent again (`overlay::detect::failure`).
 struct Resend {
-    at: Time,
     to: NodeId,
     msg: SpMessage,
     attempt: Attempt,
@@ -308,7 +307,7 @@ pub struct SuperPeerDriver {
     told: HashMap<NodeId, Point>,
     connected: HashSet<PeerId>,
     /// Refused election messages waiting to be sent again.
-    resends: Vec<Resend>,
+    resends: Resends<Resend>,
     /// The election (dead head, group size) whose group the gate keeps room for.
     gate_election: Option<(NodeId, usize)>,
     /// The member's failure detector for its head (`overlay::detect::head_watch`).
@@ -363,7 +362,7 @@ impl SuperPeerDriver {
             points: HashMap::new(),
             told: HashMap::new(),
             connected: HashSet::new(),
-            resends: Vec::new(),
+            resends: Resends::default(),
             gate_election: None,
             watch: HeadWatch::new(settings.protocol.head_watch.watch()),
             dial_errors: HashMap::new(),
@@ -385,7 +384,7 @@ impl SuperPeerDriver {
     /// The earliest moment the driver needs to run again.
     pub fn next_deadline(&self) -> Instant {
         let t = self.timers.next_deadline().map_or(self.next_tick, |t| self.clock.instant(t));
-        let r = self.resends.iter().map(|r| self.clock.instant(r.at)).min().unwrap_or(self.next_tick);
+        let r = self.resends.next_due().map_or(self.next_tick, |t| self.clock.instant(t));
         t.min(r).min(self.next_tick)
     }
 
@@ -479,17 +478,12 @@ impl SuperPeerDriver {
                 self.run(sw, dir, SpInput::Timer(t));
             }
         }
-        if self.resends.iter().any(|r| r.at <= now_t) {
-            let (due, wait): (Vec<Resend>, Vec<Resend>) =
-                std::mem::take(&mut self.resends).into_iter().partition(|r| r.at <= now_t);
-            self.resends = wait;
-            for r in due {
-                if self.election_runs(&r.msg) {
-                    self.status.election_resends += 1;
-                    self.send_msg(sw, dir, r.to, r.msg, r.attempt);
-                } else {
-                    self.status.sends_dropped += 1;
-                }
+        for r in self.resends.take_due(now_t) {
+            if self.election_runs(&r.msg) {
+                self.status.election_resends += 1;
+                self.send_msg(sw, dir, r.to, r.msg, r.attempt);
+            } else {
+                self.status.sends_dropped += 1;
             }
         }
         // Provider lookups that found someone stop after a short linger.
@@ -902,7 +896,7 @@ impl SuperPeerDriver {
                             Next::ResendAfter(wait) => {
                                 let attempt = Attempt { refusals: attempt.refusals + 1, ..attempt };
                                 let at = self.clock.now() + wait;
-                                self.resends.push(Resend { at, to, msg, attempt });
+                                self.resends.push(at, Resend { to, msg, attempt });
                             }
                             Next::SendAgain => self.send_msg(sw, dir, to, msg, Attempt { retried: true, ..attempt }),
                             Next::Check => self.send_check(sw, dir, to, msg),

@@ -13,16 +13,19 @@
 //!
 //! - [`failure`]: the kinds of failed send, what each means for the protocol, and the resends.
 //! - [`head_watch`]: a member's failure detector for its head (probes, scores, silences).
+//! - [`resend`]: messages waiting to be sent again.
 //! - [`stall`]: the node loop's lateness record, and the gates that drop what a stall spoilt.
 //! - [`stagger`]: the bully family's staggered coordinator-silence detection.
 //! - [`start`]: when a node starts a leader election, and when it takes its leader for down.
 
 pub mod failure;
 pub mod head_watch;
+pub mod resend;
 pub mod stagger;
 pub mod stall;
 pub mod start;
 
 pub use failure::{dial_failure, Attempt, Next, SendFailure};
 pub use head_watch::{HeadWatch, Verdict, WatchConfig};
+pub use resend::Resends;
 pub use stall::StallMeter;

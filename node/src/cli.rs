@@ -336,6 +336,12 @@ pub struct SwarmArgs {
     /// are ignored). --superpeers chooses the method; --sp-share and --sp-cap override it.
     #[arg(long)]
     pub sp_config: Option<std::path::PathBuf>,
+    /// Tell every node the swarm's size (--nodes, all shards together) instead of letting it
+    /// estimate it (`[superpeer.estimate] known_size`): no estimate lookups, exactly
+    /// share x nodes super peers, and with --superpeers prefix a set that depends on the
+    /// seed's keys alone.
+    #[arg(long)]
+    pub sp_known_size: bool,
     /// Super peers count as converged after this many seconds without a change.
     #[arg(long, default_value_t = 10.0)]
     pub sp_stable_s: f64,

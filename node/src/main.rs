@@ -619,11 +619,12 @@ fn superpeer_phase(
                 || args.sp_cap.is_some()
                 || args.sp_start_delay_s.is_some()
                 || args.sp_config.is_some()
+                || args.sp_known_size
                 || args.no_leader_election
             {
                 anyhow::bail!(
-                    "--kill-superpeers, --sp-share, --sp-cap, --sp-start-delay-s, --sp-config and \
-                     --no-leader-election need --superpeers prefix|tokens"
+                    "--kill-superpeers, --sp-share, --sp-cap, --sp-start-delay-s, --sp-config, \
+                     --sp-known-size and --no-leader-election need --superpeers prefix|tokens"
                 );
             }
             return Ok(None);
@@ -651,6 +652,9 @@ fn superpeer_phase(
     }
     if let Some(c) = args.sp_cap {
         sp.cluster_cap = c;
+    }
+    if args.sp_known_size {
+        sp.estimate.known_size = n as u64;
     }
     sp.validate()?;
     let cap = sp.cluster_cap;

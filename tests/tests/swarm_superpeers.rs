@@ -13,13 +13,14 @@
 //!
 //! Every random choice of the swarm, node keys included, comes from a printed seed (replay with
 //! `PEERAGE_SEED`): a run replays with the same node ids, and with reserved prefixes the same
-//! nodes become super peers (`same_seed_same_super_peers`).
+//! nodes become super peers, those nearest the slot keys, when the nodes are told the swarm's
+//! size (`same_seed_same_super_peers`).
 
 mod common;
 
 use common::{init_log, seed};
-use overlay::superpeer::{Method, SuperPeerConfig};
-use overlay::ElectionConfig;
+use overlay::superpeer::{prefix_bits, slot_key, EstimateConfig, Method, SuperPeerConfig};
+use overlay::{ElectionConfig, NodeId};
 use peerage_node::superpeer::report::{run_phase, SpPhaseOptions};
 use peerage_node::{LocalSwarm, LocalSwarmConfig};
 use std::time::{Duration, Instant};
@@ -104,25 +105,27 @@ async fn tokens_super_peers_form_clusters_and_survive_a_kill_with_emulated_laten
     forms_clusters_and_replaces("tokens", true).await;
 }
 
-/// Two swarms of one seed elect the same super peers: node keys, ports and every driver's RNG
-/// come from the seed, and with reserved prefixes a slot's head is the live node nearest its
-/// key. 16 nodes with a share of 1/8 want W = 2 slots, so a node's size estimate may be off by
-/// 25 % either way before its W changes (its spread is about 10 %).
+/// Two swarms of one seed elect the same super peers, and they are the ones the ids imply:
+/// node keys, ports and every driver's RNG come from the seed, the nodes are told the swarm's
+/// size (`estimate.known_size`, as `peerage swarm --sp-known-size`), so all want the same
+/// W = 4 slots, and with reserved prefixes slot `s`'s head is the live node XOR-nearest its key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn same_seed_same_super_peers() {
     init_log();
     let seed = seed();
+    let sp = SuperPeerConfig {
+        method: Method::ReservedPrefix,
+        share: 0.25,
+        cluster_cap: 14,
+        estimate: EstimateConfig { known_size: 16, ..Default::default() },
+        ..Default::default()
+    };
     let mut runs = Vec::new();
     for run in 0..2 {
         let mut c = LocalSwarmConfig::new(16, ElectionConfig::default(), seed);
         c.template.timing.settle_ms = 1_000;
         c.template.timing.leader_election = false;
-        c.template.superpeer = Some(SuperPeerConfig {
-            method: Method::ReservedPrefix,
-            share: 0.125,
-            cluster_cap: 14,
-            ..Default::default()
-        });
+        c.template.superpeer = Some(sp.clone());
         c.template.timing.superpeer_start_ms = 1_000;
         let swarm = LocalSwarm::start(&c).await.expect("swarm starts");
         let ids: Vec<String> = (0..swarm.len()).map(|i| swarm.node_id(i).to_string()).collect();
@@ -155,4 +158,18 @@ async fn same_seed_same_super_peers() {
     }
     assert_eq!(runs[0].0, runs[1].0, "the same seed must give the same node ids");
     assert_eq!(runs[0].1, runs[1].1, "the same seed must elect the same super peers");
+    let ids: Vec<NodeId> = runs[0].0.iter().map(|i| i.parse().expect("a node id")).collect();
+    let wanted = sp.wanted(16.0);
+    let k = prefix_bits(wanted);
+    let mut implied: Vec<String> = (0..wanted)
+        .filter_map(|s| {
+            let key = slot_key(k, s);
+            ids.iter().min_by_key(|id| std::array::from_fn::<u8, 32, _>(|b| id.0[b] ^ key.0[b]))
+        })
+        .map(|id| id.to_string())
+        .collect();
+    implied.sort();
+    implied.dedup();
+    assert_eq!(wanted, 4);
+    assert_eq!(runs[0].1, implied, "the super peers are not the nodes nearest the {wanted} slot keys");
 }

@@ -69,6 +69,11 @@ pub struct SuperpeersArgs {
     /// without one).
     #[arg(long)]
     pub cap: Option<u32>,
+    /// Tell every node the population size (each `--nodes` value) instead of letting it
+    /// estimate it (`[superpeer.estimate] known_size`): the wanted number of super peers is
+    /// then exact, which separates the placement from the size estimate's error.
+    #[arg(long)]
+    pub known_size: bool,
     /// Seeds: one (`7`) or a range `A..B` (A included, B not: `1..21` is seeds 1-20). Each
     /// seed is a new world, protocol run and set of yardsticks; with several, a summary over
     /// them follows each population size.
@@ -196,6 +201,8 @@ struct RunReport {
     share: f64,
     cap: u32,
     wanted_super_peers: usize,
+    /// The nodes were told N (`--known-size`) instead of estimating it.
+    size_known: bool,
     algorithm: String,
     vivaldi_rounds: usize,
     vivaldi_err_p50: f64,
@@ -402,7 +409,10 @@ fn run_one(
                     std::thread::sleep(std::time::Duration::from_millis(50));
                 }
             }
-            let cfg = SuperPeerConfig { method, ..base_cfg.clone() };
+            let mut cfg = SuperPeerConfig { method, ..base_cfg.clone() };
+            if args.known_size {
+                cfg.estimate.known_size = n as u64;
+            }
             let most = args.max_rounds + if args.crash > 0.0 { args.recovery_rounds } else { 0 };
             let pb = multi.add(bar(most as u64, &format!("N={n} s{seed} {method} rounds")));
             let params = ProtoParams {
@@ -666,6 +676,7 @@ fn run_one(
         share: base_cfg.share,
         cap: base_cfg.cluster_cap,
         wanted_super_peers: k,
+        size_known: args.known_size,
         algorithm: base_cfg.election.algorithm.to_string(),
         vivaldi_rounds: args.vivaldi_rounds,
         vivaldi_err_p50: err_p50,

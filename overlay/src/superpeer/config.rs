@@ -109,6 +109,9 @@ pub struct SuperPeerConfig {
     pub head_watch: HeadWatchConfig,
 }
 
+/// The largest network size a node may be told (`EstimateConfig::known_size`).
+pub const MAX_KNOWN_SIZE: u64 = 1 << 40;
+
 /// The size estimate (`super::estimate`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -120,6 +123,11 @@ pub struct EstimateConfig {
     /// of 20, for 40 lookup messages per node against 36, and no lower mean RTT over the
     /// seeds). More samples cost more lookups per node.
     pub samples: u32,
+    /// The network's size, when the operator knows it (a swarm of given size, a deployment
+    /// whose membership is managed): every node takes it instead of estimating, makes no
+    /// estimate lookups and wants exactly `share x known_size` super peers, so that with the
+    /// reserved prefix the super-peer set depends on the ids alone. 0: estimate (the default).
+    pub known_size: u64,
 }
 
 /// Neighbours, the cache of known heads and attachment (`super::node`, DESIGN.md step 3).
@@ -281,7 +289,7 @@ impl Default for SuperPeerConfig {
 
 impl Default for EstimateConfig {
     fn default() -> Self {
-        EstimateConfig { samples: 8 }
+        EstimateConfig { samples: 8, known_size: 0 }
     }
 }
 
@@ -347,6 +355,7 @@ impl SuperPeerConfig {
         range("cluster_cap", self.cluster_cap as f64, 1.0, 1e7, "[1, 10^7]")?;
         let e = &self.estimate;
         range("estimate.samples", e.samples as f64, 1.0, 1000.0, "[1, 1000]")?;
+        range("estimate.known_size", e.known_size as f64, 0.0, MAX_KNOWN_SIZE as f64, "[0, 2^40]")?;
         let d = &self.discovery;
         range("discovery.neighbours", d.neighbours as f64, 1.0, 10_000.0, "[1, 10000]")?;
         range("discovery.cache_size", d.cache_size as f64, 1.0, 1000.0, "[1, 1000]")?;

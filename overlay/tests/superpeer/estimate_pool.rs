@@ -269,3 +269,44 @@ fn pooling_cuts_the_lookups_and_keeps_the_estimates() {
     }
     assert!((m / n as f64 - 1.0).abs() < 0.15, "pooled mean estimate {m} of {n}");
 }
+
+#[test]
+fn a_node_told_the_size_decides_at_start_without_estimating() {
+    let w = World::new(common::seed(33), N);
+    // The slots follow `share x known_size` alone: the node whose id is closest to slot 0's
+    // key (all zero bits) claims it, the others in reserved prefixes ask whether they are.
+    let known = 3_000u64;
+    let cfg = SuperPeerConfig {
+        method: Method::ReservedPrefix,
+        share: 0.01,
+        estimate: overlay::superpeer::EstimateConfig { known_size: known, ..Default::default() },
+        ..Default::default()
+    };
+    cfg.validate().unwrap();
+    let cfg = Arc::new(cfg);
+    let mut claimed = 0;
+    for &id in w.ids.iter().take(200) {
+        let mut node = SuperPeerNode::new(id, Point::new(&[0.0, 0.0], 0.001), cfg.clone());
+        let mut w = World::new(common::seed(33), N);
+        let fx = w.feed(&mut node, SpInput::Start);
+        assert!(sample_lookups(&fx).is_empty(), "an estimate lookup with the size known");
+        assert_eq!(node.wanted(), 30, "share 1 % of 3,000");
+        assert_eq!(node.prefix_bits(), 5);
+        assert_eq!(node.estimate(), Some(known as f64));
+        let claims = lookups(&fx).iter().filter(|(_, q)| matches!(q, Query::Closest { .. })).count();
+        let reserved = id.prefix(5) < 30;
+        assert_eq!(claims, usize::from(reserved), "a claim lookup iff the id's prefix is a reserved slot");
+        claimed += claims;
+        assert!(sample_lookups(&w.tick(&mut node)).is_empty(), "an estimate lookup in a later round");
+        // Samples shared later change nothing.
+        let s = w.sample();
+        w.feed(&mut node, SpInput::Message { from: w.ids[1], msg: samples_msg(&[SizeSample { n: 1e9, ..s }]) });
+        assert_eq!((node.wanted(), node.estimate()), (30, Some(known as f64)));
+    }
+    assert!(claimed > 100, "30 of 32 prefixes are reserved, yet only {claimed} of 200 nodes claimed");
+    let bad = SuperPeerConfig {
+        estimate: overlay::superpeer::EstimateConfig { known_size: (1 << 40) + 1, ..Default::default() },
+        ..Default::default()
+    };
+    assert!(bad.validate().is_err(), "a size beyond 2^40 accepted");
+}

@@ -34,8 +34,8 @@ impl SuperPeerNode {
         }
         self.started = true;
         // Samples peers shared before we started may already be enough (`estimate` module
-        // doc, "Pooled samples").
-        if self.estimate_ready() {
+        // doc, "Pooled samples"); a node told the size needs none.
+        if self.cfg.estimate.known_size > 0 || self.estimate_ready() {
             self.decide(ctx);
             return;
         }
@@ -283,7 +283,7 @@ impl SuperPeerNode {
 
     /// After the estimate: how many super peers, and is my own slot reserved?
     pub(super) fn decide(&mut self, ctx: &mut SpContext<'_>) {
-        let n = self.est.estimate().unwrap_or(1.0);
+        let n = self.estimate().unwrap_or(1.0);
         self.est.freeze();
         self.wanted = self.cfg.wanted(n);
         self.k = prefix_bits(self.wanted).min(63);

@@ -846,8 +846,13 @@ impl SuperPeerNode {
         v.sort_by(|a, b| me.rtt(&a.point).total_cmp(&me.rtt(&b.point)));
         v
     }
+    /// The network size this node takes: the known size when it was told one
+    /// (`estimate.known_size`), else its estimate (`None` before any sample).
     pub fn estimate(&self) -> Option<f64> {
-        self.est.estimate()
+        match self.cfg.estimate.known_size {
+            0 => self.est.estimate(),
+            n => Some(n as f64),
+        }
     }
     pub fn wanted(&self) -> u64 {
         self.wanted

@@ -149,6 +149,33 @@ pub(crate) fn judge_claim(coordinator: bool, me: Rank, s: Rank, down: bool, idle
     }
 }
 
+/// The steps a judged claim calls for, as each bully-family process takes them.
+pub(crate) trait ClaimSteps {
+    /// Seed 002's `StartElection`, unless this process already holds an election.
+    fn hold_election(&mut self, ctx: &mut Context<'_>);
+    /// Admit `s` (a higher process) as the coordinator and stop any election.
+    fn accept(&mut self, ctx: &mut Context<'_>, s: Rank);
+    /// Re-arm T1 if `s` is the coordinator this idle process names.
+    fn rearm_t1_if_from_leader(&self, ctx: &mut Context<'_>, s: Rank);
+    /// Remember `from`'s claim as refused (it is reported down).
+    fn refuse(&mut self, from: NodeId);
+}
+
+/// Carries out [`judge_claim`]'s verdict on `from`'s (ranked `s`) claim.
+pub(crate) fn take_claim<P: ClaimSteps>(p: &mut P, ctx: &mut Context<'_>, from: NodeId, s: Rank, claim: Claim) {
+    match claim {
+        Claim::Ask => p.hold_election(ctx),
+        Claim::RefuseAndAsk => {
+            p.refuse(from);
+            p.hold_election(ctx);
+        }
+        Claim::Refuse => p.refuse(from),
+        Claim::Accept => p.accept(ctx, s),
+        Claim::Heartbeat => p.rearm_t1_if_from_leader(ctx, s),
+        Claim::Ignore => {}
+    }
+}
+
 /// The reason given when a message of another algorithm reaches a bully-family process.
 pub(crate) const FOREIGN: &str = "message of another election algorithm";
 pub(crate) const NOT_MEMBER: &str = "sender is not a member of the group";
@@ -238,18 +265,6 @@ impl Bully {
         }
     }
 
-    /// Seed 002's `StartElection`, unless this process already holds an election.
-    fn hold_election(&mut self, ctx: &mut Context<'_>) {
-        if self.phase != Phase::Idle {
-            return;
-        }
-        self.disarm(ctx);
-        self.leader = None;
-        self.up_above = None;
-        ctx.started();
-        self.send_elections(ctx);
-    }
-
     /// The election ended with coordinator `c`: if a higher process came up meanwhile (see
     /// `up_above`), ask again.
     fn recheck(&mut self, ctx: &mut Context<'_>, c: Rank) {
@@ -280,21 +295,6 @@ impl Bully {
         self.recheck(ctx, self.me);
     }
 
-    /// Admit `s` (a higher process) as the coordinator and stop any election.
-    fn accept(&mut self, ctx: &mut Context<'_>, s: Rank) {
-        let unchanged = self.phase == Phase::Idle && self.leader == Some(s);
-        if !unchanged {
-            self.disarm(ctx);
-            self.phase = Phase::Idle;
-            self.leader = Some(s);
-            ctx.decide(s.id);
-        }
-        if let Some(t1) = self.timing.t1 {
-            ctx.set_timer(Timer::T1, t1);
-        }
-        self.recheck(ctx, s);
-    }
-
     fn on_message(&mut self, ctx: &mut Context<'_>, from: NodeId, msg: Message) {
         let Some(s) = sender_rank(ctx, &self.group, self.me, from) else { return };
         let higher = s > self.me;
@@ -323,29 +323,10 @@ impl Bully {
             Message::Coordinator | Message::Alive => {
                 let coordinator = msg == Message::Coordinator;
                 let idle = self.phase == Phase::Idle;
-                match judge_claim(coordinator, self.me, s, self.down.contains(&from), idle, self.leader) {
-                    Claim::Ask => self.hold_election(ctx),
-                    Claim::RefuseAndAsk => {
-                        self.refused.insert(&self.group, from);
-                        self.hold_election(ctx);
-                    }
-                    Claim::Refuse => {
-                        self.refused.insert(&self.group, from);
-                    }
-                    Claim::Accept => self.accept(ctx, s),
-                    Claim::Heartbeat => self.rearm_t1_if_from_leader(ctx, s),
-                    Claim::Ignore => {}
-                }
+                let claim = judge_claim(coordinator, self.me, s, self.down.contains(&from), idle, self.leader);
+                take_claim(self, ctx, from, s, claim);
             }
             _ => ctx.reject(from, FOREIGN),
-        }
-    }
-
-    fn rearm_t1_if_from_leader(&self, ctx: &mut Context<'_>, s: Rank) {
-        if self.phase == Phase::Idle && self.leader == Some(s) && s != self.me {
-            if let Some(t1) = self.timing.t1 {
-                ctx.set_timer(Timer::T1, t1);
-            }
         }
     }
 
@@ -432,6 +413,47 @@ impl Bully {
             Input::SendFailed { .. } => {}
             Input::Membership(g) => self.on_membership(ctx, g),
         }
+    }
+}
+
+impl ClaimSteps for Bully {
+    /// Seed 002's `StartElection`, unless this process already holds an election.
+    fn hold_election(&mut self, ctx: &mut Context<'_>) {
+        if self.phase != Phase::Idle {
+            return;
+        }
+        self.disarm(ctx);
+        self.leader = None;
+        self.up_above = None;
+        ctx.started();
+        self.send_elections(ctx);
+    }
+
+    /// Admit `s` (a higher process) as the coordinator and stop any election.
+    fn accept(&mut self, ctx: &mut Context<'_>, s: Rank) {
+        let unchanged = self.phase == Phase::Idle && self.leader == Some(s);
+        if !unchanged {
+            self.disarm(ctx);
+            self.phase = Phase::Idle;
+            self.leader = Some(s);
+            ctx.decide(s.id);
+        }
+        if let Some(t1) = self.timing.t1 {
+            ctx.set_timer(Timer::T1, t1);
+        }
+        self.recheck(ctx, s);
+    }
+
+    fn rearm_t1_if_from_leader(&self, ctx: &mut Context<'_>, s: Rank) {
+        if self.phase == Phase::Idle && self.leader == Some(s) && s != self.me {
+            if let Some(t1) = self.timing.t1 {
+                ctx.set_timer(Timer::T1, t1);
+            }
+        }
+    }
+
+    fn refuse(&mut self, from: NodeId) {
+        self.refused.insert(&self.group, from);
     }
 }
 

@@ -57,7 +57,7 @@
 //! the (usually empty) reported-down sets. With the lowest process initiating and the highest
 //! crashed: 3N - 4 messages against the bully's N² - N - 1 (`exact_count_lowest_initiates`).
 
-use super::bully::{judge_claim, sender_rank, Claim, OrphanWatch, Timing, FOREIGN};
+use super::bully::{judge_claim, sender_rank, take_claim, ClaimSteps, OrphanWatch, Timing, FOREIGN};
 use crate::driver::{Context, Election, Input, Timer};
 use crate::election::down::Down;
 use crate::election::{ElectionConfig, Message};
@@ -172,18 +172,6 @@ impl FastBully {
         self.higher_up = false;
     }
 
-    /// Seed 002's `StartElection`, unless this process already holds an election.
-    fn hold_election(&mut self, ctx: &mut Context<'_>) {
-        if self.holding() {
-            return;
-        }
-        self.stop(ctx);
-        self.leader = None;
-        self.up_above = None;
-        ctx.started();
-        self.send_elections(ctx);
-    }
-
     /// An election or recovery ended naming coordinator `c`: if a higher process came up
     /// meanwhile (see `up_above`), ask again.
     fn recheck(&mut self, ctx: &mut Context<'_>, c: Rank) {
@@ -220,21 +208,6 @@ impl FastBully {
             ctx.set_timer(Timer::Heartbeat, a);
         }
         self.recheck(ctx, self.me);
-    }
-
-    /// Admit `s` as the coordinator and stop any election or wait.
-    fn accept(&mut self, ctx: &mut Context<'_>, s: Rank) {
-        let unchanged = self.phase == Phase::Idle && self.leader == Some(s);
-        if !unchanged {
-            self.stop(ctx);
-            self.leader = Some(s);
-            ctx.decide(s.id);
-        }
-        self.higher_up = false;
-        if let Some(t1) = self.timing.t1 {
-            ctx.set_timer(Timer::T1, t1);
-        }
-        self.recheck(ctx, s);
     }
 
     fn nominate(&mut self, ctx: &mut Context<'_>, nominee: Rank) {
@@ -405,19 +378,8 @@ impl FastBully {
             Message::Coordinator | Message::Alive => {
                 let coordinator = msg == Message::Coordinator;
                 let idle = self.phase == Phase::Idle;
-                match judge_claim(coordinator, self.me, s, self.down.contains(&from), idle, self.leader) {
-                    Claim::Ask => self.hold_election(ctx),
-                    Claim::RefuseAndAsk => {
-                        self.refused.insert(&self.group, from);
-                        self.hold_election(ctx);
-                    }
-                    Claim::Refuse => {
-                        self.refused.insert(&self.group, from);
-                    }
-                    Claim::Accept => self.accept(ctx, s),
-                    Claim::Heartbeat => self.rearm_t1_if_from_leader(ctx, s),
-                    Claim::Ignore => {}
-                }
+                let claim = judge_claim(coordinator, self.me, s, self.down.contains(&from), idle, self.leader);
+                take_claim(self, ctx, from, s, claim);
             }
             Message::IamUp => {
                 let view = self.view();
@@ -440,14 +402,6 @@ impl FastBully {
                 }
             }
             _ => ctx.reject(from, FOREIGN),
-        }
-    }
-
-    fn rearm_t1_if_from_leader(&self, ctx: &mut Context<'_>, s: Rank) {
-        if self.phase == Phase::Idle && self.leader == Some(s) && s != self.me {
-            if let Some(t1) = self.timing.t1 {
-                ctx.set_timer(Timer::T1, t1);
-            }
         }
     }
 
@@ -558,6 +512,47 @@ impl FastBully {
             Input::SendFailed { .. } => {}
             Input::Membership(g) => self.on_membership(ctx, g),
         }
+    }
+}
+
+impl ClaimSteps for FastBully {
+    /// Seed 002's `StartElection`, unless this process already holds an election.
+    fn hold_election(&mut self, ctx: &mut Context<'_>) {
+        if self.holding() {
+            return;
+        }
+        self.stop(ctx);
+        self.leader = None;
+        self.up_above = None;
+        ctx.started();
+        self.send_elections(ctx);
+    }
+
+    /// Admit `s` as the coordinator and stop any election or wait.
+    fn accept(&mut self, ctx: &mut Context<'_>, s: Rank) {
+        let unchanged = self.phase == Phase::Idle && self.leader == Some(s);
+        if !unchanged {
+            self.stop(ctx);
+            self.leader = Some(s);
+            ctx.decide(s.id);
+        }
+        self.higher_up = false;
+        if let Some(t1) = self.timing.t1 {
+            ctx.set_timer(Timer::T1, t1);
+        }
+        self.recheck(ctx, s);
+    }
+
+    fn rearm_t1_if_from_leader(&self, ctx: &mut Context<'_>, s: Rank) {
+        if self.phase == Phase::Idle && self.leader == Some(s) && s != self.me {
+            if let Some(t1) = self.timing.t1 {
+                ctx.set_timer(Timer::T1, t1);
+            }
+        }
+    }
+
+    fn refuse(&mut self, from: NodeId) {
+        self.refused.insert(&self.group, from);
     }
 }
 

@@ -149,16 +149,40 @@ pub(crate) fn judge_claim(coordinator: bool, me: Rank, s: Rank, down: bool, idle
     }
 }
 
+/// What [`ClaimSteps`]' shared steps read of a process: whether it is idle (in no
+/// election), the coordinator it names, its own rank and T1.
+pub(crate) struct ClaimView {
+    pub idle: bool,
+    pub leader: Option<Rank>,
+    pub me: Rank,
+    pub t1: Option<Duration>,
+}
+
 /// The steps a judged claim calls for, as each bully-family process takes them.
 pub(crate) trait ClaimSteps {
     /// Seed 002's `StartElection`, unless this process already holds an election.
     fn hold_election(&mut self, ctx: &mut Context<'_>);
     /// Admit `s` (a higher process) as the coordinator and stop any election.
     fn accept(&mut self, ctx: &mut Context<'_>, s: Rank);
+    fn claim_view(&self) -> ClaimView;
+    /// The claims refused so far, and the group they are kept for.
+    fn refused(&mut self) -> (&mut Down, &Membership);
+
     /// Re-arm T1 if `s` is the coordinator this idle process names.
-    fn rearm_t1_if_from_leader(&self, ctx: &mut Context<'_>, s: Rank);
+    fn rearm_t1_if_from_leader(&self, ctx: &mut Context<'_>, s: Rank) {
+        let v = self.claim_view();
+        if v.idle && v.leader == Some(s) && s != v.me {
+            if let Some(t1) = v.t1 {
+                ctx.set_timer(Timer::T1, t1);
+            }
+        }
+    }
+
     /// Remember `from`'s claim as refused (it is reported down).
-    fn refuse(&mut self, from: NodeId);
+    fn refuse(&mut self, from: NodeId) {
+        let (refused, group) = self.refused();
+        refused.insert(group, from);
+    }
 }
 
 /// Carries out [`judge_claim`]'s verdict on `from`'s (ranked `s`) claim.
@@ -444,16 +468,12 @@ impl ClaimSteps for Bully {
         self.recheck(ctx, s);
     }
 
-    fn rearm_t1_if_from_leader(&self, ctx: &mut Context<'_>, s: Rank) {
-        if self.phase == Phase::Idle && self.leader == Some(s) && s != self.me {
-            if let Some(t1) = self.timing.t1 {
-                ctx.set_timer(Timer::T1, t1);
-            }
-        }
+    fn claim_view(&self) -> ClaimView {
+        ClaimView { idle: self.phase == Phase::Idle, leader: self.leader, me: self.me, t1: self.timing.t1 }
     }
 
-    fn refuse(&mut self, from: NodeId) {
-        self.refused.insert(&self.group, from);
+    fn refused(&mut self) -> (&mut Down, &Membership) {
+        (&mut self.refused, &self.group)
     }
 }
 

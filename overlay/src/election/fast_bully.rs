@@ -57,7 +57,7 @@
 //! the (usually empty) reported-down sets. With the lowest process initiating and the highest
 //! crashed: 3N - 4 messages against the bully's N² - N - 1 (`exact_count_lowest_initiates`).
 
-use super::bully::{judge_claim, sender_rank, take_claim, ClaimSteps, OrphanWatch, Timing, FOREIGN};
+use super::bully::{judge_claim, sender_rank, take_claim, ClaimSteps, ClaimView, OrphanWatch, Timing, FOREIGN};
 use crate::driver::{Context, Election, Input, Timer};
 use crate::election::down::Down;
 use crate::election::{ElectionConfig, Message};
@@ -543,16 +543,12 @@ impl ClaimSteps for FastBully {
         self.recheck(ctx, s);
     }
 
-    fn rearm_t1_if_from_leader(&self, ctx: &mut Context<'_>, s: Rank) {
-        if self.phase == Phase::Idle && self.leader == Some(s) && s != self.me {
-            if let Some(t1) = self.timing.t1 {
-                ctx.set_timer(Timer::T1, t1);
-            }
-        }
+    fn claim_view(&self) -> ClaimView {
+        ClaimView { idle: self.phase == Phase::Idle, leader: self.leader, me: self.me, t1: self.timing.t1 }
     }
 
-    fn refuse(&mut self, from: NodeId) {
-        self.refused.insert(&self.group, from);
+    fn refused(&mut self) -> (&mut Down, &Membership) {
+        (&mut self.refused, &self.group)
     }
 }
 

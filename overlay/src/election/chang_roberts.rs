@@ -524,7 +524,8 @@ mod tests {
     use crate::election::{Algorithm, AnyElection};
     use crate::testkit::feed;
     use crate::testkit::scenarios::{
-        assert_settled, crash_during, crashes_before, random_faults, random_schedule, recovered_highest_wins,
+        assert_settled, crash_during, crashes_before, lap_timer_recovers_lost_election, leader_crash_reelection,
+        random_faults, random_schedule, recovered_highest_wins,
     };
     use crate::testkit::Net;
     use crate::time::Time;
@@ -679,35 +680,16 @@ mod tests {
         assert!((0..n - 1).all(|i| epoch_of(&net, i) == 2));
     }
 
-    /// The leader crashes after the election and every process is told: the N' = n - 1
-    /// survivors all initiate at epoch 2, costing 3N' - 1 messages (as `cr_all_initiate`;
-    /// the predecessor of the dead leader skips it without a failed send).
+    /// The leader crashes after the election and every process is told: 3N' - 1 messages
+    /// for the N' = n - 1 survivors (as `cr_all_initiate`).
     #[test]
     fn cr_leader_crash_reelection() {
-        for n in 3..=12usize {
-            let mut net = net(n);
-            net.detector = true;
-            net.start_at(Time::ZERO, 0);
-            net.run();
-            let before = net.total_sent();
-            net.crash(n - 1);
-            net.run();
-            assert_settled(&net, &format!("n={n}"));
-            let m = n as u64 - 1;
-            assert_eq!(net.total_sent() - before, 3 * m - 1, "n={n}");
-        }
+        leader_crash_reelection(&cfg());
     }
 
-    /// A message lost with a crashed forwarder is recovered by the lap timers.
     #[test]
     fn cr_lap_timer_recovers_lost_election() {
-        let mut net = net(5);
-        net.crash(2);
-        net.start_at(Time::ZERO, 0);
-        net.crash_at(Time::from_micros(2_500), 1);
-        net.run();
-        assert_settled(&net, "lost");
-        assert!(net.last_decision >= Time::from_millis(cfg().lap_timeout_ms));
+        lap_timer_recovers_lost_election(&cfg());
     }
 
     /// A recovered low process (fresh state, epoch 0) is behind the group (epoch 2). Its

@@ -1,6 +1,6 @@
 //! Test scenarios shared by the election algorithms' tests: for the ring elections (list
-//! ring and Chang-Roberts) the checks of a settled group and the crash/recovery schedules
-//! both must survive; for the bully family (bully and fast bully) the quiet configuration,
+//! ring and Chang-Roberts) the checks of a settled group, the leader's crash and its cost,
+//! the lap timer, and the crash/recovery schedules both must survive; for the bully family (bully and fast bully) the quiet configuration,
 //! the start patterns, the settled check and the crash, heartbeat, bullying and membership
 //! scenarios both must pass.
 //!
@@ -130,6 +130,39 @@ pub fn recovered_highest_wins(cfg: &ElectionConfig) {
         assert_settled(&net, &format!("n={n} after recovery"));
         assert_eq!(net.process(0).leader(), Some(net.id(n - 1)), "n={n}");
     }
+}
+
+/// The leader crashes after the election and every survivor is told: the N' = n - 1
+/// survivors all initiate again, which costs a ring election 3N' - 1 messages (the dead
+/// leader's predecessor skips it without a failed send).
+pub fn leader_crash_reelection(cfg: &ElectionConfig) {
+    for n in 3..=12usize {
+        let mut net = Net::new(n, cfg.clone());
+        net.detector = true;
+        net.start_at(Time::ZERO, 0);
+        net.run();
+        assert_settled(&net, &format!("n={n} first"));
+        let before = net.total_sent();
+        net.crash(n - 1);
+        net.run();
+        assert_settled(&net, &format!("n={n} after the leader's crash"));
+        let m = n as u64 - 1;
+        assert_eq!(net.total_sent() - before, 3 * m - 1, "n={n}");
+    }
+}
+
+/// A message lost with a crashed forwarder (5 processes; 2 dead from the start, 1 dies at
+/// 2.5 ms while its failed send to 2 comes back) is recovered by the initiator's lap timer.
+/// Returns the net for the algorithm's own checks.
+pub fn lap_timer_recovers_lost_election(cfg: &ElectionConfig) -> Net {
+    let mut net = Net::new(5, cfg.clone());
+    net.crash(2);
+    net.start_at(Time::ZERO, 0);
+    net.crash_at(Time::from_micros(2_500), 1);
+    net.run();
+    assert_settled(&net, "lost");
+    assert!(net.last_decision >= Time::from_millis(cfg.lap_timeout_ms), "decided before the lap timer");
+    net
 }
 
 /// Random crash and recovery schedules (seeds `1..=PEERAGE_RANDOM_RUNS`, default 2,000, or

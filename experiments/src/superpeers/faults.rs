@@ -200,7 +200,7 @@ pub fn closest_report(
         // Running out of candidates means some failed.
         failed = 1;
     }
-    LookupReport { key, found: peers.len() as u32, answered: peers.len() as u32, failed, timed_out, peers }
+    LookupReport { key, found: peers.len() as u32, answered: peers.len() as u32, failed, timed_out, peers, known: 0 }
 }
 
 /// The answer to a provider lookup under the model.

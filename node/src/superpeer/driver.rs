@@ -660,7 +660,9 @@ impl SuperPeerDriver {
                         "sample lookup"
                     );
                 }
-                // The state machine judges the answer (`overlay::superpeer::lookup`).
+                // The state machine judges the answer (`overlay::superpeer::lookup`), knowing
+                // how many peers the routing table holds.
+                let known: usize = sw.behaviour_mut().kad.kbuckets().map(|b| b.num_entries()).sum();
                 let report = LookupReport {
                     key: sampled,
                     found: out.len() as u32,
@@ -668,6 +670,7 @@ impl SuperPeerDriver {
                     timed_out,
                     answered: stats.num_successes(),
                     failed: stats.num_failures(),
+                    known: known.min(u32::MAX as usize) as u32,
                 };
                 self.run(sw, dir, SpInput::LookupResult { query, report });
                 return;

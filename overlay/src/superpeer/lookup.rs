@@ -16,14 +16,17 @@
 //! - A **sample** lookup is also unusable when fewer than [`MIN_ANSWERED`] of the asked peers
 //!   answered: it says too little about N.
 //! - **Incomplete** (*ours*): a closest-peers or sample answer that names fewer peers than the
-//!   node already knows of (its neighbours, up to the kind's minimum) is unusable even when no
-//!   asked peer failed. In a DHT that works, the `K` peers closest to any key number
+//!   node already knows of (its neighbours, or the peers its routing table holds as the driver
+//!   reports them in [`LookupReport::known`], up to the kind's minimum) is unusable even when
+//!   no asked peer failed. In a DHT that works, the `K` peers closest to any key number
 //!   `min(K, N - 1)`, at least as many as the live peers the node knows. An answer that asked
 //!   nobody (a lookup over an empty routing table) reports no failure and would otherwise be
 //!   taken for a network of one:
 //!   in a 2,000-node swarm 342 nodes decided on such answers that they wanted 1 super peer and
-//!   310 of them claimed the one slot, each "closest" to its key among nobody. A node that
-//!   knows no peer still decides on an empty answer: it is alone.
+//!   310 of them claimed the one slot, each "closest" to its key among nobody. Neighbours
+//!   alone were not enough: a node has none until it knows peers' positions, and in the same
+//!   swarm 429 nodes still decided on answers of fewer than two peers, though the driver
+//!   starts a node's selection only once its routing table holds a peer. A node that knows no peer still decides on an empty answer: it is alone.
 //! - A **provider** lookup is unusable when it timed out having found nobody.
 //!
 //! An unusable lookup decides nothing: the node asks again after a back-off (`node` module doc,
@@ -56,6 +59,9 @@ pub struct LookupReport {
     /// unknown).
     pub answered: u32,
     pub failed: u32,
+    /// Peers the node's DHT routing table held when the lookup ended (0 when not told): an
+    /// answer naming fewer is incomplete (module doc).
+    pub known: u32,
 }
 
 impl LookupReport {

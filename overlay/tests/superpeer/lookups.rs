@@ -303,3 +303,37 @@ fn hunting_seeds_back_off_while_every_known_head_is_full() {
         round - 10
     );
 }
+
+/// A node with no neighbours yet, whose driver reports a routing table of 3 peers: answers
+/// naming fewer than 3 peers are incomplete and decide nothing (in an overloaded swarm such
+/// answers made nodes take themselves for alone and claim the one slot of a network of one),
+/// while answers naming 3 are decided on.
+#[test]
+fn answers_naming_fewer_peers_than_the_routing_table_holds_decide_nothing() {
+    let mut w = World::new(seed(), N);
+    let me = w.ids[0];
+    let mut node = SuperPeerNode::new(me, Point::new(&[0.0, 0.0], 0.001), cfg(Method::ReservedPrefix, 0.01));
+    let mut running = lookups(&w.feed(&mut node, SpInput::Start));
+    let mut unusable = 0;
+    for round in 0..60 {
+        while let Some((q, what)) = running.pop() {
+            let Query::Sample { key } = what else { panic!("not a sample lookup: {what:?}") };
+            let peers = w.closest(me, &key);
+            let n = if round < 20 { 2 } else { 3 };
+            let report = LookupReport { known: 3, ..LookupReport::complete(peers[..n].to_vec()) };
+            let fx = w.feed(&mut node, SpInput::LookupResult { query: q, report });
+            if fx.iter().any(|e| matches!(e, SpEffect::LookupUnusable { reason: "incomplete", .. })) {
+                unusable += 1;
+            }
+            if round < 20 {
+                assert_eq!(node.wanted(), 0, "decided on an answer of 2 peers with 3 in the routing table");
+            }
+        }
+        running.extend(lookups(&w.tick(&mut node)).into_iter().filter(|(_, q)| matches!(q, Query::Sample { .. })));
+        if node.wanted() > 0 {
+            break;
+        }
+    }
+    assert!(unusable >= 2, "only {unusable} answers judged incomplete");
+    assert!(node.wanted() > 0, "never decided on answers naming as many peers as it knows");
+}

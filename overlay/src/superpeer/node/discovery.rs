@@ -126,7 +126,9 @@ impl SuperPeerNode {
             Pending::ClaimClosest { .. } => LookupKind::Claim,
             Pending::ClaimProviders { .. } | Pending::SlotCheck { .. } | Pending::Seed => LookupKind::Providers,
         };
-        match judge(kind, &report, &self.me.id, self.neighbours.len()) {
+        // Peers it knows of: its neighbours, or the peers its DHT routing table holds.
+        let known = self.neighbours.len().max(report.known as usize);
+        match judge(kind, &report, &self.me.id, known) {
             Ok(share) => {
                 let sampled = match pending {
                     Pending::Estimate { key } => Some((report.key.unwrap_or(key), share)),

@@ -185,9 +185,18 @@ pub(crate) trait ClaimSteps {
     }
 }
 
-/// Carries out [`judge_claim`]'s verdict on `from`'s (ranked `s`) claim.
-pub(crate) fn take_claim<P: ClaimSteps>(p: &mut P, ctx: &mut Context<'_>, from: NodeId, s: Rank, claim: Claim) {
-    match claim {
+/// Judges `from`'s (ranked `s`, reported down if `down`) `Coordinator` (`coordinator`) or
+/// `Alive` with [`judge_claim`] and carries out the verdict.
+pub(crate) fn take_claim<P: ClaimSteps>(
+    p: &mut P,
+    ctx: &mut Context<'_>,
+    from: NodeId,
+    s: Rank,
+    coordinator: bool,
+    down: bool,
+) {
+    let v = p.claim_view();
+    match judge_claim(coordinator, v.me, s, down, v.idle, v.leader) {
         Claim::Ask => p.hold_election(ctx),
         Claim::RefuseAndAsk => {
             p.refuse(from);
@@ -345,10 +354,8 @@ impl Bully {
                 }
             }
             Message::Coordinator | Message::Alive => {
-                let coordinator = msg == Message::Coordinator;
-                let idle = self.phase == Phase::Idle;
-                let claim = judge_claim(coordinator, self.me, s, self.down.contains(&from), idle, self.leader);
-                take_claim(self, ctx, from, s, claim);
+                let down = self.down.contains(&from);
+                take_claim(self, ctx, from, s, msg == Message::Coordinator, down);
             }
             _ => ctx.reject(from, FOREIGN),
         }

@@ -57,7 +57,7 @@
 //! the (usually empty) reported-down sets. With the lowest process initiating and the highest
 //! crashed: 3N - 4 messages against the bully's N² - N - 1 (`exact_count_lowest_initiates`).
 
-use super::bully::{judge_claim, sender_rank, take_claim, ClaimSteps, ClaimView, OrphanWatch, Timing, FOREIGN};
+use super::bully::{sender_rank, take_claim, ClaimSteps, ClaimView, OrphanWatch, Timing, FOREIGN};
 use crate::driver::{Context, Election, Input, Timer};
 use crate::election::down::Down;
 use crate::election::{ElectionConfig, Message};
@@ -376,10 +376,8 @@ impl FastBully {
                 }
             }
             Message::Coordinator | Message::Alive => {
-                let coordinator = msg == Message::Coordinator;
-                let idle = self.phase == Phase::Idle;
-                let claim = judge_claim(coordinator, self.me, s, self.down.contains(&from), idle, self.leader);
-                take_claim(self, ctx, from, s, claim);
+                let down = self.down.contains(&from);
+                take_claim(self, ctx, from, s, msg == Message::Coordinator, down);
             }
             Message::IamUp => {
                 let view = self.view();

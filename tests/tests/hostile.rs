@@ -3,17 +3,19 @@
 //! test asserts that the honest nodes keep one true leader (the highest-priority honest
 //! node), that their directories stay bounded, that inbound memory stays within its budget
 //! where the attack aims at memory, and that the attacker ends up banned: disconnected, and
-//! refused when it dials again.
+//! refused when it dials again. One test is about the routing table instead: a bootstrap peer
+//! that does not serve the DHT never enters it.
 
 mod common;
 
 use common::attacker::{election, key, push, record, wall_us, Attacker, Outcome, Proto};
 use libp2p::identity::PublicKey;
-use libp2p::PeerId;
+use libp2p::{Multiaddr, PeerId};
 use overlay::directory::{node_id_of, RecordBody, SignedRecord};
 use overlay::{Algorithm, ElectionConfig, Message, Rank};
 use peerage_node::net::codec::{ACK_OK, ACK_REJECTED};
-use peerage_node::{LocalSwarm, LocalSwarmConfig};
+use peerage_node::runtime::status::StatusSink;
+use peerage_node::{spawn, LocalSwarm, LocalSwarmConfig, NodeHandle, NodeOptions, TransportKind};
 use std::time::{Duration, Instant};
 
 /// Honest nodes per swarm; node i has priority 10 (i + 1), so the last one leads.
@@ -353,4 +355,66 @@ async fn acks_say_whether_a_message_was_accepted() {
     hold(&swarm, &leader, Duration::from_secs(2)).await;
     assert_eq!(swarm.snapshots()[TARGET].1.guard.bans, 0, "honest mistakes are not banned");
     swarm.shutdown().await;
+}
+
+/// A node's Kademlia routing table as its status reports it.
+fn routing_table(node: &NodeHandle) -> usize {
+    node.probe.get().routing_table
+}
+
+/// Start one node listening on `/memory/{port}` that bootstraps from `bootstrap`.
+fn lone_node(port: u64, bootstrap: &str, seed: u64) -> NodeHandle {
+    let mut fc = common::template(2_000);
+    fc.listen = vec![format!("/memory/{port}")];
+    fc.bootstrap = vec![bootstrap.to_string()];
+    let cfg = fc.resolve().expect("the test's config resolves");
+    let key = key(cfg.directory.id_difficulty);
+    spawn(NodeOptions {
+        cfg,
+        key,
+        transport: TransportKind::Memory,
+        status: StatusSink::silent(),
+        metrics: None,
+        seed,
+        latency: None,
+    })
+    .expect("the node starts")
+}
+
+/// A bootstrap peer enters the routing table only once identify shows that it serves our
+/// DHT. The attacker speaks neither Kademlia nor identify; given as a node's bootstrap, it is
+/// dialled and connected but stays out of the table, so the node never hands it out in
+/// FIND_NODE answers. An honest node that bootstraps from the same node does enter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bootstrap_peer_without_the_dht_stays_out_of_the_routing_table() {
+    common::init_log();
+    let seed = common::seed();
+    // Memory ports from the seed, clear of each other.
+    let base = 1_000_000 + (seed % 1_000_000) * 4;
+    let mut a = Attacker::new(DIFFICULTY);
+    let a_addr: Multiaddr = format!("/memory/{base}").parse().expect("a memory address");
+    a.listen(&a_addr).await.expect("the attacker listens");
+    let first = lone_node(base + 1, &format!("{a_addr}/p2p/{}", a.peer), seed);
+    // The node dials its bootstrap at start.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !a.is_connected(&first.peer_id) {
+        assert!(Instant::now() < deadline, "the node never dialled its bootstrap peer");
+        a.pump(Duration::from_millis(100)).await;
+    }
+    // Long enough for identify to have come back from a peer that speaks it (milliseconds
+    // over the memory transport) and for the status to refresh.
+    a.pump(Duration::from_secs(3)).await;
+    assert!(a.is_connected(&first.peer_id), "the node keeps its bootstrap connection");
+    assert_eq!(routing_table(&first), 0, "a peer that never showed it serves the DHT is in the routing table");
+    // The control: an honest node bootstrapping from the first enters its table.
+    let second = lone_node(base + 2, &format!("/memory/{}/p2p/{}", base + 1, first.peer_id), seed ^ 1);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while routing_table(&first) == 0 {
+        assert!(Instant::now() < deadline, "the honest node never entered the routing table");
+        a.pump(Duration::from_millis(100)).await;
+    }
+    a.pump(Duration::from_secs(1)).await;
+    assert_eq!(routing_table(&first), 1, "only the honest node is in the table");
+    second.shutdown().await;
+    first.shutdown().await;
 }

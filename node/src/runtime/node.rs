@@ -110,7 +110,7 @@ use tracing::{debug, info, warn};
 /// failures), so that a misbehaving algorithm cannot spin the loop forever.
 const MAX_CHAINED_INPUTS: usize = 10_000;
 /// Peer manager period.
-const PEER_MANAGER_PERIOD: Duration = Duration::from_secs(2);
+pub const PEER_MANAGER_PERIOD: Duration = Duration::from_secs(2);
 /// How long the loop's tick lateness is remembered: longer than any ping's round trip
 /// (libp2p ping times out after 20 s).
 const STALL_HORIZON: Duration = Duration::from_secs(30);
@@ -282,8 +282,10 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
     for b in &opts.cfg.bootstrap {
         if let Some(p) = b.peer {
             swarm.behaviour_mut().gate.want(p);
+            // Not into the routing table yet: it enters when identify shows that it serves our
+            // DHT protocol, like every other peer (`on_behaviour_event`), so a bootstrap address
+            // that leads to a non-DHT peer is never handed out in FIND_NODE answers.
             swarm.behaviour_mut().gate.add_addresses(p, [b.addr.clone()]);
-            swarm.behaviour_mut().kad.add_address(&p, b.addr.clone());
         }
         let dial = match b.peer {
             Some(p) => DialOpts::peer_id(p).addresses(vec![b.addr.clone()]).build(),
@@ -976,9 +978,10 @@ impl Node {
                 }
                 if num_established.get() == 1 {
                     self.conns.insert(peer_id, Conn { since: Instant::now(), last_election_use: None });
+                    // A dialled peer is not put into the routing table here: it enters when
+                    // identify shows that it serves our DHT (`on_behaviour_event`).
                     if endpoint.is_dialer() {
                         let addr = endpoint.get_remote_address().clone();
-                        self.kad_add(peer_id, std::slice::from_ref(&addr));
                         self.swarm.behaviour_mut().gate.add_addresses(peer_id, [addr]);
                     }
                     let node = node_id_of(&peer_id);

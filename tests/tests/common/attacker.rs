@@ -163,6 +163,20 @@ impl Attacker {
         self.connected.contains(&peer)
     }
 
+    /// Listen on `addr` (a `/memory/N` address), so honest nodes can dial us.
+    pub async fn listen(&mut self, addr: &Multiaddr) -> Result<(), String> {
+        self.swarm.listen_on(addr.clone()).map_err(|e| e.to_string())?;
+        // The listener is up once the swarm reports the address.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if self.swarm.listeners().next().is_some() {
+                return Ok(());
+            }
+            self.step(Duration::from_millis(50)).await;
+        }
+        Err(format!("no listener on {addr} after 5 s"))
+    }
+
     pub fn is_connected(&self, peer: &PeerId) -> bool {
         self.connected.contains(peer)
     }

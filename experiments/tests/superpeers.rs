@@ -196,17 +196,17 @@ fn summary_rows_are_recomputed_from_the_per_node_files() {
 
 /// The simulator produces every input a node's driver can produce (`SpInput::KINDS` names
 /// every variant; a new variant fails here until the simulator makes it), with the fault model
-/// on: lookups short, thinned and timed out, refused connections, late loops, unfit and drifting
-/// coordinates, and members that watch their heads. Both methods (a token `Handover` is the
-/// only message reported `Refused`), a crash of a fifth of the heads. Fixed seeds: the test
-/// checks coverage, not a random property.
+/// on: lookups short, thinned and timed out, connections refused by the nodes' gates, late
+/// loops, unfit and drifting coordinates, and members that watch their heads. Both methods (a
+/// token `Handover` is the only message reported `Refused`), a crash of a fifth of the heads.
+/// Fixed seeds: the test checks coverage, not a random property.
 #[test]
 fn the_simulator_produces_every_input_the_node_does() {
     let mut seen = std::collections::BTreeMap::<String, u64>::new();
     for (method, s) in [(Method::RepulsionTokens, 5), (Method::ReservedPrefix, 6)] {
         let w = world(1000, s);
         let mut p = params(method, s);
-        p.faults = Faults { refused: 0.05, ..Faults::swarm() };
+        p.faults = Faults::swarm();
         let out = run(&w, &p, |_, _| {}).expect("run");
         for (k, c) in out.inputs_by_kind {
             *seen.entry(k).or_default() += c;

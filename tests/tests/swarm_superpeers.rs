@@ -173,3 +173,40 @@ async fn same_seed_same_super_peers() {
     assert_eq!(wanted, 4);
     assert_eq!(runs[0].1, implied, "the super peers are not the nodes nearest the {wanted} slot keys");
 }
+
+/// The simulator's connection gates and peer managers (`peerage-lab superpeers --faults
+/// swarm`, `experiments/src/superpeers/gates.rs`) run with the limits, policy and open-gate
+/// time a super-peer node resolves from the same `[superpeer]` table.
+#[test]
+fn the_lab_gates_have_the_node_limits() {
+    use peerage_experiments::superpeers::gates::{self, NodeSettings};
+    for cap in [10, 40, 200] {
+        for neighbours in [4, 16, 64] {
+            let mut sp = SuperPeerConfig::default();
+            sp.cluster_cap = cap;
+            sp.discovery.neighbours = neighbours;
+            let mut fc = peerage_node::config::FileConfig::default();
+            fc.superpeer = Some(sp.clone());
+            let l = fc.resolve().expect("the test's config resolves").limits;
+            let lab = NodeSettings::of(&sp);
+            assert_eq!(
+                (lab.limits.inbound_gate, lab.limits.outbound_gate, lab.limits.hard_cap),
+                (l.inbound_gate as usize, l.outbound_gate as usize, l.max_established as usize),
+                "cluster cap {cap}, {neighbours} neighbours: gate limits"
+            );
+            assert_eq!(
+                (lab.policy.target_low, lab.policy.target_high),
+                (l.target_low as usize, l.target_high as usize),
+                "cluster cap {cap}, {neighbours} neighbours: peer manager"
+            );
+            assert_eq!(lab.policy.prune_min_age.as_millis(), u128::from(l.prune_min_age_ms));
+            assert_eq!(lab.policy.election_keep.as_millis(), u128::from(l.election_keep_ms));
+        }
+    }
+    assert_eq!(gates::GATE_OPEN_FOR, peerage_node::superpeer::driver::GATE_OPEN_FOR);
+    // A simulated round is 1 s.
+    assert_eq!(
+        Duration::from_secs(gates::MANAGER_PERIOD_ROUNDS.into()),
+        peerage_node::runtime::node::PEER_MANAGER_PERIOD
+    );
+}

@@ -29,6 +29,7 @@ pub mod baseline;
 pub mod churn;
 pub mod diagnose;
 pub mod faults;
+pub mod gates;
 pub mod kmedian;
 pub mod measure;
 pub mod memory;
@@ -110,13 +111,13 @@ pub struct SuperpeersArgs {
     /// Rounds allowed for recovery after the crash.
     #[arg(long, default_value_t = 60)]
     pub recovery_rounds: u32,
-    /// What hurt the real swarm, simulated: short or failed DHT lookups, refused
-    /// connections, nodes whose event loop runs late, queueing in pings. `off`, or `swarm`
-    /// (rough figures of the 200-node swarms, not calibrated).
+    /// What hurt the real swarm, simulated: short or failed DHT lookups, connections refused
+    /// by the nodes' own connection gates, nodes whose event loop runs late, queueing in
+    /// pings. `off`, or `swarm` (rough figures of the 200-node swarms, not calibrated).
     #[arg(long, value_enum, default_value = "off")]
     pub faults: FaultPreset,
     /// A TOML file of fault settings (keys: lookup_short, lookup_timeout, peer_failure,
-    /// refused, loaded, lateness_ms, ping_queue_ms, unfit_rounds, drift_share, drift_ms,
+    /// gates, loaded, lateness_ms, ping_queue_ms, unfit_rounds, drift_share, drift_ms,
     /// head_watch); keys it leaves out take the preset's values.
     #[arg(long)]
     pub faults_config: Option<PathBuf>,
@@ -627,6 +628,21 @@ fn run_one(
                 f.roles_duplicated,
                 f.reelected,
                 f.reelected_highest_rank
+            );
+        }
+        if let Some(c) = &o.connections {
+            println!(
+                "  {name} connections: {} established, {} pruned, {} dialled by the peer managers; per node {:.1} mean, {} max at the end, {} peak; dials refused {} by the dialler's gate, {} by the peer's; lookup contacts refused {} of {}",
+                c.established,
+                c.pruned,
+                c.manager_dials,
+                c.per_node_mean,
+                c.per_node_max,
+                c.per_node_peak,
+                c.refused_locally,
+                c.refused_by_peer,
+                c.lookup_contacts_refused,
+                c.lookup_contacts
             );
         }
     }

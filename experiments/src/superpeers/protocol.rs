@@ -42,6 +42,7 @@
 
 use super::churn::Churn;
 use super::faults::{self, Faults};
+use super::gates::{self, GateStats, Gates, NodeSettings};
 use super::prefetch::{prefetch, prefetch_raw};
 use super::world::{Dht, IdIndex, World};
 use overlay::detect::failure::{self as failure_rule, after_failure, Next};
@@ -122,6 +123,8 @@ pub struct ProtoOutcome {
     pub node_struct_bytes: usize,
     pub state_bytes_per_node: f64,
     pub failure: Option<FailureOutcome>,
+    /// The connection gates' counts, with the fault model's `gates` ([`super::gates`]).
+    pub connections: Option<GateStats>,
     /// Inputs the nodes handled, by kind (`SpInput::KINDS`), over the whole run.
     pub inputs_by_kind: BTreeMap<String, u64>,
 }
@@ -163,6 +166,8 @@ struct FaultSim {
     fit_at: Vec<u32>,
     watches: Vec<Option<Box<HeadWatch>>>,
     resends: Vec<Resend>,
+    /// With `gates`: every node's connections and connection gate.
+    gates: Option<Gates>,
 }
 
 struct Sim<'w> {
@@ -285,7 +290,7 @@ impl<'w> Sim<'w> {
             SpEffect::Lookup { query, what } if self.faults.is_some() => {
                 self.lookups += 1;
                 self.round_messages += self.lookup_cost;
-                let report = self.faulty_lookup(what);
+                let report = self.faulty_lookup(node, what);
                 self.work.push_back((node, SpInput::LookupResult { query, report }));
             }
             SpEffect::Lookup { query, what } => {
@@ -333,7 +338,18 @@ impl<'w> Sim<'w> {
                 self.count_kind("measure-rtt");
                 self.count_kind("measure-rtt");
                 // Slots for liveness, world indices for the latency model.
+                let now = self.now;
                 let rtt = match self.slot(&peer) {
+                    // A measurement needs a connection the gates allow.
+                    Some(t)
+                        if self
+                            .faults
+                            .as_mut()
+                            .and_then(|f| f.gates.as_mut())
+                            .is_some_and(|g| self.alive[t as usize] && g.reach(node, t, now).is_err()) =>
+                    {
+                        None
+                    }
                     Some(t) if self.alive[t as usize] => {
                         let (a, b) = (self.world_of[node as usize] as usize, self.world_of[t as usize] as usize);
                         let rtt = self.w.model.sample_rtt_ms(a, b, &mut self.rng) / 1000.0;
@@ -372,13 +388,14 @@ impl<'w> Sim<'w> {
     }
 
     /// Sends `msg` from `node` to `to` as `attempt`: delivered to a live receiver (or refused
-    /// by it, under the fault model), `SendFailed` from a dead one.
+    /// by a gate, under the fault model's `gates`), `SendFailed` from a dead one.
     fn send(&mut self, node: u32, to: NodeId, msg: SpMessage, attempt: Attempt) {
         match self.slot(&to) {
             Some(t) if self.alive[t as usize] => {
-                if let Some(f) = self.faults.as_mut().filter(|f| f.cfg.refused > 0.0) {
-                    if f.rng.gen::<f64>() < f.cfg.refused {
-                        self.refused(node, to, msg, SendFailure::RefusedByPeer, attempt);
+                let now = self.now;
+                if let Some(g) = self.faults.as_mut().and_then(|f| f.gates.as_mut()) {
+                    if let Err(kind) = g.reach(node, t, now) {
+                        self.refused(node, to, msg, kind, attempt);
                         return;
                     }
                 }
@@ -424,27 +441,39 @@ impl<'w> Sim<'w> {
         }
     }
 
-    /// A lookup's answer under the fault model ([`faults::closest_report`]).
-    fn faulty_lookup(&mut self, what: Query) -> LookupReport {
+    /// Node `node`'s lookup answered under the fault model ([`faults::closest_report`]); with
+    /// `gates`, each peer it contacts needs a connection ([`gates::Gates::contact`]).
+    fn faulty_lookup(&mut self, node: u32, what: Query) -> LookupReport {
         let Some(f) = self.faults.as_mut() else { return LookupReport::default() };
+        let FaultSim { cfg, rng, gates, .. } = &mut **f;
+        let now = self.now;
+        if let Some(g) = gates.as_mut() {
+            g.lookup_started(node, now);
+        }
         let k = self.dht.k;
-        let ids = |found: Vec<u32>, w: &World, world_of: &[u32]| -> Vec<PeerInfo> {
-            found.into_iter().map(|i| w.info(world_of[i as usize])).collect()
+        let ids = |found: &[u32], w: &World, world_of: &[u32]| -> Vec<PeerInfo> {
+            found.iter().map(|&i| w.info(world_of[i as usize])).collect()
         };
+        let mut unreachable = |slots: &[u32], i: usize| gates.as_mut().is_some_and(|g| !g.contact(node, slots[i], now));
         match what {
             Query::Providers { key } => {
-                let found = ids(self.dht.providers(&key, &mut f.rng), self.w, &self.world_of);
-                faults::providers_report(&f.cfg, &mut f.rng, found)
+                let found = ids(&self.dht.providers(&key, rng), self.w, &self.world_of);
+                // The records sit at the peers nearest the key: reaching one of them is enough.
+                let near = self.dht.closest_n(&key, k);
+                let reached = (0..near.len()).any(|i| !unreachable(&near, i)) || near.is_empty();
+                faults::providers_report(cfg, rng, found, reached)
             }
             Query::Closest { key } => {
-                let cand = ids(self.dht.closest_n(&key, 2 * k), self.w, &self.world_of);
-                faults::closest_report(&f.cfg, &mut f.rng, None, &cand, k)
+                let slots = self.dht.closest_n(&key, 2 * k);
+                let cand = ids(&slots, self.w, &self.world_of);
+                faults::closest_report(cfg, rng, None, &cand, k, |i| unreachable(&slots, i))
             }
             Query::Sample { .. } => {
                 // Kad aims at the hash of a random preimage, not at the drawn key.
-                let key = NodeId(f.rng.gen());
-                let cand = ids(self.dht.closest_n(&key, 2 * k), self.w, &self.world_of);
-                faults::closest_report(&f.cfg, &mut f.rng, Some(key), &cand, k)
+                let key = NodeId(rng.gen());
+                let slots = self.dht.closest_n(&key, 2 * k);
+                let cand = ids(&slots, self.w, &self.world_of);
+                faults::closest_report(cfg, rng, Some(key), &cand, k, |i| unreachable(&slots, i))
             }
         }
     }
@@ -486,11 +515,7 @@ impl<'w> Sim<'w> {
         let Some(h) = head.filter(|_| w.due(head, now)) else { return };
         w.probe_sent(now);
         let outcome = match self.slot_index.get(&h) {
-            Some(t) if self.alive[t as usize] => {
-                let serving = self.nodes[t as usize].is_head();
-                let refuse = if serving { f.cfg.refused } else { faults::NOT_HEAD_REFUSES };
-                (f.rng.gen::<f64>() < refuse).then_some(SendFailure::RefusedByPeer)
-            }
+            Some(t) if self.alive[t as usize] => f.gates.as_mut().and_then(|g| g.reach(s, t, now.0).err()),
             _ => Some(SendFailure::NoListener),
         };
         let verdict = match outcome {
@@ -507,6 +532,39 @@ impl<'w> Sim<'w> {
         };
         self.deliver(s, input);
         self.drain();
+    }
+
+    /// Node `s`'s peer manager, every [`gates::MANAGER_PERIOD_ROUNDS`] rounds: it keeps the
+    /// connections its state machine talks over, and dials random members when it has too
+    /// few connections (drawn only then).
+    fn manage_peers(&mut self, s: u32, round: u32) {
+        if round % gates::MANAGER_PERIOD_ROUNDS != 0 {
+            return;
+        }
+        let now = self.now;
+        let Some(f) = self.faults.as_mut() else { return };
+        let FaultSim { rng, gates, .. } = &mut **f;
+        let Some(g) = gates.as_mut() else { return };
+        let n = self.nodes.len() as u32;
+        let candidates: Vec<u32> = if g.below_low(s) {
+            (0..16).map(|_| rng.gen_range(0..n)).filter(|&c| self.alive[c as usize]).collect()
+        } else {
+            Vec::new()
+        };
+        let node = &self.nodes[s as usize];
+        let (w, world_of) = (self.w, &self.world_of);
+        g.manage(s, now, |p| node.talks_to(&w.ids[world_of[p as usize] as usize]), &candidates, rng);
+    }
+
+    /// What node `s` tells its gate after its tick, as the node driver does: whether it serves
+    /// a cluster and whom, and its re-election group.
+    fn tell_gate(&mut self, s: u32) {
+        let now = self.now;
+        let Some(g) = self.faults.as_mut().and_then(|f| f.gates.as_mut()) else { return };
+        let n = &self.nodes[s as usize];
+        let members: Vec<u32> = n.members().iter().filter_map(|m| self.slot_index.get(&m.id)).collect();
+        let group: Vec<u32> = n.election_group().filter_map(|id| self.slot_index.get(&id)).collect();
+        g.tell(s, n.is_head(), &members, &group, now);
     }
 
     /// Sends again the refused messages due up to `until` (µs), in time order, while their
@@ -647,6 +705,8 @@ impl<'w> Sim<'w> {
                 self.drain();
                 if self.faults.is_some() {
                     self.probe_head(i);
+                    self.tell_gate(i);
+                    self.manage_peers(i, round);
                 }
             }
         }
@@ -756,6 +816,7 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
             fit_at,
             watches,
             resends: Vec::new(),
+            gates: p.faults.gates.then(|| Gates::new(n, NodeSettings::of(&p.cfg))),
         }));
     }
     let tokens = p.cfg.method == overlay::superpeer::Method::RepulsionTokens;
@@ -891,6 +952,9 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
             let vs = sim.slot_of[v as usize];
             sim.alive[vs as usize] = false;
             sim.dht.remove(&w.ids[v as usize], vs);
+            if let Some(g) = sim.faults.as_mut().and_then(|f| f.gates.as_mut()) {
+                g.crash(vs);
+            }
         }
         let dead_ids: Vec<(u32, overlay::NodeId)> = victims.iter().map(|&v| (v, w.ids[v as usize])).collect();
         // Members learn of their head's crash from their head watch when it runs, else at once.
@@ -993,6 +1057,8 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         });
     }
     let by_kind = sim.by_kind.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let alive = sim.alive.clone();
+    let connections = sim.faults.as_mut().and_then(|f| f.gates.as_mut()).map(|g| g.finish(&alive));
     let inputs_by_kind = SpInput::KINDS.iter().zip(sim.inputs.iter()).map(|(k, c)| (k.to_string(), *c)).collect();
     Ok(ProtoOutcome {
         head_of,
@@ -1015,6 +1081,7 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         node_struct_bytes,
         state_bytes_per_node,
         failure,
+        connections,
         inputs_by_kind,
         rounds: stats,
     })

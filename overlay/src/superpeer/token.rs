@@ -55,7 +55,12 @@
 //! Tried and not kept: moving to the peer furthest along the force (rim, long jumps); a global
 //! repulsion length; per-member RTT residuals instead of the nearest RTT (too noisy); every
 //! offer to the one cheapest-looking taker (it refused each of them when its neighbours were
-//! full, and the offerers never asked another).
+//! full, and the offerers never asked another); a market of removal prices (each settled
+//! holder quoting its removal cost times cooling in its gossiped entry, every holder keeping
+//! the eight cheapest quotes heard from anywhere and offering to the cheapest below the gain):
+//! N = 10^4, seeds 1-5, 1.227 x kmedian without the `min_gain` bar and 1.204 with it, against
+//! 1.195; N = 1,000, 20 seeds, 1.098 against 1.091. The offers it made were priced on the
+//! predicted RTT, whose errors at the scale of a cluster are as large as the gains.
 
 use super::config::TokenConfig;
 use super::message::PeerInfo;

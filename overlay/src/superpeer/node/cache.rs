@@ -1,5 +1,16 @@
 //! The cache of known heads and the RTTs to them: insertion, ageing, back-off, probes
 //! (module doc of [`super`], step 3).
+//!
+//! Predicted and measured RTTs are compared as they are: a newcomer's prediction against a
+//! cached head's measurement, a prediction against the margin of the head's measured RTT.
+//! The predictions run high within a region (the heights; N = 10^4: members' predicted RTT to
+//! their head about 18 ms against a TRUE 9), so a near head can lose its place to a measured
+//! farther one; 15-20 % of the members end more than 1/0.9 x as far from their head as from
+//! the nearest head (`peerage-lab superpeers --diagnose`). Tried and not kept: correcting each
+//! prediction by the median of the node's last eight residuals (measured minus predicted):
+//! that share fell to 13-17 % and the mean to 1.183 x kmedian from 1.195 (N = 10^4, seeds
+//! 1-5), but N = 1,000 over 20 seeds went to 1.104 from 1.091 (11 seeds within 1.10 x
+//! instead of 13).
 
 use super::*;
 

@@ -32,6 +32,7 @@ fn params(method: Method, seed: u64) -> ProtoParams {
         recovery_rounds: 60,
         seed,
         faults: Faults::default(),
+        diagnose: false,
     }
 }
 

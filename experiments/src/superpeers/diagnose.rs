@@ -311,3 +311,13 @@ pub fn print_gap(name: &str, g: &Gap) {
         100.0 * g.far_share
     );
 }
+
+/// Prints a [`super::protocol::FarMembers`] (one indented line a class).
+pub fn print_far(name: &str, f: &super::protocol::FarMembers) {
+    for (class, (count, excess)) in &f.classes {
+        println!(
+            "  far {name}: {class}: {count} of {} members, {excess:.3} ms of the mean RTT over the nearest head",
+            f.members
+        );
+    }
+}

@@ -424,6 +424,7 @@ fn run_one(
                 recovery_rounds: args.recovery_rounds,
                 seed: run_seed,
                 faults: faults.clone(),
+                diagnose: args.diagnose,
             };
             let out = protocol::run(w, &params, |r, st| {
                 done.store(r, Ordering::Release);
@@ -595,6 +596,9 @@ fn run_one(
             match diagnose::gap(&w, &geo, &out.heads, &out.head_of, cap) {
                 Ok(g) => diagnose::print_gap(name, &g),
                 Err(e) => println!("  gap {name}: {e}"),
+            }
+            if let Some(f) = &out.far {
+                diagnose::print_far(name, f);
             }
             match diagnose::diagnose(
                 &w,

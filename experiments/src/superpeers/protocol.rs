@@ -92,6 +92,60 @@ pub struct FailureOutcome {
     pub reelected_highest_rank: u64,
 }
 
+/// Why members sit far from their nearest head: the members whose head is more than 1/0.9 x as
+/// far (TRUE RTT) as the nearest head, by what their own state knew of that nearest head, with
+/// the count and the excess over the nearest head's RTT per node of the population (ms).
+#[derive(Clone, Debug, Default)]
+pub struct FarMembers {
+    pub members: usize,
+    pub classes: BTreeMap<&'static str, (usize, f64)>,
+}
+
+/// Classifies the members for [`FarMembers`] (`heads` and `head_of` in world indices).
+fn far_members(sim: &Sim<'_>, w: &World, heads: &[u32], head_of: &[u32], cap: usize) -> FarMembers {
+    let n = head_of.len();
+    let node = |i: u32| &sim.nodes[sim.slot_of[i as usize] as usize];
+    let full: BTreeMap<u32, bool> = heads.iter().map(|&h| (h, node(h).members().len() >= cap)).collect();
+    let mut far = FarMembers::default();
+    for (i, &h) in head_of.iter().enumerate() {
+        if h == u32::MAX || h as usize == i {
+            continue;
+        }
+        far.members += 1;
+        let t = w.rtt_ms(i as u32, h);
+        let Some((j, best)) = heads.iter().map(|&c| (c, w.rtt_ms(i as u32, c))).min_by(|a, b| a.1.total_cmp(&b.1))
+        else {
+            continue;
+        };
+        let me = node(i as u32);
+        let jid = node(j).id();
+        let full = full.get(&j).copied().unwrap_or(false);
+        let class = if t <= best / 0.9 {
+            "near (within 1/0.9 x)"
+        } else {
+            match me.cached_heads().into_iter().find(|c| c.id == jid) {
+                None if full => "far: nearest not cached (full)",
+                None => "far: nearest not cached (room)",
+                Some(c) if c.backed_off => "far: nearest refused us as full",
+                Some(c) if c.rtt.is_some() => "far: nearest measured, no switch",
+                Some(c) if c.failed => "far: nearest's measurement failed",
+                Some(c) => {
+                    let own = w.points[i].rtt(&w.points[h as usize]);
+                    if c.predicted >= overlay::superpeer::probe_limit(me.attached_rtt(), own) {
+                        "far: nearest predicted beyond the probe limit"
+                    } else {
+                        "far: nearest not measured yet"
+                    }
+                }
+            }
+        };
+        let e = far.classes.entry(class).or_default();
+        e.0 += 1;
+        e.1 += (t - best) / n.max(1) as f64;
+    }
+    far
+}
+
 /// Result of one protocol run.
 #[derive(Clone, Debug, Serialize)]
 pub struct ProtoOutcome {
@@ -127,6 +181,9 @@ pub struct ProtoOutcome {
     pub connections: Option<GateStats>,
     /// Inputs the nodes handled, by kind (`SpInput::KINDS`), over the whole run.
     pub inputs_by_kind: BTreeMap<String, u64>,
+    /// Why members sit far from the nearest head at convergence (`ProtoParams::diagnose`).
+    #[serde(skip)]
+    pub far: Option<FarMembers>,
 }
 
 /// Run parameters.
@@ -140,6 +197,9 @@ pub struct ProtoParams {
     pub seed: u64,
     /// What hurt the real swarm, drawn from seeded distributions (off by default; [`faults`]).
     pub faults: Faults,
+    /// Classify, at convergence, the members that sit far from their nearest head
+    /// ([`FarMembers`]; costs nodes x heads TRUE RTTs).
+    pub diagnose: bool,
 }
 
 const TICK_US: u64 = 1_000_000;
@@ -915,6 +975,8 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         .collect();
     let heads: Vec<u32> = (0..n as u32).filter(|&i| sim.nodes[sim.slot_of[i as usize] as usize].is_head()).collect();
 
+    // Why members sit far from their nearest head, as their own state saw it (`--diagnose`).
+    let far = p.diagnose.then(|| far_members(&sim, w, &heads, &head_of, p.cfg.cluster_cap as usize));
     // Size-estimate quality.
     let mut errs: Vec<f64> =
         sim.nodes.iter().filter_map(|x| x.estimate()).map(|e| (e / n as f64 - 1.0).abs()).collect();
@@ -1083,6 +1145,7 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         failure,
         connections,
         inputs_by_kind,
+        far,
         rounds: stats,
     })
 }

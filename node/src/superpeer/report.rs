@@ -42,7 +42,7 @@ use crate::superpeer::timeline::{SpSample, Timeline};
 use crate::swarm::runner::LocalSwarm;
 use indicatif::ProgressBar;
 use overlay::stats::{Sample, Summary};
-use overlay::superpeer::{Point, SuperPeerConfig, PROBE_MARGIN};
+use overlay::superpeer::{probe_limit, Point, SuperPeerConfig};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -128,9 +128,10 @@ pub struct PlacementCheck {
     /// "doubtful measurement"); and how often it had been, on average.
     pub measured_not_nearer_doubtful: usize,
     pub measured_not_nearer_repeats: f64,
-    /// Of `nearer_unmeasured`: its measurement failed; it is predicted beyond
-    /// `probe_margin` x the member's head RTT (measured, else predicted), so it is never
-    /// probed; the member's own head is not measured yet (it is probed first).
+    /// Of `nearer_unmeasured`: its measurement failed; it is predicted beyond the
+    /// member's `probe_limit` (the probe margin times the larger of its head's measured and
+    /// predicted RTT), so it is never probed; the member's own head is not measured yet (it
+    /// is probed first).
     pub unmeasured_failed: usize,
     pub unmeasured_beyond_margin: usize,
     pub unmeasured_own_unmeasured: usize,
@@ -168,7 +169,7 @@ fn placement_check(
     if heads.is_empty() {
         return None;
     }
-    let (switch_factor, probe_margin) = (SuperPeerConfig::default().discovery.switch_factor, PROBE_MARGIN);
+    let switch_factor = SuperPeerConfig::default().discovery.switch_factor;
     let mut c = PlacementCheck::default();
     let (mut ex_c, mut ex_s) = (0.0, 0.0);
     let (mut ex_near, mut ex_own, mut n_ex) = (0.0, 0.0, 0usize);
@@ -196,11 +197,11 @@ fn placement_check(
                     Some(e) if e.backed_off => c.nearer_backed_off += 1,
                     Some(&MemberEntry { rtt_ms: None, predicted_ms, failed, .. }) => {
                         c.nearer_unmeasured += 1;
-                        let own_pred = mc.heads.iter().find(|e| e.head == own).map(|e| e.predicted_ms);
-                        let head_rtt = mc.own_measured_ms.or(own_pred);
+                        let own_pred =
+                            mc.heads.iter().find(|e| e.head == own).map_or(1000.0 * own_pred, |e| e.predicted_ms);
                         if failed {
                             c.unmeasured_failed += 1;
-                        } else if head_rtt.is_some_and(|h| predicted_ms >= probe_margin * h) {
+                        } else if predicted_ms >= probe_limit(mc.own_measured_ms, own_pred) {
                             c.unmeasured_beyond_margin += 1;
                         } else if mc.own_measured_ms.is_none() {
                             c.unmeasured_own_unmeasured += 1;

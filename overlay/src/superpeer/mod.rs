@@ -42,7 +42,7 @@ pub use message::{
     HeadEntry, HeadRole, MovePrice, MoveRecord, PeerInfo, Query, SpEffect, SpInput, SpMessage, TokenEntry, TokenId,
 };
 pub use node::{
-    slot_key, token_directory_key, CachedHead, SpContext, SuperPeerNode, CACHE_TTL, ELECTION_RTT_FACTOR, PROBE_MARGIN,
-    PROVIDERS_PER_ANSWER, SEED_LOOKUPS, VIEW_EVERY,
+    probe_limit, slot_key, token_directory_key, CachedHead, SpContext, SuperPeerNode, CACHE_TTL, ELECTION_RTT_FACTOR,
+    PROBE_MARGIN, PROVIDERS_PER_ANSWER, SEED_LOOKUPS, VIEW_EVERY,
 };
 pub use point::Point;

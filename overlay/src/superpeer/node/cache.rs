@@ -1,16 +1,13 @@
 //! The cache of known heads and the RTTs to them: insertion, ageing, back-off, probes
 //! (module doc of [`super`], step 3).
 //!
-//! Predicted and measured RTTs are compared as they are: a newcomer's prediction against a
-//! cached head's measurement, a prediction against the margin of the head's measured RTT.
 //! The predictions run high within a region (the heights; N = 10^4: members' predicted RTT to
-//! their head about 18 ms against a TRUE 9), so a near head can lose its place to a measured
-//! farther one; 15-20 % of the members end more than 1/0.9 x as far from their head as from
-//! the nearest head (`peerage-lab superpeers --diagnose`). Tried and not kept: correcting each
-//! prediction by the median of the node's last eight residuals (measured minus predicted):
-//! that share fell to 13-17 % and the mean to 1.183 x kmedian from 1.195 (N = 10^4, seeds
-//! 1-5), but N = 1,000 over 20 seeds went to 1.104 from 1.091 (11 seeds within 1.10 x
-//! instead of 13).
+//! their head about 18 ms against a TRUE 9), so whether a cached head is worth measuring is
+//! decided prediction against prediction ([`probe_limit`]). A newcomer's prediction still
+//! competes with a cached head's measurement for a place in the cache. Tried and not kept:
+//! correcting every prediction by the median of the node's last eight residuals (measured
+//! minus predicted): N = 10^4, seeds 1-5, 1.183 x kmedian against 1.195, but N = 1,000 over
+//! 20 seeds 1.104 against 1.091.
 
 use super::*;
 
@@ -194,7 +191,7 @@ impl SuperPeerNode {
 
     /// Asks the driver to measure up to [`PROBES_PER_ROUND`] heads (module doc, step 3): the
     /// current head while it is unmeasured, then the cached heads with room that are not
-    /// measured yet and whose predicted RTT is below [`PROBE_MARGIN`] times the current head's,
+    /// measured yet and whose predicted RTT is below the [`probe_limit`] of the current head,
     /// nearest first. A measurement without a usable answer is asked for again after
     /// [`PROBE_RETRY`] rounds.
     pub(super) fn probe(&mut self, ctx: &mut SpContext<'_>) {
@@ -208,7 +205,8 @@ impl SuperPeerNode {
                 ctx.push(SpEffect::MeasureRtt { peer: a.id });
                 left -= 1;
             }
-            limit = PROBE_MARGIN * self.head_rtt(&a);
+            limit =
+                probe_limit((self.attached_rtt > 0.0).then_some(self.attached_rtt as f64), self.me.point.rtt(&a.point));
         }
         let attached = self.attached.map(|a| a.id);
         while left > 0 {

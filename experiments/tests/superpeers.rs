@@ -218,3 +218,25 @@ fn the_simulator_produces_every_input_the_node_does() {
         SpInput::KINDS.iter().copied().filter(|k| seen.get(*k).copied().unwrap_or(0) == 0).collect();
     assert!(missing.is_empty(), "the simulator never produced {missing:?}");
 }
+
+/// `--diagnose`'s classes of members far from their nearest head cover every attached member
+/// once, and cost nothing without it.
+#[test]
+fn the_far_member_classes_cover_every_member() {
+    let s = seed();
+    let n = 600;
+    let w = world(n, s);
+    let plain =
+        run(&w, &ProtoParams { crash_fraction: 0.0, ..params(Method::RepulsionTokens, s) }, |_, _| {}).expect("run");
+    assert!(plain.far.is_none());
+    let p = ProtoParams { crash_fraction: 0.0, diagnose: true, ..params(Method::RepulsionTokens, s) };
+    let out = run(&w, &p, |_, _| {}).expect("run");
+    let far = out.far.expect("classes with diagnose");
+    let members = out.head_of.iter().enumerate().filter(|(i, h)| **h != u32::MAX && **h as usize != *i).count();
+    assert!(members > n / 2, "{members} members of {n}");
+    assert_eq!(far.members, members);
+    assert_eq!(far.classes.values().map(|c| c.0).sum::<usize>(), members, "{:?}", far.classes);
+    assert!(far.classes.values().all(|c| c.1.is_finite() && c.1 >= 0.0), "{:?}", far.classes);
+    // The same run with and without the diagnosis: the diagnosis only reads.
+    assert_eq!(plain.head_of, out.head_of);
+}

@@ -5,7 +5,7 @@
 //! oracle over a fixed set of random ids (seeded, `PEERAGE_SEED` replays).
 
 use crate::common::{attaches, measures};
-use overlay::superpeer::CACHE_TTL;
+use overlay::superpeer::{probe_limit, CACHE_TTL, PROBE_MARGIN};
 use overlay::superpeer::{
     HeadEntry, HeadRole, LookupReport, Method, PeerInfo, Point, SpEffect, SpInput, SpMessage, SuperPeerConfig,
     SuperPeerNode, TokenId,
@@ -50,6 +50,11 @@ impl Harness {
 
     /// As [`Harness::start`], with the token method and 1 % share set in `cfg`.
     fn start_with(cfg: SuperPeerConfig, seed: u64) -> (Harness, Vec<SpEffect>) {
+        Harness::start_at(cfg, seed, 0.018)
+    }
+
+    /// As [`Harness::start_with`], with head B at distance `b` (seconds; 0.018 there).
+    fn start_at(cfg: SuperPeerConfig, seed: u64, b: f64) -> (Harness, Vec<SpEffect>) {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let ids: Vec<NodeId> = (0..500).map(|_| NodeId(rng.gen())).collect();
         let cfg = SuperPeerConfig { method: Method::RepulsionTokens, share: 0.01, ..cfg };
@@ -57,7 +62,7 @@ impl Harness {
         let me = ids[0];
         // Predicted RTT = distance + both heights (1 ms each here).
         let a = PeerInfo { id: ids[1], point: Point::new(&[0.008, 0.0], 0.001) };
-        let b = PeerInfo { id: ids[2], point: Point::new(&[0.0, 0.018], 0.001) };
+        let b = PeerInfo { id: ids[2], point: Point::new(&[0.0, b], 0.001) };
         let mut node = SuperPeerNode::new(me, Point::new(&[0.0, 0.0], 0.001), Arc::new(cfg));
         let oracle = common::Oracle {
             found_at: Point::new(&[0.05, 0.05], 0.001),
@@ -115,6 +120,33 @@ fn a_member_switches_to_the_head_with_the_lower_measured_rtt() {
     for _ in 0..5 {
         assert!(attaches(&h.tick()).is_empty());
     }
+}
+
+/// Within a region the coordinates predict about twice the true RTT (the heights): a head
+/// whose prediction is within the margin of the current head's *prediction* is measured,
+/// even though it is beyond the margin of the current head's measurement.
+#[test]
+fn a_head_predicted_near_the_current_heads_prediction_is_measured() {
+    // A predicted 10 ms, B 13 ms; A measured 5 ms. 13 > 1.5 x 5 but < 1.5 x 10.
+    let (mut h, fx) = Harness::start_at(SuperPeerConfig::default(), seed(), 0.011);
+    assert_eq!(attaches(&fx), vec![h.a.id], "{fx:?}");
+    h.accept(h.a);
+    let (a, b) = (h.a.id, h.b.id);
+    assert!(until_measured(&mut h, a, 2), "the current head was not measured");
+    h.feed(SpInput::Rtt { peer: a, rtt: Some(0.005) });
+    assert!(until_measured(&mut h, b, 3), "B, predicted within 1.5 x A's prediction, was not measured");
+    let fx = h.feed(SpInput::Rtt { peer: b, rtt: Some(0.003) });
+    assert_eq!(attaches(&fx), vec![b], "{fx:?}");
+}
+
+/// The limit itself: the margin times the larger of the measured and the predicted RTT.
+#[test]
+fn the_probe_limit_takes_the_larger_of_measurement_and_prediction() {
+    let close = |x: f64, y: f64| (x - y).abs() < 1e-12;
+    assert!(close(probe_limit(Some(0.005), 0.010), PROBE_MARGIN * 0.010));
+    assert!(close(probe_limit(Some(0.020), 0.010), PROBE_MARGIN * 0.020));
+    assert!(close(probe_limit(None, 0.010), PROBE_MARGIN * 0.010));
+    assert!(close(probe_limit(Some(0.0), 0.010), PROBE_MARGIN * 0.010), "no measurement yet");
 }
 
 #[test]

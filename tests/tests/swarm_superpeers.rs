@@ -182,11 +182,9 @@ fn the_lab_gates_have_the_node_limits() {
     use peerage_experiments::superpeers::gates::{self, NodeSettings};
     for cap in [10, 40, 200] {
         for neighbours in [4, 16, 64] {
-            let mut sp = SuperPeerConfig::default();
-            sp.cluster_cap = cap;
+            let mut sp = SuperPeerConfig { cluster_cap: cap, ..Default::default() };
             sp.discovery.neighbours = neighbours;
-            let mut fc = peerage_node::config::FileConfig::default();
-            fc.superpeer = Some(sp.clone());
+            let fc = peerage_node::config::FileConfig { superpeer: Some(sp.clone()), ..Default::default() };
             let l = fc.resolve().expect("the test's config resolves").limits;
             let lab = NodeSettings::of(&sp);
             assert_eq!(

@@ -243,10 +243,7 @@ pub fn print(name: &str, d: &Diagnosis) {
 ///   same step gains when judged by the coordinates. `medoids_pred - medoids_true` is what
 ///   the coordinates' error costs the placement;
 /// - `pred_ms` / `abs_err_ms`: the members' mean predicted RTT to their own head and the
-///   mean |predicted - TRUE| over those pairs (the heads chosen, as the protocol saw them);
-/// - `nearest_ms`: the members' mean TRUE RTT to the nearest of the same heads, no cap (below
-///   `exact_ms` only when the cap binds); `far_share`: the share of members whose head is more
-///   than 1/0.9 times as far as that nearest head (the default `switch_factor`'s margin).
+///   mean |predicted - TRUE| over those pairs (the heads chosen, as the protocol saw them).
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Gap {
     pub mean_ms: f64,
@@ -255,8 +252,6 @@ pub struct Gap {
     pub medoids_pred_ms: f64,
     pub pred_ms: f64,
     pub abs_err_ms: f64,
-    pub nearest_ms: f64,
-    pub far_share: f64,
 }
 
 /// Computes [`Gap`] for `heads`/`head_of` (every node alive). Errors only if the exact
@@ -270,15 +265,12 @@ pub fn gap(w: &World, geo: &Geometry, heads: &[u32], head_of: &[u32], cap: u64) 
         cluster.iter().copied().min_by(|&a, &b| cost(a).total_cmp(&cost(b))).unwrap_or(cluster[0])
     };
     let medoids_pred = kmedian::refine_by(w, geo, heads.to_vec(), cap, pred_medoid)?.1.mean_ms();
-    let (mut n, mut sum, mut psum, mut err, mut near, mut far) = (0usize, 0.0, 0.0, 0.0, 0.0, 0usize);
+    let (mut n, mut sum, mut psum, mut err) = (0usize, 0.0, 0.0, 0.0);
     for (i, &h) in head_of.iter().enumerate() {
         if h == u32::MAX || h as usize == i {
             continue;
         }
         let (t, p) = (w.rtt_ms(i as u32, h), pred(i as u32, h));
-        let best = heads.iter().map(|&c| w.rtt_ms(i as u32, c)).fold(f64::INFINITY, f64::min);
-        near += best;
-        far += usize::from(t > best / 0.9);
         n += 1;
         sum += t;
         psum += p;
@@ -292,28 +284,26 @@ pub fn gap(w: &World, geo: &Geometry, heads: &[u32], head_of: &[u32], cap: u64) 
         medoids_pred_ms: medoids_pred,
         pred_ms: psum / d,
         abs_err_ms: err / d,
-        nearest_ms: near / d,
-        far_share: far as f64 / d,
     })
 }
 
 /// Prints a [`Gap`] (one indented line).
 pub fn print_gap(name: &str, g: &Gap) {
     println!(
-        "  gap {name}: mean {:.2} ms; own heads exact TRUE assignment {:.2} ms; then k-medoids by TRUE RTT {:.2} ms, by predicted RTT {:.2} ms; members' predicted RTT to their head {:.2} ms, mean |error| {:.2} ms; nearest own head, no cap, {:.2} ms; {:.1} % of the members more than 1/0.9 x as far as it",
-        g.mean_ms,
-        g.exact_ms,
-        g.medoids_true_ms,
-        g.medoids_pred_ms,
-        g.pred_ms,
-        g.abs_err_ms,
-        g.nearest_ms,
-        100.0 * g.far_share
+        "  gap {name}: mean {:.2} ms; own heads exact TRUE assignment {:.2} ms; then k-medoids by TRUE RTT {:.2} ms, by predicted RTT {:.2} ms; members' predicted RTT to their head {:.2} ms, mean |error| {:.2} ms",
+        g.mean_ms, g.exact_ms, g.medoids_true_ms, g.medoids_pred_ms, g.pred_ms, g.abs_err_ms
     );
 }
 
-/// Prints a [`super::protocol::FarMembers`] (one indented line a class).
+/// Prints a [`super::protocol::FarMembers`] (a line for the nearest head, then one a class).
 pub fn print_far(name: &str, f: &super::protocol::FarMembers) {
+    let far: usize = f.classes.iter().filter(|(c, _)| !c.starts_with("near")).map(|(_, v)| v.0).sum();
+    println!(
+        "  far {name}: members' TRUE RTT to the nearest head, no cap, {:.2} ms; {:.1} % of the members more than 1/{} x as far as it",
+        f.nearest_ms,
+        100.0 * far as f64 / f.members.max(1) as f64,
+        f.switch_factor
+    );
     for (class, (count, excess)) in &f.classes {
         println!(
             "  far {name}: {class}: {count} of {} members, {excess:.3} ms of the mean RTT over the nearest head",

@@ -92,21 +92,27 @@ pub struct FailureOutcome {
     pub reelected_highest_rank: u64,
 }
 
-/// Why members sit far from their nearest head: the members whose head is more than 1/0.9 x as
-/// far (TRUE RTT) as the nearest head, by what their own state knew of that nearest head, with
-/// the count and the excess over the nearest head's RTT per node of the population (ms).
+/// Why members sit far from their nearest head: the members whose head is more than
+/// 1/`switch_factor` x as far (TRUE RTT) as the nearest head (the margin a member switches
+/// by), by what their own state knew of that nearest head, with the count and the excess over
+/// the nearest head's RTT per node of the population (ms). `nearest_ms`: the members' mean
+/// TRUE RTT to their nearest head, no cap.
 #[derive(Clone, Debug, Default)]
 pub struct FarMembers {
     pub members: usize,
+    pub nearest_ms: f64,
+    pub switch_factor: f64,
     pub classes: BTreeMap<&'static str, (usize, f64)>,
 }
 
 /// Classifies the members for [`FarMembers`] (`heads` and `head_of` in world indices).
-fn far_members(sim: &Sim<'_>, w: &World, heads: &[u32], head_of: &[u32], cap: usize) -> FarMembers {
+fn far_members(sim: &Sim<'_>, w: &World, heads: &[u32], head_of: &[u32], cfg: &SuperPeerConfig) -> FarMembers {
     let n = head_of.len();
+    let cap = cfg.cluster_cap as usize;
     let node = |i: u32| &sim.nodes[sim.slot_of[i as usize] as usize];
     let full: BTreeMap<u32, bool> = heads.iter().map(|&h| (h, node(h).members().len() >= cap)).collect();
-    let mut far = FarMembers::default();
+    let switch_factor = cfg.discovery.switch_factor;
+    let mut far = FarMembers { switch_factor, ..FarMembers::default() };
     for (i, &h) in head_of.iter().enumerate() {
         if h == u32::MAX || h as usize == i {
             continue;
@@ -117,11 +123,12 @@ fn far_members(sim: &Sim<'_>, w: &World, heads: &[u32], head_of: &[u32], cap: us
         else {
             continue;
         };
+        far.nearest_ms += best;
         let me = node(i as u32);
         let jid = node(j).id();
         let full = full.get(&j).copied().unwrap_or(false);
-        let class = if t <= best / 0.9 {
-            "near (within 1/0.9 x)"
+        let class = if t <= best / switch_factor {
+            "near (within the switch margin)"
         } else {
             match me.cached_heads().into_iter().find(|c| c.id == jid) {
                 None if full => "far: nearest not cached (full)",
@@ -143,6 +150,7 @@ fn far_members(sim: &Sim<'_>, w: &World, heads: &[u32], head_of: &[u32], cap: us
         e.0 += 1;
         e.1 += (t - best) / n.max(1) as f64;
     }
+    far.nearest_ms /= far.members.max(1) as f64;
     far
 }
 
@@ -976,7 +984,7 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
     let heads: Vec<u32> = (0..n as u32).filter(|&i| sim.nodes[sim.slot_of[i as usize] as usize].is_head()).collect();
 
     // Why members sit far from their nearest head, as their own state saw it (`--diagnose`).
-    let far = p.diagnose.then(|| far_members(&sim, w, &heads, &head_of, p.cfg.cluster_cap as usize));
+    let far = p.diagnose.then(|| far_members(&sim, w, &heads, &head_of, &p.cfg));
     // Size-estimate quality.
     let mut errs: Vec<f64> =
         sim.nodes.iter().filter_map(|x| x.estimate()).map(|e| (e / n as f64 - 1.0).abs()).collect();

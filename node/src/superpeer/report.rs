@@ -197,11 +197,11 @@ fn placement_check(
                     Some(e) if e.backed_off => c.nearer_backed_off += 1,
                     Some(&MemberEntry { rtt_ms: None, predicted_ms, failed, .. }) => {
                         c.nearer_unmeasured += 1;
-                        let own_pred =
+                        let own_pred_ms =
                             mc.heads.iter().find(|e| e.head == own).map_or(1000.0 * own_pred, |e| e.predicted_ms);
                         if failed {
                             c.unmeasured_failed += 1;
-                        } else if predicted_ms >= probe_limit(mc.own_measured_ms, own_pred) {
+                        } else if predicted_ms >= probe_limit(mc.own_measured_ms, own_pred_ms) {
                             c.unmeasured_beyond_margin += 1;
                         } else if mc.own_measured_ms.is_none() {
                             c.unmeasured_own_unmeasured += 1;

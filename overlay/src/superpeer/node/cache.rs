@@ -205,8 +205,7 @@ impl SuperPeerNode {
                 ctx.push(SpEffect::MeasureRtt { peer: a.id });
                 left -= 1;
             }
-            limit =
-                probe_limit((self.attached_rtt > 0.0).then_some(self.attached_rtt as f64), self.me.point.rtt(&a.point));
+            limit = probe_limit(Some(self.attached_rtt as f64), self.me.point.rtt(&a.point));
         }
         let attached = self.attached.map(|a| a.id);
         while left > 0 {

@@ -92,7 +92,7 @@ use overlay::detect::failure::{after_election_failure, ElectionNext, ElectionSen
 use overlay::detect::stall::{StallMeter, LATENESS_WINDOW};
 use overlay::detect::start::{Facts, Kickoff, StartConfig, StartPolicy};
 use overlay::detect::Resends;
-use overlay::directory::{check_election, Severity, SyncPacer};
+use overlay::directory::{check_election, Refusal, Severity, SignedBroadcast, SyncPacer};
 use overlay::reputation::Offence;
 use overlay::wire::{self, Body};
 use overlay::{Algorithm, Effect, Input, Message, NodeId, Rank};
@@ -212,6 +212,11 @@ struct Node {
     metrics: Option<Arc<Metrics>>,
     probe: Arc<Probe>,
     snap: Snapshot,
+    /// Signs this node's broadcasts (`overlay::directory::broadcast`).
+    key: Keypair,
+    /// When the routing table's entries were last counted for the snapshot (a walk over
+    /// every bucket: done at most once per status period, not on every refresh).
+    rt_counted: Option<Instant>,
     last_peers_reported: usize,
     last_members_reported: usize,
     bootstrap_dials: HashSet<ConnectionId>,
@@ -257,6 +262,7 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
     );
     let budget = InboundBudget::new(opts.cfg.limits.max_inbound_bytes);
     let directory = Directory::new(opts.key.clone(), opts.cfg.priority, opts.cfg.directory.bounds(), vec![])?;
+    let key = opts.key.clone();
     let mut swarm = build_swarm_with_latency(opts.key, &opts.cfg, opts.transport, &budget, opts.latency.as_ref())?;
     let coords_cfg = CoordsConfig::default();
     let coords =
@@ -354,6 +360,8 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
         metrics: opts.metrics,
         probe: probe.clone(),
         snap: Snapshot::default(),
+        key,
+        rt_counted: None,
         last_peers_reported: 0,
         last_members_reported: 0,
         bootstrap_dials,
@@ -549,7 +557,9 @@ impl Node {
 
     fn broadcast(&mut self, msg: &Message, to: Recipients) -> anyhow::Result<()> {
         let frame = wire::encode(&Body::Election { scope: self.cfg.scope, msg: msg.clone() })?;
-        let bytes = postcard::to_stdvec(&BroadcastFrame { version: BROADCAST_VERSION, to, frame })?;
+        let payload = postcard::to_stdvec(&BroadcastFrame { version: BROADCAST_VERSION, to, frame })?;
+        let signed = SignedBroadcast::sign(&self.key, self.directory.wall_us(Instant::now()), payload)?;
+        let bytes = postcard::to_stdvec(&signed)?;
         self.swarm.behaviour_mut().gossipsub.publish(self.scope_topic.clone(), bytes)?;
         Ok(())
     }
@@ -906,7 +916,12 @@ impl Node {
 
     fn refresh_snapshot(&mut self) {
         let counters = self.swarm.behaviour().gate.counters();
-        let rt: usize = self.swarm.behaviour_mut().kad.kbuckets().map(|b| b.num_entries()).sum();
+        let now = Instant::now();
+        let status_period = Duration::from_millis(self.cfg.timing.status_ms.max(100));
+        if self.rt_counted.is_none_or(|t| now.saturating_duration_since(t) >= status_period) {
+            self.rt_counted = Some(now);
+            self.snap.routing_table = self.swarm.behaviour_mut().kad.kbuckets().map(|b| b.num_entries()).sum();
+        }
         let s = &mut self.snap;
         s.leader = self.driver.leader().map(|l| l.to_string());
         s.state = self.driver.state().to_string();
@@ -918,7 +933,6 @@ impl Node {
         s.sync = self.directory.stats();
         s.sync_period_ms = self.pacer.period().as_millis() as u64;
         s.members_changed_at = Some(self.directory.changed_at());
-        s.routing_table = rt;
         s.elections_started = self.driver.started;
         s.elections_won = self.driver.won;
         s.connections_opened = counters.established_total;
@@ -1112,21 +1126,29 @@ impl Node {
         }
     }
 
-    /// A gossipsub message (gossipsub validates nothing itself: `validate_messages`). Garbage
-    /// is rejected, so gossipsub neither relays it nor forgets it against the peer that
-    /// relayed it (which it scores, and the guard hears of); a message of another scope is
-    /// ignored; a well-formed one is accepted (relayed) and handled if it is addressed here.
+    /// A gossipsub message (gossipsub validates nothing itself: `validate_messages`, and it
+    /// runs unsigned, see `overlay::directory::broadcast`). The author's signature is checked
+    /// here, once per distinct message. Garbage and forgeries are rejected, so gossipsub
+    /// neither relays them nor forgets them against the peer that relayed them (which it
+    /// scores, and the guard hears of); a broadcast outside its time window (a replay, or a
+    /// clock far off) and a message of another scope are ignored; a well-formed one is
+    /// accepted (relayed) and handled if it is addressed here.
     fn on_broadcast(&mut self, via: PeerId, id: gossipsub::MessageId, message: gossipsub::Message) {
         use gossipsub::MessageAcceptance::{Accept, Ignore, Reject};
-        let verdict = match message.source {
-            None => Err("unsigned election broadcast"),
-            Some(source) => match postcard::from_bytes::<BroadcastFrame>(&message.data) {
-                Err(_) => Err("malformed election broadcast"),
-                Ok(f) if f.version != BROADCAST_VERSION => Err("election broadcast of an unknown version"),
-                Ok(f) => match wire::decode(&f.frame) {
-                    Err(_) => Err("election broadcast carrying a malformed frame"),
-                    Ok(Body::Election { scope, .. }) if scope != self.cfg.scope => Ok(None),
-                    Ok(_) => Ok(Some((source, f))),
+        let now_us = self.directory.wall_us(Instant::now());
+        let verdict = match postcard::from_bytes::<SignedBroadcast>(&message.data) {
+            Err(_) => Err("malformed election broadcast"),
+            Ok(signed) => match signed.open(now_us) {
+                Err(Refusal::Expired | Refusal::Future) => Ok(None),
+                Err(_) => Err("election broadcast with a bad signature or key"),
+                Ok((author, payload)) => match postcard::from_bytes::<BroadcastFrame>(payload) {
+                    Err(_) => Err("malformed election broadcast"),
+                    Ok(f) if f.version != BROADCAST_VERSION => Err("election broadcast of an unknown version"),
+                    Ok(f) => match wire::decode(&f.frame) {
+                        Err(_) => Err("election broadcast carrying a malformed frame"),
+                        Ok(Body::Election { scope, .. }) if scope != self.cfg.scope => Ok(None),
+                        Ok(_) => Ok(Some((author, f))),
+                    },
                 },
             },
         };

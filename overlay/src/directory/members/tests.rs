@@ -262,6 +262,27 @@ fn dead_members_leave_and_their_tombstones_expire() {
     assert_eq!(a.dir.tombstones(), 0, "tombstones expire");
 }
 
+/// `expire` scans only once something is due: a refreshed record moves its member's end,
+/// and a record that ends sooner than every other one is still caught on time.
+#[test]
+fn expiry_follows_refreshes_and_earlier_records() {
+    let mut a = Peer::new(1);
+    let k = Keypair::generate_ed25519();
+    let p = k.public().to_peer_id();
+    a.dir.handle(p, &push(vec![record(&k, 3, NOW, vec![]).signed]), NOW).unwrap();
+    assert!(a.dir.expire(NOW + 1).is_empty());
+    // Refreshed: it now ends 10 us after the first record would have.
+    a.dir.handle(p, &push(vec![record(&k, 3, NOW + 10, vec![]).signed]), NOW + 10).unwrap();
+    // A stranger whose record ends half an hour before the first one.
+    let (q, rq) = stranger(4, NOW - HOUR / 2);
+    a.dir.handle(q, &push(vec![rq]), NOW + 20).unwrap();
+    assert_eq!(a.dir.len(), 3);
+    assert_eq!(a.dir.expire(NOW + HOUR / 2), vec![q], "the earlier record ends on time");
+    assert!(a.dir.expire(NOW + HOUR).is_empty(), "the refreshed record lives on");
+    assert_eq!(a.dir.expire(NOW + HOUR + 10), vec![p], "and ends at its new time");
+    assert_eq!(a.dir.len(), 1);
+}
+
 #[test]
 fn a_refresh_spreads_without_changing_the_group() {
     let mut a = Peer::new(1);

@@ -1,5 +1,6 @@
 //! Property tests of every decoder in the protocol core: the election wire envelope, the
-//! members-sync frames (through a live directory) and signed member records. Inputs are
+//! members-sync frames (through a live directory), signed member records and signed
+//! broadcasts. Inputs are
 //! arbitrary bytes and mutations (byte flips, cuts, insertions) of valid frames of every kind.
 //! Each must be refused or decoded, never panic, and a refused members frame must leave the
 //! directory as it was.
@@ -8,7 +9,9 @@
 //! `PROPTEST_CASES=200000 cargo nextest run -p overlay -p peerage-node -E 'binary(decoders)'`.
 
 use libp2p_identity::Keypair;
-use overlay::directory::{Bounds, Directory, RecordBody, SignedRecord, SyncBody, SyncFrame, MEMBERS_VERSION};
+use overlay::directory::{
+    Bounds, Directory, RecordBody, SignedBroadcast, SignedRecord, SyncBody, SyncFrame, MEMBERS_VERSION,
+};
 use overlay::election::ElectionTag;
 use overlay::wire::{self, Body};
 use overlay::{Message, NodeId, Rank};
@@ -146,6 +149,29 @@ proptest! {
         *target = mutate(target.clone(), &flips, None, None);
         if bad != rec {
             prop_assert!(bad.open().is_err(), "a changed record must not verify");
+        }
+    }
+
+    #[test]
+    fn broadcasts_never_panic_and_never_open_when_changed(
+        flips in proptest::collection::vec((any::<usize>(), 1u8..), 1..4),
+        part in 0usize..4,
+        bytes in proptest::collection::vec(any::<u8>(), 0..512),
+    ) {
+        if let Ok(b) = postcard::from_bytes::<SignedBroadcast>(&bytes) {
+            let _ = b.open(NOW);
+        }
+        let key = Keypair::generate_ed25519();
+        let b = SignedBroadcast::sign(&key, NOW, election_frames()[0].clone()).unwrap();
+        let mut bad = b.clone();
+        match part {
+            0 => bad.public_key = mutate(bad.public_key, &flips, None, None),
+            1 => bad.payload = mutate(bad.payload, &flips, None, None),
+            2 => bad.signature = mutate(bad.signature, &flips, None, None),
+            _ => bad.sent_us ^= 1 + flips[0].1 as u64,
+        }
+        if bad != b {
+            prop_assert!(bad.open(NOW).is_err(), "a changed broadcast must not verify");
         }
     }
 }

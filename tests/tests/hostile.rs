@@ -11,8 +11,9 @@ mod common;
 use common::attacker::{election, key, push, record, wall_us, Attacker, Outcome, Proto};
 use libp2p::identity::PublicKey;
 use libp2p::{Multiaddr, PeerId};
-use overlay::directory::{node_id_of, RecordBody, SignedRecord};
+use overlay::directory::{node_id_of, RecordBody, SignedBroadcast, SignedRecord};
 use overlay::{Algorithm, ElectionConfig, Message, Rank};
+use peerage_node::election::driver::{BroadcastFrame, Recipients, BROADCAST_VERSION};
 use peerage_node::net::codec::{ACK_OK, ACK_REJECTED};
 use peerage_node::runtime::status::StatusSink;
 use peerage_node::{spawn, LocalSwarm, LocalSwarmConfig, NodeHandle, NodeOptions, TransportKind};
@@ -259,6 +260,30 @@ async fn failover_without_an_attack() {
 /// meet the attacker, and the sender banned.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gossip_garbage_is_not_relayed() {
+    bad_broadcasts_are_not_relayed(|_, i| vec![0xff, i, 0, 1, 2, 3]).await;
+}
+
+/// A well-formed election broadcast in the leader's name (its public key, the attacker's
+/// signature): the author's signature does not check, so it is rejected like garbage, never
+/// relayed, and the sender banned; nobody follows the forged `Coordinator`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broadcast_in_the_leaders_name_is_rejected() {
+    let forger = key(0);
+    bad_broadcasts_are_not_relayed(move |swarm, i| {
+        let leader = swarm.peer_id(NODES - 1);
+        let mh: &libp2p::multihash::Multihash<64> = leader.as_ref();
+        let leader_key = PublicKey::try_decode_protobuf(mh.digest()).expect("an ed25519 peer id holds its key");
+        let body =
+            BroadcastFrame { version: BROADCAST_VERSION, to: Recipients::All, frame: election(Message::Coordinator) };
+        let payload = postcard::to_stdvec(&body).expect("encode");
+        let mut b = SignedBroadcast::sign(&forger, wall_us() + u64::from(i), payload).expect("sign");
+        b.public_key = leader_key.encode_protobuf();
+        postcard::to_stdvec(&b).expect("encode")
+    })
+    .await;
+}
+
+async fn bad_broadcasts_are_not_relayed(make: impl Fn(&LocalSwarm, u8) -> Vec<u8>) {
     let (swarm, leader) = start(Algorithm::Bully, common::seed()).await;
     let mut a = connected(&swarm).await;
     a.pump(Duration::from_millis(1500)).await;
@@ -268,7 +293,7 @@ async fn gossip_garbage_is_not_relayed() {
         if !a.is_connected(&target) {
             break;
         }
-        if a.publish(vec![0xff, i, 0, 1, 2, 3]).is_ok() {
+        if a.publish(make(&swarm, i)).is_ok() {
             sent += 1;
         }
         a.pump(Duration::from_millis(200)).await;

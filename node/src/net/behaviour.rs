@@ -14,10 +14,14 @@
 //! ([`ELECTION_STREAMS`] and its neighbours), so one connection holds at most
 //! 8 x 1 MiB + 4 x 1 MiB + 4 x 4 KiB + 16 x 64 KiB, about 13 MiB of frames.
 //!
-//! **Gossipsub, as its v1.1 hardening guide intends.** Signed messages with strict
-//! validation; `validate_messages`, so that a message is forwarded only after the node has
-//! decoded it and reported `Accept` (`Reject` for garbage, `Ignore` for a foreign scope): an
-//! invalid message is never relayed. A maximum transmit size of 64 KiB: an election
+//! **Gossipsub, as its v1.1 hardening guide intends.** `validate_messages`, so that a message
+//! is forwarded only after the node has decoded it, checked its author's signature and
+//! reported `Accept` (`Reject` for garbage and forgeries, `Ignore` for a foreign scope or a
+//! stamp outside its window): an invalid message is never relayed. Gossipsub itself runs in
+//! anonymous mode, message ids a SHA-256 of the bytes: its strict mode checks a signature on
+//! every copy before dropping duplicates (six per message with a mesh of six), where ours
+//! (`overlay::directory::broadcast`) is checked once per distinct message. In a 1,000-node
+//! leader swarm those checks were a fifth of the steady CPU (`docs/RESULTS.md`). A maximum transmit size of 64 KiB: an election
 //! broadcast is one small `overlay::wire` frame plus its recipients, a list of 32-byte ids
 //! only when it is neither "all", "above" nor "below" (a larger broadcast falls back to point
 //! to point). Peer scores ([`score_params`]): on our one topic, invalid messages weigh -100
@@ -58,6 +62,7 @@ use libp2p::{
     allow_block_list, connection_limits, gossipsub, identify, kad, noise, ping, request_response, tcp, yamux,
     StreamProtocol, Swarm, SwarmBuilder,
 };
+use sha2::{Digest, Sha256};
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -152,6 +157,18 @@ pub fn election_topic(scope: u64) -> gossipsub::IdentTopic {
     gossipsub::IdentTopic::new(format!("peerage/election/{scope}"))
 }
 
+/// A gossipsub message's id: the first 20 bytes of the SHA-256 of its bytes (gossipsub runs
+/// anonymous, with neither source nor sequence number to name a message by).
+pub fn broadcast_message_id(m: &gossipsub::Message) -> gossipsub::MessageId {
+    gossipsub::MessageId::new(&Sha256::digest(&m.data)[..20])
+}
+
+/// How long gossipsub remembers a message id. A replayed broadcast is dropped by this cache
+/// until its stamp leaves the window on both sides, and refused by the window afterwards
+/// (`overlay::directory::broadcast`).
+const DUPLICATE_CACHE: Duration = Duration::from_secs(60);
+const _: () = assert!(DUPLICATE_CACHE.as_micros() >= 2 * overlay::directory::BROADCAST_WINDOW_US as u128);
+
 fn make_behaviour(key: &Keypair, cfg: &NodeConfig, budget: &Arc<InboundBudget>) -> Result<Behaviour, BoxError> {
     let peer = key.public().to_peer_id();
     let l = &cfg.limits;
@@ -188,7 +205,8 @@ fn make_behaviour(key: &Keypair, cfg: &NodeConfig, budget: &Arc<InboundBudget>) 
     let kad = QuietKad::new(kad, cfg.timing.kad_bootstrap_s > 0);
 
     let gcfg = gossipsub::ConfigBuilder::default()
-        .validation_mode(gossipsub::ValidationMode::Strict)
+        .validation_mode(gossipsub::ValidationMode::Anonymous)
+        .message_id_fn(broadcast_message_id)
         .validate_messages()
         .max_transmit_size(l.max_gossip_bytes)
         .heartbeat_interval(Duration::from_secs(1))
@@ -197,9 +215,9 @@ fn make_behaviour(key: &Keypair, cfg: &NodeConfig, budget: &Arc<InboundBudget>) 
         .mesh_n_high(crate::config::GOSSIP_MESH_HIGH as usize)
         .mesh_outbound_min(2)
         .gossip_lazy(0)
-        .duplicate_cache_time(Duration::from_secs(60))
+        .duplicate_cache_time(DUPLICATE_CACHE)
         .build()?;
-    let mut gossipsub = gossipsub::Behaviour::new(gossipsub::MessageAuthenticity::Signed(key.clone()), gcfg)?;
+    let mut gossipsub = gossipsub::Behaviour::new(gossipsub::MessageAuthenticity::Anonymous, gcfg)?;
     let (params, thresholds) = score_params(election_topic(cfg.scope).hash());
     gossipsub.with_peer_score(params, thresholds)?;
 

@@ -5,6 +5,7 @@
 //!   layout).
 //! - [`admission`]: what a record may claim (priority ceiling, expiry, incarnation bound, id
 //!   puzzle), why one is refused, and each sender's admission budget.
+//! - [`broadcast`]: a message published to many, signed by its author (the election topic).
 //! - [`members`]: the directory itself, its anti-entropy sync, expiry and tombstones.
 //! - [`memo`]: records already checked, shared by the directories of one process.
 //! - [`pacer`]: when the next digest of that sync is due.
@@ -15,6 +16,7 @@
 //! wall clock (microseconds since the Unix epoch, in which records expire).
 
 pub mod admission;
+pub mod broadcast;
 pub mod claims;
 pub mod members;
 pub mod memo;
@@ -22,6 +24,7 @@ pub mod pacer;
 pub mod record;
 
 pub use admission::{Bounds, Refusal, RefusalCounts};
+pub use broadcast::{SignedBroadcast, BROADCAST_WINDOW_US};
 pub use claims::{check_election, check_superpeer, ClaimRefusal, Severity};
 pub use members::{Directory, Handled, Member, SyncBody, SyncError, SyncFrame, SyncStats, MEMBERS_VERSION};
 pub use memo::VerifiedMemo;

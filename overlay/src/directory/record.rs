@@ -105,7 +105,7 @@ const MAX_INLINE_KEY_BYTES: usize = 42;
 
 /// The peer id of a protobuf-encoded public key, from its bytes alone (libp2p's rule:
 /// identity multihash up to [`MAX_INLINE_KEY_BYTES`], SHA-256 multihash beyond).
-fn peer_id_of_key_bytes(key: &[u8]) -> Result<PeerId, Refusal> {
+pub(crate) fn peer_id_of_key_bytes(key: &[u8]) -> Result<PeerId, Refusal> {
     let mut multihash = Vec::with_capacity(2 + key.len().max(32));
     if key.len() <= MAX_INLINE_KEY_BYTES {
         multihash.push(0x00);

@@ -98,19 +98,21 @@ impl Attacker {
                 )
             })
             .expect("transport")
-            .with_behaviour(|key| {
+            .with_behaviour(|_key| {
                 let cfg = request_response::Config::default()
                     .with_request_timeout(Duration::from_secs(20))
                     .with_max_concurrent_streams(1024);
+                // Gossipsub as the nodes run it (anonymous, ids a hash of the bytes), so that
+                // what the attacker publishes reaches the nodes' own validation.
                 let gcfg = gossipsub::ConfigBuilder::default()
-                    .validation_mode(gossipsub::ValidationMode::Permissive)
+                    .validation_mode(gossipsub::ValidationMode::Anonymous)
+                    .message_id_fn(peerage_node::net::behaviour::broadcast_message_id)
                     .max_transmit_size(1 << 20)
                     .heartbeat_interval(Duration::from_millis(200))
                     .build()
                     .expect("gossipsub config");
                 let mut gossipsub =
-                    gossipsub::Behaviour::new(gossipsub::MessageAuthenticity::Signed(key.clone()), gcfg)
-                        .expect("gossipsub");
+                    gossipsub::Behaviour::new(gossipsub::MessageAuthenticity::Anonymous, gcfg).expect("gossipsub");
                 gossipsub.subscribe(&election_topic(0)).expect("subscribe");
                 AttackBehaviour {
                     election: request_response::Behaviour::with_codec(

@@ -458,10 +458,11 @@ impl Scenario {
     }
 
     /// How long nothing may change before a run with heartbeats counts as settled: longer
-    /// than any timer that can still be pending (T1 + T2 + T3 + T4) plus one heartbeat.
+    /// than any timer that can still be pending (the longest T1, T2, T3, T4) plus one
+    /// heartbeat.
     pub fn settle_window(&self) -> Duration {
         let c = self.election_config(None);
-        let t1 = c.t1().unwrap_or_default();
+        let t1 = c.t1_longest().unwrap_or_default();
         t1 + c.t2() + c.t3() + c.t4() + Duration::from_millis(self.alive_interval_ms)
     }
 

@@ -94,6 +94,17 @@ pub struct ElectionConfig {
     pub alive_interval_ms: u64,
     /// T1 = alive interval x this factor.
     pub alive_error_factor: u64,
+    /// The ring family (list ring, Chang-Roberts, Villadangos; `election::watch`): the leader's
+    /// `Alive` reaches every member only every this many beats, and its
+    /// [`alive_successors`](Self::alive_successors) every beat; a member that is not one of
+    /// them waits T1 x this for its leader. 1 sends every beat to everyone, as seed 002 does.
+    /// The bully family always does (its staggered T1 relies on every follower's T1).
+    pub alive_all_every: u64,
+    /// The ring family: how many members ranked just below the leader hear every `Alive`
+    /// (those that would succeed it, so a silent leader is noticed after T1 by them). Two
+    /// keep these sends point to point in a node (a group of three or more mostly
+    /// unconnected recipients is published on the broadcast topic).
+    pub alive_successors: u64,
     /// T2: how long to wait for an `Answer` (or a `View`).
     pub answer_timeout_ms: u64,
     /// T3: how long to wait for `Coordinator` after an `Answer`.
@@ -146,6 +157,8 @@ impl Default for ElectionConfig {
             algorithm: Algorithm::Bully,
             alive_interval_ms: 1_000,
             alive_error_factor: 3,
+            alive_all_every: 5,
+            alive_successors: 2,
             answer_timeout_ms: 500,
             coordinator_timeout_ms: 1_500,
             nomination_timeout_ms: 1_500,
@@ -181,12 +194,20 @@ impl ElectionConfig {
         if self.alive_interval_ms > 0 {
             min("alive_error_factor", self.alive_error_factor, 1)?;
         }
-        if self.alive_error_factor > 1_000 {
-            return Err(ConfigError::TooLarge {
-                field: "alive_error_factor",
-                max: 1_000,
-                got: self.alive_error_factor,
-            });
+        if self.alive_interval_ms > 0 {
+            min("alive_all_every", self.alive_all_every, 1)?;
+            if self.alive_all_every > 1 {
+                min("alive_successors", self.alive_successors, 1)?;
+            }
+        }
+        for (field, got) in [
+            ("alive_error_factor", self.alive_error_factor),
+            ("alive_all_every", self.alive_all_every),
+            ("alive_successors", self.alive_successors),
+        ] {
+            if got > 1_000 {
+                return Err(ConfigError::TooLarge { field, max: 1_000, got });
+            }
         }
         Ok(())
     }
@@ -218,6 +239,13 @@ impl ElectionConfig {
     /// T1: coordinator silence.
     pub fn t1(&self) -> Option<Duration> {
         self.alive_interval().map(|a| a * self.alive_error_factor.min(u32::MAX as u64) as u32)
+    }
+    /// The longest wait for a silent leader: T1 x `alive_all_every` for a member that does not
+    /// hear every beat (the ring family, `election::watch`), T1 for the bully family.
+    pub fn t1_longest(&self) -> Option<Duration> {
+        let ring_family = matches!(self.algorithm, Algorithm::Ring | Algorithm::ChangRoberts | Algorithm::Villadangos);
+        let every = if ring_family { self.alive_all_every.clamp(1, u32::MAX as u64) as u32 } else { 1 };
+        self.t1().map(|t1| t1 * every)
     }
     pub fn t2(&self) -> Duration {
         Duration::from_millis(self.answer_timeout_ms)
@@ -264,6 +292,14 @@ mod tests {
         assert_eq!(c.t1(), Some(Duration::from_secs(3)));
         let off = ElectionConfig { alive_interval_ms: 0, ..Default::default() };
         assert_eq!(off.t1(), None);
+        let never = ElectionConfig { alive_all_every: 0, ..Default::default() };
+        assert!(matches!(never.validate(), Err(ConfigError::TooSmall { field: "alive_all_every", .. })));
+        let nobody = ElectionConfig { alive_successors: 0, ..Default::default() };
+        assert!(matches!(nobody.validate(), Err(ConfigError::TooSmall { field: "alive_successors", .. })));
+        let seed = ElectionConfig { alive_all_every: 1, alive_successors: 0, ..Default::default() };
+        assert!(seed.validate().is_ok(), "every beat to everyone needs no successors");
+        let huge = ElectionConfig { alive_all_every: 1_001, ..Default::default() };
+        assert!(matches!(huge.validate(), Err(ConfigError::TooLarge { field: "alive_all_every", .. })));
     }
 }
 

@@ -2,13 +2,25 @@
 //! Chang-Roberts, Villadangos): seed 002's heartbeat, wrapped around the algorithm.
 //!
 //! With heartbeats on (`cfg.alive_interval()`), a process that names itself leader sends
-//! `Alive` to every member not reported down, each alive interval (also while its own
-//! announcement lap is still out). A process that names another leader and is not in an
-//! election arms T1 (alive interval x error factor, seed 002) and re-arms it on every message
-//! from that leader. When T1 expires the leader is silent (crashed unreported, frozen, or cut
-//! off): the algorithm holds a new election that skips it ([`LeaderSilence`]). Silence is not
-//! a failure report: the skip lasts that one election, so a leader that was only frozen takes
-//! part in the next one.
+//! `Alive` each alive interval (also while its own announcement lap is still out). A process
+//! that names another leader and is not in an election arms T1 (alive interval x error
+//! factor, seed 002) and re-arms it on every message from that leader. When T1 expires the
+//! leader is silent (crashed unreported, frozen, or cut off): the algorithm holds a new
+//! election that skips it ([`LeaderSilence`]). Silence is not a failure report: the skip
+//! lasts that one election, so a leader that was only frozen takes part in the next one.
+//!
+//! **Who hears each beat** (departure from seed 002, where every beat goes to every member).
+//! The leader's `Alive` goes to every member not reported down on one beat in
+//! `alive_all_every`, counted from the leader's first beat, and on every beat to its
+//! `alive_successors` highest-ranked members below it that are not reported down. A member
+//! among the `alive_successors` ranked just below its leader waits T1 for it; any other waits
+//! T1 x `alive_all_every`. A silent leader is noticed after T1 by the members that would
+//! succeed it, whose election then reaches everyone; the rest notice by themselves only when
+//! those are gone or cut off too (a partition), after the longer wait. Why: one `Alive` a
+//! second to each of N members was most of a 1,000-node swarm's steady CPU, as every member
+//! received it from each of its gossipsub mesh peers (`docs/RESULTS.md`). A member that the
+//! leader counts among its successors because a higher one is down, but that does not count
+//! itself, hears every beat and keeps the longer wait: harmless.
 //!
 //! **The orphan rule** (`ElectionConfig::orphans`): a process that names no leader outside
 //! an election (it was never reached by one, or a partition cut it off before the result
@@ -83,6 +95,12 @@ pub struct Watched<E> {
     beating: bool,
     /// Members the driver reported down (they get no `Alive`).
     down: Down,
+    /// One beat in this many goes to every member (module doc); at least 1.
+    all_every: u64,
+    /// Members below the leader that hear every beat.
+    successors: usize,
+    /// Beats sent since this process became leader.
+    beats: u64,
 }
 
 impl<E: LeaderSilence> Watched<E> {
@@ -98,6 +116,41 @@ impl<E: LeaderSilence> Watched<E> {
             watch: Watch::Nothing,
             beating: false,
             down: Down::default(),
+            all_every: cfg.alive_all_every.max(1),
+            successors: usize::try_from(cfg.alive_successors).unwrap_or(usize::MAX),
+            beats: 0,
+        }
+    }
+
+    /// T1 for a follower of `leader`: the plain T1 if this process hears every beat of it
+    /// (one of its `successors`, or every beat goes to everyone), else T1 x `all_every`.
+    fn t1_for(&self, leader: &NodeId) -> Option<Duration> {
+        let (_, t1) = self.timing?;
+        Some(if self.hears_every_beat(leader) { t1 } else { t1 * self.all_every.min(u32::MAX as u64) as u32 })
+    }
+
+    fn hears_every_beat(&self, leader: &NodeId) -> bool {
+        if self.all_every <= 1 {
+            return true;
+        }
+        let (Some(l), Some(me)) = (self.rank_of(leader), self.rank_of(&self.me)) else { return true };
+        if me > l {
+            return true;
+        }
+        // Members ranked strictly between this process and its leader.
+        let between = self.group.higher(&me).len() - self.group.higher(&l).len() - 1;
+        between < self.successors
+    }
+
+    /// Arm T1 for what is watched now.
+    fn arm_t1(&self, ctx: &mut Context<'_>) {
+        let t1 = match self.watch {
+            Watch::Nothing => None,
+            Watch::Leader(l) => self.t1_for(&l),
+            Watch::Orphan => self.timing.map(|(_, t1)| t1),
+        };
+        if let Some(t1) = t1 {
+            ctx.set_timer(Timer::T1, t1);
         }
     }
 
@@ -120,9 +173,7 @@ impl<E: LeaderSilence> Watched<E> {
             return;
         };
         if self.watch == Watch::Leader(from) {
-            if let Some((_, t1)) = self.timing {
-                ctx.set_timer(Timer::T1, t1);
-            }
+            self.arm_t1(ctx);
             return;
         }
         self.inner.alive(from);
@@ -140,7 +191,7 @@ impl<E: LeaderSilence> Watched<E> {
 
     /// Arm or disarm the heartbeat and T1 after the algorithm handled an input.
     fn sync(&mut self, ctx: &mut Context<'_>) {
-        let Some((alive, t1)) = self.timing else { return };
+        let Some((alive, _)) = self.timing else { return };
         let busy = self.inner.in_election();
         let leader = self.inner.leader();
         self.reached |= busy || leader.is_some();
@@ -149,6 +200,7 @@ impl<E: LeaderSilence> Watched<E> {
         if leads != self.beating {
             self.beating = leads;
             if leads {
+                self.beats = 0;
                 ctx.set_timer(Timer::Heartbeat, alive);
             } else {
                 ctx.cancel_timer(Timer::Heartbeat);
@@ -166,7 +218,7 @@ impl<E: LeaderSilence> Watched<E> {
             if watch == Watch::Nothing {
                 ctx.cancel_timer(Timer::T1);
             } else {
-                ctx.set_timer(Timer::T1, t1);
+                self.arm_t1(ctx);
             }
         }
     }
@@ -176,9 +228,21 @@ impl<E: LeaderSilence> Watched<E> {
         if !self.beating {
             return;
         }
-        for r in self.group.ranks() {
-            if r.id != self.me && !self.down.contains(&r.id) {
-                ctx.send(r.id, Message::Alive);
+        let everyone = self.beats % self.all_every == 0;
+        self.beats += 1;
+        match self.rank_of(&self.me) {
+            Some(me) if !everyone => {
+                let below = self.group.lower(&me).iter().rev();
+                for r in below.filter(|r| !self.down.contains(&r.id)).take(self.successors) {
+                    ctx.send(r.id, Message::Alive);
+                }
+            }
+            _ => {
+                for r in self.group.ranks() {
+                    if r.id != self.me && !self.down.contains(&r.id) {
+                        ctx.send(r.id, Message::Alive);
+                    }
+                }
             }
         }
         ctx.set_timer(Timer::Heartbeat, alive);
@@ -209,9 +273,7 @@ impl<E: LeaderSilence> Election for Watched<E> {
             Input::Timer(Timer::Heartbeat) => self.beat(ctx),
             Input::Message { from, msg } => {
                 if self.watch == Watch::Leader(from) {
-                    if let Some((_, t1)) = self.timing {
-                        ctx.set_timer(Timer::T1, t1);
-                    }
+                    self.arm_t1(ctx);
                 }
                 self.inner.handle(ctx, Input::Message { from, msg });
             }
@@ -295,6 +357,68 @@ mod tests {
                 // T1 = 300 ms, plus one election over n processes (1 ms a hop, a few laps).
                 assert!(took <= Duration::from_millis(300 + 100 + 10 * n as u64), "{a} n={n}: took {took:?}");
             }
+        }
+    }
+
+    /// The leader's beats: every beat to the two members just below it, one in five to
+    /// everyone; with `alive_all_every = 1` every beat to everyone.
+    #[test]
+    fn each_beat_reaches_the_successors_and_one_in_five_everyone() {
+        for a in RINGS {
+            let n = 6;
+            for all_every in [5u64, 1] {
+                let mut net = Net::new(n, ElectionConfig { alive_all_every: all_every, ..cfg(a) });
+                net.start_all();
+                run_for(&mut net, 2_000);
+                assert!(net.all_agree_on(net.id(n - 1)), "{a}: {:?}", net.leaders());
+                let mut leader = net.process(n - 1).clone();
+                let mut seen = Vec::new();
+                for beat in 0..10 {
+                    let to: Vec<NodeId> = feed(&mut leader, Input::Timer(Timer::Heartbeat))
+                        .into_iter()
+                        .filter_map(|e| match e {
+                            Effect::Send { to, msg: Message::Alive } => Some(to),
+                            _ => None,
+                        })
+                        .collect();
+                    if to.len() < n - 1 {
+                        assert_eq!(to, vec![net.id(n - 2), net.id(n - 3)], "{a} beat {beat}: the successors");
+                    }
+                    seen.push(to.len());
+                }
+                let everyone: Vec<usize> = (0..10).filter(|&i| seen[i] == n - 1).collect();
+                if all_every == 1 {
+                    assert_eq!(everyone.len(), 10, "{a}: {seen:?}");
+                } else {
+                    assert_eq!(everyone.len(), 2, "{a}: {seen:?}");
+                    assert_eq!(everyone[1] - everyone[0], 5, "{a}: {seen:?}");
+                }
+            }
+        }
+    }
+
+    /// When the leader and both its successors stop at once (a partition that leaves the
+    /// others alone), the others notice by themselves after T1 x 5 and elect among themselves;
+    /// a leader alone stopping is noticed by its successors after T1 (the test above).
+    #[test]
+    fn the_others_notice_after_the_longer_wait_when_the_successors_are_gone_too() {
+        for a in RINGS {
+            let n = 6;
+            let mut net = Net::new(n, cfg(a));
+            net.start_all();
+            run_for(&mut net, 2_000);
+            assert!(net.all_agree_on(net.id(n - 1)), "{a}: first election {:?}", net.leaders());
+            for i in [n - 1, n - 2, n - 3] {
+                net.crash(i);
+            }
+            let crashed_at = net.now;
+            run_for(&mut net, 4_000);
+            assert!(net.all_agree_on(net.id(n - 4)), "{a}: {:?}", net.leaders());
+            let took = net.last_decision.since(crashed_at);
+            // T1 x 5 = 1.5 s after the last beat to everyone, which came at most 400 ms before
+            // the crash (one in five beats of 100 ms), plus one election.
+            assert!(took >= Duration::from_millis(1_000), "{a}: took {took:?}: the others waited T1 only");
+            assert!(took <= Duration::from_millis(1_500 + 100 + 10 * n as u64), "{a}: took {took:?}");
         }
     }
 

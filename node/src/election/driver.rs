@@ -11,7 +11,8 @@
 //! `broadcast_min` recipients (a bully `Coordinator` to all lower processes, `Alive`
 //! heartbeats, `Election` to all higher processes, `IamUp`) is published *once* on the
 //! gossipsub election topic with a compact recipient set ([`Recipients`]: all, all ranked
-//! above/below a rank, or a list), and every receiver checks whether it is addressed. Other
+//! above/below a rank, or a list), signed by its author (`overlay::directory::broadcast`), and
+//! every receiver checks the signature and whether it is addressed. Other
 //! sends go point to point over `/peerage/election/2.0.0`, dialling on demand (the gate lets
 //! the dial through, the peer manager closes the connection when it has been unused for a
 //! while). Failed point-to-point sends come back as `Input::SendFailed`; broadcasts have no
@@ -34,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Version of the broadcast envelope.
+/// Version of the broadcast frame (inside the signed envelope of `overlay::directory::broadcast`).
 pub const BROADCAST_VERSION: u16 = 1;
 
 /// Who a broadcast election message is for.
@@ -86,7 +87,8 @@ impl Recipients {
     }
 }
 
-/// What travels on the gossipsub election topic: recipients plus one `overlay::wire` frame.
+/// The payload of a signed broadcast on the gossipsub election topic: recipients plus one
+/// `overlay::wire` frame.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BroadcastFrame {
     pub version: u16,

@@ -26,7 +26,7 @@ use libp2p_identity::{Keypair, PeerId, PublicKey};
 use serde::{Deserialize, Serialize};
 
 /// Version of the signed broadcast envelope.
-pub const BROADCAST_VERSION: u16 = 2;
+pub const SIGNED_BROADCAST_VERSION: u16 = 2;
 /// The signature domain of broadcasts.
 pub const BROADCAST_DOMAIN: &[u8] = b"peerage-broadcast";
 /// The payload type of broadcasts.
@@ -65,7 +65,7 @@ impl SignedBroadcast {
     pub fn sign(key: &Keypair, sent_us: u64, payload: Vec<u8>) -> Result<SignedBroadcast, BroadcastSignError> {
         let signature = key.sign(&signed_bytes(sent_us, &payload)).map_err(|e| BroadcastSignError(e.to_string()))?;
         Ok(SignedBroadcast {
-            version: BROADCAST_VERSION,
+            version: SIGNED_BROADCAST_VERSION,
             public_key: key.public().encode_protobuf(),
             sent_us,
             payload,
@@ -77,7 +77,7 @@ impl SignedBroadcast {
     /// broadcast is refused. `Expired`/`Future` say the stamp is outside the window (a replay
     /// or a clock too far off); every other refusal is a lie or a broken sender.
     pub fn open(&self, now_us: u64) -> Result<(PeerId, &[u8]), Refusal> {
-        if self.version != BROADCAST_VERSION
+        if self.version != SIGNED_BROADCAST_VERSION
             || self.public_key.len() > MAX_KEY_BYTES
             || self.signature.len() > MAX_SIGNATURE_BYTES
         {
@@ -130,7 +130,7 @@ mod tests {
         assert_eq!(altered.open(NOW), Err(Refusal::BadSignature));
         let claimed = SignedBroadcast { public_key: other.public().encode_protobuf(), ..b.clone() };
         assert_eq!(claimed.open(NOW), Err(Refusal::BadSignature), "another author's key");
-        let newer = SignedBroadcast { version: BROADCAST_VERSION + 1, ..b.clone() };
+        let newer = SignedBroadcast { version: SIGNED_BROADCAST_VERSION + 1, ..b.clone() };
         assert_eq!(newer.open(NOW), Err(Refusal::Malformed));
         let garbage_key = SignedBroadcast { public_key: vec![1, 2, 3], ..b };
         assert!(matches!(garbage_key.open(NOW), Err(Refusal::BadKey)));
@@ -144,7 +144,7 @@ mod tests {
         let body = RecordBody { priority: 1, incarnation: NOW, expires_us: NOW + 1, addrs: vec![] };
         let r = SignedRecord::sign(&key, &body).unwrap();
         let b = SignedBroadcast {
-            version: BROADCAST_VERSION,
+            version: SIGNED_BROADCAST_VERSION,
             public_key: r.public_key,
             sent_us: NOW,
             payload: r.body,

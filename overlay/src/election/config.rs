@@ -151,6 +151,11 @@ impl Orphans {
     }
 }
 
+/// `d` x `n`, saturating (a configured interval can be absurdly long; it must not overflow).
+pub fn times(d: Duration, n: u64) -> Duration {
+    d.checked_mul(u32::try_from(n).unwrap_or(u32::MAX)).unwrap_or(Duration::MAX)
+}
+
 impl Default for ElectionConfig {
     fn default() -> Self {
         ElectionConfig {
@@ -200,6 +205,13 @@ impl ElectionConfig {
                 min("alive_successors", self.alive_successors, 1)?;
             }
         }
+        if self.alive_interval_ms > 3_600_000 {
+            return Err(ConfigError::TooLarge {
+                field: "alive_interval_ms",
+                max: 3_600_000,
+                got: self.alive_interval_ms,
+            });
+        }
         for (field, got) in [
             ("alive_error_factor", self.alive_error_factor),
             ("alive_all_every", self.alive_all_every),
@@ -238,14 +250,14 @@ impl ElectionConfig {
     }
     /// T1: coordinator silence.
     pub fn t1(&self) -> Option<Duration> {
-        self.alive_interval().map(|a| a * self.alive_error_factor.min(u32::MAX as u64) as u32)
+        self.alive_interval().map(|a| times(a, self.alive_error_factor))
     }
     /// The longest wait for a silent leader: T1 x `alive_all_every` for a member that does not
     /// hear every beat (the ring family, `election::watch`), T1 for the bully family.
     pub fn t1_longest(&self) -> Option<Duration> {
         let ring_family = matches!(self.algorithm, Algorithm::Ring | Algorithm::ChangRoberts | Algorithm::Villadangos);
-        let every = if ring_family { self.alive_all_every.clamp(1, u32::MAX as u64) as u32 } else { 1 };
-        self.t1().map(|t1| t1 * every)
+        let every = if ring_family { self.alive_all_every.max(1) } else { 1 };
+        self.t1().map(|t1| times(t1, every))
     }
     pub fn t2(&self) -> Duration {
         Duration::from_millis(self.answer_timeout_ms)
@@ -298,6 +310,8 @@ mod tests {
         assert!(matches!(nobody.validate(), Err(ConfigError::TooSmall { field: "alive_successors", .. })));
         let seed = ElectionConfig { alive_all_every: 1, alive_successors: 0, ..Default::default() };
         assert!(seed.validate().is_ok(), "every beat to everyone needs no successors");
+        let hourly = ElectionConfig { alive_interval_ms: 3_600_001, ..Default::default() };
+        assert!(matches!(hourly.validate(), Err(ConfigError::TooLarge { field: "alive_interval_ms", .. })));
         let huge = ElectionConfig { alive_all_every: 1_001, ..Default::default() };
         assert!(matches!(huge.validate(), Err(ConfigError::TooLarge { field: "alive_all_every", .. })));
     }

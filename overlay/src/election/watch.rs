@@ -126,7 +126,7 @@ impl<E: LeaderSilence> Watched<E> {
     /// (one of its `successors`, or every beat goes to everyone), else T1 x `all_every`.
     fn t1_for(&self, leader: &NodeId) -> Option<Duration> {
         let (_, t1) = self.timing?;
-        Some(if self.hears_every_beat(leader) { t1 } else { t1 * self.all_every.min(u32::MAX as u64) as u32 })
+        Some(if self.hears_every_beat(leader) { t1 } else { crate::election::config::times(t1, self.all_every) })
     }
 
     fn hears_every_beat(&self, leader: &NodeId) -> bool {

@@ -50,6 +50,12 @@ async fn start(algorithm: Algorithm, seed: u64) -> (LocalSwarm, String) {
     (swarm, leader)
 }
 
+/// The public key inside an ed25519 peer id (the identity hash of the key).
+fn public_key_of(peer: &PeerId) -> PublicKey {
+    let mh: &libp2p::multihash::Multihash<64> = peer.as_ref();
+    PublicKey::try_decode_protobuf(mh.digest()).expect("an ed25519 peer id holds its key")
+}
+
 /// Every live honest node names `leader` at every sample for `d` (one true leader).
 async fn hold(swarm: &LocalSwarm, leader: &str, d: Duration) {
     let end = Instant::now() + d;
@@ -170,12 +176,7 @@ async fn phantom_leader_via_cr_elected() {
 async fn incarnation_max_for_another_member() {
     let (swarm, leader) = start(Algorithm::Bully, common::seed()).await;
     let mut a = connected(&swarm).await;
-    let victim = swarm.peer_id(1);
-    let public_key = {
-        let mh: &libp2p::multihash::Multihash<64> = victim.as_ref();
-        // (An ed25519 peer id is the identity hash of its public key.)
-        PublicKey::try_decode_protobuf(mh.digest()).expect("an ed25519 peer id holds its key")
-    };
+    let public_key = public_key_of(&swarm.peer_id(1));
     let forged = move || {
         let body = RecordBody { priority: 10, incarnation: u64::MAX, expires_us: u64::MAX, addrs: vec![] };
         let rec = SignedRecord {
@@ -270,9 +271,7 @@ async fn gossip_garbage_is_not_relayed() {
 async fn a_broadcast_in_the_leaders_name_is_rejected() {
     let forger = key(0);
     bad_broadcasts_are_not_relayed(move |swarm, i| {
-        let leader = swarm.peer_id(NODES - 1);
-        let mh: &libp2p::multihash::Multihash<64> = leader.as_ref();
-        let leader_key = PublicKey::try_decode_protobuf(mh.digest()).expect("an ed25519 peer id holds its key");
+        let leader_key = public_key_of(&swarm.peer_id(NODES - 1));
         let body =
             BroadcastFrame { version: BROADCAST_VERSION, to: Recipients::All, frame: election(Message::Coordinator) };
         let payload = postcard::to_stdvec(&body).expect("encode");

@@ -21,8 +21,8 @@
 //! numbers; the stamp and the window play their part.
 
 use super::admission::Refusal;
-use super::record::{peer_id_of_key_bytes, MAX_KEY_BYTES, MAX_SIGNATURE_BYTES};
-use libp2p_identity::{Keypair, PeerId, PublicKey};
+use super::record::{envelope_bytes, verify_signer, MAX_KEY_BYTES, MAX_SIGNATURE_BYTES};
+use libp2p_identity::{Keypair, PeerId};
 use serde::{Deserialize, Serialize};
 
 /// Version of the signed broadcast envelope.
@@ -52,12 +52,7 @@ pub struct SignedBroadcast {
 pub struct BroadcastSignError(String);
 
 fn signed_bytes(sent_us: u64, payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(payload.len() + BROADCAST_DOMAIN.len() + BROADCAST_PAYLOAD_TYPE.len() + 16);
-    for part in [BROADCAST_DOMAIN, BROADCAST_PAYLOAD_TYPE, &sent_us.to_le_bytes()[..], payload] {
-        out.extend_from_slice(unsigned_varint::encode::usize(part.len(), &mut unsigned_varint::encode::usize_buffer()));
-        out.extend_from_slice(part);
-    }
-    out
+    envelope_bytes(BROADCAST_DOMAIN, BROADCAST_PAYLOAD_TYPE, &[&sent_us.to_le_bytes(), payload])
 }
 
 impl SignedBroadcast {
@@ -89,14 +84,7 @@ impl SignedBroadcast {
         if self.sent_us > now_us.saturating_add(BROADCAST_WINDOW_US) {
             return Err(Refusal::Future);
         }
-        let author = peer_id_of_key_bytes(&self.public_key)?;
-        let key = PublicKey::try_decode_protobuf(&self.public_key).map_err(|_| Refusal::BadKey)?;
-        if key.to_peer_id() != author {
-            return Err(Refusal::BadKey);
-        }
-        if !key.verify(&signed_bytes(self.sent_us, &self.payload), &self.signature) {
-            return Err(Refusal::BadSignature);
-        }
+        let author = verify_signer(&self.public_key, &signed_bytes(self.sent_us, &self.payload), &self.signature)?;
         Ok((author, &self.payload))
     }
 }

@@ -368,8 +368,15 @@ impl Directory {
             self.stats.expired += gone.len() as u64;
         }
         if now_us >= self.tombstones_due_us {
-            self.tombstones.retain(|_, t| t.until_us > now_us);
-            self.tombstones_due_us = self.tombstones.values().map(|t| t.until_us).min().unwrap_or(u64::MAX);
+            let mut due = u64::MAX;
+            self.tombstones.retain(|_, t| {
+                let keep = t.until_us > now_us;
+                if keep {
+                    due = due.min(t.until_us);
+                }
+                keep
+            });
+            self.tombstones_due_us = due;
         }
         gone
     }

@@ -90,14 +90,38 @@ fn varint(n: usize, out: &mut Vec<u8>) {
     out.extend_from_slice(unsigned_varint::encode::usize(n, &mut unsigned_varint::encode::usize_buffer()));
 }
 
-/// The bytes a record's signature covers (libp2p's envelope layout).
-fn signed_bytes(body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(body.len() + RECORD_DOMAIN.len() + RECORD_PAYLOAD_TYPE.len() + 6);
-    for part in [RECORD_DOMAIN, RECORD_PAYLOAD_TYPE, body] {
+/// The bytes a signature covers in libp2p's envelope layout: the domain, the payload type and
+/// each part of the payload, each prefixed by its unsigned-varint length.
+pub(crate) fn envelope_bytes(domain: &[u8], payload_type: &[u8], parts: &[&[u8]]) -> Vec<u8> {
+    let len = domain.len() + payload_type.len() + parts.iter().map(|p| p.len() + 3).sum::<usize>() + 6;
+    let mut out = Vec::with_capacity(len);
+    for part in [domain, payload_type].into_iter().chain(parts.iter().copied()) {
         varint(part.len(), &mut out);
         out.extend_from_slice(part);
     }
     out
+}
+
+/// The bytes a record's signature covers.
+fn signed_bytes(body: &[u8]) -> Vec<u8> {
+    envelope_bytes(RECORD_DOMAIN, RECORD_PAYLOAD_TYPE, &[body])
+}
+
+/// The signer of `message`: the peer id of the protobuf-encoded `public_key`, if the key is
+/// the canonical encoding that id is derived from and `signature` checks under it.
+pub(crate) fn verify_signer(public_key: &[u8], message: &[u8], signature: &[u8]) -> Result<PeerId, Refusal> {
+    if public_key.len() > MAX_KEY_BYTES {
+        return Err(Refusal::Malformed);
+    }
+    let signer = peer_id_of_key_bytes(public_key)?;
+    let key = PublicKey::try_decode_protobuf(public_key).map_err(|_| Refusal::BadKey)?;
+    if key.to_peer_id() != signer {
+        return Err(Refusal::BadKey);
+    }
+    if !key.verify(message, signature) {
+        return Err(Refusal::BadSignature);
+    }
+    Ok(signer)
 }
 
 /// Longest protobuf-encoded key that libp2p inlines in a peer id (identity multihash).
@@ -105,7 +129,7 @@ const MAX_INLINE_KEY_BYTES: usize = 42;
 
 /// The peer id of a protobuf-encoded public key, from its bytes alone (libp2p's rule:
 /// identity multihash up to [`MAX_INLINE_KEY_BYTES`], SHA-256 multihash beyond).
-pub(crate) fn peer_id_of_key_bytes(key: &[u8]) -> Result<PeerId, Refusal> {
+fn peer_id_of_key_bytes(key: &[u8]) -> Result<PeerId, Refusal> {
     let mut multihash = Vec::with_capacity(2 + key.len().max(32));
     if key.len() <= MAX_INLINE_KEY_BYTES {
         multihash.push(0x00);
@@ -159,17 +183,8 @@ impl SignedRecord {
     /// not parse are dropped (they are hints; the noise handshake checks whoever answers).
     pub fn open(&self) -> Result<Record, Refusal> {
         self.peek()?;
-        if self.public_key.len() > MAX_KEY_BYTES {
-            return Err(Refusal::Malformed);
-        }
-        let key = PublicKey::try_decode_protobuf(&self.public_key).map_err(|_| Refusal::BadKey)?;
-        // The subject is derived from the bytes: they must be the key's canonical encoding.
-        if self.subject()? != key.to_peer_id() {
-            return Err(Refusal::BadKey);
-        }
-        if !key.verify(&signed_bytes(&self.body), &self.signature) {
-            return Err(Refusal::BadSignature);
-        }
+        // The subject is derived from the key's bytes: they must be its canonical encoding.
+        verify_signer(&self.public_key, &signed_bytes(&self.body), &self.signature)?;
         self.assemble()
     }
 

@@ -54,6 +54,11 @@ impl Algorithm {
     pub fn is_quadratic(self) -> bool {
         matches!(self, Algorithm::Bully | Algorithm::FastBully)
     }
+
+    /// True for the algorithms whose leader liveness is `election::watch`'s (the ring family).
+    pub fn is_watched(self) -> bool {
+        matches!(self, Algorithm::Ring | Algorithm::ChangRoberts | Algorithm::Villadangos)
+    }
 }
 
 impl fmt::Display for Algorithm {
@@ -255,8 +260,7 @@ impl ElectionConfig {
     /// The longest wait for a silent leader: T1 x `alive_all_every` for a member that does not
     /// hear every beat (the ring family, `election::watch`), T1 for the bully family.
     pub fn t1_longest(&self) -> Option<Duration> {
-        let ring_family = matches!(self.algorithm, Algorithm::Ring | Algorithm::ChangRoberts | Algorithm::Villadangos);
-        let every = if ring_family { self.alive_all_every.max(1) } else { 1 };
+        let every = if self.algorithm.is_watched() { self.alive_all_every.max(1) } else { 1 };
         self.t1().map(|t1| times(t1, every))
     }
     pub fn t2(&self) -> Duration {

@@ -281,11 +281,10 @@ pub const PROBE_MARGIN: f64 = 1.5;
 
 /// The predicted RTT (seconds) below which a member measures a cached head: [`PROBE_MARGIN`]
 /// times the larger of its head's `measured` (none, or 0 while unmeasured) and `predicted`
-/// RTT. A prediction is weighed
-/// against a prediction: within a region the coordinates predict about twice the true RTT
-/// (the heights), so against the head's measured RTT alone the nearest head was never
-/// measured (N = 10^4, seed 2: 1,161 of 9,899 members, 0.42 ms of the mean RTT; DESIGN.md
-/// "Super peers", step 3).
+/// RTT. A prediction is weighed against a prediction: within a region the coordinates
+/// predict about twice the true RTT (the heights), so against the head's measured RTT alone
+/// the nearest head was never measured (N = 10^4, seed 2: 1,161 of 9,899 members, 0.42 ms of
+/// the mean RTT; DESIGN.md "Super peers", step 3).
 pub fn probe_limit(measured: Option<f64>, predicted: f64) -> f64 {
     PROBE_MARGIN * measured.filter(|m| *m > 0.0).map_or(predicted, |m| m.max(predicted))
 }

@@ -178,6 +178,10 @@ pub struct SpStatus {
     /// Heads this member left because they refused it and served nothing for the whole
     /// silence (`overlay::detect::head_watch`, "Refusing is not serving").
     pub heads_not_serving: u64,
+    /// Peers taken for down because a message to them found nothing listening at their
+    /// addresses (`overlay::detect::failure::after_failure`); a member that writes to its
+    /// crashed head learns it this way as often as by its probes.
+    pub peers_found_gone: u64,
     /// Failed head probes not counted because this node's own loop stalled beyond the
     /// watch's limit while they were out (`overlay::detect::head_watch`, "A stalled loop judges nobody").
     pub probes_stalled: u64,
@@ -889,6 +893,9 @@ impl SuperPeerDriver {
                                 self.probe_head(sw, dir);
                             }
                             Next::Report => {
+                                if class == SendFailure::NoListener {
+                                    self.status.peers_found_gone += 1;
+                                }
                                 info!(me = %self.me_id.short(), to = %to.short(), kind = msg.kind(), "super-peer message undeliverable, the peer is taken for down: {error}");
                                 self.run(sw, dir, SpInput::SendFailed { to, msg })
                             }
@@ -909,6 +916,9 @@ impl SuperPeerDriver {
                     Sent::Check { to, msg, at } => {
                         let stalled = stall.worst_during(at);
                         if after_check(class, self.watch.stalled(stalled)) {
+                            if class == SendFailure::NoListener {
+                                self.status.peers_found_gone += 1;
+                            }
                             info!(me = %self.me_id.short(), to = %to.short(), kind = msg.kind(), "super-peer message undeliverable after a check, the peer is taken for down: {error}");
                             self.run(sw, dir, SpInput::SendFailed { to, msg });
                         } else {

@@ -293,6 +293,9 @@ pub struct SpMeasures {
     /// Heads that members left because they refused them and served nothing for the whole
     /// silence (`overlay::detect::head_watch`, "Refusing is not serving").
     pub heads_not_serving: u64,
+    /// Peers taken for down because a message to them found nothing listening
+    /// (`overlay::detect::failure::after_failure`).
+    pub peers_found_gone: u64,
     /// Failed head probes not counted because the member's own loop stalled meanwhile
     /// (`overlay::detect::head_watch`, "A stalled loop judges nobody").
     pub probes_stalled: u64,
@@ -638,6 +641,7 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
         m.heads_reported_down += p.heads_reported_down;
         m.heads_found_gone += p.heads_found_gone;
         m.heads_not_serving += p.heads_not_serving;
+        m.peers_found_gone += p.peers_found_gone;
         m.probes_stalled += p.probes_stalled;
         m.elections_joined += p.elections_joined;
         for (kind, n) in &p.messages_by_kind {

@@ -20,7 +20,9 @@
 //!
 //! Coordinator silence is detected with the bully family's staggered T1
 //! (`overlay::detect::stagger`): the driver runs the algorithm inside that wrapper, so a
-//! follower that is not the highest below a silent coordinator waits T2 + T3 longer.
+//! follower that is not the highest below a silent coordinator waits T2 + T3 longer, and one
+//! that does not hear the coordinator's every beat holds a failure report of it back while the
+//! coordinator's successors notice and announce.
 
 use crate::runtime::clock::Clock;
 use libp2p::PeerId;

@@ -24,9 +24,26 @@
 //! announcement at once. The `Election`s (and the `ElectionStarted` report) of that zero-length
 //! election are dropped; to the algorithm that is a loss of messages, which it survives.
 //!
+//! With the beat plan of `election::beats` only the coordinator's successors (two by default)
+//! wait plain T1 and the others five times longer, so the hold matters for the second
+//! successor and for seed 002's plan (`alive_all_every = 1`).
+//!
+//! **A failure report is held back too.** A killed coordinator's connections close, and the
+//! few followers connected to it get `PeerDown` at once. Ranked anywhere, each of them would
+//! hold an election that every process above it joins: at 1,000 nodes an election storm
+//! (about 200,000 elections started, no coordinator after minutes). So a follower that does
+//! not hear every beat of the coordinator (`election::beats`) holds `PeerDown(coordinator)`
+//! back for T1 + T2 + T3: by then the successors noticed the silence (T1), the highest of them
+//! announced (T2), and its `Coordinator`, which such a follower admits
+//! (`election::bully::judge_claim`, `watched`), arrives. The held report is handed to the
+//! algorithm when the hold ends, or at once when the algorithm re-arms or cancels T1 (it
+//! admitted a coordinator, or heard from one); a `PeerUp` of the same process drops it. When
+//! the successors are gone too, the report starts an election T1 + T2 + T3 late.
+//!
 //! The algorithms are unchanged; only when coordinator silence is reported differs.
 
 use crate::driver::{Context, Effect, Election, Input, Timer};
+use crate::election::beats::BeatPlan;
 use crate::election::{Algorithm, ElectionConfig, Message};
 use crate::id::{NodeId, Rank};
 use crate::membership::Membership;
@@ -39,25 +56,58 @@ pub struct Staggered<E> {
     inner: E,
     me: Rank,
     group: Arc<Membership>,
-    /// How long an expiry is held back (T2 + T3); `None` when the rule does not apply.
-    hold: Option<Duration>,
+    /// The holds; `None` when the rule does not apply.
+    hold: Option<Hold>,
     /// The armed T1 has been held back once already.
     held: bool,
+    /// A `PeerDown` of the coordinator, held back (module doc); T1 measures the hold.
+    down_held: Option<NodeId>,
     /// T1 expiries held back.
     pub held_back: u64,
     /// Held-back expiries delivered early because a successor's `Coordinator` arrived.
     pub released_by_announcement: u64,
+    /// Failure reports of the coordinator held back.
+    pub downs_held: u64,
 }
 
-/// The hold of `cfg`'s algorithm: T2 + T3 for the bully family with heartbeats, else none.
-pub fn hold_for(cfg: &ElectionConfig) -> Option<Duration> {
+/// The holds of one configuration (module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hold {
+    /// A T1 expiry below the highest follower: T2 + T3.
+    expiry: Duration,
+    /// A failure report of the coordinator at a follower that does not hear its every beat:
+    /// T1 + T2 + T3.
+    report: Duration,
+    /// The longest wait for a beat, re-armed when a held report is dropped.
+    longest: Duration,
+    plan: BeatPlan,
+}
+
+/// The holds of `cfg`'s algorithm: for the bully family with heartbeats, else none.
+pub fn hold_for(cfg: &ElectionConfig) -> Option<Hold> {
     let bully_family = matches!(cfg.algorithm, Algorithm::Bully | Algorithm::FastBully);
-    (bully_family && cfg.t1().is_some()).then(|| cfg.t2() + cfg.t3())
+    let (t1, longest) = cfg.t1().zip(cfg.t1_longest())?;
+    bully_family.then(|| Hold {
+        expiry: cfg.t2() + cfg.t3(),
+        report: t1 + cfg.t2() + cfg.t3(),
+        longest,
+        plan: BeatPlan::new(cfg),
+    })
 }
 
 impl<E: Election> Staggered<E> {
-    pub fn new(inner: E, me: Rank, group: Arc<Membership>, hold: Option<Duration>) -> Self {
-        Staggered { inner, me, group, hold, held: false, held_back: 0, released_by_announcement: 0 }
+    pub fn new(inner: E, me: Rank, group: Arc<Membership>, hold: Option<Hold>) -> Self {
+        Staggered {
+            inner,
+            me,
+            group,
+            hold,
+            held: false,
+            down_held: None,
+            held_back: 0,
+            released_by_announcement: 0,
+            downs_held: 0,
+        }
     }
 
     pub fn inner(&self) -> &E {
@@ -99,13 +149,37 @@ impl<E: Election> Staggered<E> {
         self.me < s && s < leader
     }
 
+    /// Should a `PeerDown` of `down` be held back? When it names the coordinator this process
+    /// follows and this process does not hear the coordinator's every beat.
+    fn holds_report(&self, down: &NodeId) -> Option<Duration> {
+        let hold = self.hold?;
+        if self.held || self.down_held.is_some() || self.inner.in_election() || self.inner.leader() != Some(*down) {
+            return None;
+        }
+        let leader = self.group.rank_of(down)?;
+        (*down != self.me.id && !hold.plan.hears_every_beat(&self.group, &self.me, &leader)).then_some(hold.report)
+    }
+
     /// A re-arm or cancel of T1 by the algorithm ends the hold.
-    fn observe(&mut self, effects: &[Effect]) {
-        if effects
+    fn observe(&mut self, effects: &[Effect]) -> bool {
+        let t1 = effects
             .iter()
-            .any(|e| matches!(e, Effect::SetTimer { timer: Timer::T1, .. } | Effect::CancelTimer { timer: Timer::T1 }))
-        {
+            .any(|e| matches!(e, Effect::SetTimer { timer: Timer::T1, .. } | Effect::CancelTimer { timer: Timer::T1 }));
+        if t1 {
             self.held = false;
+        }
+        t1
+    }
+
+    /// Hand the algorithm `input`, and then a held report if its T1 moved meanwhile.
+    fn pass(&mut self, ctx: &mut Context<'_>, input: Input) {
+        let start = ctx.effects().len();
+        self.inner.handle(ctx, input);
+        let added: Vec<Effect> = ctx.effects()[start..].to_vec();
+        if self.observe(&added) {
+            if let Some(down) = self.down_held.take() {
+                self.inner.handle(ctx, Input::PeerDown(down));
+            }
         }
     }
 }
@@ -131,11 +205,35 @@ impl<E: Election> Election for Staggered<E> {
         if let Input::Membership(g) = &input {
             self.group = g.clone();
         }
+        match &input {
+            Input::PeerDown(down) => {
+                if let Some(wait) = self.holds_report(down) {
+                    self.down_held = Some(*down);
+                    self.downs_held += 1;
+                    ctx.set_timer(Timer::T1, wait);
+                    return;
+                }
+            }
+            Input::PeerUp(up) if self.down_held == Some(*up) => {
+                // The report was wrong: drop it, and wait for a beat as long as any follower.
+                self.down_held = None;
+                if let Some(hold) = self.hold {
+                    ctx.set_timer(Timer::T1, hold.longest);
+                }
+            }
+            Input::Timer(Timer::T1) => {
+                if let Some(down) = self.down_held.take() {
+                    self.pass(ctx, Input::PeerDown(down));
+                    return;
+                }
+            }
+            _ => {}
+        }
         if let (Input::Timer(Timer::T1), Some(hold)) = (&input, self.hold) {
             if !self.held && !self.first_to_detect() {
                 self.held = true;
                 self.held_back += 1;
-                ctx.set_timer(Timer::T1, hold);
+                ctx.set_timer(Timer::T1, hold.expiry);
                 return;
             }
         }
@@ -155,10 +253,7 @@ impl<E: Election> Election for Staggered<E> {
                 forward(ctx, e);
             }
         }
-        let start = ctx.effects().len();
-        self.inner.handle(ctx, input);
-        let added: Vec<Effect> = ctx.effects()[start..].to_vec();
-        self.observe(&added);
+        self.pass(ctx, input);
     }
 
     fn leader(&self) -> Option<NodeId> {
@@ -265,5 +360,56 @@ mod tests {
             assert_eq!(q.started, 1, "{algorithm}");
         }
         assert!(hold_for(&ElectionConfig::for_algorithm(Algorithm::Ring)).is_none(), "rings have no T1");
+    }
+
+    /// A `PeerDown` of the coordinator at a follower that does not hear its every beat is held
+    /// back T1 + T2 + T3: a successor's `Coordinator` meanwhile is admitted with no election;
+    /// without one the report starts an election when the hold ends; a `PeerUp` drops it. A
+    /// successor's report starts its election at once.
+    #[test]
+    fn a_report_of_the_coordinator_waits_for_its_successors() {
+        let r = |i| Rank::new(i, NodeId::from_u64(i));
+        let group = Arc::new(Membership::new((1..=6).map(r)));
+        let t0 = Time::from_millis(1_000);
+        let ms = Duration::from_millis;
+        for algorithm in [Algorithm::Bully, Algorithm::FastBully] {
+            let cfg = ElectionConfig::for_algorithm(algorithm);
+            let wait = cfg.t1().expect("heartbeats on by default") + cfg.t2() + cfg.t3();
+            let follower = |me| {
+                let mut p = Pump::new(r(me), &cfg);
+                p.feed(t0, Input::Membership(group.clone()));
+                p.feed(t0, Input::Message { from: r(6).id, msg: Message::Coordinator });
+                assert_eq!(p.e.leader(), Some(r(6).id));
+                p
+            };
+            // The successor's announcement arrives during the hold.
+            let mut p = follower(1);
+            let out = p.feed(t0 + ms(10), Input::PeerDown(r(6).id));
+            assert_eq!(out, vec![Effect::SetTimer { timer: Timer::T1, after: wait }], "{algorithm}");
+            assert_eq!((p.started, p.e.downs_held), (0, 1), "{algorithm}");
+            let out = p.feed(t0 + ms(3_500), Input::Message { from: r(5).id, msg: Message::Coordinator });
+            assert_eq!(p.e.leader(), Some(r(5).id), "{algorithm}: {out:?}");
+            assert!(!out.iter().any(|e| matches!(e, Effect::Send { .. })), "{algorithm}: {out:?}");
+            assert!(p.fire(t0 + wait + ms(20)).is_empty(), "{algorithm}: T1 re-armed for the new coordinator");
+            assert_eq!(p.started, 0, "{algorithm}: no election");
+            // Nobody announces: the report starts an election when the hold ends.
+            let mut p = follower(1);
+            p.feed(t0 + ms(10), Input::PeerDown(r(6).id));
+            assert!(p.fire(t0 + wait).is_empty(), "{algorithm}");
+            assert_eq!(p.fire(t0 + wait + ms(20)), vec![Timer::T1], "{algorithm}");
+            assert_eq!(p.started, 1, "{algorithm}: the held report, handed on");
+            // The report is taken back.
+            let mut p = follower(1);
+            p.feed(t0 + ms(10), Input::PeerDown(r(6).id));
+            let out = p.feed(t0 + ms(20), Input::PeerUp(r(6).id));
+            let longest = cfg.t1_longest().expect("heartbeats on");
+            assert!(out.contains(&Effect::SetTimer { timer: Timer::T1, after: longest }), "{algorithm}: {out:?}");
+            p.fire(t0 + wait + ms(20));
+            assert_eq!((p.started, p.e.leader()), (0, Some(r(6).id)), "{algorithm}");
+            // A successor of the coordinator is not held.
+            let mut p = follower(5);
+            p.feed(t0 + ms(10), Input::PeerDown(r(6).id));
+            assert_eq!((p.started, p.e.downs_held), (1, 0), "{algorithm}");
+        }
     }
 }

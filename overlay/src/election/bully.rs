@@ -10,11 +10,15 @@
 //!   `PeerDown(coordinator)`, `Election` from a lower process (after answering it), and a
 //!   claim (`Coordinator`, `Alive`) from a lower process, which the receiver bullies.
 //! - `Coordinator` from a higher process is admitted and ends any election (seed 002 step 9).
-//! - Heartbeats (`cfg.alive_interval()`): the coordinator sends `Alive` to every lower
-//!   process each interval; a follower re-arms T1 (= interval x error factor) on every
-//!   message from its coordinator. A process that names no coordinator holds an election
-//!   after T1 (the orphan rule; when it applies: `ElectionConfig::orphans`,
-//!   [`super::watch`]).
+//! - Heartbeats (`cfg.alive_interval()`): the coordinator sends `Alive` each interval; a
+//!   follower re-arms T1 (= interval x error factor) on every message from its coordinator.
+//!   A process that names no coordinator holds an election after T1 (the orphan rule; when it
+//!   applies: `ElectionConfig::orphans`, [`super::watch`]).
+//! - **Who hears each beat** (departure from seed 002, where every beat goes to every lower
+//!   process; [`super::beats`]): every lower process on one beat in `alive_all_every`, the
+//!   `alive_successors` just below the coordinator on every beat. Those wait T1, the others
+//!   T1 x `alive_all_every`; the highest below the coordinator, which an election after its
+//!   silence chooses, notices first.
 //!
 //! States: `Passive`, `Candidate` (waiting T2), `Waiting` (waiting T3), `Leader`.
 //!
@@ -46,6 +50,7 @@
 //! (`exact_count_lowest_initiates`).
 
 use crate::driver::{Context, Election, Input, Timer};
+use crate::election::beats::BeatPlan;
 use crate::election::down::Down;
 use crate::election::{ElectionConfig, Message};
 use crate::id::{NodeId, Rank};
@@ -58,8 +63,11 @@ use std::time::Duration;
 pub(crate) struct Timing {
     /// The coordinator's `Alive` period (`None`: heartbeats off).
     pub alive: Option<Duration>,
-    /// T1: coordinator silence (`None`: heartbeats off).
+    /// T1: coordinator silence (`None`: heartbeats off), for a follower that hears every beat
+    /// and for a process that names no coordinator.
     pub t1: Option<Duration>,
+    /// Who hears each beat, and how long the others wait ([`super::beats`]).
+    pub beats: BeatPlan,
     /// When the orphan rule applies.
     pub orphans: crate::election::Orphans,
     pub t2: Duration,
@@ -72,10 +80,32 @@ impl Timing {
         Timing {
             alive: cfg.alive_interval(),
             t1: cfg.t1(),
+            beats: BeatPlan::new(cfg),
             orphans: cfg.orphans,
             t2: cfg.t2(),
             t3: cfg.t3(),
             t4: cfg.t4(),
+        }
+    }
+
+    /// T1 for follower `me` of coordinator `leader` ([`BeatPlan::t1`]).
+    pub(crate) fn t1_following(&self, group: &Membership, me: &Rank, leader: &Rank) -> Option<Duration> {
+        self.t1.map(|t1| self.beats.t1(group, me, leader, t1))
+    }
+
+    /// The recipients of coordinator `me`'s beat number `n`: every lower process, or only its
+    /// successors not in `down` ([`super::beats`]).
+    pub(crate) fn beat_to<'a>(
+        &self,
+        n: u64,
+        group: &'a Membership,
+        me: &Rank,
+        down: &'a Down,
+    ) -> Box<dyn Iterator<Item = &'a Rank> + 'a> {
+        if self.beats.to_everyone(n) {
+            Box::new(group.lower(me).iter())
+        } else {
+            Box::new(self.beats.successors(group, me, down))
         }
     }
 }
@@ -131,7 +161,22 @@ pub(crate) enum Claim {
 /// questioned; a lower claim over a higher coordinator already admitted is stale (messages from
 /// different senders are not FIFO) or the higher one died, so a `Coordinator` is questioned and
 /// an `Alive` ignored; an `Alive` of the coordinator re-arms T1.
-pub(crate) fn judge_claim(coordinator: bool, me: Rank, s: Rank, down: bool, idle: bool, leader: Option<Rank>) -> Claim {
+///
+/// One exception (`watched`, heartbeats on): a `Coordinator` over the named coordinator from one of its
+/// successors, which hears its every beat, when this process does not ([`super::beats`]). The
+/// successor is the one that notices the coordinator's silence; this process, waiting five
+/// times longer, could not tell, and questioning it would make every such follower hold an
+/// election at once (N² messages). It is admitted. A stale one is corrected by the higher
+/// coordinator's next beat to everyone, which this process takes for its announcement.
+pub(crate) fn judge_claim(
+    coordinator: bool,
+    me: Rank,
+    s: Rank,
+    down: bool,
+    idle: bool,
+    leader: Option<Rank>,
+    watched: bool,
+) -> Claim {
     let higher = s > me;
     if !higher {
         return Claim::Ask;
@@ -140,7 +185,7 @@ pub(crate) fn judge_claim(coordinator: bool, me: Rank, s: Rank, down: bool, idle
         return if coordinator { Claim::RefuseAndAsk } else { Claim::Refuse };
     }
     match (coordinator, idle, leader) {
-        (true, true, Some(l)) if l > s => Claim::Ask,
+        (true, true, Some(l)) if l > s && !watched => Claim::Ask,
         (true, _, _) => Claim::Accept,
         (false, false, _) => Claim::Ignore,
         (false, true, Some(l)) if l == s => Claim::Heartbeat,
@@ -155,6 +200,7 @@ pub(crate) struct ClaimView {
     pub idle: bool,
     pub leader: Option<Rank>,
     pub me: Rank,
+    /// T1 for this process as a follower of `leader`.
     pub t1: Option<Duration>,
 }
 
@@ -167,6 +213,8 @@ pub(crate) trait ClaimSteps {
     fn claim_view(&self) -> ClaimView;
     /// The claims refused so far, and the group they are kept for.
     fn refused(&mut self) -> (&mut Down, &Membership);
+    /// The beat plan and the group it is read against.
+    fn beat_plan(&self) -> (&BeatPlan, &Membership);
 
     /// Re-arm T1 if `s` is the coordinator this idle process names.
     fn rearm_t1_if_from_leader(&self, ctx: &mut Context<'_>, s: Rank) {
@@ -196,7 +244,12 @@ pub(crate) fn take_claim<P: ClaimSteps>(
     down: bool,
 ) {
     let v = p.claim_view();
-    match judge_claim(coordinator, v.me, s, down, v.idle, v.leader) {
+    let watched = v.t1.is_some()
+        && v.leader.is_some_and(|l| {
+            let (plan, group) = p.beat_plan();
+            l > s && plan.hears_every_beat(group, &s, &l) && !plan.hears_every_beat(group, &v.me, &l)
+        });
+    match judge_claim(coordinator, v.me, s, down, v.idle, v.leader, watched) {
         Claim::Ask => p.hold_election(ctx),
         Claim::RefuseAndAsk => {
             p.refuse(from);
@@ -259,6 +312,8 @@ pub struct Bully {
     up_above: Option<Rank>,
     /// The orphan rule.
     orphans: OrphanWatch,
+    /// Beats sent since this process became coordinator.
+    beats: u64,
 }
 
 impl Bully {
@@ -273,6 +328,7 @@ impl Bully {
             refused: Down::default(),
             up_above: None,
             orphans: OrphanWatch::default(),
+            beats: 0,
         }
     }
 
@@ -323,6 +379,7 @@ impl Bully {
         self.leader = Some(self.me);
         ctx.decide(self.me.id);
         if let Some(a) = self.timing.alive {
+            self.beats = 0;
             ctx.set_timer(Timer::Heartbeat, a);
         }
         self.recheck(ctx, self.me);
@@ -377,9 +434,10 @@ impl Bully {
                 self.send_elections(ctx);
             }
             (Timer::Heartbeat, Phase::Idle) if self.is_leader() => {
-                for r in self.group.lower(&self.me) {
+                for r in self.timing.beat_to(self.beats, &self.group, &self.me, &self.down) {
                     ctx.send(r.id, Message::Alive);
                 }
+                self.beats += 1;
                 if let Some(a) = self.timing.alive {
                     ctx.set_timer(Timer::Heartbeat, a);
                 }
@@ -469,18 +527,23 @@ impl ClaimSteps for Bully {
             self.leader = Some(s);
             ctx.decide(s.id);
         }
-        if let Some(t1) = self.timing.t1 {
+        if let Some(t1) = self.timing.t1_following(&self.group, &self.me, &s) {
             ctx.set_timer(Timer::T1, t1);
         }
         self.recheck(ctx, s);
     }
 
     fn claim_view(&self) -> ClaimView {
-        ClaimView { idle: self.phase == Phase::Idle, leader: self.leader, me: self.me, t1: self.timing.t1 }
+        let t1 = self.leader.and_then(|l| self.timing.t1_following(&self.group, &self.me, &l));
+        ClaimView { idle: self.phase == Phase::Idle, leader: self.leader, me: self.me, t1 }
     }
 
     fn refused(&mut self) -> (&mut Down, &Membership) {
         (&mut self.refused, &self.group)
+    }
+
+    fn beat_plan(&self) -> (&BeatPlan, &Membership) {
+        (&self.timing.beats, &self.group)
     }
 }
 
@@ -675,6 +738,12 @@ pub(crate) mod tests {
         sc::heartbeats_keep_followers_and_detect_a_crash(Algorithm::Bully);
     }
 
+    /// A silent crash costs the successors' election only (`election::beats`).
+    #[test]
+    fn silent_crash_costs_the_successors_election_only() {
+        sc::silent_crash_costs_the_successors_election_only(Algorithm::Bully);
+    }
+
     #[test]
     fn recovered_highest_bullies_its_way_back() {
         for n in 2..=10 {
@@ -700,17 +769,27 @@ pub(crate) mod tests {
         let r = |i: u64| Rank::new(i, NodeId::from_u64(i));
         let (me, s, top) = (r(2), r(3), r(4));
         for coordinator in [true, false] {
-            assert_eq!(judge_claim(coordinator, me, r(1), false, true, None), Claim::Ask, "from below");
-            assert_eq!(judge_claim(coordinator, me, s, false, true, None), Claim::Accept, "none named");
+            assert_eq!(judge_claim(coordinator, me, r(1), false, true, None, false), Claim::Ask, "from below");
+            assert_eq!(judge_claim(coordinator, me, s, false, true, None, false), Claim::Accept, "none named");
         }
-        assert_eq!(judge_claim(true, me, s, true, true, None), Claim::RefuseAndAsk);
-        assert_eq!(judge_claim(false, me, s, true, true, None), Claim::Refuse);
-        assert_eq!(judge_claim(true, me, s, false, true, Some(top)), Claim::Ask, "a lower claim over a higher one");
-        assert_eq!(judge_claim(false, me, s, false, true, Some(top)), Claim::Ignore);
-        assert_eq!(judge_claim(true, me, s, false, false, Some(top)), Claim::Accept, "in an election");
-        assert_eq!(judge_claim(false, me, s, false, false, None), Claim::Ignore, "Alive in an election");
-        assert_eq!(judge_claim(false, me, s, false, true, Some(s)), Claim::Heartbeat);
-        assert_eq!(judge_claim(false, me, top, false, true, Some(s)), Claim::Accept, "a higher one's Alive");
+        assert_eq!(judge_claim(true, me, s, true, true, None, false), Claim::RefuseAndAsk);
+        assert_eq!(judge_claim(false, me, s, true, true, None, false), Claim::Refuse);
+        assert_eq!(
+            judge_claim(true, me, s, false, true, Some(top), false),
+            Claim::Ask,
+            "a lower claim over a higher one"
+        );
+        assert_eq!(
+            judge_claim(true, me, s, false, true, Some(top), true),
+            Claim::Accept,
+            "a lower claim over a higher one from its watching successor"
+        );
+        assert_eq!(judge_claim(false, me, s, false, true, Some(top), true), Claim::Ignore, "its Alive");
+        assert_eq!(judge_claim(false, me, s, false, true, Some(top), false), Claim::Ignore);
+        assert_eq!(judge_claim(true, me, s, false, false, Some(top), false), Claim::Accept, "in an election");
+        assert_eq!(judge_claim(false, me, s, false, false, None, false), Claim::Ignore, "Alive in an election");
+        assert_eq!(judge_claim(false, me, s, false, true, Some(s), false), Claim::Heartbeat);
+        assert_eq!(judge_claim(false, me, top, false, true, Some(s), false), Claim::Accept, "a higher one's Alive");
     }
 
     /// A `Coordinator` from a lower process makes the higher receiver hold an election.

@@ -55,9 +55,10 @@ impl Algorithm {
         matches!(self, Algorithm::Bully | Algorithm::FastBully)
     }
 
-    /// True for the algorithms whose leader liveness is `election::watch`'s (the ring family).
-    pub fn is_watched(self) -> bool {
-        matches!(self, Algorithm::Ring | Algorithm::ChangRoberts | Algorithm::Villadangos)
+    /// True for the algorithms whose leader beats `Alive` to its successors and to everyone
+    /// only now and then (`election::beats`): all but echo, which has heartbeats of its own.
+    pub fn beats_to_successors(self) -> bool {
+        !matches!(self, Algorithm::Echo)
     }
 }
 
@@ -99,14 +100,13 @@ pub struct ElectionConfig {
     pub alive_interval_ms: u64,
     /// T1 = alive interval x this factor.
     pub alive_error_factor: u64,
-    /// The ring family (list ring, Chang-Roberts, Villadangos; `election::watch`): the leader's
-    /// `Alive` reaches every member only every this many beats, and its
-    /// [`alive_successors`](Self::alive_successors) every beat; a member that is not one of
-    /// them waits T1 x this for its leader. 1 sends every beat to everyone, as seed 002 does.
-    /// The bully family always does (its staggered T1 relies on every follower's T1).
+    /// Every algorithm but echo (`election::beats`): the leader's `Alive` reaches every member
+    /// only every this many beats, and its [`alive_successors`](Self::alive_successors) every
+    /// beat; a member that is not one of them waits T1 x this for its leader. 1 sends every
+    /// beat to everyone, as seed 002 does.
     pub alive_all_every: u64,
-    /// The ring family: how many members ranked just below the leader hear every `Alive`
-    /// (those that would succeed it, so a silent leader is noticed after T1 by them). Two
+    /// How many members ranked just below the leader hear every `Alive` (those that would
+    /// succeed it, so a silent leader is noticed after T1 by them). Two
     /// keep these sends point to point in a node (a group of three or more mostly
     /// unconnected recipients is published on the broadcast topic).
     pub alive_successors: u64,
@@ -258,9 +258,9 @@ impl ElectionConfig {
         self.alive_interval().map(|a| times(a, self.alive_error_factor))
     }
     /// The longest wait for a silent leader: T1 x `alive_all_every` for a member that does not
-    /// hear every beat (the ring family, `election::watch`), T1 for the bully family.
+    /// hear every beat (`election::beats`).
     pub fn t1_longest(&self) -> Option<Duration> {
-        let every = if self.algorithm.is_watched() { self.alive_all_every.max(1) } else { 1 };
+        let every = if self.algorithm.beats_to_successors() { self.alive_all_every.max(1) } else { 1 };
         self.t1().map(|t1| times(t1, every))
     }
     pub fn t2(&self) -> Duration {

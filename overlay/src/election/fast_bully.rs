@@ -109,6 +109,8 @@ pub struct FastBully {
     up_above: Option<Rank>,
     /// The orphan rule.
     orphans: OrphanWatch,
+    /// Beats sent since this process became coordinator.
+    beats: u64,
 }
 
 impl FastBully {
@@ -126,6 +128,7 @@ impl FastBully {
             refused: Down::default(),
             up_above: None,
             orphans: OrphanWatch::default(),
+            beats: 0,
         }
     }
 
@@ -205,6 +208,7 @@ impl FastBully {
         self.leader = Some(self.me);
         ctx.decide(self.me.id);
         if let Some(a) = self.timing.alive {
+            self.beats = 0;
             ctx.set_timer(Timer::Heartbeat, a);
         }
         self.recheck(ctx, self.me);
@@ -273,7 +277,7 @@ impl FastBully {
             Some(h) if best_is_coordinator => {
                 self.leader = Some(h);
                 ctx.decide(h.id);
-                if let Some(t1) = self.timing.t1 {
+                if let Some(t1) = self.timing.t1_following(&self.group, &self.me, &h) {
                     ctx.set_timer(Timer::T1, t1);
                 }
                 self.recheck(ctx, h);
@@ -429,9 +433,10 @@ impl FastBully {
             }
             (Timer::T4, Phase::Idle) if self.is_leader() && self.answered_since_announce => self.become_leader(ctx),
             (Timer::Heartbeat, Phase::Idle) if self.is_leader() => {
-                for r in self.group.lower(&self.me) {
+                for r in self.timing.beat_to(self.beats, &self.group, &self.me, &self.down) {
                     ctx.send(r.id, Message::Alive);
                 }
+                self.beats += 1;
                 if let Some(a) = self.timing.alive {
                     ctx.set_timer(Timer::Heartbeat, a);
                 }
@@ -535,18 +540,23 @@ impl ClaimSteps for FastBully {
             ctx.decide(s.id);
         }
         self.higher_up = false;
-        if let Some(t1) = self.timing.t1 {
+        if let Some(t1) = self.timing.t1_following(&self.group, &self.me, &s) {
             ctx.set_timer(Timer::T1, t1);
         }
         self.recheck(ctx, s);
     }
 
     fn claim_view(&self) -> ClaimView {
-        ClaimView { idle: self.phase == Phase::Idle, leader: self.leader, me: self.me, t1: self.timing.t1 }
+        let t1 = self.leader.and_then(|l| self.timing.t1_following(&self.group, &self.me, &l));
+        ClaimView { idle: self.phase == Phase::Idle, leader: self.leader, me: self.me, t1 }
     }
 
     fn refused(&mut self) -> (&mut Down, &Membership) {
         (&mut self.refused, &self.group)
+    }
+
+    fn beat_plan(&self) -> (&crate::election::beats::BeatPlan, &Membership) {
+        (&self.timing.beats, &self.group)
     }
 }
 
@@ -843,6 +853,12 @@ mod tests {
     #[test]
     fn heartbeats_keep_followers_and_detect_a_crash() {
         sc::heartbeats_keep_followers_and_detect_a_crash(Algorithm::FastBully);
+    }
+
+    /// A silent crash costs the successors' election only (`election::beats`).
+    #[test]
+    fn silent_crash_costs_the_successors_election_only() {
+        sc::silent_crash_costs_the_successors_election_only(Algorithm::FastBully);
     }
 
     /// The old highest recovers and takes over through `IamUp`/`View`/`Coordinator`.

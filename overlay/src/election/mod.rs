@@ -10,7 +10,8 @@
 //!
 //! Shared by several: [`down`] (a failure report outlives the messages in flight),
 //! [`watch`] (the leader-liveness rule of seed 002, heartbeats and T1, around the ring
-//! algorithms and Villadangos; the bully family has its own), and [`assumptions`] (what each
+//! algorithms and Villadangos; the bully family has its own), [`beats`] (who hears each
+//! heartbeat and how long a follower waits, for both families), and [`assumptions`] (what each
 //! algorithm assumes of its environment, which the simulator's sweep judges cases against).
 //!
 //! Every algorithm detects a dead, frozen or cut-off leader: through failure reports
@@ -23,6 +24,7 @@
 //! algorithm") and dispatches statically, so the simulator pays no virtual call.
 
 pub mod assumptions;
+pub mod beats;
 pub mod bully;
 pub mod chang_roberts;
 pub mod config;

@@ -9,18 +9,9 @@
 //! election that skips it ([`LeaderSilence`]). Silence is not a failure report: the skip
 //! lasts that one election, so a leader that was only frozen takes part in the next one.
 //!
-//! **Who hears each beat** (departure from seed 002, where every beat goes to every member).
-//! The leader's `Alive` goes to every member not reported down on one beat in
-//! `alive_all_every`, counted from the leader's first beat, and on every beat to its
-//! `alive_successors` highest-ranked members below it that are not reported down. A member
-//! among the `alive_successors` ranked just below its leader waits T1 for it; any other waits
-//! T1 x `alive_all_every`. A silent leader is noticed after T1 by the members that would
-//! succeed it, whose election then reaches everyone; the rest notice by themselves only when
-//! those are gone or cut off too (a partition), after the longer wait. Why: one `Alive` a
-//! second to each of N members was most of a 1,000-node swarm's steady CPU, as every member
-//! received it from each of its gossipsub mesh peers (`docs/RESULTS.md`). A member that the
-//! leader counts among its successors because a higher one is down, but that does not count
-//! itself, hears every beat and keeps the longer wait: harmless.
+//! **Who hears each beat** ([`super::beats`], shared with the bully family): every member
+//! on one beat in `alive_all_every`, the leader's `alive_successors` just below it on every
+//! beat; a member that does not hear every beat waits T1 x `alive_all_every`.
 //!
 //! **The orphan rule** (`ElectionConfig::orphans`): a process that names no leader outside
 //! an election (it was never reached by one, or a partition cut it off before the result
@@ -48,6 +39,7 @@
 //! through unchanged. With heartbeats off the wrapper only forwards.
 
 use crate::driver::{Context, Election, Input, Timer};
+use crate::election::beats::BeatPlan;
 use crate::election::down::Down;
 use crate::election::{ElectionConfig, Message, Orphans};
 use crate::id::NodeId;
@@ -95,10 +87,8 @@ pub struct Watched<E> {
     beating: bool,
     /// Members the driver reported down (they get no `Alive`).
     down: Down,
-    /// One beat in this many goes to every member (module doc); at least 1.
-    all_every: u64,
-    /// Members below the leader that hear every beat.
-    successors: usize,
+    /// Who hears each beat (module doc).
+    plan: BeatPlan,
     /// Beats sent since this process became leader.
     beats: u64,
 }
@@ -116,30 +106,16 @@ impl<E: LeaderSilence> Watched<E> {
             watch: Watch::Nothing,
             beating: false,
             down: Down::default(),
-            all_every: cfg.alive_all_every.max(1),
-            successors: usize::try_from(cfg.alive_successors).unwrap_or(usize::MAX),
+            plan: BeatPlan::new(cfg),
             beats: 0,
         }
     }
 
-    /// T1 for a follower of `leader`: the plain T1 if this process hears every beat of it
-    /// (one of its `successors`, or every beat goes to everyone), else T1 x `all_every`.
+    /// T1 for a follower of `leader` ([`BeatPlan::t1`]).
     fn t1_for(&self, leader: &NodeId) -> Option<Duration> {
         let (_, t1) = self.timing?;
-        Some(if self.hears_every_beat(leader) { t1 } else { crate::election::config::times(t1, self.all_every) })
-    }
-
-    fn hears_every_beat(&self, leader: &NodeId) -> bool {
-        if self.all_every <= 1 {
-            return true;
-        }
-        let (Some(l), Some(me)) = (self.rank_of(leader), self.rank_of(&self.me)) else { return true };
-        if me > l {
-            return true;
-        }
-        // Members ranked strictly between this process and its leader.
-        let between = self.group.higher(&me).len() - self.group.higher(&l).len() - 1;
-        between < self.successors
+        let (Some(l), Some(me)) = (self.rank_of(leader), self.rank_of(&self.me)) else { return Some(t1) };
+        Some(self.plan.t1(&self.group, &me, &l, t1))
     }
 
     /// Arm T1 for what is watched now.
@@ -228,12 +204,11 @@ impl<E: LeaderSilence> Watched<E> {
         if !self.beating {
             return;
         }
-        let everyone = self.beats % self.all_every == 0;
+        let everyone = self.plan.to_everyone(self.beats);
         self.beats += 1;
         match self.rank_of(&self.me) {
             Some(me) if !everyone => {
-                let below = self.group.lower(&me).iter().rev();
-                for r in below.filter(|r| !self.down.contains(&r.id)).take(self.successors) {
+                for r in self.plan.successors(&self.group, &me, &self.down) {
                     ctx.send(r.id, Message::Alive);
                 }
             }
@@ -325,6 +300,19 @@ mod tests {
 
     const RINGS: [Algorithm; 3] = [Algorithm::Ring, Algorithm::ChangRoberts, Algorithm::Villadangos];
 
+    /// The algorithms whose leader beats by `election::beats`: the ring family (this wrapper)
+    /// and the bully family (its own heartbeat).
+    fn beating() -> impl Iterator<Item = Algorithm> {
+        Algorithm::ALL.into_iter().filter(|a| a.beats_to_successors())
+    }
+
+    /// An upper bound on one election over `n` processes whose higher ones are all silent:
+    /// a few laps of 1 ms hops for the ring family, T2 (no answer) for the bully family.
+    fn one_election(a: Algorithm, n: usize) -> Duration {
+        let wait = if a.is_quadratic() { cfg(a).t2() } else { Duration::from_millis(100) };
+        wait + Duration::from_millis(10 * n as u64)
+    }
+
     fn cfg(a: Algorithm) -> ElectionConfig {
         ElectionConfig { alive_interval_ms: 100, alive_error_factor: 3, ..ElectionConfig::for_algorithm(a) }
     }
@@ -336,11 +324,11 @@ mod tests {
     }
 
     /// A leader that stops without any report (a frozen or silently dead process) is noticed
-    /// by T1 and replaced, for every algorithm the wrapper serves; without heartbeats the
-    /// followers would name it for good.
+    /// by T1 and replaced, for every algorithm that beats; without heartbeats the followers
+    /// would name it for good.
     #[test]
     fn silent_leader_is_replaced_within_t1_and_one_election() {
-        for a in RINGS {
+        for a in beating() {
             for n in [2usize, 3, 5, 9] {
                 let mut net = Net::new(n, cfg(a));
                 net.start_all();
@@ -354,8 +342,8 @@ mod tests {
                 run_for(&mut net, 2_000);
                 assert!(net.all_agree_on(net.id(n - 2)), "{a} n={n}: after the silent crash {:?}", net.leaders());
                 let took = net.last_decision.since(crashed_at);
-                // T1 = 300 ms, plus one election over n processes (1 ms a hop, a few laps).
-                assert!(took <= Duration::from_millis(300 + 100 + 10 * n as u64), "{a} n={n}: took {took:?}");
+                // T1 = 300 ms, plus one election.
+                assert!(took <= Duration::from_millis(300) + one_election(a, n), "{a} n={n}: took {took:?}");
             }
         }
     }
@@ -364,7 +352,7 @@ mod tests {
     /// everyone; with `alive_all_every = 1` every beat to everyone.
     #[test]
     fn each_beat_reaches_the_successors_and_one_in_five_everyone() {
-        for a in RINGS {
+        for a in beating() {
             let n = 6;
             for all_every in [5u64, 1] {
                 let mut net = Net::new(n, ElectionConfig { alive_all_every: all_every, ..cfg(a) });
@@ -402,7 +390,7 @@ mod tests {
     /// a leader alone stopping is noticed by its successors after T1 (the test above).
     #[test]
     fn the_others_notice_after_the_longer_wait_when_the_successors_are_gone_too() {
-        for a in RINGS {
+        for a in beating() {
             let n = 6;
             let mut net = Net::new(n, cfg(a));
             net.start_all();
@@ -418,7 +406,7 @@ mod tests {
             // T1 x 5 = 1.5 s after the last beat to everyone, which came at most 400 ms before
             // the crash (one in five beats of 100 ms), plus one election.
             assert!(took >= Duration::from_millis(1_000), "{a}: took {took:?}: the others waited T1 only");
-            assert!(took <= Duration::from_millis(1_500 + 100 + 10 * n as u64), "{a}: took {took:?}");
+            assert!(took <= Duration::from_millis(1_500) + one_election(a, n), "{a}: took {took:?}");
         }
     }
 

@@ -317,8 +317,10 @@ pub fn heartbeats_keep_followers_and_detect_a_crash(algorithm: Algorithm) {
     net.start_all();
     net.run_until_quiet(Time::from_millis(10_000));
     assert_leader_settled(&net, n - 1, "heartbeats");
-    // Leader at 500 ms; heartbeats at 1.5 s, 2.5 s, ..., 9.5 s: 9 rounds to N-1 followers.
-    assert_eq!(net.sent_of("Alive"), 9 * (n as u64 - 1));
+    // Leader at 500 ms; heartbeats at 1.5 s, 2.5 s, ..., 9.5 s: 9 beats, the first and the
+    // sixth to the N-1 followers, the other seven to the two successors (`election::beats`).
+    assert_eq!((cfg.alive_all_every, cfg.alive_successors), (5, 2), "the defaults this count assumes");
+    assert_eq!(net.sent_of("Alive"), 2 * (n as u64 - 1) + 7 * 2);
     assert!(net.started.iter().all(|&s| s == 1), "no election after the first: {:?}", net.started);
 
     let mut net = Net::new(n, cfg);
@@ -326,6 +328,39 @@ pub fn heartbeats_keep_followers_and_detect_a_crash(algorithm: Algorithm) {
     net.crash_at(Time::from_millis(5_200), n - 1);
     net.run_until_quiet(Time::from_millis(20_000));
     assert_leader_settled(&net, n - 2, "crash detected by T1");
+}
+
+/// Bully family, heartbeats on (100 ms, error factor 3, the default beat plan): a silent
+/// coordinator crash is noticed by its two successors after T1, and the highest of them
+/// becomes coordinator; the others, which wait five times longer, admit its announcement
+/// without an election of their own (questioning it would cost every one of them an election:
+/// N² messages). A stale announcement of a successor (delivered after the coordinator's) is
+/// admitted by such a follower and corrected by the coordinator's next beat to everyone.
+pub fn silent_crash_costs_the_successors_election_only(algorithm: Algorithm) {
+    let cfg =
+        ElectionConfig { alive_interval_ms: 100, alive_error_factor: 3, ..ElectionConfig::for_algorithm(algorithm) };
+    let n = 10;
+    let mut net = Net::new(n, cfg.clone());
+    net.start_all();
+    net.run_until_quiet(Time::from_millis(2_000));
+    assert_leader_settled(&net, n - 1, &format!("{algorithm}: first election"));
+    let before = net.started.clone();
+    net.crash(n - 1);
+    let until = net.now + std::time::Duration::from_millis(3_000);
+    net.run_until_quiet(until);
+    assert_leader_settled(&net, n - 2, &format!("{algorithm}: after the silent crash"));
+    let again: Vec<usize> = (0..n - 1).filter(|&i| net.started[i] > before[i]).collect();
+    assert!(again.iter().all(|&i| i >= n - 3), "{algorithm}: only the successors hold elections, not {again:?}");
+
+    // A stale announcement of the successor n - 3 reaches process 0 after n - 2's.
+    let stale = net.id(n - 3);
+    let started = net.started[0];
+    net.input(0, Input::Message { from: stale, msg: Message::Coordinator });
+    assert_eq!(net.process(0).leader(), Some(stale), "{algorithm}: the successor's claim is admitted");
+    let until = net.now + std::time::Duration::from_millis(700);
+    net.run_until_quiet(until);
+    assert_leader_settled(&net, n - 2, &format!("{algorithm}: after the stale claim"));
+    assert_eq!(net.started[0], started, "{algorithm}: corrected by a beat, without an election");
 }
 
 /// Bully family, heartbeats on (100 ms, error factor 3): the highest of three processes gets

@@ -3,7 +3,7 @@
 //! Builds the scenario of the flags (default: Chang-Roberts, all initiating, N = 100,000,
 //! constant 5 ms latency), runs each seed once to quiescence and prints wall time, delivered
 //! messages per second, events per second, the engine's bytes per process beyond the
-//! algorithms' own state, the inline size of one `AnyElection`, and the process's peak
+//! algorithms' own state, the inline size of one process's election slot, and the process's peak
 //! resident memory (`VmHWM`). Throughput is per CPU second of the running thread (see
 //! [`thread_cpu_secs`]), and wall time is printed too. A benchmark, not a test: it asserts nothing.
 

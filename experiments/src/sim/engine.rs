@@ -20,6 +20,9 @@
 //! - **Boot** ([`Sim::boot`]): every live process gets its group (`Input::Membership`), the
 //!   input a node's election gets when its directory first holds the group, so a process that
 //!   no message reaches still runs its algorithm's own timers (orphan T1), as a node does.
+//! - Each process runs its election as a node does: the bully family inside the node's
+//!   staggered detection (`overlay::detect::stagger`, which holds a follower's T1 expiry and its
+//!   failure report of the coordinator back), the others bare ([`Process`]).
 //! - A **crash** drops the state machine. A **recovery** builds a fresh `AnyElection`, tells
 //!   an echo process its live, reachable neighbours (`PeerUp`), then gives it `Input::Recover`.
 //! - A **frozen** process handles nothing: every event for it (deliveries, timers, failed
@@ -55,6 +58,7 @@ use crate::sim::metrics::Metrics;
 use crate::sim::queue::EventQueue;
 use crate::sim::slab::Slab;
 use crate::sim::topology::Topology;
+use overlay::detect::stagger::{hold_for, Staggered};
 use overlay::election::{Algorithm, AnyElection, ElectionConfig, Message};
 use overlay::{Context, Effect, Election, Input, Membership, NodeId, Rank, Time, Timer};
 use rand::Rng;
@@ -226,7 +230,7 @@ pub struct Sim {
     order: Order,
     procs: Vec<Proc>,
     /// The state machine of every live process (`None`: crashed), by process index.
-    elections: Vec<Option<AnyElection>>,
+    elections: Vec<Option<Process>>,
     queue: EventQueue<Event>,
     msgs: Slab<Message>,
     latency: Box<dyn LatencyModel>,
@@ -295,8 +299,7 @@ impl Sim {
             }
             Order::Permuted { ranks: setup.ranks.clone(), index_at }
         };
-        let elections =
-            setup.ranks.iter().map(|r| Some(AnyElection::new(*r, group.clone(), &setup.election))).collect();
+        let elections = setup.ranks.iter().map(|r| Some(Process::new(*r, &group, &setup.election))).collect();
         let procs = (0..n)
             .map(|_| Proc { timers: Vec::new(), next_gen: 0, incarnation: 0, alive: true, decided_at: None })
             .collect();
@@ -673,7 +676,7 @@ impl Sim {
         }
         tracing::debug!(t = self.now.0, process = i, "recover");
         self.metrics.recoveries += 1;
-        let fresh = AnyElection::new(self.rank(i), self.group.clone(), &self.cfg);
+        let fresh = Process::new(self.rank(i), &self.group, &self.cfg);
         self.elections[i as usize] = Some(fresh);
         let p = &mut self.procs[i as usize];
         p.alive = true;
@@ -872,7 +875,7 @@ impl Sim {
     }
     /// The state machine of a live process.
     pub fn process(&self, i: u32) -> Option<&AnyElection> {
-        self.elections[i as usize].as_ref()
+        self.elections[i as usize].as_ref().map(Process::election)
     }
     /// When live process `i` last decided.
     pub fn decided_at(&self, i: u32) -> Option<Time> {
@@ -952,8 +955,45 @@ impl Sim {
         total as f64 / n
     }
 
-    /// Size of one `AnyElection` value (the algorithms' inline state).
+    /// Size of one process's election slot (the algorithms' inline state).
     pub fn election_inline_bytes() -> usize {
-        std::mem::size_of::<AnyElection>()
+        std::mem::size_of::<Process>()
+    }
+}
+
+/// One process's election as a node runs it: the bully family inside
+/// `overlay::detect::stagger` (boxed, so that the other algorithms, which run at 10^5-10^6
+/// processes, keep their inline size), the others bare.
+#[derive(Debug)]
+enum Process {
+    Bare(AnyElection),
+    Staggered(Box<Staggered<AnyElection>>),
+}
+
+impl Process {
+    fn new(me: Rank, group: &Arc<Membership>, cfg: &ElectionConfig) -> Process {
+        let e = AnyElection::new(me, group.clone(), cfg);
+        match hold_for(cfg) {
+            Some(hold) => Process::Staggered(Box::new(Staggered::new(e, me, group.clone(), Some(hold)))),
+            None => Process::Bare(e),
+        }
+    }
+
+    fn election(&self) -> &AnyElection {
+        match self {
+            Process::Bare(e) => e,
+            Process::Staggered(s) => s.inner(),
+        }
+    }
+
+    fn handle(&mut self, ctx: &mut Context<'_>, input: Input) {
+        match self {
+            Process::Bare(e) => e.handle(ctx, input),
+            Process::Staggered(s) => s.handle(ctx, input),
+        }
+    }
+
+    fn in_election(&self) -> bool {
+        self.election().in_election()
     }
 }

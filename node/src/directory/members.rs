@@ -197,8 +197,8 @@ impl Directory {
     pub fn digest_acknowledged_equal(&mut self) {
         self.inner.digest_acknowledged_equal()
     }
-    pub fn note_failure(&mut self) {
-        self.inner.note_failure()
+    pub fn note_failure(&mut self, kind: overlay::directory::members::SyncFailure) {
+        self.inner.note_failure(kind)
     }
     pub fn stats(&self) -> SyncStats {
         self.inner.stats()

@@ -104,6 +104,11 @@ pub fn add(a: SyncStats, b: &SyncStats) -> SyncStats {
         entries_received: a.entries_received + b.entries_received,
         entries_new: a.entries_new + b.entries_new,
         failures: a.failures + b.failures,
+        failures_by: {
+            let mut f = a.failures_by;
+            f.merge(&b.failures_by);
+            f
+        },
         malformed: a.malformed + b.malformed,
         rumours_sent: a.rumours_sent + b.rumours_sent,
         rumour_entries_sent: a.rumour_entries_sent + b.rumour_entries_sent,

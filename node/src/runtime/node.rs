@@ -1270,7 +1270,19 @@ impl Node {
             Event::OutboundFailure { peer, error, .. } => {
                 // Anti-entropy repairs a lost frame in a later round; nothing to undo.
                 debug!(%peer, "members sync failed: {error}");
-                self.directory.note_failure();
+                use overlay::directory::members::SyncFailure;
+                let kind = match error {
+                    request_response::OutboundFailure::Timeout => SyncFailure::Timeout,
+                    request_response::OutboundFailure::ConnectionClosed => SyncFailure::Closed,
+                    request_response::OutboundFailure::DialFailure => SyncFailure::Dial,
+                    // request-response refuses a request beyond the connection's stream cap
+                    // (`MEMBERS_STREAMS`) with an I/O error of this text, before sending it.
+                    request_response::OutboundFailure::Io(e) if e.to_string() == "max sub-streams reached" => {
+                        SyncFailure::StreamCap
+                    }
+                    _ => SyncFailure::Other,
+                };
+                self.directory.note_failure(kind);
             }
             Event::InboundFailure { peer, error, .. } => self.unreadable(peer, &error),
             _ => {}

@@ -128,6 +128,9 @@ pub struct SyncStats {
     pub entries_new: u64,
     /// Sync requests that failed (timeout, closed connection, dial failure).
     pub failures: u64,
+    /// Of those, by kind.
+    #[serde(default)]
+    pub failures_by: SyncFailures,
     /// Frames refused as malformed.
     pub malformed: u64,
     /// Rumour pushes built and the records in them.
@@ -137,6 +140,53 @@ pub struct SyncStats {
     pub expired: u64,
     /// Records refused, by reason.
     pub refused: RefusalCounts,
+}
+
+/// Why a sync request failed, as the transport tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncFailure {
+    /// No response within the request timeout.
+    Timeout,
+    /// The connection closed while the request was out.
+    Closed,
+    /// The peer could not be dialled.
+    Dial,
+    /// Refused before it was sent: the connection already carried as many sync streams as
+    /// one connection may (the sender's own cap).
+    StreamCap,
+    /// Anything else (the peer does not speak the protocol, an I/O error).
+    Other,
+}
+
+/// Failed sync requests counted by [`SyncFailure`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct SyncFailures {
+    pub timeout: u64,
+    pub closed: u64,
+    pub dial: u64,
+    #[serde(default)]
+    pub stream_cap: u64,
+    pub other: u64,
+}
+
+impl SyncFailures {
+    pub fn add(&mut self, kind: SyncFailure) {
+        match kind {
+            SyncFailure::Timeout => self.timeout += 1,
+            SyncFailure::Closed => self.closed += 1,
+            SyncFailure::Dial => self.dial += 1,
+            SyncFailure::StreamCap => self.stream_cap += 1,
+            SyncFailure::Other => self.other += 1,
+        }
+    }
+
+    pub fn merge(&mut self, o: &SyncFailures) {
+        self.timeout += o.timeout;
+        self.closed += o.closed;
+        self.dial += o.dial;
+        self.stream_cap += o.stream_cap;
+        self.other += o.other;
+    }
 }
 
 /// A known member.
@@ -462,8 +512,9 @@ impl Directory {
     }
 
     /// A sync request of ours failed.
-    pub fn note_failure(&mut self) {
+    pub fn note_failure(&mut self, kind: SyncFailure) {
         self.stats.failures += 1;
+        self.stats.failures_by.add(kind);
     }
 
     pub fn stats(&self) -> SyncStats {

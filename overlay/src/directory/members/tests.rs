@@ -396,3 +396,20 @@ fn hot_frame_pushes_changes_once() {
     assert_eq!(b.dir.hot_len(), 4);
     assert_eq!(a.dir.stats().rumour_entries_sent, 3);
 }
+
+/// Failed syncs are counted in all and by kind, and survive a JSON round trip (the status line).
+#[test]
+fn sync_failures_are_counted_by_kind() {
+    let mut p = Peer::new(1);
+    for k in
+        [SyncFailure::Timeout, SyncFailure::Timeout, SyncFailure::Closed, SyncFailure::Dial, SyncFailure::StreamCap]
+    {
+        p.dir.note_failure(k);
+    }
+    let s = p.dir.stats();
+    assert_eq!(s.failures, 5);
+    assert_eq!(s.failures_by, SyncFailures { timeout: 2, closed: 1, dial: 1, stream_cap: 1, other: 0 });
+    let json = serde_json::to_string(&s).expect("stats serialise");
+    let back: SyncStats = serde_json::from_str(&json).expect("stats parse");
+    assert_eq!(back, s);
+}

@@ -964,6 +964,8 @@ impl Sim {
 /// One process's election as a node runs it: the bully family inside
 /// `overlay::detect::stagger` (boxed, so that the other algorithms, which run at 10^5-10^6
 /// processes, keep their inline size), the others bare.
+// The bare variant is the large one on purpose: it is what 10^5-10^6 processes hold.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 enum Process {
     Bare(AnyElection),

@@ -175,8 +175,7 @@ impl<E: Election> Staggered<E> {
     fn pass(&mut self, ctx: &mut Context<'_>, input: Input) {
         let start = ctx.effects().len();
         self.inner.handle(ctx, input);
-        let added: Vec<Effect> = ctx.effects()[start..].to_vec();
-        if self.observe(&added) {
+        if self.observe(&ctx.effects()[start..]) {
             if let Some(down) = self.down_held.take() {
                 self.inner.handle(ctx, Input::PeerDown(down));
             }

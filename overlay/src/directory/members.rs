@@ -160,11 +160,11 @@ pub enum SyncFailure {
 
 /// Failed sync requests counted by [`SyncFailure`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct SyncFailures {
     pub timeout: u64,
     pub closed: u64,
     pub dial: u64,
-    #[serde(default)]
     pub stream_cap: u64,
     pub other: u64,
 }

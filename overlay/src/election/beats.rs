@@ -20,8 +20,9 @@
 //!
 //! `alive_all_every = 1` is seed 002's rule.
 
+use crate::driver::Context;
 use crate::election::down::Down;
-use crate::election::ElectionConfig;
+use crate::election::{ElectionConfig, Message};
 use crate::id::Rank;
 use crate::membership::Membership;
 use std::time::Duration;
@@ -58,6 +59,32 @@ impl BeatPlan {
         down: &'a Down,
     ) -> impl Iterator<Item = &'a Rank> {
         group.lower(leader).iter().rev().filter(move |r| !down.contains(&r.id)).take(self.successors)
+    }
+
+    /// Send the leader's beat number `n`: `Alive` to `everyone` (the caller's set of members
+    /// to reach) on one beat in `alive_all_every`, else to `leader`'s successors not in
+    /// `down`; to `everyone` also when the leader's rank is unknown.
+    pub fn send_beat<'a>(
+        &self,
+        ctx: &mut Context<'_>,
+        n: u64,
+        group: &'a Membership,
+        leader: Option<&Rank>,
+        down: &'a Down,
+        everyone: impl Iterator<Item = &'a Rank>,
+    ) {
+        match leader {
+            Some(l) if !self.to_everyone(n) => {
+                for r in self.successors(group, l, down) {
+                    ctx.send(r.id, Message::Alive);
+                }
+            }
+            _ => {
+                for r in everyone {
+                    ctx.send(r.id, Message::Alive);
+                }
+            }
+        }
     }
 
     /// Whether follower `me` hears every beat of `leader` (it is ranked among the `successors`

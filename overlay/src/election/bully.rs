@@ -92,22 +92,6 @@ impl Timing {
     pub(crate) fn t1_following(&self, group: &Membership, me: &Rank, leader: &Rank) -> Option<Duration> {
         self.t1.map(|t1| self.beats.t1(group, me, leader, t1))
     }
-
-    /// The recipients of coordinator `me`'s beat number `n`: every lower process, or only its
-    /// successors not in `down` ([`super::beats`]).
-    pub(crate) fn beat_to<'a>(
-        &self,
-        n: u64,
-        group: &'a Membership,
-        me: &Rank,
-        down: &'a Down,
-    ) -> Box<dyn Iterator<Item = &'a Rank> + 'a> {
-        if self.beats.to_everyone(n) {
-            Box::new(group.lower(me).iter())
-        } else {
-            Box::new(self.beats.successors(group, me, down))
-        }
-    }
 }
 
 /// The orphan rule of the bully family (when it applies: [`crate::election::Orphans`]): a
@@ -434,9 +418,8 @@ impl Bully {
                 self.send_elections(ctx);
             }
             (Timer::Heartbeat, Phase::Idle) if self.is_leader() => {
-                for r in self.timing.beat_to(self.beats, &self.group, &self.me, &self.down) {
-                    ctx.send(r.id, Message::Alive);
-                }
+                let everyone = self.group.lower(&self.me).iter();
+                self.timing.beats.send_beat(ctx, self.beats, &self.group, Some(&self.me), &self.down, everyone);
                 self.beats += 1;
                 if let Some(a) = self.timing.alive {
                     ctx.set_timer(Timer::Heartbeat, a);

@@ -433,9 +433,8 @@ impl FastBully {
             }
             (Timer::T4, Phase::Idle) if self.is_leader() && self.answered_since_announce => self.become_leader(ctx),
             (Timer::Heartbeat, Phase::Idle) if self.is_leader() => {
-                for r in self.timing.beat_to(self.beats, &self.group, &self.me, &self.down) {
-                    ctx.send(r.id, Message::Alive);
-                }
+                let everyone = self.group.lower(&self.me).iter();
+                self.timing.beats.send_beat(ctx, self.beats, &self.group, Some(&self.me), &self.down, everyone);
                 self.beats += 1;
                 if let Some(a) = self.timing.alive {
                     ctx.set_timer(Timer::Heartbeat, a);

@@ -204,22 +204,10 @@ impl<E: LeaderSilence> Watched<E> {
         if !self.beating {
             return;
         }
-        let everyone = self.plan.to_everyone(self.beats);
+        let me = self.rank_of(&self.me);
+        let everyone = self.group.ranks().iter().filter(|r| r.id != self.me && !self.down.contains(&r.id));
+        self.plan.send_beat(ctx, self.beats, &self.group, me.as_ref(), &self.down, everyone);
         self.beats += 1;
-        match self.rank_of(&self.me) {
-            Some(me) if !everyone => {
-                for r in self.plan.successors(&self.group, &me, &self.down) {
-                    ctx.send(r.id, Message::Alive);
-                }
-            }
-            _ => {
-                for r in self.group.ranks() {
-                    if r.id != self.me && !self.down.contains(&r.id) {
-                        ctx.send(r.id, Message::Alive);
-                    }
-                }
-            }
-        }
         ctx.set_timer(Timer::Heartbeat, alive);
     }
 }

@@ -34,8 +34,10 @@ pub const ACK_EQUAL: u8 = 2;
 /// Addresses kept per member.
 pub const MAX_ADDRS: usize = overlay::directory::record::MAX_ADDRS;
 
-/// Records the process's memo keeps per generation (32-byte digests; two generations at most).
-const MEMO_CAPACITY: usize = 1 << 18;
+/// Records the process's memo keeps per generation (two generations at most): 16,384 holds
+/// every current record of a swarm of several thousand nodes, and at most about 20 MiB of
+/// records that no directory holds any more.
+const MEMO_CAPACITY: usize = 1 << 14;
 
 /// The memo of checked records shared by every directory of this process.
 fn process_memo() -> Arc<VerifiedMemo> {

@@ -42,7 +42,6 @@ use super::record::{node_id_of, Record, SignedRecord};
 use crate::id::{NodeId, Rank};
 use crate::membership::Membership;
 use libp2p_identity::PeerId;
-use multiaddr::Multiaddr;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -189,16 +188,9 @@ impl SyncFailures {
     }
 }
 
-/// A known member.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Member {
-    pub node: NodeId,
-    pub priority: u64,
-    pub incarnation: u64,
-    pub expires_us: u64,
-    pub addrs: Vec<Multiaddr>,
-    pub signed: SignedRecord,
-}
+/// A known member: its verified record. Shared: the directories of one process that share a
+/// memo hold one copy of each record between them (`memo`).
+pub type Member = Arc<Record>;
 
 /// A departed member: records of it up to `incarnation` are refused until `until_us`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -213,7 +205,8 @@ pub struct Directory {
     me: PeerId,
     bounds: Bounds,
     members: HashMap<PeerId, Member>,
-    by_node: HashMap<NodeId, PeerId>,
+    /// The same members by node id (a second handle on each record, not a copy).
+    by_node: HashMap<NodeId, Member>,
     tombstones: HashMap<PeerId, Tombstone>,
     budgets: Budgets,
     buckets: [u64; BUCKETS],
@@ -303,7 +296,7 @@ impl Directory {
             expiry_due_us: u64::MAX,
             tombstones_due_us: u64::MAX,
         };
-        d.upsert(me, now_us);
+        d.upsert(Arc::new(me), now_us);
         d
     }
 
@@ -326,7 +319,7 @@ impl Directory {
         if rec.peer != self.me || self.members.get(&self.me).is_some_and(|m| m.incarnation >= rec.incarnation) {
             return false;
         }
-        self.upsert(rec, now_us)
+        self.upsert(Arc::new(rec), now_us)
     }
 
     /// This node's own entry.
@@ -335,36 +328,31 @@ impl Directory {
     }
 
     /// Insert or replace a member with a verified record if its incarnation is newer.
-    fn upsert(&mut self, rec: Record, now_us: u64) -> bool {
+    fn upsert(&mut self, rec: Member, now_us: u64) -> bool {
         let peer = rec.peer;
         let mut group_change = true;
-        let node = match self.members.get(&peer) {
+        match self.members.get(&peer) {
             Some(m) if m.incarnation >= rec.incarnation => return false,
             Some(m) => {
                 self.buckets[bucket_of(&m.node)] ^= entry_hash(&peer, m.priority, m.incarnation);
                 group_change = m.priority != rec.priority || m.addrs != rec.addrs;
-                m.node
             }
-            None => rec.node,
+            None => {}
+        }
+        // `open` refuses longer address lists; this node's own record is the only other way in.
+        let rec = if rec.addrs.len() > super::record::MAX_ADDRS {
+            let mut r = Record::clone(&rec);
+            r.addrs.truncate(super::record::MAX_ADDRS);
+            Arc::new(r)
+        } else {
+            rec
         };
-        self.buckets[bucket_of(&node)] ^= entry_hash(&peer, rec.priority, rec.incarnation);
-        let mut addrs = rec.addrs;
-        addrs.truncate(super::record::MAX_ADDRS);
-        self.members.insert(
-            peer,
-            Member {
-                node,
-                priority: rec.priority,
-                incarnation: rec.incarnation,
-                expires_us: rec.expires_us,
-                addrs,
-                signed: rec.signed,
-            },
-        );
-        self.by_node.insert(node, peer);
+        self.buckets[bucket_of(&rec.node)] ^= entry_hash(&peer, rec.priority, rec.incarnation);
         if peer != self.me {
             self.expiry_due_us = self.expiry_due_us.min(rec.expires_us);
         }
+        self.by_node.insert(rec.node, rec.clone());
+        self.members.insert(peer, rec);
         self.tombstones.remove(&peer);
         if self.hot_set.insert(peer) {
             self.hot.push(peer);
@@ -450,11 +438,11 @@ impl Directory {
         self.members.get(peer)
     }
     pub fn peer_of(&self, node: &NodeId) -> Option<PeerId> {
-        self.by_node.get(node).copied()
+        self.by_node.get(node).map(|m| m.peer)
     }
     /// The rank of a member.
     pub fn rank_of(&self, node: &NodeId) -> Option<Rank> {
-        self.peer_of(node).and_then(|p| self.members.get(&p)).map(|m| Rank::new(m.priority, m.node))
+        self.by_node.get(node).map(|m| Rank::new(m.priority, m.node))
     }
     pub fn iter(&self) -> impl Iterator<Item = (&PeerId, &Member)> {
         self.members.iter()
@@ -717,7 +705,7 @@ impl Directory {
     }
 
     /// One record: `Ok(Some)` to insert, `Ok(None)` when it is not news (ours, stale).
-    fn admit(&mut self, from: PeerId, e: &SignedRecord, paced: bool, now_us: u64) -> Result<Option<Record>, Refusal> {
+    fn admit(&mut self, from: PeerId, e: &SignedRecord, paced: bool, now_us: u64) -> Result<Option<Member>, Refusal> {
         let body = e.peek()?;
         let peer = e.subject()?;
         if peer == self.me {
@@ -742,7 +730,7 @@ impl Directory {
         }
         let rec = match &self.memo {
             Some(m) => m.open(e)?,
-            None => e.open()?,
+            None => Arc::new(e.open()?),
         };
         Ok(Some(rec))
     }

@@ -188,8 +188,8 @@ impl SignedRecord {
         self.assemble()
     }
 
-    /// The record of bytes known to open (`open` succeeded on the same bytes before).
-    pub(crate) fn assemble(&self) -> Result<Record, Refusal> {
+    /// Decode the record whose signature `open` checked.
+    fn assemble(&self) -> Result<Record, Refusal> {
         let body = self.peek()?;
         let peer = self.subject()?;
         let addrs = body.addrs.iter().filter_map(|a| Multiaddr::try_from(a.clone()).ok()).collect();

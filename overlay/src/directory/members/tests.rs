@@ -1,6 +1,7 @@
 use super::*;
 use crate::directory::record::RecordBody;
 use libp2p_identity::Keypair;
+use multiaddr::Multiaddr;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
@@ -412,4 +413,25 @@ fn sync_failures_are_counted_by_kind() {
     let json = serde_json::to_string(&s).expect("stats serialise");
     let back: SyncStats = serde_json::from_str(&json).expect("stats parse");
     assert_eq!(back, s);
+}
+
+/// Directories that share a memo hold one copy of a record between them; a directory without
+/// one holds its own.
+#[test]
+fn directories_sharing_a_memo_share_each_record() {
+    let memo = Arc::new(VerifiedMemo::new(64));
+    let (mut a, mut b, mut c) = (Peer::new(1), Peer::new(2), Peer::new(3));
+    a.dir.share_memo(memo.clone());
+    b.dir.share_memo(memo.clone());
+    let (p, entry) = stranger(7, NOW);
+    let from = PeerId::random();
+    for peer in [&mut a, &mut b, &mut c] {
+        assert_eq!(peer.dir.handle(from, &push(vec![entry.clone()]), NOW).unwrap().changed, 1);
+    }
+    let (ma, mb, mc) = (a.dir.get(&p).unwrap(), b.dir.get(&p).unwrap(), c.dir.get(&p).unwrap());
+    assert!(Arc::ptr_eq(ma, mb), "one copy for the two directories of the memo");
+    assert!(!Arc::ptr_eq(ma, mc), "a directory without the memo opened its own");
+    assert_eq!(ma, mc, "the same record either way");
+    assert_eq!(a.dir.rank_of(&ma.node), Some(Rank::new(7, ma.node)));
+    assert_eq!(a.dir.peer_of(&ma.node), Some(p));
 }

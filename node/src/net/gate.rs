@@ -7,9 +7,12 @@
 //! What is wiring here: which hook asks which rule, and which libp2p dial errors make which
 //! [`DialFailed`] (`node/src/net/send_failure.rs` reads the errors).
 //!
-//! It also serves the node's address book to the swarm: addresses learned from membership
-//! sync are returned from `handle_pending_outbound_connection`, so a request to a peer we are
-//! not connected to can dial it.
+//! It also serves the node's address book to the swarm: addresses learned from identify,
+//! Kademlia and bootstrap are returned from `handle_pending_outbound_connection`, so a request
+//! to a peer we are not connected to can dial it. Members' addresses are not copied here: the
+//! node dials members at their directory record's addresses. The book is a bounded cache
+//! ([`MAX_BOOK`] peers; a full book forgets an arbitrary other peer): any peer that connects
+//! adds an entry, so unbounded it would grow with every identity a peer can make.
 
 use crate::net::send_failure::{closed_before_handshake, no_listener};
 use crate::runtime::clock::Clock;
@@ -28,6 +31,8 @@ use std::time::Instant;
 
 /// Addresses kept per peer in the address book.
 pub const MAX_ADDRS_PER_PEER: usize = 4;
+/// Peers kept in the address book.
+pub const MAX_BOOK: usize = 512;
 
 pub struct Gate {
     rules: Admission<PeerId>,
@@ -66,6 +71,11 @@ impl Gate {
 
     /// Remember addresses of `peer` (newest first, bounded).
     pub fn add_addresses(&mut self, peer: PeerId, addrs: impl IntoIterator<Item = Multiaddr>) {
+        if self.addresses.len() >= MAX_BOOK && !self.addresses.contains_key(&peer) {
+            if let Some(other) = self.addresses.keys().next().copied() {
+                self.addresses.remove(&other);
+            }
+        }
         let book = self.addresses.entry(peer).or_default();
         for a in addrs {
             if !book.contains(&a) {
@@ -210,6 +220,27 @@ mod tests {
     fn established_inbound(g: &mut Gate, p: PeerId) -> bool {
         let a: Multiaddr = "/memory/1".parse().expect("address");
         g.handle_established_inbound_connection(ConnectionId::new_unchecked(3_000_000), p, &a, &a).is_ok()
+    }
+
+    /// The book is a bounded cache: past `MAX_BOOK` peers an arbitrary other peer goes, the
+    /// peer just added stays, and a known peer's new address never evicts anyone.
+    #[test]
+    fn the_address_book_is_bounded() {
+        let mut g = Gate::new(40, 6, 72);
+        let addr = |i: usize| -> Multiaddr { format!("/memory/{i}").parse().expect("address") };
+        let first = PeerId::random();
+        g.add_addresses(first, [addr(0)]);
+        for i in 1..MAX_BOOK + 100 {
+            let p = PeerId::random();
+            g.add_addresses(p, [addr(i)]);
+            assert!(g.addresses.len() <= MAX_BOOK, "{} peers in the book", g.addresses.len());
+            assert_eq!(g.addresses_of(&p), &[addr(i)][..], "the newest peer is kept");
+        }
+        assert_eq!(g.addresses.len(), MAX_BOOK);
+        let kept = *g.addresses.keys().next().expect("a peer");
+        g.add_addresses(kept, [addr(9_999)]);
+        assert_eq!(g.addresses.len(), MAX_BOOK);
+        assert_eq!(g.addresses_of(&kept)[0], addr(9_999), "newest address first");
     }
 
     /// Each hook asks its rule (the rules themselves are tested in `overlay::connections`).

@@ -204,9 +204,9 @@ struct Tombstone {
 pub struct Directory {
     me: PeerId,
     bounds: Bounds,
-    members: HashMap<PeerId, Member>,
-    /// The same members by node id (a second handle on each record, not a copy).
-    by_node: HashMap<NodeId, Member>,
+    /// Keyed by node id (32 bytes; a peer id is 80): a lookup by peer id hashes it once.
+    members: HashMap<NodeId, Member>,
+    me_node: NodeId,
     tombstones: HashMap<PeerId, Tombstone>,
     budgets: Budgets,
     buckets: [u64; BUCKETS],
@@ -217,8 +217,8 @@ pub struct Directory {
     /// The directory has been settled once: from then on new members are paced per sender.
     strict: bool,
     stats: SyncStats,
-    hot: Vec<PeerId>,
-    hot_set: HashSet<PeerId>,
+    hot: Vec<NodeId>,
+    hot_set: HashSet<NodeId>,
     /// Records already checked in this process (`memo`), if shared.
     memo: Option<Arc<VerifiedMemo>>,
     /// No member other than this node expires before this, and no tombstone ends before
@@ -280,7 +280,7 @@ impl Directory {
             me: me.peer,
             bounds,
             members: HashMap::new(),
-            by_node: HashMap::new(),
+            me_node: me.node,
             tombstones: HashMap::new(),
             budgets: Budgets::default(),
             buckets: [0; BUCKETS],
@@ -316,7 +316,7 @@ impl Directory {
     /// Replace this node's own record (signed by the caller, with a newer incarnation).
     /// Returns false if it is not newer or not this node's.
     pub fn set_own(&mut self, rec: Record, now_us: u64) -> bool {
-        if rec.peer != self.me || self.members.get(&self.me).is_some_and(|m| m.incarnation >= rec.incarnation) {
+        if rec.peer != self.me || self.members.get(&self.me_node).is_some_and(|m| m.incarnation >= rec.incarnation) {
             return false;
         }
         self.upsert(Arc::new(rec), now_us)
@@ -324,14 +324,14 @@ impl Directory {
 
     /// This node's own entry.
     pub fn own(&self) -> Option<&Member> {
-        self.members.get(&self.me)
+        self.members.get(&self.me_node)
     }
 
     /// Insert or replace a member with a verified record if its incarnation is newer.
     fn upsert(&mut self, rec: Member, now_us: u64) -> bool {
         let peer = rec.peer;
         let mut group_change = true;
-        match self.members.get(&peer) {
+        match self.members.get(&rec.node) {
             Some(m) if m.incarnation >= rec.incarnation => return false,
             Some(m) => {
                 self.buckets[bucket_of(&m.node)] ^= entry_hash(&peer, m.priority, m.incarnation);
@@ -351,11 +351,11 @@ impl Directory {
         if peer != self.me {
             self.expiry_due_us = self.expiry_due_us.min(rec.expires_us);
         }
-        self.by_node.insert(rec.node, rec.clone());
-        self.members.insert(peer, rec);
+        let node = rec.node;
+        self.members.insert(node, rec);
         self.tombstones.remove(&peer);
-        if self.hot_set.insert(peer) {
-            self.hot.push(peer);
+        if self.hot_set.insert(node) {
+            self.hot.push(node);
         }
         if group_change {
             self.version += 1;
@@ -366,9 +366,8 @@ impl Directory {
     }
 
     fn remove(&mut self, peer: &PeerId, now_us: u64) {
-        if let Some(m) = self.members.remove(peer) {
+        if let Some(m) = self.members.remove(&node_id_of(peer)) {
             self.buckets[bucket_of(&m.node)] ^= entry_hash(peer, m.priority, m.incarnation);
-            self.by_node.remove(&m.node);
             if self.tombstones.len() >= MAX_TOMBSTONES {
                 if let Some(p) = self.tombstones.iter().min_by_key(|(_, t)| t.until_us).map(|(p, _)| *p) {
                     self.tombstones.remove(&p);
@@ -389,12 +388,12 @@ impl Directory {
         let mut gone = Vec::new();
         if now_us >= self.expiry_due_us {
             let mut due = u64::MAX;
-            for (p, m) in &self.members {
-                if *p == self.me {
+            for m in self.members.values() {
+                if m.peer == self.me {
                     continue;
                 }
                 if m.expires_us <= now_us {
-                    gone.push(*p);
+                    gone.push(m.peer);
                 } else {
                     due = due.min(m.expires_us);
                 }
@@ -435,17 +434,17 @@ impl Directory {
         self.members.is_empty()
     }
     pub fn get(&self, peer: &PeerId) -> Option<&Member> {
-        self.members.get(peer)
+        self.members.get(&node_id_of(peer))
     }
     pub fn peer_of(&self, node: &NodeId) -> Option<PeerId> {
-        self.by_node.get(node).map(|m| m.peer)
+        self.members.get(node).map(|m| m.peer)
     }
     /// The rank of a member.
     pub fn rank_of(&self, node: &NodeId) -> Option<Rank> {
-        self.by_node.get(node).map(|m| Rank::new(m.priority, m.node))
+        self.members.get(node).map(|m| Rank::new(m.priority, m.node))
     }
     pub fn iter(&self) -> impl Iterator<Item = (&PeerId, &Member)> {
-        self.members.iter()
+        self.members.values().map(|m| (&m.peer, m))
     }
     /// The bucket hashes (the digest without the count).
     pub fn bucket_hashes(&self) -> &[u64; BUCKETS] {
@@ -529,7 +528,7 @@ impl Directory {
             return None;
         }
         let take = self.hot.len().min(MAX_ENTRIES_PER_FRAME);
-        let batch: Vec<PeerId> = self.hot.drain(..take).collect();
+        let batch: Vec<NodeId> = self.hot.drain(..take).collect();
         let entries: Vec<SignedRecord> = batch
             .iter()
             .filter_map(|p| {
@@ -547,11 +546,7 @@ impl Directory {
     }
 
     fn entries_in(&self, wanted: &[bool; BUCKETS]) -> Vec<(usize, &PeerId, &Member)> {
-        self.members
-            .iter()
-            .filter(|(_, m)| wanted[bucket_of(&m.node)])
-            .map(|(p, m)| (bucket_of(&m.node), p, m))
-            .collect()
+        self.members.values().filter(|m| wanted[bucket_of(&m.node)]).map(|m| (bucket_of(&m.node), &m.peer, m)).collect()
     }
 
     /// Handle one frame from the authenticated peer `from`. Refused records inside a
@@ -713,7 +708,7 @@ impl Directory {
         }
         let node = node_id_of(&peer);
         check_claims(&self.bounds, &node, body.priority, body.incarnation, body.expires_us, now_us)?;
-        let known = self.members.get(&peer);
+        let known = self.members.get(&node);
         if known.is_some_and(|m| m.incarnation >= body.incarnation) {
             return Ok(None);
         }

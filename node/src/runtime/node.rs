@@ -452,7 +452,9 @@ impl Node {
             }
             if now >= next_status {
                 next_status = now + Duration::from_millis(self.cfg.timing.status_ms.max(100));
-                self.status.emit("status", json!(self.snap));
+                if self.status.is_enabled() {
+                    self.status.emit("status", json!(self.snap));
+                }
             }
         }
         self.status.emit("shutdown", json!({}));

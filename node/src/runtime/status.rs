@@ -93,6 +93,14 @@ impl Probe {
     pub fn get(&self) -> Snapshot {
         self.snap.lock().map(|g| g.clone()).unwrap_or_default()
     }
+    /// `f` of the latest snapshot, without copying it (the swarm's role log reads every
+    /// node's four times a second).
+    pub fn read<R>(&self, f: impl FnOnce(&Snapshot) -> R) -> R {
+        match self.snap.lock() {
+            Ok(g) => f(&g),
+            Err(p) => f(&p.into_inner()),
+        }
+    }
 }
 
 /// Writes JSON status lines (to stdout, or nowhere).
@@ -108,6 +116,12 @@ impl StatusSink {
     }
     pub fn silent() -> Self {
         StatusSink { enabled: false, peer: String::new() }
+    }
+    /// Does anything get written? A caller whose line is costly to build asks first (a
+    /// swarm's thousand nodes are silent, and serialising each one's status every period
+    /// for nothing was 1.5 % of a 1,000-node swarm's steady CPU).
+    pub fn is_enabled(&self) -> bool {
+        self.enabled
     }
 
     pub fn emit(&self, event: &str, fields: Value) {
@@ -126,5 +140,22 @@ impl StatusSink {
         // A closed stdout (reader gone) must not stop the node.
         let _ = writeln!(out, "{obj}");
         let _ = out.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `read` sees what `set` last wrote, as `get` does, and a silent sink says so.
+    #[test]
+    fn a_probe_reads_the_latest_snapshot_in_place() {
+        let p = Probe::default();
+        p.set(Snapshot { members: 7, ..Snapshot::default() });
+        p.set(Snapshot { members: 9, state: "leader".into(), ..Snapshot::default() });
+        assert_eq!(p.read(|s| (s.members, s.state.clone())), (9, "leader".to_string()));
+        assert_eq!(p.get().members, 9);
+        assert!(!StatusSink::silent().is_enabled());
+        assert!(StatusSink::stdout("x".into()).is_enabled());
     }
 }

@@ -125,7 +125,7 @@ impl RoleLog {
             loop {
                 let t_s = t0.elapsed().as_secs_f64();
                 let states: Vec<(usize, RoleState)> =
-                    probes.iter().map(|(i, p)| (*i, role_state(&p.get(), &*index_of))).collect();
+                    probes.iter().map(|(i, p)| (*i, p.read(|s| role_state(s, &*index_of)))).collect();
                 {
                     let mut logs = l.lock().unwrap_or_else(|p| p.into_inner());
                     for (i, state) in states {

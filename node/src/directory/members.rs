@@ -163,6 +163,9 @@ impl Directory {
     pub fn get(&self, peer: &PeerId) -> Option<&Member> {
         self.inner.get(peer)
     }
+    pub fn member_of(&self, node: &NodeId) -> Option<&Member> {
+        self.inner.member_of(node)
+    }
     pub fn peer_of(&self, node: &NodeId) -> Option<PeerId> {
         self.inner.peer_of(node)
     }

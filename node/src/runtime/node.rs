@@ -585,7 +585,7 @@ impl Node {
             self.queue.push_back(Input::Message { from: self.me.id, msg });
             return;
         }
-        let Some(peer) = self.directory.peer_of(&to) else {
+        let Some(member) = self.directory.member_of(&to).cloned() else {
             debug!(to = %to.short(), "election message to an unknown member");
             self.queue.push_back(Input::SendFailed { to, msg });
             return;
@@ -598,10 +598,10 @@ impl Node {
                 return;
             }
         };
-        let addrs: Vec<Multiaddr> = self.directory.get(&peer).map(|m| m.addrs.clone()).unwrap_or_default();
+        let peer = member.peer;
         let b = self.swarm.behaviour_mut();
         b.gate.want(peer);
-        let rid = b.election.send_request_with_addresses(&peer, bytes.into(), addrs);
+        let rid = b.election.send_request_with_addresses(&peer, bytes.into(), member.addrs.clone());
         if let Some(c) = self.conns.get_mut(&peer) {
             c.last_election_use = Some(Instant::now());
         }
@@ -1427,14 +1427,14 @@ impl Node {
     /// Fill the routing table from the member directory: every member not offered yet, into
     /// a bucket with room, without dialling (`dht_filled` in the swarm report measures this).
     fn fill_routing_table(&mut self) {
-        let fresh: Vec<(PeerId, NodeId, Vec<Multiaddr>)> = self
+        let fresh: Vec<(PeerId, u64, Vec<Multiaddr>)> = self
             .directory
             .iter()
             .filter(|(p, m)| **p != self.peer_id && !m.addrs.is_empty() && !self.kad_seen.contains(&m.node.high_u64()))
-            .map(|(p, m)| (*p, m.node, m.addrs.clone()))
+            .map(|(p, m)| (*p, m.node.high_u64(), m.addrs.clone()))
             .collect();
-        for (p, node, addrs) in fresh {
-            self.kad_seen.insert(node.high_u64());
+        for (p, seen, addrs) in fresh {
+            self.kad_seen.insert(seen);
             self.kad_add(p, &addrs);
         }
     }

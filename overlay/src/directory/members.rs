@@ -436,6 +436,10 @@ impl Directory {
     pub fn get(&self, peer: &PeerId) -> Option<&Member> {
         self.members.get(&node_id_of(peer))
     }
+    /// The member of node id `node` (no hashing: the table is keyed by node id).
+    pub fn member_of(&self, node: &NodeId) -> Option<&Member> {
+        self.members.get(node)
+    }
     pub fn peer_of(&self, node: &NodeId) -> Option<PeerId> {
         self.members.get(node).map(|m| m.peer)
     }

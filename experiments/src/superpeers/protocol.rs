@@ -212,6 +212,10 @@ pub struct ProtoParams {
 
 const TICK_US: u64 = 1_000_000;
 
+/// How many of its nearest live ids a simulated node's routing table read lists: four
+/// buckets' worth, more than the complete region of any N holds.
+const VICINITY_LISTED: usize = 4 * overlay::superpeer::vicinity::BUCKET_SIZE;
+
 /// A refused message waiting to be sent again (`overlay::detect::failure`).
 struct Resend {
     at: u64,
@@ -355,6 +359,17 @@ impl<'w> Sim<'w> {
                 self.count_kind(msg.kind());
                 self.send(node, to, msg, Attempt::FIRST);
             }
+            SpEffect::Lookup { query, what: Query::Vicinity } => {
+                // The node's own routing table, read with no message: the true nearest live
+                // ids (a table whose near buckets hold every peer of their ranges), as the
+                // nearest part of a longer list (`overlay::superpeer::vicinity`).
+                let me = self.info(node).id;
+                let found = self.dht.closest_n(&me, VICINITY_LISTED);
+                let peers: Vec<PeerInfo> = found.into_iter().map(|i| self.info(i)).collect();
+                let known = self.dht.live().saturating_sub(1).min(u32::MAX as usize) as u32;
+                let report = LookupReport { found: peers.len() as u32, known, ..LookupReport::complete(peers) };
+                self.work.push_back((node, SpInput::LookupResult { query, report }));
+            }
             SpEffect::Lookup { query, what } if self.faults.is_some() => {
                 self.lookups += 1;
                 self.round_messages += self.lookup_cost;
@@ -367,6 +382,7 @@ impl<'w> Sim<'w> {
                 let found = match what {
                     Query::Closest { key } | Query::Sample { key } => self.dht.closest(&key),
                     Query::Providers { key } => self.dht.providers(&key, &mut self.rng),
+                    Query::Vicinity => Vec::new(),
                 };
                 // Up to k ids and points at random places (two misses each, via `world_of`):
                 // start every load before reading any.
@@ -543,6 +559,8 @@ impl<'w> Sim<'w> {
                 let cand = ids(&slots, self.w, &self.world_of);
                 faults::closest_report(cfg, rng, Some(key), &cand, k, |i| unreachable(&slots, i))
             }
+            // Read from the node's own table where the effect is handled, never faulty.
+            Query::Vicinity => LookupReport::default(),
         }
     }
 

@@ -517,6 +517,11 @@ impl Dht {
         }
     }
 
+    /// Live nodes in the index.
+    pub fn live(&self) -> usize {
+        self.sorted.len()
+    }
+
     /// The `k` live nodes XOR-closest to `key` (on the top 128 bits).
     pub fn closest(&self, key: &NodeId) -> Vec<u32> {
         self.closest_n(key, self.k)

@@ -438,7 +438,11 @@ impl Node {
                     // The application coordinate (`node/src/coords/driver.rs`, "Application coordinate").
                     let point = overlay::superpeer::Point::from(self.coords.app_coordinate());
                     let late = self.stall.worst_since(self.clock.at(now.checked_sub(LATENESS_WINDOW).unwrap_or(now)));
-                    sp.poll(&mut self.swarm, &self.directory, now, point, self.coords.is_fit(), late);
+                    // The super-peer selection waits for the directory that fills the
+                    // routing table (`overlay::superpeer::vicinity::table_ready`).
+                    let settled = !sp.is_started()
+                        && self.directory.settled(now, Duration::from_millis(self.cfg.timing.settle_ms));
+                    sp.poll(&mut self.swarm, &self.directory, now, point, self.coords.is_fit(), late, settled);
                 }
             }
             if now >= next_tick {
@@ -1446,8 +1450,9 @@ pub const BOOTSTRAP_ROUNDS: u32 = 4;
 /// and address book) at most this often (`tick`).
 const MEMBERSHIP_FEED_EVERY: Duration = Duration::from_secs(2);
 
-/// Kademlia's bucket size (`node/src/net/behaviour.rs` sets the same value; libp2p's `K_VALUE`).
-pub const KAD_K: usize = 20;
+/// Kademlia's bucket size (`node/src/net/behaviour.rs` sets it; libp2p's `K_VALUE`): the one
+/// the super-peer core reads a routing table with.
+pub const KAD_K: usize = overlay::superpeer::vicinity::BUCKET_SIZE;
 
 /// Does a peer that offers `protocols` serve our DHT? Only such a peer enters the routing
 /// table from identify: one that does not (a peer in Kademlia client mode, a light client)

@@ -6,8 +6,9 @@
 //!
 //! Inputs (`SpInput`) and where they come from:
 //! - `Start` once `start_delay` plus a random share of twice that has passed (nodes started
-//!   together spread their first lookups) and the routing table has an entry; `Tick` every
-//!   `overlay::superpeer::ROUND`.
+//!   together spread their first lookups), the routing table has an entry and the member
+//!   directory that fills it has settled (`overlay::superpeer::vicinity::table_ready`); `Tick`
+//!   every `overlay::superpeer::ROUND`.
 //! - `Message` from `/peerage/superpeer/2.0.0` (wire format in `wire.rs`; a malformed frame is
 //!   logged, counted and answered "refused").
 //! - `LookupResult` from Kademlia, with the lookup's statistics (timed out, answered, failed);
@@ -60,6 +61,7 @@ use overlay::core::TimerTable;
 use overlay::detect::failure::{self, after_check, after_failure, Next};
 use overlay::detect::stall::{lateness_changed, StallMeter};
 use overlay::detect::{Attempt, HeadWatch, Resends, Verdict};
+use overlay::superpeer::vicinity::table_ready;
 use overlay::superpeer::{
     HeadRole, LookupReport, PeerInfo, Point, Query, SpContext, SpEffect, SpInput, SpMessage, SuperPeerConfig,
     SuperPeerNode, ROUND,
@@ -297,6 +299,8 @@ pub struct SuperPeerDriver {
     t0: Instant,
     started: bool,
     next_tick: Instant,
+    /// When the start delay ends (`overlay::superpeer::vicinity::table_ready` counts from it).
+    start_at: Instant,
     round: u32,
     timers: TimerTable<Timer>,
     lookups: HashMap<kad::QueryId, LookupState>,
@@ -355,6 +359,7 @@ impl SuperPeerDriver {
             t0: now,
             started: false,
             next_tick: now + settings.start_delay + spread,
+            start_at: now + settings.start_delay + spread,
             round: 0,
             timers: TimerTable::new(),
             lookups: HashMap::new(),
@@ -390,6 +395,11 @@ impl SuperPeerDriver {
         let t = self.timers.next_deadline().map_or(self.next_tick, |t| self.clock.instant(t));
         let r = self.resends.next_due().map_or(self.next_tick, |t| self.clock.instant(t));
         t.min(r).min(self.next_tick)
+    }
+
+    /// Whether the state machine got its `Start`.
+    pub fn is_started(&self) -> bool {
+        self.started
     }
 
     pub fn status(&self) -> &SpStatus {
@@ -432,6 +442,8 @@ impl SuperPeerDriver {
     /// `point` is the node's current coordinate (`node/src/coords/driver.rs`).
     /// `late` is the worst lateness of the node's own loop over the last seconds
     /// (`overlay::detect::stall`), told to the state machine when it changed (`SpInput::Lateness`).
+    /// `settled`: the member directory has settled (read before the start only).
+    #[allow(clippy::too_many_arguments)]
     pub fn poll(
         &mut self,
         sw: &mut Swarm<Behaviour>,
@@ -440,6 +452,7 @@ impl SuperPeerDriver {
         point: Point,
         fit: bool,
         late: Duration,
+        settled: bool,
     ) {
         let _span = tracing::debug_span!("sp", me = %self.me_id.short()).entered();
         if point.is_valid() && point != self.sm.point() {
@@ -514,7 +527,7 @@ impl SuperPeerDriver {
         self.next_tick = now + ROUND;
         if !self.started {
             let rt: usize = sw.behaviour_mut().kad.kbuckets().map(|b| b.num_entries()).sum();
-            if rt == 0 {
+            if !table_ready(rt, settled, now.saturating_duration_since(self.start_at)) {
                 return;
             }
             self.started = true;
@@ -1104,6 +1117,10 @@ impl SuperPeerDriver {
     ) {
         match e {
             SpEffect::Send { to, msg } => self.send_msg(sw, dir, to, msg, Attempt::FIRST),
+            SpEffect::Lookup { query, what: Query::Vicinity } => {
+                let report = self.routing_table(sw);
+                self.queue.push_back(SpInput::LookupResult { query, report });
+            }
             SpEffect::Lookup { query, what } => {
                 self.queued.push_back((query, what));
                 self.start_lookups(sw);
@@ -1193,11 +1210,15 @@ impl SuperPeerDriver {
     fn start_lookups(&mut self, sw: &mut Swarm<Behaviour>) {
         while self.lookups.len() < MAX_LOOKUPS_IN_FLIGHT {
             let Some((query, what)) = self.queued.pop_front() else { return };
+            if what == Query::Vicinity {
+                // Read from the table where the effect is handled; never queued.
+                continue;
+            }
             self.status.lookups += 1;
             sw.behaviour_mut().gate.open_outbound_until(Instant::now() + GATE_OPEN_FOR);
             let key = match what {
                 Query::Providers { key } | Query::Closest { key } => Some(key),
-                Query::Sample { .. } => None,
+                Query::Sample { .. } | Query::Vicinity => None,
             };
             let (qid, providers, sampled) = match what {
                 Query::Providers { key } => {
@@ -1207,6 +1228,7 @@ impl SuperPeerDriver {
                     let pre = self.preimage_of(&key);
                     (sw.behaviour_mut().kad.get_closest_peers(pre), false, None)
                 }
+                Query::Vicinity => continue,
                 Query::Sample { .. } => {
                     // Any uniform key serves: a random preimage's hash, which kad aims at
                     // exactly, instead of a 2^LOOKUP_BITS search for the drawn key.
@@ -1219,6 +1241,20 @@ impl SuperPeerDriver {
                 LookupState { query, sampled, providers, found: Vec::new(), first_found: None, timed_out: false, key },
             );
         }
+    }
+
+    /// Every peer our Kademlia routing table holds, for `Query::Vicinity`: read locally, no
+    /// lookup (what the list proves is `overlay::superpeer::vicinity`'s).
+    fn routing_table(&self, sw: &mut Swarm<Behaviour>) -> LookupReport {
+        let mut peers = Vec::new();
+        for bucket in sw.behaviour_mut().kad.kbuckets() {
+            for e in bucket.iter() {
+                let id = node_id_of(e.node.key.preimage());
+                peers.push(PeerInfo { id, point: self.points.get(&id).copied().unwrap_or_default() });
+            }
+        }
+        let n = peers.len().min(u32::MAX as usize) as u32;
+        LookupReport { found: n, known: n, ..LookupReport::complete(peers) }
     }
 
     /// A preimage whose hash shares the first [`LOOKUP_BITS`] bits with `key` (remembered).

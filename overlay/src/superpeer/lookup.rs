@@ -87,6 +87,8 @@ pub enum Kind {
     Sample,
     Claim,
     Providers,
+    /// The node's own routing table: always usable, what it proves is `super::vicinity`'s.
+    Vicinity,
 }
 
 impl Kind {
@@ -95,6 +97,7 @@ impl Kind {
             Query::Sample { .. } => Kind::Sample,
             Query::Closest { .. } => Kind::Claim,
             Query::Providers { .. } => Kind::Providers,
+            Query::Vicinity => Kind::Vicinity,
         }
     }
 }
@@ -109,6 +112,7 @@ pub const UNUSABLE_REASONS: [&str; 6] =
 pub fn judge(kind: Kind, r: &LookupReport, me: &NodeId, known: usize) -> Result<f64, &'static str> {
     let share = r.answered_share();
     match kind {
+        Kind::Vicinity => Ok(1.0),
         Kind::Providers => {
             if r.timed_out && r.found == 0 {
                 Err("providers-timeout")

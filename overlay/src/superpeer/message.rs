@@ -174,6 +174,10 @@ pub enum Query {
     /// costs a preimage search) looks up another uniform key and names it in its
     /// [`LookupReport::key`].
     Sample { key: NodeId },
+    /// The peers the node's own DHT routing table holds, answered from the table with no
+    /// network traffic (`super::vicinity`): [`LookupReport::peers`] lists them, and a list
+    /// shorter than [`LookupReport::known`] is the nearest part of the table.
+    Vicinity,
 }
 
 /// What a super-peer selection node reacts to.

@@ -16,7 +16,8 @@
 //!
 //! Files: [`config`] (settings), [`point`] (compact coordinate), [`estimate`] (each node's
 //! estimate of N), [`token`] (force law and move choice), [`promotion`] (settled super
-//! peers: their moves age), [`heir`] (the member a head names to replace it), [`message`] (wire messages, inputs,
+//! peers: their moves age), [`heir`] (the member a head names to replace it), [`vicinity`] (what the node's own routing
+//! table says about its id neighbourhood), [`message`] (wire messages, inputs,
 //! effects), [`node`] (the state machine, one file per part; its doc describes the protocol step by
 //! step).
 
@@ -31,6 +32,7 @@ pub mod point;
 pub mod promotion;
 pub mod record;
 pub mod token;
+pub mod vicinity;
 
 pub use config::{
     prefix_bits, ClusterElectionConfig, DiscoveryConfig, EstimateConfig, HeadWatchConfig, MedoidConfig, Method,

@@ -142,6 +142,8 @@ impl Net {
                         .get(&key)
                         .map(|v| v.iter().filter(|&&j| self.alive[j]).map(|&j| self.info(j)).collect())
                         .unwrap_or_default(),
+                    // An empty table settles nothing: the node asks the DHT.
+                    Query::Vicinity => Vec::new(),
                 };
                 self.queue.push_back((i, SpInput::LookupResult { query, report: LookupReport::complete(peers) }));
             }

@@ -19,4 +19,5 @@ mod reelection;
 mod slot_check;
 mod split;
 mod unfit;
+mod vicinity;
 mod windows;

@@ -80,6 +80,8 @@ impl Bare {
                         let peers = match what {
                             Query::Providers { .. } => self.providers.clone(),
                             Query::Closest { key } | Query::Sample { key } => far_from(&key),
+                            // An empty table settles nothing: the node asks the DHT.
+                            Query::Vicinity => Vec::new(),
                         };
                         queue.push_back(SpInput::LookupResult { query, report: LookupReport::complete(peers) });
                     }

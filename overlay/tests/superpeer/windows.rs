@@ -396,8 +396,11 @@ impl Net {
                         v.extend(self.extra_providers.iter().copied());
                         v
                     }
+                    // An empty table settles nothing: the node asks the DHT.
+                    Query::Vicinity => Vec::new(),
                 };
-                let d = self.delay();
+                // A table read is local: answered at once, not over the network.
+                let d = if what == Query::Vicinity { 0 } else { self.delay() };
                 self.schedule(
                     self.now + d,
                     Ev::Input { to: i, input: SpInput::LookupResult { query, report: LookupReport::complete(peers) } },

@@ -2,14 +2,17 @@
 //! slot head's duplicate check (module doc of [`super`], steps 1 and 2).
 
 use super::*;
+use crate::superpeer::estimate::{VICINITY_PUSHES, VICINITY_WAIT_ROUNDS};
 use crate::superpeer::lookup::{judge, Kind as LookupKind, LookupReport};
+use crate::superpeer::vicinity::Vicinity;
 
 impl SuperPeerNode {
     pub(super) fn lookup(&mut self, ctx: &mut SpContext<'_>, what: Query, pending: Pending) {
         let query = self.next_query;
         self.next_query = self.next_query.wrapping_add(1);
-        let n = &mut self.lookups_by[pending.purpose()];
-        *n = n.saturating_add(1);
+        if let Some(i) = pending.purpose() {
+            self.lookups_by[i] = self.lookups_by[i].saturating_add(1);
+        }
         self.queries.push((query, pending));
         ctx.push(SpEffect::Lookup { query, what });
     }
@@ -39,7 +42,24 @@ impl SuperPeerNode {
             self.decide(ctx);
             return;
         }
-        self.estimate_more(ctx);
+        self.lookup(ctx, Query::Vicinity, Pending::Vicinity);
+    }
+
+    /// Once a round while undecided (`estimate` module doc, "Vicinity first"): push our pool
+    /// to peers outside our vicinity again, up to [`VICINITY_PUSHES`] times; once
+    /// [`VICINITY_WAIT_ROUNDS`] passed since our vicinity sample, or when the table gave none,
+    /// look up what is still missing.
+    pub(super) fn estimate_tick(&mut self, ctx: &mut SpContext<'_>) {
+        let reading = self.queries.iter().any(|(_, p)| matches!(p, Pending::Vicinity));
+        match self.vicinity_at {
+            Some(at) if self.round.wrapping_sub(at) >= VICINITY_WAIT_ROUNDS => self.estimate_more(ctx),
+            Some(_) if self.vicinity_pushes < VICINITY_PUSHES && !reading => {
+                self.lookup(ctx, Query::Vicinity, Pending::Vicinity)
+            }
+            Some(_) => {}
+            None if reading => {}
+            None => self.estimate_more(ctx),
+        }
     }
 
     /// Keeps [`PARALLEL_LOOKUPS`] size-estimate lookups of random keys running, but no more
@@ -72,9 +92,10 @@ impl SuperPeerNode {
     }
 
     /// Sends our pooled samples (`own` first) to up to [`PUSH_PEERS`] random peers of
-    /// the lookup that made `own`.
-    fn share_sample(&mut self, ctx: &mut SpContext<'_>, own: SizeSample, peers: &[PeerInfo]) {
-        let mut to: Vec<NodeId> = peers.iter().map(|p| p.id).filter(|id| *id != self.me.id).collect();
+    /// `peers`: the answer of the lookup that made `own`, or the peers outside the vicinity
+    /// that did.
+    fn share_sample(&mut self, ctx: &mut SpContext<'_>, own: SizeSample, peers: &[NodeId]) {
+        let mut to: Vec<NodeId> = peers.iter().copied().filter(|id| *id != self.me.id).collect();
         if to.is_empty() {
             return;
         }
@@ -108,7 +129,7 @@ impl SuperPeerNode {
         if self.wanted > 0 {
             return;
         }
-        self.est.add_shared(&samples);
+        self.est.add_shared(&from, &samples);
         if self.started && self.estimate_ready() {
             self.decide(ctx);
         }
@@ -121,7 +142,14 @@ impl SuperPeerNode {
             ctx.push(SpEffect::Rejected { from: self.me.id, reason: "lookup result for no pending query" });
             return;
         };
+        if let Pending::Vicinity | Pending::ClaimVicinity { .. } = pending {
+            let all_listed = report.peers.len() as u64 >= u64::from(report.known);
+            let ids: Vec<NodeId> = report.peers.iter().map(|p| p.id).collect();
+            self.on_vicinity(ctx, query, &ids, all_listed);
+            return;
+        }
         let kind = match pending {
+            Pending::Vicinity | Pending::ClaimVicinity { .. } => LookupKind::Vicinity,
             Pending::Estimate { .. } => LookupKind::Sample,
             Pending::ClaimClosest { .. } => LookupKind::Claim,
             Pending::ClaimProviders { .. } | Pending::SlotCheck { .. } | Pending::Seed => LookupKind::Providers,
@@ -155,7 +183,7 @@ impl SuperPeerNode {
                 self.est_pending = self.est_pending.saturating_sub(1);
                 self.est_answered = self.est_answered.saturating_add(1);
                 if let Some(own) = self.est.add_thinned(&key, &ids, answered) {
-                    self.share_sample(ctx, own, &peers);
+                    self.share_sample(ctx, own, &ids);
                 }
                 // Not ready: the next round's tick starts the next lookup, so that the
                 // samples peers push meanwhile can make it unneeded.
@@ -210,6 +238,59 @@ impl SuperPeerNode {
                 }
                 self.try_attach(ctx);
             }
+            Pending::Vicinity | Pending::ClaimVicinity { .. } => {}
+        }
+    }
+
+    /// Our routing table's peers (`listed`; all of them, or its nearest part): a size sample
+    /// pushed to peers outside our vicinity, or the answer to a slot claim's "are we the
+    /// nearest" (`super::super::vicinity`).
+    fn on_vicinity(&mut self, ctx: &mut SpContext<'_>, query: u32, listed: &[NodeId], all_listed: bool) {
+        let Some(pending) = self.take_query(ctx, query, "routing table read for no pending query") else { return };
+        let me = self.me.id;
+        let v = Vicinity::of(&me, listed, all_listed);
+        match pending {
+            Pending::Vicinity if self.wanted == 0 => {
+                let Some(n) = v.size_estimate() else {
+                    if self.vicinity_at.is_none() {
+                        self.estimate_more(ctx);
+                    }
+                    return;
+                };
+                self.vicinity_at.get_or_insert(self.round);
+                self.vicinity_pushes = self.vicinity_pushes.saturating_add(1);
+                let own = self.est.add_vicinity(&me, n);
+                // Neighbours outside our vicinity first: peers we talk to anyway (in a real
+                // swarm, connected ones); else any peer of the table outside it.
+                let near: Vec<NodeId> =
+                    self.neighbours.iter().map(|p| p.id).filter(|id| v.is_outside(&me, id)).collect();
+                let outside: Vec<NodeId> = if near.len() >= PUSH_PEERS {
+                    near
+                } else {
+                    listed.iter().filter(|id| v.is_outside(&me, id)).copied().collect()
+                };
+                self.share_sample(ctx, own, &outside);
+                if self.estimate_ready() {
+                    self.decide(ctx);
+                }
+            }
+            Pending::ClaimVicinity { key } if self.claim.as_ref().is_some_and(|c| c.key == key) => {
+                match v.nearest_in_slot(self.k) {
+                    // Another node of our slot is nearer its key: no claim, no lookup.
+                    Some(false) => self.claim = None,
+                    Some(true) => {
+                        if let Some(c) = self.claim.as_mut() {
+                            c.closest = Some(true);
+                        }
+                        self.lookup(ctx, Query::Providers { key }, Pending::ClaimProviders { key });
+                    }
+                    None => {
+                        self.lookup(ctx, Query::Closest { key }, Pending::ClaimClosest { key });
+                        self.lookup(ctx, Query::Providers { key }, Pending::ClaimProviders { key });
+                    }
+                }
+            }
+            _ => {}
         }
     }
 
@@ -275,7 +356,7 @@ impl SuperPeerNode {
                         self.lookup(ctx, Query::Providers { key }, Pending::ClaimProviders { key });
                     }
                 }
-                Pending::Seed | Pending::SlotCheck { .. } => {}
+                Pending::Seed | Pending::SlotCheck { .. } | Pending::Vicinity | Pending::ClaimVicinity { .. } => {}
             }
         }
         if self.retry.is_empty() {
@@ -293,8 +374,8 @@ impl SuperPeerNode {
         if slot < self.wanted {
             let key = slot_key(self.k, slot);
             self.claim = Some(Claim { key, closest: None, provided: None });
-            self.lookup(ctx, Query::Closest { key }, Pending::ClaimClosest { key });
-            self.lookup(ctx, Query::Providers { key }, Pending::ClaimProviders { key });
+            // Our routing table may settle "are we the nearest" with no lookup.
+            self.lookup(ctx, Query::Vicinity, Pending::ClaimVicinity { key });
         }
         // Seed only a node that knows no head yet (module doc, step 3, "Seeds on need").
         if self.cache.is_empty() {
@@ -302,9 +383,29 @@ impl SuperPeerNode {
         }
     }
 
+    /// Finds heads for a node whose cache is empty. *Ours*, with the reserved prefix: the first
+    /// seed since the node was last attached asks [`PULL_PEERS`] neighbours for the heads they
+    /// know instead of [`SEED_LOOKUPS`] lookups (heads announce themselves to their neighbours
+    /// and caches spread by gossip, so a neighbour often knows one); the DHT is asked from the
+    /// next seed on, `seed_interval` rounds later, or at once by a node with no neighbour. A
+    /// token seed is one lookup, whose answer also introduces holders to each other (two
+    /// holders of one token learn of each other that way), so it is always made.
     pub(super) fn seed(&mut self, ctx: &mut SpContext<'_>) {
         self.last_seed = self.round;
+        let first = self.seeds_unanswered == 0;
         self.seeds_unanswered = self.seeds_unanswered.saturating_add(1);
+        if first && self.cfg.method == Method::ReservedPrefix && !self.neighbours.is_empty() {
+            let mut to: Vec<NodeId> = self.neighbours.iter().map(|n| n.id).collect();
+            let count = PULL_PEERS.min(to.len());
+            for i in 0..count {
+                let j = ctx.rng.gen_range(i..to.len());
+                to.swap(i, j);
+            }
+            for id in &to[..count] {
+                ctx.send(*id, SpMessage::CacheExchange { entries: Vec::new(), reply: true });
+            }
+            return;
+        }
         // Every token seed asks the same key: while the wanted number of tokens fits in one
         // answer, one lookup returns every holder (module doc, step 3, "One directory lookup").
         let lookups = match self.cfg.method {

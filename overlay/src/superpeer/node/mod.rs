@@ -116,11 +116,25 @@ pub fn slot_key(k: u32, slot: u64) -> NodeId {
 /// step 2, "One head per slot").
 #[derive(Clone, Copy, Debug)]
 enum Pending {
-    Estimate { key: NodeId },
-    ClaimClosest { key: NodeId },
-    ClaimProviders { key: NodeId },
-    SlotCheck { key: NodeId },
+    Estimate {
+        key: NodeId,
+    },
+    ClaimClosest {
+        key: NodeId,
+    },
+    ClaimProviders {
+        key: NodeId,
+    },
+    SlotCheck {
+        key: NodeId,
+    },
     Seed,
+    /// Our routing table, read for a size sample (not a lookup: no network traffic).
+    Vicinity,
+    /// Our routing table, read for the claim of slot `key`: are we its nearest node?
+    ClaimVicinity {
+        key: NodeId,
+    },
 }
 
 /// Measured RTTs of heads that left the cache a node keeps (DESIGN.md "Super peers", step 3,
@@ -136,14 +150,15 @@ pub const PROVIDERS_PER_ANSWER: u64 = 20;
 pub const LOOKUP_PURPOSES: [&str; 5] = ["estimate", "claim-closest", "claim-providers", "slot-check", "seed"];
 
 impl Pending {
-    /// Index into [`LOOKUP_PURPOSES`].
-    fn purpose(&self) -> usize {
+    /// Index into [`LOOKUP_PURPOSES`]; `None` for a read of our own routing table.
+    fn purpose(&self) -> Option<usize> {
         match self {
-            Pending::Estimate { .. } => 0,
-            Pending::ClaimClosest { .. } => 1,
-            Pending::ClaimProviders { .. } => 2,
-            Pending::SlotCheck { .. } => 3,
-            Pending::Seed => 4,
+            Pending::Estimate { .. } => Some(0),
+            Pending::ClaimClosest { .. } => Some(1),
+            Pending::ClaimProviders { .. } => Some(2),
+            Pending::SlotCheck { .. } => Some(3),
+            Pending::Seed => Some(4),
+            Pending::Vicinity | Pending::ClaimVicinity { .. } => None,
         }
     }
 }
@@ -269,6 +284,9 @@ const REFUSED_BACKOFF: u32 = 10;
 /// empty: random reserved slots of the prefix method (one token-directory lookup finds up to
 /// [`PROVIDERS_PER_ANSWER`] holders). Four find a head with room nearly always.
 pub const SEED_LOOKUPS: u32 = 4;
+
+/// Neighbours a node's first seed asks for the heads they know (`discovery`, `seed`).
+pub const PULL_PEERS: usize = 2;
 
 /// RTT measurements a node starts per round: one keeps the pings a node sends in a swarm to
 /// a trickle while a new head is measured within a few rounds.
@@ -565,6 +583,10 @@ pub struct SuperPeerNode {
     est_pending: u32,
     /// Our own estimate lookups answered usably (`estimate` module doc, "Pooled samples").
     est_answered: u16,
+    /// The round of our first vicinity sample, and how often we pushed our pool to peers
+    /// outside our vicinity since (`estimate` module doc, "Vicinity first").
+    vicinity_at: Option<u32>,
+    vicinity_pushes: u8,
     queries: Vec<(u32, Pending)>,
     /// Failed lookups waiting for their retry: (round due, what to look up again).
     retry: Vec<(u32, Pending)>,
@@ -686,6 +708,8 @@ impl SuperPeerNode {
             est: SizeEstimator::default(),
             est_pending: 0,
             est_answered: 0,
+            vicinity_at: None,
+            vicinity_pushes: 0,
             queries: Vec::new(),
             retry: Vec::new(),
             lookup_failures: 0,
@@ -1153,7 +1177,7 @@ impl SuperPeerNode {
             self.seeds_unanswered = 0;
         }
         if self.wanted == 0 {
-            self.estimate_more(ctx);
+            self.estimate_tick(ctx);
         }
         if self.head.is_some() {
             self.head_tick(ctx);

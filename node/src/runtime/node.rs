@@ -505,6 +505,13 @@ impl Node {
                 Effect::Rejected { from, reason } => {
                     debug!(from = %from.short(), reason, "election message rejected");
                     self.status.emit("rejected", json!({ "from": from.to_string(), "reason": reason }));
+                    // A `Coordinator` the live coordinator's beat contradicted
+                    // (`overlay::election::contradicted`): a false claim of its sender.
+                    if reason == overlay::election::contradicted::CONTRADICTED {
+                        if let Some(peer) = self.directory.peer_of(&from) {
+                            self.guard.report(&mut self.swarm, peer, Offence::FalseClaim);
+                        }
+                    }
                 }
                 Effect::Leader(l) if l == self.me.id => {
                     if let Some(m) = &self.metrics {

@@ -51,6 +51,8 @@
 
 use crate::driver::{Context, Election, Input, Timer};
 use crate::election::beats::BeatPlan;
+pub(crate) use crate::election::contradicted::Contradicted;
+use crate::election::contradicted::CONTRADICTED;
 use crate::election::down::Down;
 use crate::election::{ElectionConfig, Message};
 use crate::id::{NodeId, Rank};
@@ -151,7 +153,8 @@ pub(crate) enum Claim {
 /// successor is the one that notices the coordinator's silence; this process, waiting five
 /// times longer, could not tell, and questioning it would make every such follower hold an
 /// election at once (N² messages). It is admitted. A stale one is corrected by the higher
-/// coordinator's next beat to everyone, which this process takes for its announcement.
+/// coordinator's next beat to everyone, which this process takes for its announcement; its
+/// sender is then questioned for a while ([`Contradicted`]: a successor that lies).
 pub(crate) fn judge_claim(
     coordinator: bool,
     me: Rank,
@@ -199,6 +202,9 @@ pub(crate) trait ClaimSteps {
     fn refused(&mut self) -> (&mut Down, &Membership);
     /// The beat plan and the group it is read against.
     fn beat_plan(&self) -> (&BeatPlan, &Membership);
+    /// The coordinator admitted through the `watched` exception, and the claimants that its
+    /// beat contradicted.
+    fn contradicted(&mut self) -> &mut Contradicted;
 
     /// Re-arm T1 if `s` is the coordinator this idle process names.
     fn rearm_t1_if_from_leader(&self, ctx: &mut Context<'_>, s: Rank) {
@@ -228,7 +234,9 @@ pub(crate) fn take_claim<P: ClaimSteps>(
     down: bool,
 ) {
     let v = p.claim_view();
+    let now = ctx.now;
     let watched = v.t1.is_some()
+        && !p.contradicted().contains(&from, now)
         && v.leader.is_some_and(|l| {
             let (plan, group) = p.beat_plan();
             l > s && plan.hears_every_beat(group, &s, &l) && !plan.hears_every_beat(group, &v.me, &l)
@@ -240,7 +248,18 @@ pub(crate) fn take_claim<P: ClaimSteps>(
             p.hold_election(ctx);
         }
         Claim::Refuse => p.refuse(from),
-        Claim::Accept => p.accept(ctx, s),
+        Claim::Accept => {
+            // A beat from above the named coordinator, taken for an announcement: the named
+            // one's claim, if the exception admitted it, was contradicted.
+            if let Some(l) = v.leader.filter(|l| !coordinator && s > *l) {
+                if let Some(claimant) = p.contradicted().beat_over(l.id, now) {
+                    ctx.reject(claimant, CONTRADICTED);
+                }
+            }
+            let via_exception = coordinator && watched && v.idle && v.leader.is_some_and(|l| l > s);
+            p.accept(ctx, s);
+            p.contradicted().named(s.id, via_exception);
+        }
         Claim::Heartbeat => p.rearm_t1_if_from_leader(ctx, s),
         Claim::Ignore => {}
     }
@@ -298,6 +317,8 @@ pub struct Bully {
     orphans: OrphanWatch,
     /// Beats sent since this process became coordinator.
     beats: u64,
+    /// Claims admitted through the `watched` exception and contradicted ([`Contradicted`]).
+    contradicted: Contradicted,
 }
 
 impl Bully {
@@ -313,6 +334,7 @@ impl Bully {
             up_above: None,
             orphans: OrphanWatch::default(),
             beats: 0,
+            contradicted: Contradicted::default(),
         }
     }
 
@@ -527,6 +549,10 @@ impl ClaimSteps for Bully {
 
     fn beat_plan(&self) -> (&BeatPlan, &Membership) {
         (&self.timing.beats, &self.group)
+    }
+
+    fn contradicted(&mut self) -> &mut Contradicted {
+        &mut self.contradicted
     }
 }
 

@@ -111,6 +111,9 @@ pub struct FastBully {
     orphans: OrphanWatch,
     /// Beats sent since this process became coordinator.
     beats: u64,
+    /// Claims admitted through the `watched` exception and contradicted
+    /// (`crate::election::contradicted`).
+    contradicted: crate::election::contradicted::Contradicted,
 }
 
 impl FastBully {
@@ -129,6 +132,7 @@ impl FastBully {
             up_above: None,
             orphans: OrphanWatch::default(),
             beats: 0,
+            contradicted: Default::default(),
         }
     }
 
@@ -556,6 +560,10 @@ impl ClaimSteps for FastBully {
 
     fn beat_plan(&self) -> (&crate::election::beats::BeatPlan, &Membership) {
         (&self.timing.beats, &self.group)
+    }
+
+    fn contradicted(&mut self) -> &mut crate::election::contradicted::Contradicted {
+        &mut self.contradicted
     }
 }
 

@@ -28,6 +28,7 @@ pub mod beats;
 pub mod bully;
 pub mod chang_roberts;
 pub mod config;
+pub mod contradicted;
 pub mod down;
 pub mod echo;
 pub mod fast_bully;

@@ -204,7 +204,7 @@ fn summary_rows_are_recomputed_from_the_per_node_files() {
 #[test]
 fn the_simulator_produces_every_input_the_node_does() {
     let mut seen = std::collections::BTreeMap::<String, u64>::new();
-    for (method, s) in [(Method::RepulsionTokens, 5), (Method::ReservedPrefix, 6)] {
+    for (method, s) in [(Method::RepulsionTokens, 5), (Method::RepulsionTokens, 7), (Method::ReservedPrefix, 6)] {
         let w = world(1000, s);
         let mut p = params(method, s);
         p.faults = Faults::swarm();

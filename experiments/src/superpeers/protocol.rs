@@ -212,9 +212,12 @@ pub struct ProtoParams {
 
 const TICK_US: u64 = 1_000_000;
 
-/// How many of its nearest live ids a simulated node's routing table read lists: four
-/// buckets' worth, more than the complete region of any N holds.
-const VICINITY_LISTED: usize = 4 * overlay::superpeer::vicinity::BUCKET_SIZE;
+/// Kademlia's bucket size, which the simulated routing tables share with the node's.
+const BUCKET_SIZE: usize = overlay::superpeer::vicinity::BUCKET_SIZE;
+
+/// Nodes of its far buckets a simulated node's routing table read lists (where it pushes its
+/// size sample; a real table holds up to 20 in each).
+const FAR_LISTED: usize = 16;
 
 /// A refused message waiting to be sent again (`overlay::detect::failure`).
 struct Resend {
@@ -360,14 +363,14 @@ impl<'w> Sim<'w> {
                 self.send(node, to, msg, Attempt::FIRST);
             }
             SpEffect::Lookup { query, what: Query::Vicinity } => {
-                // The node's own routing table, read with no message: the true nearest live
-                // ids (a table whose near buckets hold every peer of their ranges), as the
-                // nearest part of a longer list (`overlay::superpeer::vicinity`).
+                // The node's own routing table, read with no message: a Kademlia table that
+                // heard of every live node, out to its first full bucket, and a few of its far
+                // buckets' nodes (`overlay::superpeer::vicinity`).
                 let me = self.info(node).id;
-                let found = self.dht.closest_n(&me, VICINITY_LISTED);
-                let peers: Vec<PeerInfo> = found.into_iter().map(|i| self.info(i)).collect();
-                let known = self.dht.live().saturating_sub(1).min(u32::MAX as usize) as u32;
-                let report = LookupReport { found: peers.len() as u32, known, ..LookupReport::complete(peers) };
+                let found = self.dht.table(&me, BUCKET_SIZE, FAR_LISTED, &mut self.rng);
+                let peers: Vec<PeerInfo> = found.into_iter().filter(|&i| i != node).map(|i| self.info(i)).collect();
+                let n = peers.len() as u32;
+                let report = LookupReport { found: n, known: n, ..LookupReport::complete(peers) };
                 self.work.push_back((node, SpInput::LookupResult { query, report }));
             }
             SpEffect::Lookup { query, what } if self.faults.is_some() => {

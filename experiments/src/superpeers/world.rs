@@ -517,9 +517,43 @@ impl Dht {
         }
     }
 
-    /// Live nodes in the index.
-    pub fn live(&self) -> usize {
-        self.sorted.len()
+    /// The Kademlia routing table of `me` (buckets of `bucket`), as a node whose table heard of
+    /// every live node holds it, in the part a table read looks at: from the bucket nearest
+    /// `me` out to the first full one, every bucket as it is (all its nodes, or `bucket` of
+    /// them drawn at random), then `far` random live nodes, which lie in the full buckets
+    /// beyond (a real table's far buckets, where a node pushes its size sample).
+    pub fn table(&self, me: &NodeId, bucket: usize, far: usize, rng: &mut dyn RngCore) -> Vec<u32> {
+        let x = top128(me);
+        let sorted = &self.sorted[..];
+        let mut out = Vec::new();
+        for c in (0..128u32).rev() {
+            // The ids that share exactly `c` leading bits with `me`.
+            let bit = 1u128 << (127 - c);
+            let lo = ((x >> (127 - c)) ^ 1) << (127 - c);
+            let hi = lo | (bit - 1);
+            let a = sorted.partition_point(|(v, _)| *v < lo);
+            let b = sorted.partition_point(|(v, _)| *v <= hi);
+            if b - a < bucket {
+                out.extend(sorted[a..b].iter().map(|(_, i)| *i));
+                continue;
+            }
+            let mut picked: Vec<usize> = Vec::with_capacity(bucket);
+            while picked.len() < bucket {
+                let j = rng.gen_range(a..b);
+                if !picked.contains(&j) {
+                    picked.push(j);
+                }
+            }
+            out.extend(picked.into_iter().map(|j| sorted[j].1));
+            break;
+        }
+        for _ in 0..far.min(sorted.len()) {
+            let (v, i) = sorted[rng.gen_range(0..sorted.len())];
+            if v != x && !out.contains(&i) {
+                out.push(i);
+            }
+        }
+        out
     }
 
     /// The `k` live nodes XOR-closest to `key` (on the top 128 bits).

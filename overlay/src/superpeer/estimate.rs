@@ -13,7 +13,7 @@
 //! ```
 //!
 //! With K = 20 one lookup is within about ±24% (one sigma); a node averages `L` lookups of
-//! random keys (`estimate.samples`, default 8; see "Pooled samples" for whose), giving about ±8.4% (`1/sqrt(L (K-2))`). The
+//! random keys (`estimate.samples`, default 16; see "Pooled samples" for whose), giving about ±6% (`1/sqrt(L (K-2))`). The
 //! experiment reports the measured error. Distances are evaluated on the top 128 bits, which
 //! is exact enough for any N below 2^100.
 //!

@@ -3,7 +3,7 @@
 //! measurements, handovers, cluster views), a DHT oracle, and the set-up of a token holder fed
 //! by hand (seeded ids, a start whose lookups are answered by the oracle, a token handed over).
 
-use overlay::superpeer::estimate::estimate_from_closest;
+use overlay::superpeer::estimate::{estimate_from_closest, MAX_SAMPLES_PER_MESSAGE};
 use overlay::superpeer::{
     token_directory_key, HeadRole, LookupReport, PeerInfo, Point, Query, SizeSample, SpContext, SpEffect, SpInput,
     SpMessage, SuperPeerConfig, SuperPeerNode, TokenEntry, TokenId,
@@ -119,7 +119,7 @@ pub fn sample_of(ids: &[NodeId], me: NodeId, key: NodeId) -> SizeSample {
     SizeSample { tag: key.high_u64(), n: n as f32 }
 }
 
-/// Starts `node` at time `now` (after peers shared six size samples with it, see
+/// Starts `node` at time `now` (after peers shared all but two of its size samples, see
 /// [`shared_samples`]) and answers every DHT lookup it makes (and every lookup the
 /// answers lead to) from `oracle` over `ids`: a `Closest` or `Sample` lookup finds the 20 ids
 /// closest to the key (not the node's own); the token directory has `oracle.directory`; any
@@ -133,10 +133,16 @@ pub fn start_claiming_nothing(
     oracle: &Oracle,
 ) -> Vec<SpEffect> {
     let me = node.id();
-    // Peers shared six samples already: the node's own two lookups complete the eight.
-    let shared = shared_samples(ids, me, 6);
-    let from = if ids[1] == me { ids[2] } else { ids[1] };
-    step(node, rng, now, SpInput::Message { from, msg: SpMessage::SizeSamples { samples: shared } });
+    // Peers shared all but two of the samples it needs: its own two lookups complete them.
+    // Each message's first sample is its sender's own vicinity sample (counted as any other).
+    let need = (node.config().estimate.samples as usize).saturating_sub(2);
+    let shared = shared_samples(ids, me, need);
+    let senders: Vec<NodeId> = ids.iter().copied().filter(|x| *x != me).skip(1).collect();
+    for (chunk, from) in shared.chunks(MAX_SAMPLES_PER_MESSAGE).zip(senders) {
+        let mut samples = chunk.to_vec();
+        samples[0].tag = from.high_u64();
+        step(node, rng, now, SpInput::Message { from, msg: SpMessage::SizeSamples { samples } });
+    }
     let mut pending: Vec<(u32, Query)> = lookups(&step(node, rng, now, SpInput::Start));
     let mut all = Vec::new();
     let mut guard = 0;

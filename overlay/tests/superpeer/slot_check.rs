@@ -19,7 +19,8 @@ use crate::common::{at, lookups, seed, xor, DhtWorld as World};
 const N: usize = 2_000;
 
 fn cfg() -> Arc<SuperPeerConfig> {
-    let c = SuperPeerConfig { method: Method::ReservedPrefix, share: 0.5, ..Default::default() };
+    let mut c = SuperPeerConfig { method: Method::ReservedPrefix, share: 0.5, ..Default::default() };
+    c.estimate.samples = 8;
     c.validate().unwrap();
     Arc::new(c)
 }

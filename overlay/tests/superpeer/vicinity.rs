@@ -22,6 +22,7 @@ const N: usize = 2_000;
 fn cfg(known_size: u64, share: f64) -> Arc<SuperPeerConfig> {
     let mut c = SuperPeerConfig { method: Method::ReservedPrefix, share, ..Default::default() };
     c.estimate.known_size = known_size;
+    c.estimate.samples = 8;
     c.validate().unwrap();
     Arc::new(c)
 }

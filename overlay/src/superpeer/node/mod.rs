@@ -891,6 +891,10 @@ impl SuperPeerNode {
     pub fn wanted(&self) -> u64 {
         self.wanted
     }
+    /// The settings this node runs with.
+    pub fn config(&self) -> &SuperPeerConfig {
+        &self.cfg
+    }
     pub fn prefix_bits(&self) -> u32 {
         self.k
     }

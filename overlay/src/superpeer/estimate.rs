@@ -62,9 +62,9 @@
 //! [`PUSH_PEERS`] peers outside its vicinity, and again next round ([`VICINITY_PUSHES`]). A
 //! receiver counts a first sample tagged with its sender's id as any other: the sender's
 //! region is disjoint from the receiver's. Lookups make only the samples still missing
-//! [`VICINITY_WAIT_ROUNDS`] later, or all of them when the table gives no sample. Why: at
-//! 1,000 real nodes in one process the estimate's 20 lookups per node (19.5 of them failing
-//! on full connection gates, each retried) kept both cores busy for the whole run.
+//! [`VICINITY_WAIT_ROUNDS`] later, or all of them when the table gives no sample. Why: made
+//! of lookups, the estimate costs a 1,000-node swarm in one process 20 lookups per node, 19.5
+//! of them failing on full connection gates and each retried, and keeps both cores busy.
 
 use crate::id::NodeId;
 use serde::{Deserialize, Serialize};

@@ -36,9 +36,9 @@
 //! **When a table can be read** ([`table_ready`]): in the node the routing table is filled from
 //! the member directory, so it is read once the directory has settled (unchanged for a while
 //! and equal to random peers'), or after [`UNSETTLED_START`] if it never does. Starting
-//! together with the swarm's join also put the super-peer lookups on top of the join's
-//! connections: at 1,000 nodes in one process the join alone keeps both cores busy for about
-//! 40 s.
+//! during the swarm's join would put the selection's traffic on top of the join's
+//! connections, and at 1,000 nodes in one process the join alone keeps both cores busy for
+//! about 40 s.
 //!
 //! The simulator's DHT lists the true nearest ids, fewer than it knows; the farthest listed
 //! peer's bucket is then taken as full, since peers of its range may be missing.

@@ -85,12 +85,12 @@ impl Vicinity {
         let mut counts = [0u32; NodeId::BITS as usize + 1];
         let mut lower_shared: Option<u32> = None;
         let mut farthest = u32::MAX;
-        let mut seen: Vec<&NodeId> = Vec::with_capacity(listed.len());
-        for id in listed {
-            if id == me || seen.contains(&id) {
-                continue;
-            }
-            seen.push(id);
+        // Sorted, so that a repeat is next to its first: one pass, not a scan per peer (a
+        // simulated million nodes read their tables a few times each).
+        let mut ids: Vec<&NodeId> = listed.iter().filter(|id| *id != me).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        for id in ids {
             let c = me.common_prefix_len(id);
             counts[c as usize] += 1;
             farthest = farthest.min(c);

@@ -13,6 +13,7 @@
 use crate::election::Message;
 use crate::id::NodeId;
 use crate::membership::Membership;
+use crate::reputation::Offence;
 use crate::time::Time;
 use rand::RngCore;
 use std::sync::Arc;
@@ -80,7 +81,9 @@ pub enum Effect {
     ElectionStarted,
     /// A message was refused as invalid for this algorithm or state (bad input from the
     /// network). The driver logs it and counts it; the state machine's state is unchanged.
-    Rejected { from: NodeId, reason: &'static str },
+    /// `offence` is set when the message was a lie of its sender (a claim the protocol's own
+    /// evidence contradicts), which the driver reports to its peer reputation.
+    Rejected { from: NodeId, reason: &'static str, offence: Option<Offence> },
 }
 
 /// Everything a state machine may use while handling one input: the time, a seeded RNG and
@@ -111,7 +114,15 @@ impl<'a> Context<'a> {
         self.effects.push(Effect::ElectionStarted);
     }
     pub fn reject(&mut self, from: NodeId, reason: &'static str) {
-        self.effects.push(Effect::Rejected { from, reason });
+        self.effects.push(Effect::Rejected { from, reason, offence: None });
+    }
+    /// Pushes a rejection as another machine's context produced it (a wrapper forwarding).
+    pub fn push_rejected(&mut self, from: NodeId, reason: &'static str, offence: Option<Offence>) {
+        self.effects.push(Effect::Rejected { from, reason, offence });
+    }
+    /// Rejects a message that was a lie of `from` ([`Offence::FalseClaim`]).
+    pub fn reject_lie(&mut self, from: NodeId, reason: &'static str) {
+        self.effects.push(Effect::Rejected { from, reason, offence: Some(Offence::FalseClaim) });
     }
     /// Effects pushed so far during this input.
     pub fn effects(&self) -> &[Effect] {

@@ -760,7 +760,7 @@ impl Sim {
                 self.metrics.elections_started += 1;
                 self.last_started = self.now;
             }
-            &mut Effect::Rejected { from, reason } => {
+            &mut Effect::Rejected { from, reason, .. } => {
                 tracing::debug!(process = i, from = %from.short(), reason, "rejected");
                 self.metrics.rejected += 1;
             }

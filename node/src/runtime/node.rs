@@ -502,14 +502,14 @@ impl Node {
                     }
                     self.status.emit("election_started", json!({ "state": self.driver.state() }));
                 }
-                Effect::Rejected { from, reason } => {
+                Effect::Rejected { from, reason, offence } => {
                     debug!(from = %from.short(), reason, "election message rejected");
                     self.status.emit("rejected", json!({ "from": from.to_string(), "reason": reason }));
-                    // A `Coordinator` the live coordinator's beat contradicted
-                    // (`overlay::election::contradicted`): a false claim of its sender.
-                    if reason == overlay::election::contradicted::CONTRADICTED {
+                    // A lie of its sender, as the state machine judged it (for example a
+                    // `Coordinator` the live coordinator's beat contradicted).
+                    if let Some(o) = offence {
                         if let Some(peer) = self.directory.peer_of(&from) {
-                            self.guard.report(&mut self.swarm, peer, Offence::FalseClaim);
+                            self.guard.report(&mut self.swarm, peer, o);
                         }
                     }
                 }

@@ -191,7 +191,7 @@ fn forward(ctx: &mut Context<'_>, e: Effect) {
         Effect::CancelTimer { timer } => ctx.cancel_timer(timer),
         Effect::Leader(l) => ctx.decide(l),
         Effect::ElectionStarted => ctx.started(),
-        Effect::Rejected { from, reason } => ctx.reject(from, reason),
+        Effect::Rejected { from, reason, offence } => ctx.push_rejected(from, reason, offence),
     }
 }
 

@@ -253,7 +253,7 @@ pub(crate) fn take_claim<P: ClaimSteps>(
             // one's claim, if the exception admitted it, was contradicted.
             if let Some(l) = v.leader.filter(|l| !coordinator && s > *l) {
                 if let Some(claimant) = p.contradicted().beat_over(l.id, now) {
-                    ctx.reject(claimant, CONTRADICTED);
+                    ctx.reject_lie(claimant, CONTRADICTED);
                 }
             }
             let via_exception = coordinator && watched && v.idle && v.leader.is_some_and(|l| l > s);

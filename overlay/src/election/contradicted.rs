@@ -10,7 +10,7 @@
 //! beats, again after each correction (*ours*; hostile peers, `docs/DESIGN.md`, "Threat
 //! model"). So the follower remembers the claimant for [`CONTRADICTED_FOR`], questions its next
 //! such claim (holds an election, as for any lower claim over a named coordinator) and reports
-//! it (`Effect::Rejected`, which the node counts as an offence). An honest successor that was
+//! it (`Effect::Rejected` with `Offence::FalseClaim`, which the node scores). An honest successor that was
 //! only early costs one election if the coordinator does die within that time.
 //!
 //! Bounded: at most [`MAX_CONTRADICTED`] claimants, the oldest giving way.
@@ -69,6 +69,7 @@ mod tests {
     use crate::election::{Algorithm, ElectionConfig, Message};
     use crate::id::Rank;
     use crate::membership::Membership;
+    use crate::reputation::Offence;
     use rand::rngs::StdRng;
     use rand::SeedableRng;
     use std::sync::Arc;
@@ -108,7 +109,7 @@ mod tests {
         assert_eq!(p.leader(), Some(c), "the beat from above is its announcement");
         assert!(
             fx.iter()
-                .any(|e| matches!(e, Effect::Rejected { from, reason } if *from == liar && *reason == CONTRADICTED)),
+                .any(|e| matches!(e, Effect::Rejected { from, reason, offence: Some(Offence::FalseClaim) } if *from == liar && *reason == CONTRADICTED)),
             "the claimant is reported: {fx:?}"
         );
         let fx = at(&mut p, t0 + Duration::from_secs(6), liar, Message::Coordinator);

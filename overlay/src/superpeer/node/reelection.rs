@@ -268,7 +268,7 @@ impl SuperPeerNode {
                     }
                 }
                 Effect::ElectionStarted => {}
-                Effect::Rejected { from, reason } => ctx.push(SpEffect::Rejected { from, reason }),
+                Effect::Rejected { from, reason, .. } => ctx.push(SpEffect::Rejected { from, reason }),
             }
         }
     }

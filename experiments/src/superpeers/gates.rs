@@ -37,6 +37,7 @@ use overlay::superpeer::SuperPeerConfig;
 use overlay::Time;
 use rand::Rng;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// How long a node's gate stays open for its own dials after it starts a lookup (the node
@@ -90,6 +91,9 @@ impl NodeSettings {
 pub struct GateStats {
     /// Connections established (both ends count one).
     pub established: u64,
+    /// The same, by what opened them: a super-peer message's kind, `measure-rtt`, `head-probe`,
+    /// `lookup` or `manager`.
+    pub established_by: BTreeMap<&'static str, u64>,
     /// Dials refused by the dialling node's own gate, and by the dialled node's.
     pub refused_locally: u64,
     pub refused_by_peer: u64,
@@ -146,13 +150,13 @@ impl Gates {
         true
     }
 
-    /// A connection from `a` to `b` at `now` (µs) for a message, probe or measurement: an open
-    /// one, or a wanted dial both gates let through.
-    pub fn reach(&mut self, a: u32, b: u32, now: u64) -> Result<(), SendFailure> {
-        self.connect(a, b, now, true)
+    /// A connection from `a` to `b` at `now` (µs) for `cause` (a message's kind, a probe or a
+    /// measurement): an open one, or a wanted dial both gates let through.
+    pub fn reach(&mut self, a: u32, b: u32, now: u64, cause: &'static str) -> Result<(), SendFailure> {
+        self.connect(a, b, now, true, cause)
     }
 
-    fn connect(&mut self, a: u32, b: u32, now: u64, wanted: bool) -> Result<(), SendFailure> {
+    fn connect(&mut self, a: u32, b: u32, now: u64, wanted: bool, cause: &'static str) -> Result<(), SendFailure> {
         if a == b || self.touch(a, b, now, wanted) {
             return Ok(());
         }
@@ -173,6 +177,7 @@ impl Gates {
             self.conns[a as usize].push(Conn { peer: b, since: now, last_use });
             self.conns[b as usize].push(Conn { peer: a, since: now, last_use });
             self.stats.established += 1;
+            *self.stats.established_by.entry(cause).or_default() += 1;
             return Ok(());
         };
         let adm = &mut self.adm[a as usize];
@@ -189,7 +194,7 @@ impl Gates {
     /// a lookup's dial is not wanted and is no super-peer use).
     pub fn contact(&mut self, a: u32, b: u32, now: u64) -> bool {
         self.stats.lookup_contacts += 1;
-        let ok = self.connect(a, b, now, false).is_ok();
+        let ok = self.connect(a, b, now, false, "lookup").is_ok();
         self.stats.lookup_contacts_refused += u64::from(!ok);
         ok
     }
@@ -226,7 +231,7 @@ impl Gates {
         for b in p.dial.into_iter().filter(|&b| b != a) {
             self.stats.manager_dials += 1;
             // A failed dial tells the gate; nothing else follows from it.
-            let _ = self.reach(a, b, now);
+            let _ = self.reach(a, b, now, "manager");
         }
     }
 
@@ -287,28 +292,29 @@ mod tests {
     fn a_full_inbound_gate_refuses_and_the_dialler_hears_it_from_the_peer() {
         let mut g = Gates::new(8, settings());
         for a in 1..=3 {
-            assert_eq!(g.reach(a, 0, 0), Ok(()), "node {a}");
+            assert_eq!(g.reach(a, 0, 0, "test"), Ok(()), "node {a}");
         }
         assert_eq!(g.established(0), 3);
-        assert_eq!(g.reach(4, 0, 0), Err(SendFailure::RefusedByPeer), "node 0's inbound gate is full");
+        assert_eq!(g.reach(4, 0, 0, "test"), Err(SendFailure::RefusedByPeer), "node 0's inbound gate is full");
         // An open connection is used whatever the gates say.
-        assert_eq!(g.reach(0, 1, 0), Ok(()));
+        assert_eq!(g.reach(0, 1, 0, "test"), Ok(()));
         // A node serving a cluster takes inbound connections up to the hard cap.
         g.tell(0, true, &[4, 5], &[], 0);
-        assert_eq!(g.reach(4, 0, 0), Ok(()));
+        assert_eq!(g.reach(4, 0, 0, "test"), Ok(()));
         assert_eq!(g.stats.refused_by_peer, 1);
         assert_eq!(g.stats.established, 4);
+        assert_eq!(g.stats.established_by.get("test"), Some(&4), "counted by cause");
     }
 
     #[test]
     fn unwanted_dials_stop_at_the_outbound_gate_unless_a_lookup_opened_it() {
         let mut g = Gates::new(8, settings());
-        assert_eq!(g.reach(0, 1, 0), Ok(()));
+        assert_eq!(g.reach(0, 1, 0, "test"), Ok(()));
         assert!(!g.contact(0, 2, 0), "an unwanted dial above the outbound gate");
         g.lookup_started(0, 0);
         assert!(g.contact(0, 2, 1), "the node's own lookup opened its gate");
         // A wanted dial passes up to the hard cap.
-        assert_eq!(g.reach(0, 3, 2), Ok(()));
+        assert_eq!(g.reach(0, 3, 2, "test"), Ok(()));
         assert_eq!((g.stats.lookup_contacts, g.stats.lookup_contacts_refused), (2, 1));
         assert_eq!(g.stats.refused_locally, 1);
     }
@@ -321,7 +327,7 @@ mod tests {
         for b in 1..=4 {
             assert!(g.contact(0, b, 0));
         }
-        g.reach(0, 4, 20 * S).unwrap();
+        g.reach(0, 4, 20 * S, "test").unwrap();
         // Four connections, target_high 2: 1 is kept, 4 was used 1 s ago, 2 and 3 go.
         g.manage(0, 21 * S, |p| p == 1, &[], &mut rng);
         let mut left: Vec<u32> = g.conns[0].iter().map(|c| c.peer).collect();

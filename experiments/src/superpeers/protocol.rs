@@ -75,6 +75,8 @@ pub struct RoundStat {
     pub token_moves: u64,
     pub attach_changes: u64,
     pub messages: u64,
+    /// Connections established in the round (under the fault model's `gates`; else 0).
+    pub new_connections: u64,
     pub phase: &'static str,
 }
 
@@ -267,6 +269,8 @@ struct Sim<'w> {
     // counters
     messages: u64,
     round_messages: u64,
+    /// Connections established before this round (`RoundStat::new_connections`).
+    established_before: u64,
     lookups: u64,
     by_kind: Vec<(&'static str, u64)>,
     effects: Vec<SpEffect>,
@@ -429,11 +433,9 @@ impl<'w> Sim<'w> {
                 let rtt = match self.slot(&peer) {
                     // A measurement needs a connection the gates allow.
                     Some(t)
-                        if self
-                            .faults
-                            .as_mut()
-                            .and_then(|f| f.gates.as_mut())
-                            .is_some_and(|g| self.alive[t as usize] && g.reach(node, t, now).is_err()) =>
+                        if self.faults.as_mut().and_then(|f| f.gates.as_mut()).is_some_and(|g| {
+                            self.alive[t as usize] && g.reach(node, t, now, "measure-rtt").is_err()
+                        }) =>
                     {
                         None
                     }
@@ -481,7 +483,7 @@ impl<'w> Sim<'w> {
             Some(t) if self.alive[t as usize] => {
                 let now = self.now;
                 if let Some(g) = self.faults.as_mut().and_then(|f| f.gates.as_mut()) {
-                    if let Err(kind) = g.reach(node, t, now) {
+                    if let Err(kind) = g.reach(node, t, now, msg.kind()) {
                         self.refused(node, to, msg, kind, attempt);
                         return;
                     }
@@ -604,7 +606,9 @@ impl<'w> Sim<'w> {
         let Some(h) = head.filter(|_| w.due(head, now)) else { return };
         w.probe_sent(now);
         let outcome = match self.slot_index.get(&h) {
-            Some(t) if self.alive[t as usize] => f.gates.as_mut().and_then(|g| g.reach(s, t, now.0).err()),
+            Some(t) if self.alive[t as usize] => {
+                f.gates.as_mut().and_then(|g| g.reach(s, t, now.0, "head-probe").err())
+            }
             _ => Some(SendFailure::NoListener),
         };
         let verdict = match outcome {
@@ -723,6 +727,8 @@ impl<'w> Sim<'w> {
     }
 
     fn round_stat(&mut self, round: u32, sample: &[u32], phase: &'static str) -> RoundStat {
+        let gates = self.faults.as_ref().and_then(|f| f.gates.as_ref());
+        let established = gates.map_or(0, |g| g.stats.established);
         let mut heads = 0;
         let mut sps = 0;
         let mut attached = 0u64;
@@ -766,8 +772,10 @@ impl<'w> Sim<'w> {
             token_moves: self.round_moves,
             attach_changes: self.attach_changes,
             messages: self.round_messages,
+            new_connections: established - self.established_before,
             phase,
         };
+        self.established_before = established;
         self.round_moves = 0;
         self.attach_changes = 0;
         self.round_messages = 0;
@@ -877,6 +885,7 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         lookup_cost,
         messages: 0,
         round_messages: 0,
+        established_before: 0,
         lookups: 0,
         by_kind: Vec::new(),
         effects: Vec::new(),

@@ -513,3 +513,26 @@ fn a_head_that_only_refuses_is_left_without_an_election() {
     h.accept(h.b);
     assert_eq!(h.node.attached_to(), Some(b));
 }
+
+/// A node whose own loop runs later than a measurement tolerates (`overlay::detect::stall`,
+/// 10 ms for these RTTs) asks for no measurement: the sample would be reported failed, and the
+/// connection it opens is what a loaded swarm is short of. Once the loop is on time again, the
+/// measurements it held back are asked for.
+#[test]
+fn a_late_loop_asks_for_no_measurement_until_it_is_on_time_again() {
+    let (mut h, fx) = Harness::start(seed());
+    assert_eq!(attaches(&fx), vec![h.a.id], "{fx:?}");
+    h.feed(SpInput::Lateness { secs: 0.050 });
+    h.accept(h.a);
+    // Fewer rounds than a cached head lives without gossip (`CACHE_TTL`).
+    for r in 0..5 {
+        let fx = h.tick();
+        assert!(measures(&fx).is_empty(), "round {r}: measured with a loop 50 ms late: {fx:?}");
+    }
+    // Just within the tolerance: measured again, the current head first.
+    h.feed(SpInput::Lateness { secs: 0.009 });
+    let (a, b) = (h.a.id, h.b.id);
+    assert!(until_measured(&mut h, a, 2), "the current head was not measured once on time");
+    h.feed(SpInput::Rtt { peer: a, rtt: Some(0.040) });
+    assert!(until_measured(&mut h, b, 2), "the nearer-looking head was not measured once on time");
+}

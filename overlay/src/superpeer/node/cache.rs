@@ -10,6 +10,8 @@
 //! 20 seeds 1.104 against 1.091.
 
 use super::*;
+use crate::detect::stall::tolerated;
+use std::time::Duration;
 
 impl SuperPeerNode {
     pub(super) fn cache_entries(&self) -> Vec<HeadEntry> {
@@ -193,14 +195,21 @@ impl SuperPeerNode {
     /// current head while it is unmeasured, then the cached heads with room that are not
     /// measured yet and whose predicted RTT is below the [`probe_limit`] of the current head,
     /// nearest first. A measurement without a usable answer is asked for again after
-    /// [`PROBE_RETRY`] rounds.
+    /// [`PROBE_RETRY`] rounds. None is asked for while our own loop runs later than the
+    /// measurement tolerates (`crate::detect::stall::tolerated`).
     pub(super) fn probe(&mut self, ctx: &mut SpContext<'_>) {
         let mut left = PROBES_PER_ROUND;
         let r16 = (self.round as u16).max(1);
         let due = |p: u16| p == 0 || r16.wrapping_sub(p) >= PROBE_RETRY;
         let mut limit = f64::INFINITY;
+        // A measurement our own late loop would spoil (`crate::detect::stall`: the sample is
+        // reported failed) costs a connection and tells nothing: none is asked for while the
+        // loop runs later than a measurement of the head's predicted RTT tolerates.
+        let late = Duration::from_secs_f32(self.lateness);
+        let me = self.me.point;
+        let spoilt = move |p: &Point| late > tolerated(Duration::from_secs_f64(me.rtt(p).max(0.0)));
         if let Some(a) = self.attached {
-            if self.attached_rtt <= 0.0 && due(self.attached_probed) {
+            if self.attached_rtt <= 0.0 && due(self.attached_probed) && !spoilt(&a.point) {
                 self.attached_probed = r16;
                 ctx.push(SpEffect::MeasureRtt { peer: a.id });
                 left -= 1;
@@ -209,13 +218,14 @@ impl SuperPeerNode {
         }
         let attached = self.attached.map(|a| a.id);
         while left > 0 {
-            let unmeasured = |c: &CacheEntry| c.rtt <= 0.0 && due(c.probed) && Some(c.info.id) != attached;
+            let unmeasured =
+                |c: &CacheEntry| c.rtt <= 0.0 && due(c.probed) && Some(c.info.id) != attached && !spoilt(&c.info.point);
             let Some(i) = self.nearest_to_probe(limit, unmeasured) else { break };
             self.cache[i].probed = r16;
             ctx.push(SpEffect::MeasureRtt { peer: self.cache[i].info.id });
             left -= 1;
         }
-        self.remeasure(ctx, left);
+        self.remeasure(ctx, left, spoilt);
     }
 
     /// With `left` probes of the round to spare, measures again the cached heads whose
@@ -226,7 +236,7 @@ impl SuperPeerNode {
     /// measurement (10, 20, then every 40), so a head the coordinates misjudge costs one
     /// measurement in 40 rounds, not one every few rounds.
     /// Not while the coordinate is unfit (its predictions mean nothing yet).
-    fn remeasure(&mut self, ctx: &mut SpContext<'_>, mut left: u32) {
+    fn remeasure(&mut self, ctx: &mut SpContext<'_>, mut left: u32, spoilt: impl Fn(&Point) -> bool) {
         let Some(a) = self.attached else { return };
         if left == 0 || !self.coordinate_fit() {
             return;
@@ -237,6 +247,7 @@ impl SuperPeerNode {
             let doubtful = |c: &CacheEntry| {
                 let wait = PROBE_RETRY << c.remeasured.min(REMEASURE_MAX_SHIFT);
                 c.rtt > 0.0
+                    && !spoilt(&c.info.point)
                     && c.rtt as f64 >= bar
                     && c.info.id != a.id
                     && (c.probed == 0 || r16.wrapping_sub(c.probed) >= wait)

@@ -9,6 +9,7 @@ use peerage_experiments::superpeers::world::{Dht, IdIndex};
 use peerage_experiments::superpeers::{run, SuperpeersArgs};
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
 
 fn seed() -> u64 {
     let s = std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
@@ -153,4 +154,54 @@ fn jobs_do_not_change_the_results() {
     let two = run_to(&base.path().join("two"), "2", s);
     assert!(one.lines().count() == 6, "a header and five rows:\n{one}");
     assert_eq!(one, two, "--jobs 1 and --jobs 2 differ");
+}
+
+/// A simulated table read (`Dht::table`, no far nodes) is the Kademlia table of a node that
+/// heard of every node: every bucket nearer than the first full one whole, then `bucket`
+/// distinct nodes of that full one, checked against a brute-force grouping by shared prefix.
+#[test]
+fn dht_table_matches_brute_force() {
+    let s = seed();
+    let mut rng = ChaCha8Rng::seed_from_u64(s ^ 0x7ab1e);
+    for &(n, bucket) in &[(1usize, 20usize), (15, 20), (500, 20), (5_000, 20), (5_000, 3)] {
+        let ids: Vec<NodeId> = (0..n).map(|_| random_id(&mut rng)).collect();
+        let dht = Dht::new(&ids, 20);
+        for q in 0..50 {
+            let j = rng.gen_range(0..n);
+            let x = top128(&ids[j]);
+            let mut by_shared: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+            for (i, id) in ids.iter().enumerate() {
+                if i != j {
+                    by_shared.entry((top128(id) ^ x).leading_zeros()).or_default().push(i as u32);
+                }
+            }
+            let (mut whole, mut full) = (Vec::new(), None);
+            for (_, members) in by_shared.iter().rev() {
+                if members.len() < bucket {
+                    whole.extend(members.iter().copied());
+                } else {
+                    full = Some(members.clone());
+                    break;
+                }
+            }
+            let got = dht.table(&ids[j], bucket, 0, &mut rng);
+            let (mut got_whole, got_full): (Vec<u32>, Vec<u32>) = got.iter().partition(|i| whole.contains(i));
+            got_whole.sort_unstable();
+            whole.sort_unstable();
+            assert_eq!(got_whole, whole, "seed {s} n {n} query {q}: the buckets before the first full one");
+            match &full {
+                Some(f) => {
+                    let mut distinct = got_full.clone();
+                    distinct.sort_unstable();
+                    distinct.dedup();
+                    assert_eq!(distinct.len(), bucket, "seed {s} n {n} query {q}: {got_full:?}");
+                    assert!(
+                        got_full.iter().all(|i| f.contains(i)),
+                        "seed {s} n {n} query {q}: outside the full bucket"
+                    );
+                }
+                None => assert!(got_full.is_empty(), "seed {s} n {n} query {q}: {got_full:?}"),
+            }
+        }
+    }
 }

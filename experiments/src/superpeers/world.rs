@@ -526,7 +526,17 @@ impl Dht {
         let x = top128(me);
         let sorted = &self.sorted[..];
         let mut out = Vec::new();
-        for c in (0..128u32).rev() {
+        // No id shares more leading bits with `me` than one of its neighbours in id order:
+        // the buckets nearer than that are empty, and the walk starts there.
+        let p = self.position(x);
+        let shared = [p.checked_sub(1), Some(p), Some(p + 1)]
+            .into_iter()
+            .flatten()
+            .filter_map(|j| sorted.get(j))
+            .filter(|(v, _)| *v != x)
+            .map(|(v, _)| (v ^ x).leading_zeros())
+            .max();
+        for c in shared.map_or(0..0, |most| 0..most + 1).rev() {
             // The ids that share exactly `c` leading bits with `me`.
             let bit = 1u128 << (127 - c);
             let lo = ((x >> (127 - c)) ^ 1) << (127 - c);

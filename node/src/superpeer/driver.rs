@@ -1210,32 +1210,27 @@ impl SuperPeerDriver {
     fn start_lookups(&mut self, sw: &mut Swarm<Behaviour>) {
         while self.lookups.len() < MAX_LOOKUPS_IN_FLIGHT {
             let Some((query, what)) = self.queued.pop_front() else { return };
-            if what == Query::Vicinity {
+            let (qid, providers, sampled, key) = match what {
                 // Read from the table where the effect is handled; never queued.
-                continue;
-            }
-            self.status.lookups += 1;
-            sw.behaviour_mut().gate.open_outbound_until(Instant::now() + GATE_OPEN_FOR);
-            let key = match what {
-                Query::Providers { key } | Query::Closest { key } => Some(key),
-                Query::Sample { .. } | Query::Vicinity => None,
-            };
-            let (qid, providers, sampled) = match what {
+                Query::Vicinity => continue,
                 Query::Providers { key } => {
-                    (sw.behaviour_mut().kad.get_providers(kad::RecordKey::new(&key.0)), true, None)
+                    (sw.behaviour_mut().kad.get_providers(kad::RecordKey::new(&key.0)), true, None, Some(key))
                 }
                 Query::Closest { key } => {
                     let pre = self.preimage_of(&key);
-                    (sw.behaviour_mut().kad.get_closest_peers(pre), false, None)
+                    (sw.behaviour_mut().kad.get_closest_peers(pre), false, None, Some(key))
                 }
-                Query::Vicinity => continue,
                 Query::Sample { .. } => {
                     // Any uniform key serves: a random preimage's hash, which kad aims at
                     // exactly, instead of a 2^LOOKUP_BITS search for the drawn key.
                     let pre: [u8; 8] = rand::Rng::gen(&mut self.rng);
-                    (sw.behaviour_mut().kad.get_closest_peers(pre.to_vec()), false, Some(NodeId::hash_of(&pre)))
+                    let sampled = Some(NodeId::hash_of(&pre));
+                    (sw.behaviour_mut().kad.get_closest_peers(pre.to_vec()), false, sampled, None)
                 }
             };
+            // The query dials once the swarm is polled: the gate opens for its dials first.
+            self.status.lookups += 1;
+            sw.behaviour_mut().gate.open_outbound_until(Instant::now() + GATE_OPEN_FOR);
             self.lookups.insert(
                 qid,
                 LookupState { query, sampled, providers, found: Vec::new(), first_found: None, timed_out: false, key },

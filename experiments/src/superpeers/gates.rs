@@ -21,6 +21,10 @@
 //!   connections that carry no structure and no recent super-peer message (the state
 //!   machine's `talks_to` is the structure), below `target_low` it dials random members. A
 //!   crashed node's connections close at its peers.
+//! - Both ends of a new connection learn each other's position (`PeerUp`, delivered by the
+//!   simulator from [`Gates::opened`]), as a node learns it from the first request or `Hello`
+//!   over any connection: the connections lookups and measurements open reach the state
+//!   machine's neighbour list.
 //! - Each node's gate is told after its tick whether it serves a cluster (and its members) and
 //!   which re-election group it is in, as the node driver tells it.
 //!
@@ -125,6 +129,9 @@ pub struct Gates {
     settings: NodeSettings,
     adm: Vec<Admission<u32>>,
     conns: Vec<Vec<Conn>>,
+    /// Connections established since the simulator last took them (dialler, dialled): each
+    /// end learns the other's position over a new connection, as a node does.
+    pub opened: Vec<(u32, u32)>,
     pub stats: GateStats,
 }
 
@@ -134,6 +141,7 @@ impl Gates {
             settings,
             adm: (0..n).map(|_| Admission::new(settings.limits)).collect(),
             conns: vec![Vec::new(); n],
+            opened: Vec::new(),
             stats: GateStats::default(),
         }
     }
@@ -178,6 +186,7 @@ impl Gates {
             self.conns[b as usize].push(Conn { peer: a, since: now, last_use });
             self.stats.established += 1;
             *self.stats.established_by.entry(cause).or_default() += 1;
+            self.opened.push((a, b));
             return Ok(());
         };
         let adm = &mut self.adm[a as usize];

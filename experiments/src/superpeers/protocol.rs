@@ -348,6 +348,23 @@ impl<'w> Sim<'w> {
             self.effect(node, e);
         }
         self.effects = effects;
+        self.announce_opened();
+    }
+
+    /// Both ends of every connection the gates opened learn each other's position
+    /// (`PeerUp`), as a node does from the first request or `Hello` over a new connection:
+    /// connections that lookups and measurements open reach the state machine's neighbour
+    /// list, as in a real swarm.
+    fn announce_opened(&mut self) {
+        let Some(g) = self.faults.as_mut().and_then(|f| f.gates.as_mut()) else { return };
+        if g.opened.is_empty() {
+            return;
+        }
+        for (a, b) in std::mem::take(&mut g.opened) {
+            let (ia, ib) = (self.info(a), self.info(b));
+            self.work.push_back((a, SpInput::PeerUp(ib)));
+            self.work.push_back((b, SpInput::PeerUp(ia)));
+        }
     }
 
     fn count_kind(&mut self, kind: &'static str) {

@@ -536,3 +536,18 @@ fn a_late_loop_asks_for_no_measurement_until_it_is_on_time_again() {
     h.feed(SpInput::Rtt { peer: a, rtt: Some(0.040) });
     assert!(until_measured(&mut h, b, 2), "the nearer-looking head was not measured once on time");
 }
+
+/// A head gossiped at the far edge of the coordinate space (any finite point is valid) has a
+/// predicted RTT no `Duration` holds: a late node judges it without panicking.
+#[test]
+fn a_late_node_survives_a_head_at_the_edge_of_the_space() {
+    let (mut h, _) = Harness::start(seed());
+    h.feed(SpInput::Lateness { secs: 0.050 });
+    let far = PeerInfo { id: h.ids[3], point: Point::new(&[3.0e38, -3.0e38], 3.0e38) };
+    let entries = vec![HeadEntry { head: far, age: 0 }];
+    h.feed(SpInput::Message { from: h.ids[4], msg: SpMessage::CacheExchange { entries, reply: false } });
+    for _ in 0..3 {
+        let fx = h.tick();
+        assert!(!measures(&fx).contains(&far.id), "a late node measured: {fx:?}");
+    }
+}

@@ -207,7 +207,9 @@ impl SuperPeerNode {
         // loop runs later than a measurement of the head's predicted RTT tolerates.
         let late = Duration::from_secs_f32(self.lateness);
         let me = self.me.point;
-        let spoilt = move |p: &Point| late > tolerated(Duration::from_secs_f64(me.rtt(p).max(0.0)));
+        // A peer's point is any finite one, so its predicted RTT may not fit a `Duration`.
+        let spoilt =
+            move |p: &Point| late > tolerated(Duration::try_from_secs_f64(me.rtt(p).max(0.0)).unwrap_or(Duration::MAX));
         if let Some(a) = self.attached {
             if self.attached_rtt <= 0.0 && due(self.attached_probed) && !spoilt(&a.point) {
                 self.attached_probed = r16;

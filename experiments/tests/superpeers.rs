@@ -209,6 +209,12 @@ fn the_simulator_produces_every_input_the_node_does() {
         let mut p = params(method, s);
         p.faults = Faults::swarm();
         let out = run(&w, &p, |_, _| {}).expect("run");
+        // Every connection the gates opened is counted once by its cause, and the rounds'
+        // new connections add up to no more than that.
+        let c = out.connections.as_ref().expect("the gates count connections");
+        assert_eq!(c.established_by.values().sum::<u64>(), c.established, "{:?}", c.established_by);
+        let per_round: u64 = out.rounds.iter().map(|r| r.new_connections).sum();
+        assert!(per_round > 0 && per_round <= c.established, "{per_round} of {}", c.established);
         for (k, c) in out.inputs_by_kind {
             *seen.entry(k).or_default() += c;
         }

@@ -648,6 +648,10 @@ fn run_one(
                 c.lookup_contacts_refused,
                 c.lookup_contacts
             );
+            let mut by: Vec<(&&str, &u64)> = c.established_by.iter().collect();
+            by.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+            let by: Vec<String> = by.into_iter().map(|(k, v)| format!("{k} {v}")).collect();
+            println!("  {name} connections opened by: {}", by.join(", "));
         }
     }
     if !args.no_plots {

@@ -114,15 +114,15 @@ impl<'a> Context<'a> {
         self.effects.push(Effect::ElectionStarted);
     }
     pub fn reject(&mut self, from: NodeId, reason: &'static str) {
-        self.effects.push(Effect::Rejected { from, reason, offence: None });
-    }
-    /// Pushes a rejection as another machine's context produced it (a wrapper forwarding).
-    pub fn push_rejected(&mut self, from: NodeId, reason: &'static str, offence: Option<Offence>) {
-        self.effects.push(Effect::Rejected { from, reason, offence });
+        self.push_rejected(from, reason, None);
     }
     /// Rejects a message that was a lie of `from` ([`Offence::FalseClaim`]).
     pub fn reject_lie(&mut self, from: NodeId, reason: &'static str) {
-        self.effects.push(Effect::Rejected { from, reason, offence: Some(Offence::FalseClaim) });
+        self.push_rejected(from, reason, Some(Offence::FalseClaim));
+    }
+    /// Pushes a rejection, with the offence it was if any (also what a wrapper forwards).
+    pub fn push_rejected(&mut self, from: NodeId, reason: &'static str, offence: Option<Offence>) {
+        self.effects.push(Effect::Rejected { from, reason, offence });
     }
     /// Effects pushed so far during this input.
     pub fn effects(&self) -> &[Effect] {

@@ -19,10 +19,10 @@
 //!   makes `m / s` run 3-5 % low, by an amount that depends on N; without it the sample is
 //!   unbiased at every N (`tests::vicinity_samples_are_close_to_n`), with a spread of about
 //!   0.27 (a complete region of fewer than [`MIN_VICINITY_PEERS`] says too little; leaving
-//!   out only the samples whose smaller region is small would bias them upwards). A table with no full bucket
-//!   gives no sample: it may list every peer of a network of a few dozen, or be a table still
-//!   filling (a node that took a partial table for the network wants far too few super peers),
-//!   and a network that small is cheap to look up.
+//!   out only the samples whose smaller region is small would bias them upwards). A table
+//!   with no full bucket gives no sample: it may list every peer of a network of a few dozen,
+//!   or be a table still filling (a node that took a partial table for the network wants far
+//!   too few super peers), and a network that small is cheap to look up.
 //! - **Independence.** A peer outside our complete region shares fewer leading bits with us
 //!   than the region's ids, so its own region is a disjoint subtree of the id space: its
 //!   sample counts other ids. Samples are pushed to such peers ([`Vicinity::is_outside`]).
@@ -40,8 +40,9 @@
 //! connections, and at 1,000 nodes in one process the join alone keeps both cores busy for
 //! about 40 s.
 //!
-//! The simulator's DHT lists the true nearest ids, fewer than it knows; the farthest listed
-//! peer's bucket is then taken as full, since peers of its range may be missing.
+//! The simulator reads a table the same way: the Kademlia table of a node that heard of every
+//! live node, listed whole out to its first full bucket, plus a few far-bucket nodes
+//! (`experiments/src/superpeers/world.rs`, `Dht::table`).
 
 use crate::id::NodeId;
 

@@ -1194,11 +1194,19 @@ impl SuperPeerDriver {
                 self.status.rtt_measurements += 1;
                 self.send_measure(sw, dir, peer, false);
             }
-            SpEffect::Rejected { from, reason } => {
+            SpEffect::Rejected { from, reason, offence } => {
                 self.status.rejected += 1;
                 let (kind, dead) = what.unwrap_or(("timer or local input", None));
                 let dead = dead.map(|d| d.short());
-                warn!(me = %self.me_id.short(), from = %from.short(), reason, kind, ?dead, "super-peer input rejected");
+                warn!(me = %self.me_id.short(), from = %from.short(), reason, kind, ?dead, ?offence, "super-peer input rejected");
+                // The state machine names the offence of an authenticated sender; the guard
+                // scores it (`take_offences`).
+                if let Some(offence) = offence.filter(|_| from != self.me_id) {
+                    match self.peers.get(&from) {
+                        Some(&peer) => self.offences.push((peer, offence)),
+                        None => debug!(from = %from.short(), ?offence, "offence of a peer no longer in the book"),
+                    }
+                }
             }
         }
     }

@@ -378,10 +378,14 @@ pub enum SpEffect {
         query: u32,
         reason: &'static str,
     },
-    /// Bad input, ignored (logged and counted by the driver).
+    /// Bad input, ignored (logged and counted by the driver). `offence` names what the
+    /// sender did when the input is a peer's misbehaviour the driver reports to its
+    /// reputation (a cluster election's `Coordinator` the directory contradicts); `None` for
+    /// input that is only unusable, or that an honest peer with another view may send.
     Rejected {
         from: NodeId,
         reason: &'static str,
+        offence: Option<crate::reputation::Offence>,
     },
 }
 

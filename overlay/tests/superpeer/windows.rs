@@ -434,7 +434,7 @@ impl Net {
                 let d = self.delay();
                 self.schedule(self.now + d, Ev::Input { to: i, input: SpInput::Rtt { peer, rtt } });
             }
-            SpEffect::Rejected { from, reason } => {
+            SpEffect::Rejected { from, reason, .. } => {
                 let f = self.index(&from).unwrap_or(usize::MAX);
                 self.rejected.push((self.now, i, f, reason));
             }

@@ -293,7 +293,7 @@ impl SuperPeerNode {
             return;
         };
         if !(rtt.is_finite() && rtt > 0.0 && rtt < 3600.0) {
-            ctx.push(SpEffect::Rejected { from: peer, reason: "measured RTT out of range" });
+            ctx.push(SpEffect::Rejected { from: peer, reason: "measured RTT out of range", offence: None });
             return;
         }
         let v = rtt as f32;

@@ -20,7 +20,7 @@ impl SuperPeerNode {
     /// The pending lookup `query` answers, removed; an unknown query is rejected with `reason`.
     fn take_query(&mut self, ctx: &mut SpContext<'_>, query: u32, reason: &'static str) -> Option<Pending> {
         let Some(pos) = self.queries.iter().position(|(q, _)| *q == query) else {
-            ctx.push(SpEffect::Rejected { from: self.me.id, reason });
+            ctx.push(SpEffect::Rejected { from: self.me.id, reason, offence: None });
             return None;
         };
         let (_, pending) = self.queries.swap_remove(pos);
@@ -120,11 +120,11 @@ impl SuperPeerNode {
     /// A peer's pooled samples: counted while we have not decided.
     pub(super) fn on_size_samples(&mut self, ctx: &mut SpContext<'_>, from: NodeId, samples: Vec<SizeSample>) {
         if samples.len() > MAX_SAMPLES_PER_MESSAGE {
-            ctx.push(SpEffect::Rejected { from, reason: "oversized size samples" });
+            ctx.push(SpEffect::Rejected { from, reason: "oversized size samples", offence: None });
             return;
         }
         if samples.iter().any(|s| !s.is_valid()) {
-            ctx.push(SpEffect::Rejected { from, reason: "size sample out of range" });
+            ctx.push(SpEffect::Rejected { from, reason: "size sample out of range", offence: None });
         }
         if self.wanted > 0 {
             return;
@@ -139,7 +139,11 @@ impl SuperPeerNode {
     /// again after a back-off, a usable one is decided on.
     pub(super) fn on_lookup_report(&mut self, ctx: &mut SpContext<'_>, query: u32, report: LookupReport) {
         let Some(pending) = self.queries.iter().find(|(q, _)| *q == query).map(|(_, p)| *p) else {
-            ctx.push(SpEffect::Rejected { from: self.me.id, reason: "lookup result for no pending query" });
+            ctx.push(SpEffect::Rejected {
+                from: self.me.id,
+                reason: "lookup result for no pending query",
+                offence: None,
+            });
             return;
         };
         if let Pending::Vicinity | Pending::ClaimVicinity { .. } = pending {
@@ -452,7 +456,7 @@ impl SuperPeerNode {
     /// the key keeps it.
     pub(super) fn on_slot_held(&mut self, ctx: &mut SpContext<'_>, from: NodeId, key: NodeId, head: PeerInfo) {
         if head.id != from || from == self.me.id || !head.point.is_valid() {
-            ctx.push(SpEffect::Rejected { from, reason: "slot claim from a bad head" });
+            ctx.push(SpEffect::Rejected { from, reason: "slot claim from a bad head", offence: None });
             return;
         }
         let serving = self.head.as_ref().is_some_and(|h| matches!(h.role, HeadRole::Slot { key: k } if k == key));

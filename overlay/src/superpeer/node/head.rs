@@ -417,7 +417,7 @@ impl SuperPeerNode {
     /// cluster; from anyone else it is stale (the member left or the token moved) and dropped.
     pub(super) fn on_access(&mut self, ctx: &mut SpContext<'_>, from: NodeId, nearest_rtt: f32) {
         if !(nearest_rtt.is_finite() && nearest_rtt > 0.0 && nearest_rtt < 3600.0) {
-            ctx.push(SpEffect::Rejected { from, reason: "reported nearest RTT out of range" });
+            ctx.push(SpEffect::Rejected { from, reason: "reported nearest RTT out of range", offence: None });
             return;
         }
         let Some(h) = self.head.as_mut() else { return };
@@ -437,7 +437,7 @@ impl SuperPeerNode {
 
     pub(super) fn on_attach(&mut self, ctx: &mut SpContext<'_>, from: NodeId, point: Point) {
         if !point.is_valid() {
-            ctx.push(SpEffect::Rejected { from, reason: "attach with a bad point" });
+            ctx.push(SpEffect::Rejected { from, reason: "attach with a bad point", offence: None });
             return;
         }
         let cap = self.cfg.cluster_cap as usize;
@@ -485,7 +485,7 @@ impl SuperPeerNode {
         reply: bool,
     ) {
         if entries.len() > 4 * TOKEN_VIEW + 4 {
-            ctx.push(SpEffect::Rejected { from, reason: "oversized token gossip" });
+            ctx.push(SpEffect::Rejected { from, reason: "oversized token gossip", offence: None });
             return;
         }
         let Some(mine) = self.my_entry() else { return };
@@ -543,7 +543,7 @@ impl SuperPeerNode {
         view: Vec<TokenEntry>,
     ) {
         if members.len() > self.cfg.cluster_cap as usize + 1 || view.len() > 4 * TOKEN_VIEW + 4 {
-            ctx.push(SpEffect::Rejected { from, reason: "oversized handover" });
+            ctx.push(SpEffect::Rejected { from, reason: "oversized handover", offence: None });
             return;
         }
         if let Some(h) = &self.head {

@@ -6,13 +6,17 @@ use super::*;
 impl SuperPeerNode {
     pub(super) fn on_message(&mut self, ctx: &mut SpContext<'_>, from: NodeId, msg: SpMessage) {
         if from == self.me.id {
-            ctx.push(SpEffect::Rejected { from, reason: "message from myself" });
+            ctx.push(SpEffect::Rejected { from, reason: "message from myself", offence: None });
             return;
         }
         match msg {
             SpMessage::Announce { head, room } => {
                 if head.id != from || !head.point.is_valid() {
-                    ctx.push(SpEffect::Rejected { from, reason: "announce for another peer or bad point" });
+                    ctx.push(SpEffect::Rejected {
+                        from,
+                        reason: "announce for another peer or bad point",
+                        offence: None,
+                    });
                     return;
                 }
                 self.cache_insert(head, 0);
@@ -22,7 +26,7 @@ impl SuperPeerNode {
             }
             SpMessage::CacheExchange { entries, reply } => {
                 if entries.len() > 4 * self.cfg.discovery.cache_size + 4 {
-                    ctx.push(SpEffect::Rejected { from, reason: "oversized cache exchange" });
+                    ctx.push(SpEffect::Rejected { from, reason: "oversized cache exchange", offence: None });
                     return;
                 }
                 if reply {
@@ -179,7 +183,7 @@ impl SuperPeerNode {
             }
             SpMessage::StepDownTo { head } => {
                 if !head.point.is_valid() || head.id == from {
-                    ctx.push(SpEffect::Rejected { from, reason: "step-down to a bad head" });
+                    ctx.push(SpEffect::Rejected { from, reason: "step-down to a bad head", offence: None });
                     return;
                 }
                 // Our head's token is about to jump (`token` module doc, "Split offers",
@@ -255,7 +259,7 @@ impl SuperPeerNode {
                 }
                 {
                     if members.len() > self.cfg.cluster_cap as usize + 1 {
-                        ctx.push(SpEffect::Rejected { from, reason: "cluster view over the cap" });
+                        ctx.push(SpEffect::Rejected { from, reason: "cluster view over the cap", offence: None });
                         return;
                     }
                     if !members.contains(&self.me.id) {
@@ -284,7 +288,11 @@ impl SuperPeerNode {
                         && h.transit.as_ref().is_some_and(|(to, _, _)| *to == from)
                 });
                 if !ok {
-                    ctx.push(SpEffect::Rejected { from, reason: "handover ack for no handover in flight" });
+                    ctx.push(SpEffect::Rejected {
+                        from,
+                        reason: "handover ack for no handover in flight",
+                        offence: None,
+                    });
                     return;
                 }
                 // We travel in the handed member list, so we belong to the new holder's cluster:
@@ -363,7 +371,11 @@ impl SuperPeerNode {
                         && h.transit.as_ref().is_some_and(|(to, _, _)| *to == from)
                 });
                 if !ours || !point.is_valid() {
-                    ctx.push(SpEffect::Rejected { from, reason: "stale-position refusal for no handover in flight" });
+                    ctx.push(SpEffect::Rejected {
+                        from,
+                        reason: "stale-position refusal for no handover in flight",
+                        offence: None,
+                    });
                     return;
                 }
                 // The move was priced on a stale copy of the receiver's position (module doc,
@@ -380,7 +392,7 @@ impl SuperPeerNode {
             }
             SpMessage::Takeover { dead, role, head } => {
                 if !head.point.is_valid() || head.id == self.me.id {
-                    ctx.push(SpEffect::Rejected { from, reason: "takeover with a bad head" });
+                    ctx.push(SpEffect::Rejected { from, reason: "takeover with a bad head", offence: None });
                     return;
                 }
                 let retired = self.retired.as_ref().filter(|r| r.dead == dead).map(|r| (r.head, r.role));
@@ -401,7 +413,7 @@ impl SuperPeerNode {
                         }
                         return;
                     }
-                    ctx.push(SpEffect::Rejected { from, reason: "takeover of a cluster I am not in" });
+                    ctx.push(SpEffect::Rejected { from, reason: "takeover of a cluster I am not in", offence: None });
                     return;
                 }
                 if self.head.is_none() && self.known_epoch(&role).is_some_and(|e| role_epoch(&role) < Some(e)) {
@@ -519,7 +531,11 @@ impl SuperPeerNode {
                             early.remove(0);
                         }
                         early.push((dead, from, msg, round));
-                        ctx.push(SpEffect::Rejected { from, reason: "election for a cluster I am not in" });
+                        ctx.push(SpEffect::Rejected {
+                            from,
+                            reason: "election for a cluster I am not in",
+                            offence: None,
+                        });
                         return;
                     }
                     let rtt = self.attached.filter(|a| a.id == dead).map_or(0.0, |a| self.head_rtt(&a));

@@ -1100,7 +1100,11 @@ impl SuperPeerNode {
             SpInput::Rtt { peer, rtt } => self.on_rtt(ctx, peer, rtt),
             SpInput::NearestRtt { rtt } => {
                 if !(rtt.is_finite() && rtt > 0.0 && rtt < 3600.0) {
-                    ctx.push(SpEffect::Rejected { from: self.me.id, reason: "nearest RTT out of range" });
+                    ctx.push(SpEffect::Rejected {
+                        from: self.me.id,
+                        reason: "nearest RTT out of range",
+                        offence: None,
+                    });
                     return;
                 }
                 // Taken when it dropped by 5 % or more: the access estimate moves on real
@@ -1113,7 +1117,11 @@ impl SuperPeerNode {
             }
             SpInput::Lateness { secs } => {
                 if !(secs.is_finite() && (0.0..3600.0).contains(&secs)) {
-                    ctx.push(SpEffect::Rejected { from: self.me.id, reason: "loop lateness out of range" });
+                    ctx.push(SpEffect::Rejected {
+                        from: self.me.id,
+                        reason: "loop lateness out of range",
+                        offence: None,
+                    });
                     return;
                 }
                 self.lateness = secs as f32;

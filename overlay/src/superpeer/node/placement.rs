@@ -103,7 +103,7 @@ impl SuperPeerNode {
     /// `medoid.sample` peers.
     pub(super) fn on_medoid_probe(&mut self, ctx: &mut SpContext<'_>, from: NodeId, sample: Vec<NodeId>) {
         if sample.is_empty() || sample.len() > self.cfg.medoid.sample.max(1) as usize {
-            ctx.push(SpEffect::Rejected { from, reason: "medoid probe with a bad sample size" });
+            ctx.push(SpEffect::Rejected { from, reason: "medoid probe with a bad sample size", offence: None });
             return;
         }
         if self.head.is_some() || self.attached.is_none_or(|a| a.id != from) {
@@ -144,7 +144,7 @@ impl SuperPeerNode {
         let Some(m) = self.head.as_mut().and_then(|h| h.medoid.as_mut()) else { return };
         let Some(c) = m.cands.iter_mut().find(|c| c.0.id == from) else { return };
         if rtts.len() != m.sample.len() || rtts.iter().any(|r| !(r.is_finite() && *r >= 0.0 && *r < 3600.0)) {
-            ctx.push(SpEffect::Rejected { from, reason: "medoid cost with bad RTTs" });
+            ctx.push(SpEffect::Rejected { from, reason: "medoid cost with bad RTTs", offence: None });
             return;
         }
         c.1 = Some(rtts);
@@ -160,7 +160,7 @@ impl SuperPeerNode {
     /// only once none is left.
     pub(super) fn on_split(&mut self, ctx: &mut SpContext<'_>, from: NodeId, at: PeerInfo, gain: f32) {
         if !gain.is_finite() || gain <= 0.0 || !at.point.is_valid() {
-            ctx.push(SpEffect::Rejected { from, reason: "bad split offer" });
+            ctx.push(SpEffect::Rejected { from, reason: "bad split offer", offence: None });
             return;
         }
         let (round, me, ratio, hold) = (self.round, self.me, self.cfg.split.ratio, self.cfg.tokens.hold_rounds);

@@ -268,7 +268,7 @@ impl SuperPeerNode {
                     }
                 }
                 Effect::ElectionStarted => {}
-                Effect::Rejected { from, reason, .. } => ctx.push(SpEffect::Rejected { from, reason }),
+                Effect::Rejected { from, reason, offence } => ctx.push(SpEffect::Rejected { from, reason, offence }),
             }
         }
     }
@@ -411,7 +411,11 @@ impl SuperPeerNode {
         let next = self.neighbours.iter().find(|n| !r.tried.contains(&n.id) && !known_head(&n.id) && !busy(&n.id));
         let Some(n) = next.map(|n| n.id) else {
             self.relays.remove(i);
-            ctx.push(SpEffect::Rejected { from: me, reason: "no neighbour left to hand a recreated token to" });
+            ctx.push(SpEffect::Rejected {
+                from: me,
+                reason: "no neighbour left to hand a recreated token to",
+                offence: None,
+            });
             return false;
         };
         let msg = SpMessage::Handover { token, epoch, promoted: true, members: Vec::new(), view: view.to_vec() };
@@ -466,7 +470,11 @@ impl SuperPeerNode {
     pub(super) fn take_member_less(&mut self, ctx: &mut SpContext<'_>, role: HeadRole, promote: bool) {
         if self.head.is_some() || self.pending.is_some() {
             if !self.relay_role(ctx, role) {
-                ctx.push(SpEffect::Rejected { from: self.me.id, reason: "a second role that cannot be relayed" });
+                ctx.push(SpEffect::Rejected {
+                    from: self.me.id,
+                    reason: "a second role that cannot be relayed",
+                    offence: None,
+                });
             }
             return;
         }
@@ -538,5 +546,41 @@ impl SuperPeerNode {
             ctx.send(m, SpMessage::Takeover { dead, role, head: me });
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reputation::Offence;
+    use crate::Time;
+    use rand::SeedableRng;
+
+    /// A cluster election's typed rejection keeps its offence on the way out of the
+    /// super-peer state machine, so that the driver can score the sender; an untyped one
+    /// stays untyped.
+    #[test]
+    fn an_election_offence_reaches_the_super_peer_effect() {
+        let id = |s: &str| NodeId::hash_of(s.as_bytes());
+        let (me, dead, liar) = (id("me"), id("dead head"), id("liar"));
+        let mut node = SuperPeerNode::new(me, Point::new(&[1.0, 0.0], 0.001), Arc::new(SuperPeerConfig::default()));
+        node.member_view =
+            Some((dead, HeadRole::Token { token: TokenId(3), epoch: 1 }, Arc::from(vec![dead, me, liar])));
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        let mut fx = Vec::new();
+        let mut ctx = SpContext::new(Time(0), &mut rng, &mut fx);
+        node.open_election(&mut ctx, dead, false, 0.01);
+        assert!(node.election.is_some(), "no election opened");
+        let lie = Effect::Rejected { from: liar, reason: "a lie", offence: Some(Offence::FalseClaim) };
+        let odd = Effect::Rejected { from: liar, reason: "unusable", offence: None };
+        node.apply_election_effects(&mut ctx, vec![lie, odd]);
+        let rejected: Vec<_> = fx
+            .iter()
+            .filter_map(|e| match e {
+                SpEffect::Rejected { from, reason, offence } => Some((*from, *reason, *offence)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(rejected, vec![(liar, "a lie", Some(Offence::FalseClaim)), (liar, "unusable", None)]);
     }
 }

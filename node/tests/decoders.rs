@@ -89,7 +89,7 @@ proptest! {
     ) {
         let budget = InboundBudget::new(1 << 20);
         futures::executor::block_on(async {
-            let r = read_frame(&mut futures::io::Cursor::new(raw), limit, &budget).await;
+            let r = read_frame(&mut futures::io::Cursor::new(raw), limit, &budget, None).await;
             if let Ok(f) = r {
                 assert!(f.len() as u64 <= limit);
             }

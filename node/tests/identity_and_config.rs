@@ -115,6 +115,11 @@ fn unusable_config_files_are_clear_errors() {
         ("algorithm = \"paxos\"\n", &["unknown election algorithm", "paxos"]),
         ("[election]\nanswer_timeout_ms = 0\n", &["answer_timeout_ms must be at least 1"]),
         ("[limits]\ntarget_low = 20\ntarget_high = 10\n", &["bad limits", "target_low"]),
+        ("[limits]\nmax_inbound_bytes_per_peer = 4096\n", &["bad limits", "max_inbound_bytes_per_peer"]),
+        (
+            "[limits]\nmax_inbound_bytes = 16777216\nmax_inbound_bytes_per_peer = 33554432\n",
+            &["bad limits", "max_inbound_bytes_per_peer"],
+        ),
         ("metrics = \"localhost\"\n", &["bad metrics address", "localhost"]),
         ("kad_protocol = \"peerage-kad\"\n", &["bad kad protocol name"]),
         ("listen = [\"/ip4/127.0.0.1/tcp/x\"]\n", &["bad listen address"]),

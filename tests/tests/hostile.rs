@@ -326,8 +326,8 @@ async fn bad_frame_flood_bans() {
 }
 
 /// Memory amplification: 128 streams of 1 MiB frames, and frames announcing more than the
-/// limit. The frames held at once stay within the per-connection bound, and the sender is
-/// banned.
+/// limit. The frames held at once stay within the sender's share of the budget, and the
+/// sender is banned (its oversized frames are reported by the codec).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_amplification_stays_within_budget() {
     let (swarm, leader) = start(Algorithm::Bully, common::seed()).await;
@@ -348,7 +348,38 @@ async fn memory_amplification_stays_within_budget() {
     assert_banned(&swarm, &mut a).await;
     let peak = swarm.snapshots()[TARGET].1.inbound_bytes_peak;
     println!("inbound bytes held at once: {peak}");
-    assert!(peak <= 32 << 20, "{peak} bytes held for one hostile connection");
+    let share = peerage_node::config::Limits::default().max_inbound_bytes_per_peer;
+    assert!(peak <= share + (1 << 20), "{peak} bytes held for one hostile connection, share {share}");
+    drop(a);
+    hold(&swarm, &leader, Duration::from_secs(1)).await;
+    swarm.shutdown().await;
+}
+
+/// One peer's share of the inbound budget: streams that announce a 1 MiB frame and stall
+/// after its first bytes, on two protocols at once (16 MiB could be held over one
+/// connection), hold at most the peer's share; the first frame beyond it bans the peer
+/// (`Offence::OverBudget`), and the honest swarm keeps its leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_peer_holds_at_most_its_share() {
+    let (swarm, leader) = start(Algorithm::Bully, common::seed()).await;
+    let share = peerage_node::config::Limits::default().max_inbound_bytes_per_peer;
+    let mut a = connected(&swarm).await;
+    let target = swarm.peer_id(TARGET);
+    for i in 0..32u32 {
+        let proto = if i % 2 == 0 { Proto::Election } else { Proto::Members };
+        a.fire_stalled(proto, &target, overlay::wire::MAX_FRAME_BYTES, 1024);
+    }
+    a.pump(Duration::from_secs(1)).await;
+    assert_banned(&swarm, &mut a).await;
+    let snap = &swarm.snapshots()[TARGET].1;
+    println!(
+        "inbound bytes held at once: {}; frames over the share: {}; offences {:?}",
+        snap.inbound_bytes_peak, snap.inbound_over_share, snap.guard.by_kind
+    );
+    assert!(snap.inbound_over_share >= 1, "the share was never reached: {:?}", snap.guard);
+    assert!(snap.guard.by_kind.get(overlay::reputation::Offence::OverBudget) >= 1, "{:?}", snap.guard);
+    // The honest peers' frames in flight are a few KiB at most.
+    assert!(snap.inbound_bytes_peak <= share + (1 << 20), "{} bytes held, share {share}", snap.inbound_bytes_peak);
     drop(a);
     hold(&swarm, &leader, Duration::from_secs(1)).await;
     swarm.shutdown().await;

@@ -80,6 +80,10 @@ pub struct Limits {
     /// Bytes of inbound request frames the whole process reads or holds at once
     /// (`node/src/net/codec.rs`): a frame beyond it is refused before it is read.
     pub max_inbound_bytes: u64,
+    /// Of those, the bytes one peer's frames may hold at once, over all its connections and
+    /// protocols; a frame beyond it is refused and reported (`Offence::OverBudget`). At
+    /// least the largest frame limit, at most `max_inbound_bytes`.
+    pub max_inbound_bytes_per_peer: u64,
     /// Request-response timeout for election and membership requests.
     pub request_timeout_ms: u64,
 }
@@ -113,6 +117,7 @@ impl Default for Limits {
             max_members_frame: 1024 * 1024,
             max_gossip_bytes: crate::net::behaviour::MAX_GOSSIP_BYTES,
             max_inbound_bytes: 64 * 1024 * 1024,
+            max_inbound_bytes_per_peer: 8 * 1024 * 1024,
             request_timeout_ms: 5_000,
         }
     }
@@ -379,6 +384,13 @@ impl FileConfig {
             || l.max_inbound_bytes < (l.max_election_frame.max(l.max_members_frame) as u64)
         {
             return Err(ConfigError::Limits("frame limits are too small to carry any message".into()));
+        }
+        let largest = l.max_election_frame.max(l.max_members_frame) as u64;
+        if l.max_inbound_bytes_per_peer < largest || l.max_inbound_bytes_per_peer > l.max_inbound_bytes {
+            return Err(ConfigError::Limits(format!(
+                "max_inbound_bytes_per_peer must be between the largest frame limit ({largest}) and max_inbound_bytes ({}), got {}",
+                l.max_inbound_bytes, l.max_inbound_bytes_per_peer
+            )));
         }
         if l.request_timeout_ms == 0 {
             return Err(ConfigError::Limits("request_timeout_ms must be positive".into()));

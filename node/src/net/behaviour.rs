@@ -10,9 +10,11 @@
 //! `node/src/directory/members.rs`), `/peerage/coords/2.0.0` and `/peerage/superpeer/2.0.0`.
 //!
 //! **Inbound memory.** Every request is read under one process-wide [`InboundBudget`]
-//! (`max_inbound_bytes`); per connection, each protocol serves at most a few streams at once
-//! ([`ELECTION_STREAMS`] and its neighbours), so one connection holds at most
-//! 8 x 1 MiB + 8 x 1 MiB + 4 x 4 KiB + 16 x 64 KiB, about 17 MiB of frames.
+//! (`max_inbound_bytes`) and charged to its sender, which holds at most its share
+//! (`max_inbound_bytes_per_peer`, 8 MiB; the request-response behaviours are [`Accounted`] so
+//! that each connection's codec knows its peer). Per connection, each protocol serves at most
+//! a few streams at once ([`ELECTION_STREAMS`] and its neighbours), so one connection could
+//! otherwise hold 8 x 1 MiB + 8 x 1 MiB + 4 x 4 KiB + 16 x 64 KiB, about 17 MiB of frames.
 //!
 //! **Gossipsub, as its v1.1 hardening guide intends.** `validate_messages`, so that a message
 //! is forwarded only after the node has decoded it, checked its author's signature and
@@ -51,7 +53,8 @@
 //! coordinates (`node/src/coords/driver.rs`).
 
 use crate::config::NodeConfig;
-use crate::net::codec::{FrameCodec, InboundBudget};
+use crate::net::accounted::Accounted;
+use crate::net::codec::InboundBudget;
 use crate::net::gate::Gate;
 use crate::net::latency_transport::{self, EmulatedLink};
 use crate::net::quiet_kad::QuietKad;
@@ -97,11 +100,11 @@ pub struct Behaviour {
     pub gossipsub: gossipsub::Behaviour,
     pub identify: identify::Behaviour,
     pub ping: ping::Behaviour,
-    pub election: request_response::Behaviour<FrameCodec>,
-    pub members: request_response::Behaviour<FrameCodec>,
-    pub coords: request_response::Behaviour<FrameCodec>,
+    pub election: Accounted,
+    pub members: Accounted,
+    pub coords: Accounted,
     /// `/peerage/superpeer/2.0.0` (`node/src/superpeer/wire.rs`, `node/src/superpeer/driver.rs`).
-    pub superpeer: request_response::Behaviour<FrameCodec>,
+    pub superpeer: Accounted,
 }
 
 /// Which transport stack a node uses.
@@ -235,24 +238,28 @@ fn make_behaviour(key: &Keypair, cfg: &NodeConfig, budget: &Arc<InboundBudget>) 
             .with_timeout(Duration::from_millis(cfg.timing.ping_timeout_ms.max(100))),
     );
     let rr_cfg = request_response::Config::default().with_request_timeout(cfg.request_timeout());
-    let election = request_response::Behaviour::with_codec(
-        FrameCodec::with_budget(l.max_election_frame, budget.clone()),
-        [(StreamProtocol::new(ELECTION_PROTOCOL), request_response::ProtocolSupport::Full)],
+    let election = Accounted::new(
+        ELECTION_PROTOCOL,
+        l.max_election_frame,
+        budget,
         rr_cfg.clone().with_max_concurrent_streams(ELECTION_STREAMS),
     );
-    let members = request_response::Behaviour::with_codec(
-        FrameCodec::with_budget(l.max_members_frame, budget.clone()),
-        [(StreamProtocol::new(MEMBERS_PROTOCOL), request_response::ProtocolSupport::Full)],
+    let members = Accounted::new(
+        MEMBERS_PROTOCOL,
+        l.max_members_frame,
+        budget,
         rr_cfg.clone().with_max_concurrent_streams(MEMBERS_STREAMS),
     );
-    let coords = request_response::Behaviour::with_codec(
-        FrameCodec::with_budget(crate::coords::driver::MAX_COORDS_FRAME, budget.clone()),
-        [(StreamProtocol::new(COORDS_PROTOCOL), request_response::ProtocolSupport::Full)],
+    let coords = Accounted::new(
+        COORDS_PROTOCOL,
+        crate::coords::driver::MAX_COORDS_FRAME,
+        budget,
         rr_cfg.clone().with_max_concurrent_streams(COORDS_STREAMS),
     );
-    let superpeer = request_response::Behaviour::with_codec(
-        FrameCodec::with_budget(crate::superpeer::wire::MAX_SP_FRAME_BYTES, budget.clone()),
-        [(StreamProtocol::new(crate::superpeer::wire::SUPERPEER_PROTOCOL), request_response::ProtocolSupport::Full)],
+    let superpeer = Accounted::new(
+        crate::superpeer::wire::SUPERPEER_PROTOCOL,
+        crate::superpeer::wire::MAX_SP_FRAME_BYTES,
+        budget,
         rr_cfg.with_request_timeout(Duration::from_secs(3)).with_max_concurrent_streams(SUPERPEER_STREAMS),
     );
     let blocked = allow_block_list::Behaviour::default();

@@ -74,7 +74,7 @@ use crate::coords::driver::{CoordsConfig, CoordsDriver, SampleDelays};
 use crate::directory::members::{node_id_of, Directory, ACK_EQUAL};
 use crate::election::driver::{group_sends, BroadcastFrame, ElectionDriver, Recipients, BROADCAST_VERSION};
 use crate::net::behaviour::{build_swarm_with_latency, election_topic, Behaviour, BehaviourEvent, TransportKind};
-use crate::net::codec::{classify_read, Frame, InboundBudget, ReadFailure, ACK_OK, ACK_REJECTED};
+use crate::net::codec::{Frame, InboundBudget, ReadFailure, ACK_OK, ACK_REJECTED};
 use crate::net::guard::Guard;
 use crate::net::latency_transport::EmulatedLink;
 use crate::net::send_failure::{classify, DialRefusal};
@@ -264,7 +264,8 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
         "this node's id solves the id puzzle to {bits} bits, below the scope's id_difficulty {}: every member would refuse its record (generate the key with `identity::generate`)",
         opts.cfg.directory.id_difficulty
     );
-    let budget = InboundBudget::new(opts.cfg.limits.max_inbound_bytes);
+    let budget =
+        InboundBudget::with_share(opts.cfg.limits.max_inbound_bytes, opts.cfg.limits.max_inbound_bytes_per_peer);
     let directory = Directory::new(opts.key.clone(), opts.cfg.priority, opts.cfg.directory.bounds(), vec![])?;
     let key = opts.key.clone();
     let mut swarm = build_swarm_with_latency(opts.key, &opts.cfg, opts.transport, &budget, opts.latency.as_ref())?;
@@ -420,6 +421,7 @@ impl Node {
                 }
                 _ = tokio::time::sleep_until(wake.into()) => {}
             }
+            self.misread();
             if let Some(f) = &self.snap.fatal {
                 tracing::error!("{f}");
                 self.status.emit("fatal", json!({ "error": f }));
@@ -669,16 +671,24 @@ impl Node {
         self.guard.report(&mut self.swarm, peer, Offence::MalformedFrame);
     }
 
-    /// An inbound request of `peer` that could not be read: a cut stream is nobody's fault,
-    /// an oversized one the sender's, a spent budget counts a little (`node/src/net/codec.rs`).
+    /// An inbound request of `peer` that failed after it was read (its answer could not be
+    /// written): nobody's fault. A failed read is reported by the codec instead
+    /// ([`Self::misread`]).
     fn unreadable(&mut self, peer: PeerId, error: &request_response::InboundFailure) {
-        if let request_response::InboundFailure::Io(e) = error {
-            match classify_read(e) {
+        debug!(%peer, "inbound request failed: {error}");
+    }
+
+    /// What the codec's failed reads say about their senders (`node/src/net/codec.rs`,
+    /// "Reports"): a malformed frame, or a frame beyond the sender's share of the budget.
+    fn misread(&mut self) {
+        for (peer, failure) in self.budget.take_reports() {
+            match failure {
                 ReadFailure::Malformed => self.bad_frame(peer),
-                ReadFailure::Busy => {
-                    self.guard.report(&mut self.swarm, peer, Offence::Overrun);
+                ReadFailure::OverShare => {
+                    debug!(%peer, "inbound frame beyond the peer's share");
+                    self.guard.report(&mut self.swarm, peer, Offence::OverBudget);
                 }
-                ReadFailure::Cut | ReadFailure::Other => debug!(%peer, "inbound request not read: {e}"),
+                ReadFailure::Busy | ReadFailure::Cut | ReadFailure::Other => {}
             }
         }
     }
@@ -958,6 +968,7 @@ impl Node {
         s.guard = self.guard.stats();
         s.inbound_bytes_peak = self.budget.peak();
         s.inbound_streams_cut = self.budget.cut();
+        s.inbound_over_share = self.budget.over_share();
         s.tombstones = self.directory.inner().tombstones();
         s.coordinate = Some(*self.coords.coordinate());
         s.vivaldi_samples = self.coords.stats().applied;

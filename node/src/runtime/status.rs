@@ -46,6 +46,8 @@ pub struct Snapshot {
     pub inbound_bytes_peak: u64,
     /// Inbound streams cut before their frame ended (closing connections; not bad frames).
     pub inbound_streams_cut: u64,
+    /// Inbound frames refused because their sender held its whole share of the budget.
+    pub inbound_over_share: u64,
     /// Tombstones of departed members.
     pub tombstones: usize,
     /// Listen addresses (with `/p2p/<id>`).

@@ -14,15 +14,98 @@ use overlay::directory::{RecordBody, SignedRecord, SyncBody, SyncFrame, MEMBERS_
 use overlay::wire::{self, Body};
 use overlay::Message;
 use peerage_node::net::behaviour::{election_topic, ELECTION_PROTOCOL, MEMBERS_PROTOCOL};
-use peerage_node::net::codec::{Frame, FrameCodec, ACK_OK};
+use peerage_node::net::codec::{read_frame, write_frame, InboundBudget, ACK_OK, MAX_RESPONSE_BYTES};
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 #[derive(NetworkBehaviour)]
 pub struct AttackBehaviour {
-    pub election: request_response::Behaviour<FrameCodec>,
-    pub members: request_response::Behaviour<FrameCodec>,
+    pub election: request_response::Behaviour<AttackCodec>,
+    pub members: request_response::Behaviour<AttackCodec>,
     pub gossipsub: gossipsub::Behaviour,
+}
+
+/// What the attacker sends: a whole frame, or a frame's length and its first bytes, after
+/// which the stream stalls (it holds the reader's reservation until a timeout ends it).
+#[derive(Debug, Clone)]
+pub enum Crafted {
+    Whole(Vec<u8>),
+    Stalled { announced: usize, sent: Vec<u8> },
+}
+
+/// The frame codec of `node/src/net/codec.rs` on the sending side, plus stalled frames.
+#[derive(Debug, Clone)]
+pub struct AttackCodec {
+    budget: Arc<InboundBudget>,
+}
+
+impl Default for AttackCodec {
+    fn default() -> Self {
+        AttackCodec { budget: InboundBudget::new(u64::MAX / 2) }
+    }
+}
+
+impl request_response::Codec for AttackCodec {
+    type Protocol = StreamProtocol;
+    type Request = Crafted;
+    type Response = Vec<u8>;
+
+    async fn read_request<T>(&mut self, _: &StreamProtocol, io: &mut T) -> std::io::Result<Crafted>
+    where
+        T: futures::AsyncRead + Unpin + Send,
+    {
+        Ok(Crafted::Whole(read_frame(io, 8 << 20, &self.budget, None).await?.bytes.clone()))
+    }
+
+    async fn read_response<T>(&mut self, _: &StreamProtocol, io: &mut T) -> std::io::Result<Vec<u8>>
+    where
+        T: futures::AsyncRead + Unpin + Send,
+    {
+        use futures::AsyncReadExt;
+        let mut res = Vec::new();
+        io.take(MAX_RESPONSE_BYTES).read_to_end(&mut res).await?;
+        if res.is_empty() {
+            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "no answer"));
+        }
+        Ok(res)
+    }
+
+    async fn write_request<T>(&mut self, _: &StreamProtocol, io: &mut T, req: Crafted) -> std::io::Result<()>
+    where
+        T: futures::AsyncWrite + Unpin + Send,
+    {
+        use futures::AsyncWriteExt;
+        match req {
+            Crafted::Whole(bytes) => write_frame(io, &bytes).await,
+            Crafted::Stalled { announced, sent } => {
+                let mut head = Vec::new();
+                let mut n = announced as u64;
+                loop {
+                    let b = (n & 0x7f) as u8;
+                    n >>= 7;
+                    head.push(if n == 0 { b } else { b | 0x80 });
+                    if n == 0 {
+                        break;
+                    }
+                }
+                io.write_all(&head).await?;
+                io.write_all(&sent).await?;
+                io.flush().await?;
+                futures::future::pending::<()>().await;
+                Ok(())
+            }
+        }
+    }
+
+    async fn write_response<T>(&mut self, _: &StreamProtocol, io: &mut T, res: Vec<u8>) -> std::io::Result<()>
+    where
+        T: futures::AsyncWrite + Unpin + Send,
+    {
+        use futures::AsyncWriteExt;
+        io.write_all(&res).await?;
+        io.flush().await
+    }
 }
 
 /// Which protocol a crafted frame goes over.
@@ -116,12 +199,12 @@ impl Attacker {
                 gossipsub.subscribe(&election_topic(0)).expect("subscribe");
                 AttackBehaviour {
                     election: request_response::Behaviour::with_codec(
-                        FrameCodec::new(8 << 20),
+                        AttackCodec::default(),
                         [(StreamProtocol::new(ELECTION_PROTOCOL), ProtocolSupport::Full)],
                         cfg.clone(),
                     ),
                     members: request_response::Behaviour::with_codec(
-                        FrameCodec::new(8 << 20),
+                        AttackCodec::default(),
                         [(StreamProtocol::new(MEMBERS_PROTOCOL), ProtocolSupport::Full)],
                         cfg,
                     ),
@@ -185,8 +268,16 @@ impl Attacker {
 
     /// Send a frame without waiting.
     pub fn fire(&mut self, proto: Proto, peer: &PeerId, bytes: Vec<u8>) -> OutboundRequestId {
+        self.fire_crafted(proto, peer, Crafted::Whole(bytes))
+    }
+
+    /// Send a frame's length `announced` and its first `sent` bytes, then stall the stream.
+    pub fn fire_stalled(&mut self, proto: Proto, peer: &PeerId, announced: usize, sent: usize) -> OutboundRequestId {
+        self.fire_crafted(proto, peer, Crafted::Stalled { announced, sent: vec![1; sent.min(announced)] })
+    }
+
+    fn fire_crafted(&mut self, proto: Proto, peer: &PeerId, frame: Crafted) -> OutboundRequestId {
         self.first_sent.get_or_insert_with(Instant::now);
-        let frame: Frame = bytes.into();
         match proto {
             Proto::Election => self.swarm.behaviour_mut().election.send_request(peer, frame),
             Proto::Members => self.swarm.behaviour_mut().members.send_request(peer, frame),
@@ -258,7 +349,7 @@ impl Attacker {
         true
     }
 
-    fn on_rr(&mut self, proto: Proto, e: Event<Frame, Vec<u8>>) {
+    fn on_rr(&mut self, proto: Proto, e: Event<Crafted, Vec<u8>>) {
         match e {
             Event::Message { message: RrMessage::Request { channel, .. }, .. } => {
                 // The lying acknowledger: "accepted", whatever it was.

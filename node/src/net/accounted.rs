@@ -12,9 +12,7 @@ use crate::net::codec::{FrameCodec, InboundBudget};
 use libp2p::core::transport::PortUse;
 use libp2p::core::Endpoint;
 use libp2p::request_response;
-use libp2p::swarm::{
-    ConnectionDenied, ConnectionId, FromSwarm, NetworkBehaviour, THandler, THandlerInEvent, THandlerOutEvent, ToSwarm,
-};
+use libp2p::swarm::{ConnectionDenied, ConnectionId, NetworkBehaviour, THandler, THandlerInEvent, ToSwarm};
 use libp2p::{Multiaddr, PeerId, StreamProtocol};
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -63,14 +61,7 @@ impl NetworkBehaviour for Accounted {
     type ConnectionHandler = <Inner as NetworkBehaviour>::ConnectionHandler;
     type ToSwarm = <Inner as NetworkBehaviour>::ToSwarm;
 
-    fn handle_pending_inbound_connection(
-        &mut self,
-        connection_id: ConnectionId,
-        local_addr: &Multiaddr,
-        remote_addr: &Multiaddr,
-    ) -> Result<(), ConnectionDenied> {
-        self.inner.handle_pending_inbound_connection(connection_id, local_addr, remote_addr)
-    }
+    forward_to_inner!();
 
     fn handle_established_inbound_connection(
         &mut self,
@@ -83,16 +74,6 @@ impl NetworkBehaviour for Accounted {
         self.inner.handle_established_inbound_connection(connection_id, peer, local_addr, remote_addr)
     }
 
-    fn handle_pending_outbound_connection(
-        &mut self,
-        connection_id: ConnectionId,
-        maybe_peer: Option<PeerId>,
-        addresses: &[Multiaddr],
-        effective_role: Endpoint,
-    ) -> Result<Vec<Multiaddr>, ConnectionDenied> {
-        self.inner.handle_pending_outbound_connection(connection_id, maybe_peer, addresses, effective_role)
-    }
-
     fn handle_established_outbound_connection(
         &mut self,
         connection_id: ConnectionId,
@@ -103,19 +84,6 @@ impl NetworkBehaviour for Accounted {
     ) -> Result<THandler<Self>, ConnectionDenied> {
         let _charged = self.budget.connecting(peer);
         self.inner.handle_established_outbound_connection(connection_id, peer, addr, role_override, port_use)
-    }
-
-    fn on_swarm_event(&mut self, event: FromSwarm) {
-        self.inner.on_swarm_event(event)
-    }
-
-    fn on_connection_handler_event(
-        &mut self,
-        peer_id: PeerId,
-        connection_id: ConnectionId,
-        event: THandlerOutEvent<Self>,
-    ) {
-        self.inner.on_connection_handler_event(peer_id, connection_id, event)
     }
 
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<ToSwarm<Self::ToSwarm, THandlerInEvent<Self>>> {

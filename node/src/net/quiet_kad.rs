@@ -28,9 +28,7 @@
 //! Everything else is kad unchanged; `Deref`/`DerefMut` give the node kad's own API.
 
 use libp2p::core::{transport::PortUse, Endpoint, Multiaddr};
-use libp2p::swarm::{
-    ConnectionDenied, ConnectionId, FromSwarm, NetworkBehaviour, THandler, THandlerInEvent, THandlerOutEvent, ToSwarm,
-};
+use libp2p::swarm::{ConnectionDenied, ConnectionId, NetworkBehaviour, THandler, THandlerInEvent, ToSwarm};
 use libp2p::{kad, PeerId};
 use std::ops::{Deref, DerefMut};
 use std::task::{Context, Poll};
@@ -88,14 +86,7 @@ impl NetworkBehaviour for QuietKad {
     type ConnectionHandler = <Kad as NetworkBehaviour>::ConnectionHandler;
     type ToSwarm = kad::Event;
 
-    fn handle_pending_inbound_connection(
-        &mut self,
-        connection_id: ConnectionId,
-        local_addr: &Multiaddr,
-        remote_addr: &Multiaddr,
-    ) -> Result<(), ConnectionDenied> {
-        self.inner.handle_pending_inbound_connection(connection_id, local_addr, remote_addr)
-    }
+    forward_to_inner!();
 
     fn handle_established_inbound_connection(
         &mut self,
@@ -107,16 +98,6 @@ impl NetworkBehaviour for QuietKad {
         self.inner.handle_established_inbound_connection(connection_id, peer, local_addr, remote_addr)
     }
 
-    fn handle_pending_outbound_connection(
-        &mut self,
-        connection_id: ConnectionId,
-        maybe_peer: Option<PeerId>,
-        addresses: &[Multiaddr],
-        effective_role: Endpoint,
-    ) -> Result<Vec<Multiaddr>, ConnectionDenied> {
-        self.inner.handle_pending_outbound_connection(connection_id, maybe_peer, addresses, effective_role)
-    }
-
     fn handle_established_outbound_connection(
         &mut self,
         connection_id: ConnectionId,
@@ -126,19 +107,6 @@ impl NetworkBehaviour for QuietKad {
         port_use: PortUse,
     ) -> Result<THandler<Self>, ConnectionDenied> {
         self.inner.handle_established_outbound_connection(connection_id, peer, addr, role_override, port_use)
-    }
-
-    fn on_swarm_event(&mut self, event: FromSwarm) {
-        self.inner.on_swarm_event(event)
-    }
-
-    fn on_connection_handler_event(
-        &mut self,
-        peer_id: PeerId,
-        connection_id: ConnectionId,
-        event: THandlerOutEvent<Self>,
-    ) {
-        self.inner.on_connection_handler_event(peer_id, connection_id, event)
     }
 
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<ToSwarm<Self::ToSwarm, THandlerInEvent<Self>>> {

@@ -273,6 +273,7 @@ pub fn optimal(w: &World, geo: &Geometry, heads: &[u32], cap: u64) -> Result<Ass
         cap: cap_us,
         heap: vec![(0.0, NONE); k * cap_us],
         load: vec![0; k],
+        price: vec![0.0; k],
         at: vec![NONE; clients.len()],
         queue: (0..clients.len() as u32).rev().collect(),
         bids: 0,
@@ -332,6 +333,9 @@ struct Auction {
     cap: usize,
     heap: Vec<(f64, u32)>,
     load: Vec<usize>,
+    /// Every head's entry price, kept beside the heaps: a bid reads the prices of its whole
+    /// candidate list, and the heaps' roots are far apart in memory.
+    price: Vec<f64>,
     at: Vec<u32>,
     queue: Vec<u32>,
     bids: u64,
@@ -341,11 +345,7 @@ struct Auction {
 impl Auction {
     /// What a bidder pays to enter head s.
     fn entry(&self, s: usize) -> f64 {
-        if self.load[s] < self.cap {
-            0.0
-        } else {
-            self.heap[s * self.cap].0
-        }
+        self.price[s]
     }
 
     /// Bids until every client holds a place.
@@ -387,6 +387,9 @@ impl Auction {
                     down(h, 0);
                     self.at[old as usize] = NONE;
                     self.queue.push(old);
+                }
+                if self.load[s] == self.cap {
+                    self.price[s] = self.heap[s * self.cap].0;
                 }
                 self.at[c] = s as u32;
                 break;

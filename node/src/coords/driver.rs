@@ -1,8 +1,8 @@
 //! Vivaldi coordinates in the node: RTT samples from libp2p ping, peers' coordinates over
 //! `/peerage/coords/2.0.0`, and the sans-IO `overlay::coords::VivaldiClient` doing the math.
 //!
-//! Issue 4 item 1/5: every node learns a latency coordinate from real (in a swarm:
-//! emulated, `node/src/net/latency_transport.rs`) round-trip times. Vivaldi (Dabek et al., SIGCOMM 2004)
+//! Every node learns a latency coordinate from real (in a swarm: emulated,
+//! `node/src/net/latency_transport.rs`) round-trip times. Vivaldi (Dabek et al., SIGCOMM 2004)
 //! needs, for each RTT sample to a peer, that peer's current coordinate and error; the
 //! client (`overlay::coords`) owns the update rule, this file only gathers the inputs. Like
 //! the election driver it does no I/O itself: the node's event loop hands it ping results

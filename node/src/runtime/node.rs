@@ -969,6 +969,7 @@ impl Node {
         s.inbound_bytes_peak = self.budget.peak();
         s.inbound_streams_cut = self.budget.cut();
         s.inbound_over_share = self.budget.over_share();
+        s.inbound_reports_dropped = self.budget.reports_dropped();
         s.tombstones = self.directory.inner().tombstones();
         s.coordinate = Some(*self.coords.coordinate());
         s.vivaldi_samples = self.coords.stats().applied;

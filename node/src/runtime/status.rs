@@ -48,6 +48,8 @@ pub struct Snapshot {
     pub inbound_streams_cut: u64,
     /// Inbound frames refused because their sender held its whole share of the budget.
     pub inbound_over_share: u64,
+    /// Failed reads the codec could not queue for the guard (its queue was full).
+    pub inbound_reports_dropped: u64,
     /// Tombstones of departed members.
     pub tombstones: usize,
     /// Listen addresses (with `/p2p/<id>`).

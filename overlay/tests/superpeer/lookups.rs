@@ -339,3 +339,95 @@ fn answers_naming_fewer_peers_than_the_routing_table_holds_decide_nothing() {
     assert!(unusable >= 2, "only {unusable} answers judged incomplete");
     assert!(node.wanted() > 0, "never decided on answers naming as many peers as it knows");
 }
+
+/// An unattached node whose cached heads all refused it as full, one round apart, so that
+/// their back-offs end one at a time and one of them is always being asked again: a seed's
+/// answer that comes then still takes the place of the farthest full head, and the node
+/// attaches to the head with room it names. (Counting only heads backed off at that moment,
+/// the answer was dropped as farther than all of them, and one node of 10^5 kept asking the
+/// same six full heads for good.)
+#[test]
+fn a_seed_answer_replaces_full_heads_whose_back_offs_end_one_at_a_time() {
+    use overlay::superpeer::{HeadEntry, HeadRole, SpMessage};
+    let seed = seed();
+    let (mut rng, ids) = common::seeded_ids(seed, 500);
+    let at = |x: f64| Point::new(&[x, 0.0], 0.001);
+    let oracle = common::Oracle { found_at: at(0.05), directory: Vec::new(), provider_at: at(0.1) };
+    let mut node = SuperPeerNode::new(ids[0], at(0.0), cfg(Method::ReservedPrefix, 0.01));
+    common::start_claiming_nothing(&mut node, &mut rng, 0, &ids, &oracle);
+    let full: Vec<PeerInfo> =
+        (0..6).map(|i| PeerInfo { id: ids[10 + i], point: at(0.010 + 0.001 * i as f64) }).collect();
+    for h in &full {
+        common::step(
+            &mut node,
+            &mut rng,
+            0,
+            SpInput::Message { from: h.id, msg: SpMessage::Announce { head: *h, room: true } },
+        );
+    }
+    let open = PeerInfo { id: ids[20], point: at(0.2) };
+    let is_full = |id: &NodeId| *id == ids[3] || full.iter().any(|h| h.id == *id);
+    // Refusals come a round after the `Attach`; seed answers are held until an `Attach` to a
+    // head that refused before is in flight.
+    let mut refusals: Vec<NodeId> = Vec::new();
+    let mut held: Vec<u32> = Vec::new();
+    let mut refused: std::collections::HashSet<NodeId> = Default::default();
+    let mut answered_at = None;
+    for round in 1..=200u64 {
+        let now = round * 1_000_000;
+        let mut fx = common::step(&mut node, &mut rng, now, SpInput::Tick);
+        // A neighbour's cache gossip keeps the full heads known (cached heads age out).
+        let entries = full.iter().map(|h| HeadEntry { head: *h, age: 0 }).collect();
+        let gossip = SpMessage::CacheExchange { entries, reply: false };
+        fx.extend(common::step(&mut node, &mut rng, now, SpInput::Message { from: ids[30], msg: gossip }));
+        for from in std::mem::take(&mut refusals) {
+            refused.insert(from);
+            fx.extend(common::step(
+                &mut node,
+                &mut rng,
+                now,
+                SpInput::Message { from, msg: SpMessage::Refuse { full: true } },
+            ));
+        }
+        let mut queue = fx;
+        while let Some(e) = queue.pop() {
+            match e {
+                SpEffect::Lookup { query, what: Query::Providers { .. } } => held.push(query),
+                SpEffect::Send { to, msg: SpMessage::Attach { .. } } if to == open.id => {
+                    let accept = SpMessage::Accept { role: HeadRole::Slot { key: to }, head: open };
+                    queue.extend(common::step(&mut node, &mut rng, now, SpInput::Message { from: to, msg: accept }));
+                }
+                SpEffect::Send { to, msg: SpMessage::Attach { .. } } if is_full(&to) => {
+                    refusals.push(to);
+                    if answered_at.is_none() && refused.len() >= full.len() && refused.contains(&to) && !held.is_empty()
+                    {
+                        // One of them is being asked again: the seed's answer comes now.
+                        answered_at = Some(round);
+                        for query in std::mem::take(&mut held) {
+                            let report = LookupReport::complete(vec![open]);
+                            queue.extend(common::step(
+                                &mut node,
+                                &mut rng,
+                                now,
+                                SpInput::LookupResult { query, report },
+                            ));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        if node.attached_to() == Some(open.id) {
+            let answered = answered_at.expect("attached before the answer naming the head");
+            // Full heads whose back-offs end first are nearer and asked first, one a round.
+            assert!(round <= answered + 10, "attached {} rounds after the answer", round - answered);
+            println!("attached {} rounds after the answer (round {answered})", round - answered);
+            return;
+        }
+    }
+    panic!(
+        "never attached to the head with room (answer in round {answered_at:?}; refused by {} heads): {}",
+        refused.len(),
+        node.attach_summary()
+    );
+}

@@ -47,11 +47,11 @@ impl SuperPeerNode {
         self.gone.retain(|(_, until)| *until > round);
     }
 
-    /// Keeps the measured RTT of a head whose entry leaves the cache (aged out, or evicted
-    /// for a nearer one), at most [`REMEMBERED_RTTS`], the oldest dropped first (module doc,
-    /// step 3, "Measurements outlive the cache entry").
+    /// Keeps the measured RTT, and a recent refusal, of a head whose entry leaves the cache
+    /// (aged out, or evicted for a nearer one), at most [`REMEMBERED_RTTS`], the oldest
+    /// dropped first (module doc, step 3, "Measurements outlive the cache entry").
     pub(super) fn remember(&mut self, c: &CacheEntry) {
-        if c.rtt <= 0.0 {
+        if c.rtt <= 0.0 && !c.refused_lately(self.round) {
             return;
         }
         let key = c.info.id.high_u64();
@@ -59,7 +59,13 @@ impl SuperPeerNode {
         if self.remembered.len() >= REMEMBERED_RTTS {
             self.remembered.remove(0);
         }
-        self.remembered.push(Remembered { key, rtt: c.rtt, remeasured: c.remeasured });
+        self.remembered.push(Remembered { key, rtt: c.rtt, remeasured: c.remeasured, backoff_until: c.backoff_until });
+    }
+
+    /// When head `id`'s remembered refusal ends its back-off, if it refused us.
+    fn recalled_refusal(&self, id: &NodeId) -> Option<u32> {
+        let key = id.high_u64();
+        self.remembered.iter().find(|r| r.key == key).map(|r| r.backoff_until).filter(|&b| b != 0)
     }
 
     /// The remembered measured RTT of head `id` (0 = none).
@@ -79,7 +85,10 @@ impl SuperPeerNode {
             let r = self.remembered.remove(i);
             e.rtt = r.rtt;
             e.remeasured = r.remeasured;
-            e.probed = (self.round as u16).max(1);
+            e.backoff_until = r.backoff_until;
+            if r.rtt > 0.0 {
+                e.probed = (self.round as u16).max(1);
+            }
         }
         e
     }
@@ -120,25 +129,32 @@ impl SuperPeerNode {
         let known = self.recalled(&info.id);
         let d = if known > 0.0 { known as f64 } else { me.rtt(&info.point) };
         let eff = |c: &CacheEntry| if c.rtt > 0.0 { c.rtt as f64 } else { me.rtt(&c.info.point) };
-        if self.cache.len() >= self.cfg.discovery.cache_size
-            && self.head.is_none()
-            && self.attached.is_none()
-            && self.cache.iter().all(|c| c.backoff_until > round)
-        {
-            // Unattached and every cached head refused us as full: the farthest of them gives
-            // its place to any newcomer, however far the newcomer is.
+        if self.cache.len() >= self.cfg.discovery.cache_size && self.head.is_none() && self.attached.is_none() {
+            // Unattached: a head that refused us as full lately is worth least. The farthest of
+            // them gives its place to a newcomer that did not refuse us lately, however far
+            // the newcomer is, and to one that did only if it is nearer; a newcomer that
+            // refused us lately never takes the place of a head that did not (that one may
+            // have room: gossip of nearby full heads pushed a far head with room out again
+            // before the node could ask it).
             let full = self
                 .cache
                 .iter()
                 .enumerate()
-                .filter(|(_, c)| c.backoff_until > round)
+                .filter(|(_, c)| c.refused_lately(round))
                 .map(|(i, c)| (i, eff(c)))
                 .max_by(|a, b| a.1.total_cmp(&b.1));
-            if let Some((i, _)) = full {
-                let e = self.fresh_entry(info, age);
-                let old = std::mem::replace(&mut self.cache[i], e);
-                self.remember(&old);
-                return;
+            let refused = self
+                .recalled_refusal(&info.id)
+                .is_some_and(|until| until.saturating_add(REFUSED_MEMORY - REFUSED_BACKOFF) > round);
+            match full {
+                Some((i, far)) if !refused || d < far => {
+                    let e = self.fresh_entry(info, age);
+                    let old = std::mem::replace(&mut self.cache[i], e);
+                    self.remember(&old);
+                    return;
+                }
+                _ if refused => return,
+                _ => {}
             }
         }
         if self.cache.len() >= self.cfg.discovery.cache_size {

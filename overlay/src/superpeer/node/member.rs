@@ -57,7 +57,7 @@ impl SuperPeerNode {
         }
         if self.hunting()
             && !self.cache.is_empty()
-            && self.cache.iter().all(|c| c.backoff_until > self.round)
+            && self.cache.iter().all(|c| c.refused_lately(self.round))
             && self.wanted > 0
             && self.round.wrapping_sub(self.last_seed) >= self.seed_interval()
         {

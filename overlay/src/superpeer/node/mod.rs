@@ -205,6 +205,12 @@ impl CacheEntry {
     fn new(info: PeerInfo, age: u16) -> CacheEntry {
         CacheEntry { info, age, probed: 0, backoff_until: 0, rtt: 0.0, failed: false, remeasured: 0 }
     }
+
+    /// The head refused this node as full within the last [`REFUSED_MEMORY`] rounds
+    /// (`backoff_until` is 0 for a head that never refused it).
+    fn refused_lately(&self, round: u32) -> bool {
+        self.backoff_until != 0 && self.backoff_until.saturating_add(REFUSED_MEMORY - REFUSED_BACKOFF) > round
+    }
 }
 
 /// A split jump's token goes to `to` (`token` module doc, "Split offers"): the member-less
@@ -258,8 +264,12 @@ fn send_handover(
 #[derive(Clone, Copy, Debug)]
 struct Remembered {
     key: u64,
+    /// 0 = not measured (a head remembered for its refusal only).
     rtt: f32,
     remeasured: u8,
+    /// The entry's `backoff_until`: a head that refused us lately and comes back through
+    /// gossip is still known to be full.
+    backoff_until: u32,
 }
 
 /// Rounds between a head's announcements to its neighbours: often enough that a newcomer
@@ -279,6 +289,13 @@ pub const CACHE_TTL: u32 = 10;
 /// Rounds a node stays away from a head that refused it as full: members leave a cluster
 /// rarely, so asking again sooner would only be refused again.
 const REFUSED_BACKOFF: u32 = 10;
+
+/// Rounds a refusal keeps its head counted as full for an unattached node, back-off or not:
+/// twice the back-off. An unattached node asks its cached heads again one by one as their
+/// back-offs end, so with each refusal renewed a round or two apart, its heads were never all
+/// backed off at once, it never looked further, and it cycled through the same full heads for
+/// good (one node in 10^5 left unattached, *ours*).
+const REFUSED_MEMORY: u32 = 2 * REFUSED_BACKOFF;
 
 /// Provider lookups a normal node makes to find heads, and again whenever its cache runs
 /// empty: random reserved slots of the prefix method (one token-directory lookup finds up to
@@ -604,9 +621,9 @@ pub struct SuperPeerNode {
     cache: SmallVec<[CacheEntry; CACHE_INLINE]>,
     /// Peers that said they serve no cluster, ignored in gossip until the given round.
     gone: Vec<(NodeId, u32)>,
-    /// Measured RTTs (seconds) of heads whose entries left the cache, by the top 64 bits of
-    /// their id, oldest first, at most [`REMEMBERED_RTTS`] (DESIGN.md "Super peers", step 3,
-    /// "Measurements outlive the cache entry").
+    /// Measured RTTs (seconds) and recent refusals of heads whose entries left the cache, by
+    /// the top 64 bits of their id, oldest first, at most [`REMEMBERED_RTTS`] (DESIGN.md
+    /// "Super peers", step 3, "Measurements outlive the cache entry").
     remembered: SmallVec<[Remembered; REMEMBERED_RTTS]>,
     /// Round we last heard from the head we are attached to.
     heard: u32,

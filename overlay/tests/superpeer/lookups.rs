@@ -257,18 +257,25 @@ fn hunt(
     seeded
 }
 
+/// A prefix node at the origin that has decided its estimate and claimed nothing (every
+/// slot's provider is `ids[3]`, at `oracle.provider_at`), with its RNG, the ids and the oracle.
+fn hunter() -> (SuperPeerNode, rand_chacha::ChaCha8Rng, Vec<NodeId>, common::Oracle) {
+    let (mut rng, ids) = common::seeded_ids(seed(), 500);
+    let at = |x: f64| Point::new(&[x, 0.0], 0.001);
+    let oracle = common::Oracle { found_at: at(0.05), directory: Vec::new(), provider_at: at(0.1) };
+    let mut node = SuperPeerNode::new(ids[0], at(0.0), cfg(Method::ReservedPrefix, 0.01));
+    common::start_claiming_nothing(&mut node, &mut rng, 0, &ids, &oracle);
+    (node, rng, ids, oracle)
+}
+
 /// Seeds back off (a 200-node prefix swarm made 26.6 seed lookups per node, ten a second for
 /// the whole run, while the first heads refused nodes as full): an unattached node whose
 /// known heads all refused it as full seeds again after 5, 10, 20, then every 40 rounds, not
 /// every 5; once it was attached, or a head, the next wait is 5 again.
 #[test]
 fn hunting_seeds_back_off_while_every_known_head_is_full() {
-    let seed = seed();
-    let (mut rng, ids) = common::seeded_ids(seed, 500);
+    let (mut node, mut rng, ids, oracle) = hunter();
     let at = |x: f64| Point::new(&[x, 0.0], 0.001);
-    let oracle = common::Oracle { found_at: at(0.05), directory: Vec::new(), provider_at: at(0.1) };
-    let mut node = SuperPeerNode::new(ids[0], at(0.0), cfg(Method::ReservedPrefix, 0.01));
-    common::start_claiming_nothing(&mut node, &mut rng, 0, &ids, &oracle);
     assert!(node.wanted() > 0, "the node decided");
     // ids[3] provides every slot (the oracle) and is full.
     let full = PeerInfo { id: ids[3], point: oracle.provider_at };
@@ -349,12 +356,8 @@ fn answers_naming_fewer_peers_than_the_routing_table_holds_decide_nothing() {
 #[test]
 fn a_seed_answer_replaces_full_heads_whose_back_offs_end_one_at_a_time() {
     use overlay::superpeer::{HeadEntry, HeadRole, SpMessage};
-    let seed = seed();
-    let (mut rng, ids) = common::seeded_ids(seed, 500);
+    let (mut node, mut rng, ids, _) = hunter();
     let at = |x: f64| Point::new(&[x, 0.0], 0.001);
-    let oracle = common::Oracle { found_at: at(0.05), directory: Vec::new(), provider_at: at(0.1) };
-    let mut node = SuperPeerNode::new(ids[0], at(0.0), cfg(Method::ReservedPrefix, 0.01));
-    common::start_claiming_nothing(&mut node, &mut rng, 0, &ids, &oracle);
     let full: Vec<PeerInfo> =
         (0..6).map(|i| PeerInfo { id: ids[10 + i], point: at(0.010 + 0.001 * i as f64) }).collect();
     for h in &full {

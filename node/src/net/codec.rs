@@ -348,7 +348,8 @@ async fn read_varint<T: AsyncRead + Unpin + Send>(io: &mut T) -> io::Result<Opti
     Err(io::Error::new(ErrorKind::InvalidData, "length prefix longer than 10 bytes"))
 }
 
-fn varint(n: u64, out: &mut Vec<u8>) {
+/// Appends `n` as an unsigned varint: a frame's length prefix.
+pub fn varint(n: u64, out: &mut Vec<u8>) {
     out.extend_from_slice(unsigned_varint::encode::u64(n, &mut unsigned_varint::encode::u64_buffer()));
 }
 

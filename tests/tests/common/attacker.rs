@@ -14,7 +14,7 @@ use overlay::directory::{RecordBody, SignedRecord, SyncBody, SyncFrame, MEMBERS_
 use overlay::wire::{self, Body};
 use overlay::Message;
 use peerage_node::net::behaviour::{election_topic, ELECTION_PROTOCOL, MEMBERS_PROTOCOL};
-use peerage_node::net::codec::{read_frame, write_frame, InboundBudget, ACK_OK, MAX_RESPONSE_BYTES};
+use peerage_node::net::codec::{read_frame, varint, write_frame, InboundBudget, ACK_OK, MAX_RESPONSE_BYTES};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -80,15 +80,7 @@ impl request_response::Codec for AttackCodec {
             Crafted::Whole(bytes) => write_frame(io, &bytes).await,
             Crafted::Stalled { announced, sent } => {
                 let mut head = Vec::new();
-                let mut n = announced as u64;
-                loop {
-                    let b = (n & 0x7f) as u8;
-                    n >>= 7;
-                    head.push(if n == 0 { b } else { b | 0x80 });
-                    if n == 0 {
-                        break;
-                    }
-                }
+                varint(announced as u64, &mut head);
                 io.write_all(&head).await?;
                 io.write_all(&sent).await?;
                 io.flush().await?;

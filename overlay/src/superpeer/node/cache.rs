@@ -62,10 +62,10 @@ impl SuperPeerNode {
         self.remembered.push(Remembered { key, rtt: c.rtt, remeasured: c.remeasured, backoff_until: c.backoff_until });
     }
 
-    /// When head `id`'s remembered refusal ends its back-off, if it refused us.
-    fn recalled_refusal(&self, id: &NodeId) -> Option<u32> {
+    /// When head `id`'s remembered refusal ends its back-off (0: none remembered).
+    fn recalled_refusal(&self, id: &NodeId) -> u32 {
         let key = id.high_u64();
-        self.remembered.iter().find(|r| r.key == key).map(|r| r.backoff_until).filter(|&b| b != 0)
+        self.remembered.iter().find(|r| r.key == key).map_or(0, |r| r.backoff_until)
     }
 
     /// The remembered measured RTT of head `id` (0 = none).
@@ -143,9 +143,7 @@ impl SuperPeerNode {
                 .filter(|(_, c)| c.refused_lately(round))
                 .map(|(i, c)| (i, eff(c)))
                 .max_by(|a, b| a.1.total_cmp(&b.1));
-            let refused = self
-                .recalled_refusal(&info.id)
-                .is_some_and(|until| until.saturating_add(REFUSED_MEMORY - REFUSED_BACKOFF) > round);
+            let refused = refused_lately(self.recalled_refusal(&info.id), round);
             match full {
                 Some((i, far)) if !refused || d < far => {
                     let e = self.fresh_entry(info, age);

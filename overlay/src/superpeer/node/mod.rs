@@ -209,7 +209,7 @@ impl CacheEntry {
     /// The head refused this node as full within the last [`REFUSED_MEMORY`] rounds
     /// (`backoff_until` is 0 for a head that never refused it).
     fn refused_lately(&self, round: u32) -> bool {
-        self.backoff_until != 0 && self.backoff_until.saturating_add(REFUSED_MEMORY - REFUSED_BACKOFF) > round
+        refused_lately(self.backoff_until, round)
     }
 }
 
@@ -296,6 +296,12 @@ const REFUSED_BACKOFF: u32 = 10;
 /// backed off at once, it never looked further, and it cycled through the same full heads for
 /// good (one node in 10^5 left unattached, *ours*).
 const REFUSED_MEMORY: u32 = 2 * REFUSED_BACKOFF;
+
+/// Whether a head whose back-off ends at `backoff_until` (0: it never refused) refused within
+/// the last [`REFUSED_MEMORY`] rounds before `round`.
+fn refused_lately(backoff_until: u32, round: u32) -> bool {
+    backoff_until != 0 && backoff_until.saturating_add(REFUSED_MEMORY - REFUSED_BACKOFF) > round
+}
 
 /// Provider lookups a normal node makes to find heads, and again whenever its cache runs
 /// empty: random reserved slots of the prefix method (one token-directory lookup finds up to

@@ -71,12 +71,6 @@ pub struct Limits {
     pub election_keep_ms: u64,
     /// libp2p idle connection timeout (connections with no open stream).
     pub idle_timeout_ms: u64,
-    /// Largest election frame accepted or sent (bytes).
-    pub max_election_frame: usize,
-    /// Largest membership-sync frame accepted or sent (bytes).
-    pub max_members_frame: usize,
-    /// Largest gossipsub message.
-    pub max_gossip_bytes: usize,
     /// Bytes of inbound request frames the whole process reads or holds at once
     /// (`node/src/net/codec.rs`): a frame beyond it is refused before it is read.
     pub max_inbound_bytes: u64,
@@ -113,9 +107,6 @@ impl Default for Limits {
             prune_min_age_ms: 10_000,
             election_keep_ms: 5_000,
             idle_timeout_ms: 10_000,
-            max_election_frame: overlay::wire::MAX_FRAME_BYTES,
-            max_members_frame: 1024 * 1024,
-            max_gossip_bytes: crate::net::behaviour::MAX_GOSSIP_BYTES,
             max_inbound_bytes: 64 * 1024 * 1024,
             max_inbound_bytes_per_peer: 8 * 1024 * 1024,
             request_timeout_ms: 5_000,
@@ -378,14 +369,7 @@ impl FileConfig {
                 l.target_low, l.target_high, l.max_established
             )));
         }
-        if l.max_election_frame < 64
-            || l.max_members_frame < 64
-            || l.max_gossip_bytes < 1024
-            || l.max_inbound_bytes < (l.max_election_frame.max(l.max_members_frame) as u64)
-        {
-            return Err(ConfigError::Limits("frame limits are too small to carry any message".into()));
-        }
-        let largest = l.max_election_frame.max(l.max_members_frame) as u64;
+        let largest = crate::net::behaviour::LARGEST_FRAME as u64;
         if l.max_inbound_bytes_per_peer < largest || l.max_inbound_bytes_per_peer > l.max_inbound_bytes {
             return Err(ConfigError::Limits(format!(
                 "max_inbound_bytes_per_peer must be between the largest frame limit ({largest}) and max_inbound_bytes ({}), got {}",

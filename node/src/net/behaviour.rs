@@ -14,7 +14,13 @@
 //! (`max_inbound_bytes_per_peer`, 8 MiB; the request-response behaviours are [`Accounted`] so
 //! that each connection's codec knows its peer). Per connection, each protocol serves at most
 //! a few streams at once ([`ELECTION_STREAMS`] and its neighbours), so one connection could
-//! otherwise hold 8 x 1 MiB + 8 x 1 MiB + 4 x 4 KiB + 16 x 64 KiB, about 17 MiB of frames.
+//! otherwise hold 8 x 1 MiB + 8 x 2.4 MiB + 4 x 256 B + 16 x 64 KiB, about 28 MiB of frames.
+//!
+//! **Frame limits are the protocol's, not the operator's.** Each protocol reads at most what
+//! its largest well-formed message takes ([`ELECTION_FRAME_BYTES`], [`MEMBERS_FRAME_BYTES`],
+//! [`MAX_GOSSIP_BYTES`] and the coordinate and super-peer limits), the same in every node, so
+//! an honest peer's frame is never refused for its size and a longer one is malformed (the
+//! codec reports it; `Offence::MalformedFrame`).
 //!
 //! **Gossipsub, as its v1.1 hardening guide intends.** `validate_messages`, so that a message
 //! is forwarded only after the node has decoded it, checked its author's signature and
@@ -88,6 +94,24 @@ pub const COORDS_STREAMS: usize = 4;
 pub const SUPERPEER_STREAMS: usize = 16;
 /// Largest gossipsub message (module doc).
 pub const MAX_GOSSIP_BYTES: usize = 64 * 1024;
+/// Largest election frame: what `overlay::wire` decodes at most.
+pub const ELECTION_FRAME_BYTES: usize = overlay::wire::MAX_FRAME_BYTES;
+/// Largest members frame: the largest sync frame of the directory protocol.
+pub const MEMBERS_FRAME_BYTES: usize = overlay::directory::MAX_MEMBERS_FRAME_BYTES;
+/// The largest frame any request-response protocol reads: a peer's share of the inbound
+/// budget holds at least one.
+pub const LARGEST_FRAME: usize = max(
+    max(ELECTION_FRAME_BYTES, MEMBERS_FRAME_BYTES),
+    max(crate::coords::driver::MAX_COORDS_FRAME, crate::superpeer::wire::MAX_SP_FRAME_BYTES),
+);
+
+const fn max(a: usize, b: usize) -> usize {
+    if a > b {
+        a
+    } else {
+        b
+    }
+}
 
 #[derive(NetworkBehaviour)]
 pub struct Behaviour {
@@ -214,7 +238,7 @@ fn make_behaviour(key: &Keypair, cfg: &NodeConfig, budget: &Arc<InboundBudget>) 
         .validation_mode(gossipsub::ValidationMode::Anonymous)
         .message_id_fn(broadcast_message_id)
         .validate_messages()
-        .max_transmit_size(l.max_gossip_bytes)
+        .max_transmit_size(MAX_GOSSIP_BYTES)
         .heartbeat_interval(Duration::from_secs(1))
         .mesh_n(6)
         .mesh_n_low(4)
@@ -240,13 +264,13 @@ fn make_behaviour(key: &Keypair, cfg: &NodeConfig, budget: &Arc<InboundBudget>) 
     let rr_cfg = request_response::Config::default().with_request_timeout(cfg.request_timeout());
     let election = Accounted::new(
         ELECTION_PROTOCOL,
-        l.max_election_frame,
+        ELECTION_FRAME_BYTES,
         budget,
         rr_cfg.clone().with_max_concurrent_streams(ELECTION_STREAMS),
     );
     let members = Accounted::new(
         MEMBERS_PROTOCOL,
-        l.max_members_frame,
+        MEMBERS_FRAME_BYTES,
         budget,
         rr_cfg.clone().with_max_concurrent_streams(MEMBERS_STREAMS),
     );

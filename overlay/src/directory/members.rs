@@ -38,7 +38,7 @@
 
 use super::admission::{Bounds, Budgets, Refusal, RefusalCounts};
 use super::memo::VerifiedMemo;
-use super::record::{node_id_of, Record, SignedRecord};
+use super::record::{node_id_of, Record, SignedRecord, MAX_RECORD_WIRE_BYTES};
 use crate::id::{NodeId, Rank};
 use crate::membership::Membership;
 use libp2p_identity::PeerId;
@@ -50,9 +50,13 @@ use std::sync::Arc;
 pub const MEMBERS_VERSION: u16 = 3;
 /// Digest buckets.
 pub const BUCKETS: usize = 1024;
-/// Records per sync frame (4,096 records of ~150 bytes are ~600 KiB, under the default 1 MiB
-/// members-frame limit).
+/// Records per sync frame (4,096 records of ~150 bytes are ~600 KiB).
 pub const MAX_ENTRIES_PER_FRAME: usize = 4096;
+/// Largest members frame: a `Delta` of [`MAX_ENTRIES_PER_FRAME`] records at their largest
+/// with every bucket wanted (a bucket below 16,384 is a varint of at most 2 bytes), plus the
+/// frame's own varints. Every node reads exactly this much, so no frame an honest node builds
+/// is refused for its size, and a longer one is malformed whoever sends it.
+pub const MAX_MEMBERS_FRAME_BYTES: usize = 16 + MAX_ENTRIES_PER_FRAME * MAX_RECORD_WIRE_BYTES + BUCKETS * 2;
 /// Equal digest comparisons in a row that count as "settled".
 pub const SETTLED_STREAK: u32 = 3;
 /// A frame whose records refused for pace exceed both this and the directory's size floods.

@@ -26,7 +26,9 @@ pub mod record;
 pub use admission::{Bounds, Refusal, RefusalCounts};
 pub use broadcast::{SignedBroadcast, BROADCAST_WINDOW_US};
 pub use claims::{check_election, check_superpeer, ClaimRefusal, Severity};
-pub use members::{Directory, Handled, Member, SyncBody, SyncError, SyncFrame, SyncStats, MEMBERS_VERSION};
+pub use members::{
+    Directory, Handled, Member, SyncBody, SyncError, SyncFrame, SyncStats, MAX_MEMBERS_FRAME_BYTES, MEMBERS_VERSION,
+};
 pub use memo::VerifiedMemo;
 pub use pacer::SyncPacer;
 pub use record::{node_id_of, Record, RecordBody, SignError, SignedRecord};

@@ -40,6 +40,9 @@ pub const MAX_SIGNATURE_BYTES: usize = 96;
 pub const MAX_ADDRS: usize = 4;
 /// Largest address (bytes).
 pub const MAX_ADDR_BYTES: usize = 64;
+/// Largest record on the wire: its three byte strings at their limits, each behind its
+/// postcard length (a varint of 2 bytes below 16,384).
+pub const MAX_RECORD_WIRE_BYTES: usize = MAX_KEY_BYTES + MAX_BODY_BYTES + MAX_SIGNATURE_BYTES + 3 * 2;
 
 /// What a member says about itself.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -435,3 +435,28 @@ fn directories_sharing_a_memo_share_each_record() {
     assert_eq!(a.dir.rank_of(&ma.node), Some(Rank::new(7, ma.node)));
     assert_eq!(a.dir.peer_of(&ma.node), Some(p));
 }
+
+#[test]
+fn the_largest_frame_fits_the_members_frame_limit() {
+    let largest = SignedRecord {
+        public_key: vec![0xff; crate::directory::record::MAX_KEY_BYTES],
+        body: vec![0xff; crate::directory::record::MAX_BODY_BYTES],
+        signature: vec![0xff; crate::directory::record::MAX_SIGNATURE_BYTES],
+    };
+    let entries = vec![largest; MAX_ENTRIES_PER_FRAME];
+    let want: Vec<u16> = (0..BUCKETS as u16).collect();
+    let delta = encode(SyncBody::Delta { entries: entries.clone(), want }).unwrap();
+    let push = encode(SyncBody::Push { entries }).unwrap();
+    let digest = encode(SyncBody::Digest { count: u64::MAX, buckets: vec![u64::MAX; BUCKETS] }).unwrap();
+    for (what, frame) in [("delta", &delta), ("push", &push), ("digest", &digest)] {
+        assert!(
+            frame.len() <= MAX_MEMBERS_FRAME_BYTES,
+            "a {what} of {} bytes, limit {MAX_MEMBERS_FRAME_BYTES}",
+            frame.len()
+        );
+    }
+    // The limit is not slack: the largest delta takes all of it but a byte a record and a
+    // bucket (the varints counted at their widest) and the frame's own header.
+    let slack = MAX_MEMBERS_FRAME_BYTES - delta.len();
+    assert!(slack <= 16 + BUCKETS + MAX_ENTRIES_PER_FRAME, "{} of {MAX_MEMBERS_FRAME_BYTES}", delta.len());
+}

@@ -49,8 +49,11 @@
 //!   ([`removal_plan`], [`split_reserve`]); if that removal times the token's epoch cooling
 //!   (`1 + epoch / cooling`, no promoted factor, no aging) is below `split.ratio` x the gain, it
 //!   drains its members first (`StepDownTo` the head the plan gives each), then jumps with a
-//!   member-less `Handover` (the relay's conservation rules). No offer or jump within
-//!   `hold_rounds` of a crash nearby.
+//!   member-less `Handover` (the relay's conservation rules). A head that has not taken a
+//!   member sent to it a round later is full, whatever room its holder gossiped, and the plan
+//!   places the members left elsewhere; with no room left the jump is given up (with the
+//!   gossiped room alone, 50 of 65 drains at N = 10^4, seed 1, were given up, refused by the
+//!   same heads for their 3 rounds). No offer or jump within `hold_rounds` of a crash nearby.
 //!
 //! Tried and not kept: moving to the peer furthest along the force (rim, long jumps); a global
 //! repulsion length; per-member RTT residuals instead of the nearest RTT (too noisy); every

@@ -362,52 +362,76 @@ impl SuperPeerNode {
     }
 
     /// A round of a split jump's drain (`token` module doc, "Split offers"): the
-    /// token goes to the offered spot once every member switched away; members still here
-    /// are told again where to go; after [`DRAIN_ROUNDS`] with members left (no head took
-    /// them) the jump is given up and the token stays.
+    /// token goes to the offered spot once every member switched away; a head that has not
+    /// taken a member sent to it last round (the member is still ours) is full and is left
+    /// out of the removal, and the members still here are sent where the removal places them
+    /// now; with no room left anywhere, or after [`DRAIN_ROUNDS`] with members left, the jump
+    /// is given up and the token stays.
     pub(super) fn drain_tick(&mut self, ctx: &mut SpContext<'_>) {
         let round = self.round;
         let Some(h) = self.head.as_mut() else { return };
-        let Some((at, started)) = h.drain else { return };
+        let Some(d) = h.drain.as_mut() else { return };
         let HeadRole::Token { token, epoch } = h.role else {
             h.drain = None;
             return;
         };
         if h.members.is_empty() {
+            let at = d.at.id;
             h.drain = None;
-            send_jump(ctx, h, at.id, round, token, epoch);
+            send_jump(ctx, h, at, round, token, epoch);
             return;
         }
-        if round.wrapping_sub(started) >= DRAIN_ROUNDS {
+        if round.wrapping_sub(d.started) >= DRAIN_ROUNDS {
             h.drain = None;
             return;
         }
-        self.rehome(ctx);
+        let members = &h.members;
+        for &(m, to) in &d.sent {
+            if members.iter().any(|p| p.id == m) && !d.full.contains(&to) {
+                d.full.push(to);
+            }
+        }
+        if !self.rehome(ctx) {
+            if let Some(h) = self.head.as_mut() {
+                h.drain = None;
+            }
+        }
     }
 
     /// Tells each member where our token's removal places it (`StepDownTo`): a known token
-    /// with room; it switches there and stays our member until that head accepts it.
-    pub(super) fn rehome(&mut self, ctx: &mut SpContext<'_>) {
-        let Some(r) = self.removal() else { return };
-        let Some(h) = self.head.as_ref() else { return };
+    /// with room; it switches there and stays our member until that head accepts it. `false`
+    /// when the removal places nobody (no room left among the known tokens).
+    pub(super) fn rehome(&mut self, ctx: &mut SpContext<'_>) -> bool {
+        let Some(r) = self.removal() else { return false };
+        let Some(h) = self.head.as_mut() else { return false };
+        let mut sent = Vec::with_capacity(h.members.len());
         for (m, &j) in h.members.iter().zip(&r.to) {
+            let to = h.view[j].holder.id;
             ctx.send(m.id, SpMessage::StepDownTo { head: h.view[j].holder });
+            sent.push((m.id, to));
         }
+        if let Some(d) = h.drain.as_mut() {
+            d.sent = sent;
+        }
+        true
     }
 
     /// Where our members and we would go if our token left ([`removal_plan`]): the other
-    /// known tokens with the room their holders last gossiped (`token` module doc, "Split
-    /// offers"). The returned indices are into our token view.
+    /// known tokens with the room their holders last gossiped, none at a head our drain found
+    /// full (`token` module doc, "Split offers"). The returned indices are into our token
+    /// view.
     pub(super) fn removal(&self) -> Option<Removal> {
         let h = self.head.as_ref()?;
         let cap = self.cfg.cluster_cap as usize;
         let fresh = VIEW_EVERY;
+        let full = h.drain.as_ref().map_or(&[][..], |d| &d.full[..]);
         let others: Vec<(Point, usize)> = h
             .view
             .iter()
             .map(|e| {
                 let room = cap.saturating_sub(e.members as usize).saturating_sub(split_reserve(cap));
-                (e.holder.point, if e.age <= fresh { room } else { 0 })
+                let known = e.age <= fresh && !full.contains(&e.holder.id);
+                (e.holder.point, if known { room } else { 0 })
             })
             .collect();
         removal_plan(&self.me, &h.members, &others)

@@ -379,6 +379,22 @@ struct Claim {
     provided: Option<bool>,
 }
 
+/// A split jump's drain: its members are sent to the heads the token's removal places them
+/// at, and the token goes once none is left.
+#[derive(Clone, Debug)]
+struct Drain {
+    /// The offered spot.
+    at: PeerInfo,
+    /// The round the drain began.
+    started: u32,
+    /// The members told to go at the last round, each with the head it was sent to.
+    sent: Vec<(NodeId, NodeId)>,
+    /// Heads that had not taken a member sent to them a round later: full, whatever room
+    /// their holders last gossiped (other drains and newcomers take that room too), so the
+    /// removal places nobody there any more.
+    full: Vec<NodeId>,
+}
+
 /// The state of a node that serves a cluster.
 #[derive(Clone, Debug)]
 struct Head {
@@ -399,9 +415,8 @@ struct Head {
     /// A handover in flight: target, round sent, the message (for re-sending).
     transit: Option<(NodeId, u32, SpMessage)>,
     /// A split jump waiting for its members to move (`StepDownTo`) before the token goes to
-    /// the offered spot: the spot and the round the drain began (`token` module doc, "Split
-    /// offers").
-    drain: Option<(PeerInfo, u32)>,
+    /// the offered spot (`token` module doc, "Split offers").
+    drain: Option<Drain>,
     /// The neighbour named backup while the cluster has no member (see the module doc).
     backup: Option<NodeId>,
     /// Neighbours that refused to be backup (they serve a cluster themselves), at most
@@ -994,7 +1009,7 @@ impl SuperPeerNode {
             h.members.len(),
             h.view.len(),
             transit,
-            h.drain.map(|(at, d)| (at.id.short(), r.wrapping_sub(d))),
+            h.drain.as_ref().map(|d| (d.at.id.short(), r.wrapping_sub(d.started), d.full.len())),
             h.backup.is_some(),
             h.ack_to.is_some(),
             r.wrapping_sub(h.disturbed),

@@ -194,7 +194,7 @@ impl SuperPeerNode {
         if !h.members.is_empty() {
             // Members first : they switch to the heads the removal placed them at
             // while we still serve them; the token goes once they all left.
-            h.drain = Some((at, round));
+            h.drain = Some(Drain { at, started: round, sent: Vec::new(), full: Vec::new() });
             self.rehome(ctx);
             return;
         }

@@ -202,7 +202,9 @@ pub struct SplitConfig {
     /// mean RTT against 1.10).
     pub ratio: f64,
     /// A holder offers a split when the split's gain exceeds this fraction of its cluster's
-    /// total predicted RTT. 0.2: only clusters that really span two places offer.
+    /// total predicted RTT. 0.1: with drains that find room, more offers pay (N = 10^4, 20
+    /// seeds: 8.77 ms against 9.03 with 0.2, better on 15; 0.05 gave the same as 0.1 on 6
+    /// seeds; N = 1,000 unchanged).
     pub min_gain: f64,
 }
 
@@ -318,7 +320,7 @@ impl Default for TokenConfig {
 
 impl Default for SplitConfig {
     fn default() -> Self {
-        SplitConfig { ratio: 1.0, min_gain: 0.2 }
+        SplitConfig { ratio: 1.0, min_gain: 0.1 }
     }
 }
 

@@ -124,7 +124,8 @@ fn a_settled_holder_whose_token_is_cheap_to_remove_jumps_to_an_offered_split() {
         .collect();
     assert_eq!(to_other.len(), 12, "{fx:?}");
     assert!(handovers(&fx).is_empty(), "the token went before the members: {fx:?}");
-    // New members are refused while it drains (a member left behind is the next test's).
+    // New members are refused while it drains (members left behind:
+    // `a_drain_sends_members_past_a_head_that_kept_none_of_them`).
     let fx = h.feed(SpInput::Message { from: h.ids[299], msg: SpMessage::Attach { point: at(0.0, 0.0) } });
     assert!(fx.iter().any(|e| matches!(e, SpEffect::Send { msg: SpMessage::Refuse { full: true }, .. })), "{fx:?}");
     for m in &to_other {

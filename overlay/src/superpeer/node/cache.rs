@@ -62,16 +62,10 @@ impl SuperPeerNode {
         self.remembered.push(Remembered { key, rtt: c.rtt, remeasured: c.remeasured, backoff_until: c.backoff_until });
     }
 
-    /// When head `id`'s remembered refusal ends its back-off (0: none remembered).
-    fn recalled_refusal(&self, id: &NodeId) -> u32 {
+    /// What is remembered of head `id`: its measured RTT and its last refusal.
+    fn recalled(&self, id: &NodeId) -> Option<Remembered> {
         let key = id.high_u64();
-        self.remembered.iter().find(|r| r.key == key).map_or(0, |r| r.backoff_until)
-    }
-
-    /// The remembered measured RTT of head `id` (0 = none).
-    fn recalled(&self, id: &NodeId) -> f32 {
-        let key = id.high_u64();
-        self.remembered.iter().find(|r| r.key == key).map_or(0.0, |r| r.rtt)
+        self.remembered.iter().find(|r| r.key == key).copied()
     }
 
     /// A new cache entry for `info`, with its remembered measurement (taken out of the
@@ -126,7 +120,8 @@ impl SuperPeerNode {
         // A head measured before competes with its measurement, not its prediction: else a
         // head measured far (coordinates predict too little) took a place back from a
         // measured one every time gossip brought it, and was measured again.
-        let known = self.recalled(&info.id);
+        let recalled = self.recalled(&info.id);
+        let known = recalled.map_or(0.0, |r| r.rtt);
         let d = if known > 0.0 { known as f64 } else { me.rtt(&info.point) };
         let eff = |c: &CacheEntry| if c.rtt > 0.0 { c.rtt as f64 } else { me.rtt(&c.info.point) };
         if self.cache.len() >= self.cfg.discovery.cache_size && self.head.is_none() && self.attached.is_none() {
@@ -143,7 +138,7 @@ impl SuperPeerNode {
                 .filter(|(_, c)| c.refused_lately(round))
                 .map(|(i, c)| (i, eff(c)))
                 .max_by(|a, b| a.1.total_cmp(&b.1));
-            let refused = refused_lately(self.recalled_refusal(&info.id), round);
+            let refused = refused_lately(recalled.map_or(0, |r| r.backoff_until), round);
             match full {
                 Some((i, far)) if !refused || d < far => {
                     let e = self.fresh_entry(info, age);

@@ -28,7 +28,7 @@
 //! - Split offers (what keeps changing at 10^5 with split offers
 //!   on): `split-offer` (`Split` sent), `drain-start` (a holder that got an offer began to
 //!   drain: its first `StepDownTo`s), `step-down-to` (`StepDownTo` messages sent),
-//!   `jump-sent` (a member-less `Handover` of a split jump sent, re-sends included) and
+//!   `jump-sent` (a split jump's `Handover` sent, re-sends included) and
 //!   `token-move-jump` (a token that left by a split jump; also counted in `token-move`),
 //!   `token-move-jump-promoted` (the jumping holder was a super peer); `handover-refuse`
 //!   (`HandoverRefuse` sent: a move or jump refused by its target).
@@ -54,8 +54,10 @@ pub struct Churn {
     pre_super: bool,
     pre_epoch: u32,
     pre_members: usize,
-    /// Per slot: the node's last `Handover` was a split jump's (member-less, not promoted).
+    /// Per slot: the node's last `Handover` was a split jump's.
     jumping: Vec<bool>,
+    /// The node was in a split jump (its drain) before the input.
+    pre_jumping: bool,
     /// The input being handled already counted a `drain-start`.
     drain_counted: bool,
     round: u32,
@@ -81,6 +83,7 @@ impl Churn {
                 attach_trigger: vec!["-"; n],
                 last_change: vec![0; n],
                 jumping: vec![false; n],
+                pre_jumping: false,
                 drain_counted: false,
                 pre: (None, false, ""),
                 pre_super: false,
@@ -103,6 +106,7 @@ impl Churn {
         self.pre_super = n.is_super_peer();
         self.pre_epoch = n.token().map_or(0, |t| t.1);
         self.pre_members = n.members().len();
+        self.pre_jumping = n.is_jumping();
         self.drain_counted = false;
     }
 
@@ -145,9 +149,9 @@ impl Churn {
                     self.add("drain-start");
                 }
             }
-            SpEffect::Send { msg: SpMessage::Handover { members, promoted, .. }, .. } => {
-                // Relays are promoted and member-less; moves carry at least the old holder.
-                let jump = members.is_empty() && !*promoted;
+            SpEffect::Send { msg: SpMessage::Handover { .. }, .. } => {
+                // A drain's last round, or an offer taken by a holder without members.
+                let jump = self.pre_jumping || input == "split";
                 self.jumping[s] = jump;
                 if jump {
                     self.add("jump-sent");

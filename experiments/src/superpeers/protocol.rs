@@ -987,9 +987,7 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
     for round in 1..=p.max_rounds {
         sim.run_round(round);
         let st = sim.round_stat(round, &sample, "converge");
-        if let Some(c) = sim.churn.as_mut() {
-            c.end_round(round);
-        }
+        churn_round(&mut sim, round, n);
         let quiet = (n as u64 / 1000).max(1);
         if st.token_moves + st.attach_changes > quiet
             || st.attached_fraction < 1.0
@@ -1094,22 +1092,12 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         for round in start + 1..=start + p.recovery_rounds {
             sim.run_round(round);
             let st = sim.round_stat(round, &sample, "recover");
-            if let Some(mut c) = sim.churn.take() {
-                // Who is unattached now, and why (split jumps after crashes).
-                c.unattached_now(
-                    (0..n as u32).filter(|&i| sim.head_index(i as usize) == u32::MAX && sim.alive[i as usize]),
-                );
-                c.end_round(round);
-                // Their state, for at most 10 of them .
-                for i in (0..n).filter(|&i| sim.head_index(i) == u32::MAX && sim.alive[i]).take(10) {
-                    let x = &sim.nodes[i];
-                    eprintln!("CHURN unattached {}: {}", x.id().short(), x.attach_summary());
-                }
+            churn_round(&mut sim, round, n);
+            if sim.churn.is_some() {
                 // And the heads not promoted (recreated tokens and their first move).
                 for x in sim.nodes.iter().filter(|x| x.is_head() && !x.is_super_peer()).take(10) {
                     eprintln!("CHURN unpromoted {}: {}", x.id().short(), x.head_summary().unwrap_or_default());
                 }
-                sim.churn = Some(c);
             }
             if st.token_moves + st.attach_changes > (n as u64 / 1000).max(1) || st.attached_fraction < 1.0 {
                 last = round;
@@ -1203,6 +1191,19 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         far,
         rounds: stats,
     })
+}
+
+/// The churn diagnostic's end of a round (`PEERAGE_SP_CHURN`): who is unattached now and
+/// why, then the state of at most 10 of them.
+fn churn_round(sim: &mut Sim<'_>, round: u32, n: usize) {
+    let Some(mut c) = sim.churn.take() else { return };
+    c.unattached_now((0..n as u32).filter(|&i| sim.head_index(i as usize) == u32::MAX && sim.alive[i as usize]));
+    c.end_round(round);
+    for i in (0..n).filter(|&i| sim.head_index(i) == u32::MAX && sim.alive[i]).take(10) {
+        let x = &sim.nodes[i];
+        eprintln!("CHURN unattached {}: {}", x.id().short(), x.attach_summary());
+    }
+    sim.churn = Some(c);
 }
 
 fn short(id: &overlay::NodeId) -> String {

@@ -1,7 +1,7 @@
 //! Split offers (`overlay::superpeer::token`, "Split offers"): a holder
 //! whose cluster has a remote group offers a second head's spot to the holders it knows, and
-//! a settled holder whose token is cheap to remove jumps there with its token, without its
-//! members, which look for another head once the jump is acknowledged. Deterministic: one
+//! a settled holder whose token is cheap to remove drains its members to heads with room and
+//! jumps there with its token, handing only itself along as the new holder's member. Deterministic: one
 //! node fed by hand (seeded ids, `PEERAGE_SEED` replays).
 
 use overlay::superpeer::{
@@ -61,10 +61,10 @@ impl Harness {
 }
 
 /// Whether the node began a split jump: its members told where to go (`StepDownTo`), or a
-/// member-less handover.
+/// handover that hands only the holder itself.
 fn jumps(fx: &[SpEffect]) -> bool {
     fx.iter().any(|e| matches!(e, SpEffect::Send { msg: SpMessage::StepDownTo { .. }, .. }))
-        || handovers(fx).iter().any(|h| h.1 == 0)
+        || handovers(fx).iter().any(|h| h.1 == 1)
 }
 
 fn splits(fx: &[SpEffect]) -> Vec<(NodeId, NodeId, f32)> {
@@ -105,9 +105,10 @@ fn offered_next_to(
     (h, far, fx)
 }
 
-#[test]
-fn a_settled_holder_whose_token_is_cheap_to_remove_jumps_to_an_offered_split() {
-    let s = seed();
+/// A holder jumps for an offer of `at` and its new holder acknowledges (the steps checked on
+/// the way): the harness then, the new holder, the head the removal placed the old holder at,
+/// and the acknowledgement's effects.
+fn jumped(s: u64) -> (Harness, PeerInfo, PeerInfo, Vec<SpEffect>) {
     let cfg = common::with(SuperPeerConfig::default(), |c| {
         c.split.ratio = 0.5;
     });
@@ -131,11 +132,21 @@ fn a_settled_holder_whose_token_is_cheap_to_remove_jumps_to_an_offered_split() {
     for m in &to_other {
         h.feed(SpInput::Message { from: *m, msg: SpMessage::Detach });
     }
-    // The last one left: the token goes, without members.
+    // The last one left: the token goes, with the old holder as the only member.
     let fx = h.tick();
-    assert_eq!(handovers(&fx), vec![(far.id, 0)], "a jump hands the token without members: {fx:?}");
-    // The receiver acknowledges: nobody is told anything (`StepDown`, `Moved`), the old holder
-    // attaches where the removal placed it, and serves no cluster any more.
+    let jump: Vec<Vec<NodeId>> = fx
+        .iter()
+        .filter_map(|e| match e {
+            SpEffect::Send { to, msg: SpMessage::Handover { members, .. } } if *to == far.id => {
+                Some(members.iter().map(|m| m.id).collect())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(jump, vec![vec![h.node.id()]], "a jump hands the token and its holder only: {fx:?}");
+    // The receiver acknowledges: nobody is told anything (`StepDown`, `Moved`); the old holder
+    // serves no cluster any more, is the new holder's member at once, and asks for the place
+    // the removal gave it.
     let fx = h.feed(SpInput::Message {
         from: far.id,
         msg: SpMessage::HandoverAck { token: TokenId(7), epoch: 2, holder: far },
@@ -143,8 +154,38 @@ fn a_settled_holder_whose_token_is_cheap_to_remove_jumps_to_an_offered_split() {
     let step_downs = fx.iter().filter(|e| matches!(e, SpEffect::Send { msg: SpMessage::StepDown, .. })).count();
     let moved = fx.iter().filter(|e| matches!(e, SpEffect::Send { msg: SpMessage::Moved { .. }, .. })).count();
     assert_eq!((step_downs, moved), (0, 0), "{fx:?}");
-    assert!(fx.iter().any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::Attach { .. } } if *to == other.id)));
     assert!(!h.node.is_head());
+    assert_eq!(h.node.attached_to(), Some(far.id), "{fx:?}");
+    assert!(fx.iter().any(|e| matches!(e, SpEffect::AttachedTo(x) if *x == far.id)), "{fx:?}");
+    assert!(fx.iter().any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::Attach { .. } } if *to == other.id)));
+    (h, far, other, fx)
+}
+
+#[test]
+fn a_settled_holder_whose_token_is_cheap_to_remove_jumps_to_an_offered_split() {
+    let s = seed();
+    // The place the removal gave the old holder takes it: it leaves the new holder.
+    let (mut h, far, other, _) = jumped(s);
+    let role = HeadRole::Token { token: TokenId(9), epoch: 1 };
+    let fx = h.feed(SpInput::Message { from: other.id, msg: SpMessage::Accept { role, head: other } });
+    assert_eq!(h.node.attached_to(), Some(other.id), "{fx:?}");
+    assert!(fx.iter().any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::Detach } if *to == far.id)), "{fx:?}");
+    // That place is full after all: the old holder stays the new holder's member.
+    let (mut h, far, other, _) = jumped(s);
+    let fx = h.feed(SpInput::Message { from: other.id, msg: SpMessage::Refuse { full: true } });
+    assert_eq!(h.node.attached_to(), Some(far.id), "a refused place left the old holder without a head: {fx:?}");
+    assert!(!fx.iter().any(|e| matches!(e, SpEffect::Detached)), "{fx:?}");
+    // While the new holder is its head it asks a head it learns of nearby as an unattached node
+    // does, on the prediction alone (an attached node waits for a measurement).
+    let near = PeerInfo { id: h.ids[301], point: at(0.0005, 0.0) };
+    let entries = vec![overlay::superpeer::HeadEntry { head: near, age: 0 }];
+    h.feed(SpInput::Message { from: h.ids[302], msg: SpMessage::CacheExchange { entries, reply: false } });
+    let fx = h.tick();
+    assert!(
+        fx.iter().any(|e| matches!(e, SpEffect::Send { to, msg: SpMessage::Attach { .. } } if *to == near.id)),
+        "{fx:?}"
+    );
+    assert_eq!(h.node.attached_to(), Some(far.id));
 }
 
 /// Members that find no room elsewhere keep the token where it is.

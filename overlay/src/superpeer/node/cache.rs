@@ -124,8 +124,11 @@ impl SuperPeerNode {
         let known = recalled.map_or(0.0, |r| r.rtt);
         let d = if known > 0.0 { known as f64 } else { me.rtt(&info.point) };
         let eff = |c: &CacheEntry| if c.rtt > 0.0 { c.rtt as f64 } else { me.rtt(&c.info.point) };
-        if self.cache.len() >= self.cfg.discovery.cache_size && self.head.is_none() && self.attached.is_none() {
-            // Unattached: a head that refused us as full lately is worth least. The farthest of
+        if self.cache.len() >= self.cfg.discovery.cache_size
+            && self.head.is_none()
+            && (self.attached.is_none() || self.placing())
+        {
+            // Unattached (or placing itself after a split jump): a head that refused us as full lately is worth least. The farthest of
             // them gives its place to a newcomer that did not refuse us lately, however far
             // the newcomer is, and to one that did only if it is nearer; a newcomer that
             // refused us lately never takes the place of a head that did not (that one may

@@ -362,7 +362,8 @@ impl SuperPeerNode {
     }
 
     /// A round of a split jump's drain (`token` module doc, "Split offers"): the
-    /// token goes to the offered spot once every member switched away; a head that has not
+    /// token goes to the offered spot once every member switched away (the drain stays until
+    /// the jump is answered); a head that has not
     /// taken a member sent to it last round (the member is still ours) is full and is left
     /// out of the removal, and the members still here are sent where the removal places them
     /// now; with no room left anywhere, or after [`DRAIN_ROUNDS`] with members left, the jump
@@ -377,8 +378,7 @@ impl SuperPeerNode {
         };
         if h.members.is_empty() {
             let at = d.at.id;
-            h.drain = None;
-            send_jump(ctx, h, at, round, token, epoch);
+            send_jump(ctx, h, self.me, at, round, token, epoch);
             return;
         }
         if round.wrapping_sub(d.started) >= DRAIN_ROUNDS {

@@ -82,21 +82,26 @@ impl SuperPeerNode {
         true
     }
 
+    /// True while our head is the new holder our split jump handed us to (`placing`).
+    pub(super) fn placing(&self) -> bool {
+        self.attached.is_some_and(|a| self.placing == Some(a.id))
+    }
+
     /// True while the node is neither a head nor attached nor waiting for an answer: it
     /// looks for a head with room.
     pub(super) fn hunting(&self) -> bool {
         self.head.is_none() && self.attached.is_none() && self.attaching.is_none()
     }
 
-    /// An unattached node asks `head` first (where a jumping holder's removal placed it,
-    /// `token` module doc, "Split offers"); on a refusal it goes on with its cache.
-    pub(super) fn attach_to(&mut self, ctx: &mut SpContext<'_>, head: PeerInfo) {
-        if self.head.is_some() || self.attached.is_some() || self.attaching.is_some() || head.id == self.me.id {
-            return;
-        }
-        self.cache_insert(head, 0);
-        self.attaching = Some((head.id, self.round));
-        ctx.send(head.id, SpMessage::Attach { point: self.me.point });
+    /// We are a member of `head` by a handover, without an `Attach`: a `Moved`
+    /// from our old head, or the new holder of the token our split jump handed on with us as
+    /// its only member.
+    pub(super) fn member_of(&mut self, ctx: &mut SpContext<'_>, head: PeerInfo) {
+        self.attached = Some(head);
+        self.attached_rtt = self.known_rtt(head.id);
+        self.attached_probed = 0;
+        self.heard = self.round;
+        self.report_access(ctx);
     }
 
     pub(super) fn try_attach(&mut self, ctx: &mut SpContext<'_>) {
@@ -109,7 +114,8 @@ impl SuperPeerNode {
         // is measured first (`probe`). One whose measurement was asked for and failed is
         // passed over until it is measured (module doc, step 3, "A failed measurement does
         // not block").
-        let skip_failed = self.attached.is_some();
+        let placing = self.placing();
+        let skip_failed = self.attached.is_some() && !placing;
         let best = self
             .cache
             .iter()
@@ -119,6 +125,7 @@ impl SuperPeerNode {
         let Some((d, measured, best)) = best else { return };
         let go = match self.attached {
             None => true,
+            Some(a) if placing => a.id != best.id,
             Some(a) => a.id != best.id && measured && d < self.cfg.discovery.switch_factor * self.head_rtt(&a),
         };
         if go {

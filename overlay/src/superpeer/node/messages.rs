@@ -56,6 +56,7 @@ impl SuperPeerNode {
                     return;
                 }
                 self.attaching = None;
+                self.placing = None;
                 let info = head;
                 self.cache_insert(head, 0);
                 let same = self.attached.is_some_and(|a| a.id == from);
@@ -148,10 +149,7 @@ impl SuperPeerNode {
                     if to.id == self.me.id {
                         return;
                     }
-                    self.attached = Some(to);
-                    self.attached_rtt = self.known_rtt(to.id);
-                    self.attached_probed = 0;
-                    self.report_access(ctx);
+                    self.member_of(ctx, to);
                     if self.member_view.as_ref().is_none_or(|(h, _, _)| *h != to.id) {
                         // The new holder's view has not come yet (module doc, step 4):
                         // until it does, our old head's view stands for it, with the new
@@ -172,7 +170,6 @@ impl SuperPeerNode {
                     }
                     self.cache.retain(|c| c.info.id != from);
                     self.cache_insert(to, 0);
-                    self.heard = self.round;
                     ctx.push(SpEffect::AttachedTo(to.id));
                 }
             }
@@ -298,14 +295,12 @@ impl SuperPeerNode {
                 // We travel in the handed member list, so we belong to the new holder's cluster:
                 // we keep its view as the `Handover` made it (module doc, step 4) until
                 // its own view arrives, and take part in its re-election if it crashes first.
-                // A move hands the members along (with us first or last); a split jump hands none
-                // (`on_split`: its members switched to the heads with room that the removal
-                // placed them at, `StepDownTo`, before the token went).
-                let jumped = self.head.as_ref().is_some_and(
-                    |h| matches!(&h.transit, Some((_, _, SpMessage::Handover { members, .. })) if members.is_empty()),
-                );
+                // A move hands the members along (with us first or last); a split jump hands
+                // only us (`on_split`: its members switched to the heads with room that the
+                // removal placed them at, `StepDownTo`, before the token went).
+                let jumped = self.head.as_ref().is_some_and(|h| h.drain.is_some());
                 let handed = self.head.as_ref().and_then(|h| match &h.transit {
-                    Some((_, _, SpMessage::Handover { members, .. })) if !jumped => {
+                    Some((_, _, SpMessage::Handover { members, .. })) => {
                         // In the handed order: the heir first, as in the views our members
                         // make up for our successor (`heir` module doc).
                         let mut ids: Vec<NodeId> = members.iter().map(|m| m.id).collect();
@@ -316,19 +311,29 @@ impl SuperPeerNode {
                     }
                     _ => None,
                 });
-                // Our own place: where the removal puts us (members have left by now, see
-                // `drain_tick`; any left get `StepDown` from `stop_head`).
+                // Our own place after a jump: where the removal puts us, past the heads our
+                // drain found full (members have left by now, see `drain_tick`).
                 let own = if jumped {
                     self.removal().and_then(|r| self.head.as_ref().map(|h| h.view[r.me].holder))
                 } else {
                     None
                 };
-                self.stop_head(ctx, (!jumped).then_some(holder));
+                self.stop_head(ctx, Some(holder));
                 if let Some(ids) = handed {
                     self.member_view = Some((holder.id, HeadRole::Token { token, epoch }, ids.into()));
                 }
-                if let Some(t) = own {
-                    self.attach_to(ctx, t);
+                if jumped {
+                    // The new holder took us as its only member: we are its member now, and ask
+                    // for our own place from there (a refusal leaves us where we are, not
+                    // without a head).
+                    self.member_of(ctx, holder);
+                    self.placing = Some(holder.id);
+                    ctx.push(SpEffect::AttachedTo(holder.id));
+                    if let Some(t) = own.filter(|t| t.id != holder.id) {
+                        self.cache_insert(t, 0);
+                        self.attaching = Some((t.id, self.round));
+                        ctx.send(t.id, SpMessage::Attach { point: self.me.point });
+                    }
                 }
                 self.try_attach(ctx);
             }
@@ -351,7 +356,7 @@ impl SuperPeerNode {
                     if matches!(h.role, HeadRole::Token { token: t, .. } if t == token)
                         && h.transit.as_ref().is_some_and(|(to, _, _)| *to == from)
                     {
-                        h.transit = None;
+                        h.end_transit();
                         // Not asked again for `hold_rounds` (module doc, step 4, "A refused move").
                         h.refused_targets.retain(|(r, _)| *r != from);
                         if h.refused_targets.len() >= MAX_REFUSED_TARGETS {
@@ -386,7 +391,7 @@ impl SuperPeerNode {
                 let round = self.round;
                 let hold = self.cfg.tokens.hold_rounds;
                 if let Some(h) = self.head.as_mut() {
-                    h.transit = None;
+                    h.end_transit();
                     h.promote_if_held(ctx, round, hold);
                 }
             }

@@ -213,10 +213,12 @@ impl CacheEntry {
     }
 }
 
-/// A split jump's token goes to `to` (`token` module doc, "Split offers"): the member-less
-/// `Handover` of the next epoch, kept in transit until acknowledged.
-fn send_jump(ctx: &mut SpContext<'_>, h: &mut Head, to: NodeId, round: u32, token: TokenId, epoch: u32) {
-    send_handover(ctx, h, to, round, token, epoch, false, Vec::new());
+/// A split jump's token goes to `to` (`token` module doc, "Split offers"): the `Handover` of
+/// the next epoch with the old holder `me` as its only member, kept in transit until
+/// acknowledged. The old holder is so a member of the new holder's cluster from the
+/// acknowledgement on, and never without a head while it looks for a nearer one.
+fn send_jump(ctx: &mut SpContext<'_>, h: &mut Head, me: PeerInfo, to: NodeId, round: u32, token: TokenId, epoch: u32) {
+    send_handover(ctx, h, to, round, token, epoch, false, vec![me]);
 }
 
 /// A move's token goes to `to` with the cluster (step 4; the predicted move and the measured
@@ -380,7 +382,8 @@ struct Claim {
 }
 
 /// A split jump's drain: its members are sent to the heads the token's removal places them
-/// at, and the token goes once none is left.
+/// at, and the token goes once none is left. It lasts until the jump is acknowledged or
+/// refused: the old holder's own place is planned with what it found full.
 #[derive(Clone, Debug)]
 struct Drain {
     /// The offered spot.
@@ -538,6 +541,13 @@ impl Head {
         ids
     }
 
+    /// The handover in flight is over without the token leaving (refused, or its target
+    /// died); a split jump's drain ends with it.
+    fn end_transit(&mut self) {
+        self.transit = None;
+        self.drain = None;
+    }
+
     /// The member count our token entries carry: the cap while a handover or a split jump's
     /// drain is under way (we refuse members then, and a jump leaves no room at all).
     fn advertised(&self, cap: u32) -> u32 {
@@ -672,6 +682,10 @@ pub struct SuperPeerNode {
     /// Round (low 16 bits, never 0) we last asked to measure that head; 0 = never.
     attached_probed: u16,
     attaching: Option<(NodeId, u32)>,
+    /// The new holder of the token our split jump handed on with us as its only member: while
+    /// it is our head we look for our own place as an unattached node does (by prediction, not
+    /// only measurement), it being the head we fall back on.
+    placing: Option<NodeId>,
     member_view: Option<(NodeId, HeadRole, Arc<[NodeId]>)>,
     /// A member-less head named us its backup: its view and the round it came.
     backup_view: Option<(NodeId, HeadRole, Arc<[NodeId]>, u32)>,
@@ -772,6 +786,7 @@ impl SuperPeerNode {
             coordinate_fit: Fitness::Assumed,
             attached_probed: 0,
             attaching: None,
+            placing: None,
             member_view: None,
             backup_view: None,
             election: None,
@@ -838,6 +853,11 @@ impl SuperPeerNode {
     /// True while the node serves a cluster (super peer or provisional token holder).
     pub fn is_head(&self) -> bool {
         self.head.is_some()
+    }
+    /// A holder in a split jump: draining its members, or its token on the way to the offered
+    /// spot (`token` module doc, "Split offers").
+    pub fn is_jumping(&self) -> bool {
+        self.head.as_ref().is_some_and(|h| h.drain.is_some())
     }
     /// The member a head names to replace it, first in its views (DESIGN.md "Super peers", step 5, "The
     /// heir"); `None` for a node that serves no cluster or has no member.

@@ -153,9 +153,8 @@ impl SuperPeerNode {
     /// A split offer (`token` module doc, "Split offers"): a settled holder (still for the
     /// hold time, no handover in flight, no election, no crash nearby for the hold time)
     /// whose token's removal (every member placed at a known token with room), times the
-    /// token's cooling, costs less than `split.ratio x gain` jumps: it hands the token, without
-    /// members, to `at` (the member-less handover of a relay: `at` acknowledges once its
-    /// backup has its view). Members first : a holder with members drains them
+    /// token's cooling, costs less than `split.ratio x gain` jumps: it hands the token to `at`
+    /// with itself as the only member (`send_jump`). Members first : a holder with members drains them
     /// (`StepDownTo` the heads the removal placed them at, `drain_tick`) and hands the token
     /// only once none is left.
     pub(super) fn on_split(&mut self, ctx: &mut SpContext<'_>, from: NodeId, at: PeerInfo, gain: f32) {
@@ -191,13 +190,13 @@ impl SuperPeerNode {
             _ => return,
         }
         let Some(h) = self.head.as_mut() else { return };
+        h.drain = Some(Drain { at, started: round, sent: Vec::new(), full: Vec::new() });
         if !h.members.is_empty() {
             // Members first : they switch to the heads the removal placed them at
             // while we still serve them; the token goes once they all left.
-            h.drain = Some(Drain { at, started: round, sent: Vec::new(), full: Vec::new() });
             self.rehome(ctx);
             return;
         }
-        send_jump(ctx, h, at.id, round, token, epoch);
+        send_jump(ctx, h, me, at.id, round, token, epoch);
     }
 }

@@ -36,7 +36,7 @@ impl SuperPeerNode {
                 h.disturbed = self.round;
             }
             if h.transit.as_ref().is_some_and(|(t, _, _)| *t == id) {
-                h.transit = None;
+                h.end_transit();
             }
             let backup_down = h.backup == Some(id);
             if backup_down {

@@ -12,17 +12,29 @@
 //! a jump is bounded by real elapsed time plus the skew, as a hybrid logical clock bounds its
 //! offset.
 //!
-//! **Admission budget.** Once the directory has been settled once (the swarm has formed),
-//! each sender may introduce at most a bucket of members this node did not know per
-//! `refill_us` (a token bucket of `max(admit_burst, members / 4)`): a sender can grow a
-//! directory by a quarter a period, no faster. Before that (a forming swarm, a joining node)
-//! only the size cap applies. Records beyond the budget are refused (`Refusal::Rate`, not a
-//! lie) and come again with anti-entropy; a frame that brings more refused records than the
+//! **Admission budget.** Once the directory has been settled once (the swarm has formed), a
+//! member this node did not know is admitted (else refused as `Refusal::Rate`, not a lie; it
+//! comes again with anti-entropy):
+//! - only within the *growth budget*: a token bucket of `max(admit_burst, members / 4)` new
+//!   members per `refill_us` for all senders together, so the directory grows by a quarter a
+//!   period at most, however many identities an attacker connects with;
+//! - and, within it, when the record is its sender's own (a node introduces itself), or a
+//!   second sender has offered it within [`VOUCH_US`] (a record the swarm holds reaches a node
+//!   from several peers), or else from the sender's own bucket of `admit_burst` a period.
+//!
+//! So one attacker that connects with one identity gets `admit_burst` phantoms a period into
+//! each node it reaches, whatever the directory's size: the phantoms grow linearly with its
+//! connections and time, where a sender's bucket that grew with the directory let one sender
+//! grow it by a quarter a period, compounding. Honest bulk growth (partitions merging back)
+//! is vouched for by the many peers that hold it and goes at the growth budget's pace. An
+//! attacker with two identities at one node vouches for itself, and is held to the growth
+//! budget: the id puzzle prices identities. Before the first settling (a forming swarm, a
+//! joining node) only the size cap applies. A frame that brings more refused records than the
 //! directory holds is a flood (`Handled::flood`).
 
 use libp2p_identity::PeerId;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 /// Why a record was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -179,9 +191,10 @@ pub struct Bounds {
     pub max_members: usize,
     /// Leading zero bits the hash of a member's id must have (the id puzzle; 0: none).
     pub id_difficulty: u32,
-    /// Smallest admission bucket per sender (new members per `refill_us`).
+    /// New members one sender alone may bring per `refill_us` (and the smallest growth
+    /// budget).
     pub admit_burst: u32,
-    /// The admission bucket refills once per this, microseconds.
+    /// The admission buckets refill once per this, microseconds.
     pub refill_us: u64,
     /// How long a departed member's tombstone is kept, microseconds.
     pub tombstone_us: u64,
@@ -205,22 +218,67 @@ impl Default for Bounds {
 /// Senders whose budgets are remembered (the least recently used is forgotten beyond it).
 pub const MAX_BUDGETS: usize = 4096;
 
+/// Offers remembered for vouching: the subject and its first sender (the oldest is forgotten
+/// beyond it).
+pub const MAX_VOUCHES: usize = 8192;
+
+/// How long a first offer waits for a second sender to vouch for it, microseconds.
+pub const VOUCH_US: u64 = 60_000_000;
+
 #[derive(Debug, Clone, Copy)]
 struct Bucket {
     tokens: f64,
     at_us: u64,
 }
 
-/// Admission budgets per sender: token buckets of new members.
-#[derive(Debug, Default, Clone)]
-pub struct Budgets {
-    buckets: HashMap<PeerId, Bucket>,
+impl Bucket {
+    /// Brought up to `now_us` for a bucket of `size` a `refill_us`.
+    fn refill(&mut self, size: f64, refill_us: u64, now_us: u64) {
+        let elapsed = now_us.saturating_sub(self.at_us) as f64;
+        self.tokens = (self.tokens + size * elapsed / refill_us.max(1) as f64).min(size);
+        self.at_us = now_us;
+    }
 }
 
-impl Budgets {
-    /// The bucket of `sender` brought up to `now_us`, for a directory of `members`.
-    fn refill(&mut self, b: &Bounds, sender: PeerId, members: usize, now_us: u64) -> (&mut Bucket, f64) {
-        let size = f64::from(b.admit_burst).max(members as f64 / 4.0);
+/// The admission budget of a settled directory (module doc): the growth bucket, the senders'
+/// buckets, and the first offers waiting for a second sender.
+#[derive(Debug, Default, Clone)]
+pub struct AdmissionBudget {
+    growth: Option<Bucket>,
+    buckets: HashMap<PeerId, Bucket>,
+    /// Subject -> (first sender, when).
+    offers: HashMap<PeerId, (PeerId, u64)>,
+    /// Offer order, oldest first, for eviction (an entry whose time no longer matches the
+    /// map's was renewed or removed).
+    order: VecDeque<(PeerId, u64)>,
+}
+
+impl AdmissionBudget {
+    /// Whether a new member `subject` offered by `sender` is admitted into a directory of
+    /// `members`, spending the budget it takes.
+    pub fn take(&mut self, b: &Bounds, sender: PeerId, subject: PeerId, members: usize, now_us: u64) -> bool {
+        let growth_size = f64::from(b.admit_burst).max(members as f64 / 4.0);
+        let growth = self.growth.get_or_insert(Bucket { tokens: growth_size, at_us: now_us });
+        growth.refill(growth_size, b.refill_us, now_us);
+        if growth.tokens < 1.0 {
+            return false;
+        }
+        let vouched = self.offers.get(&subject).is_some_and(|(first, at)| *first != sender && now_us < at + VOUCH_US);
+        let ok = sender == subject || vouched || self.take_own(b, sender, now_us);
+        if ok {
+            if let Some(g) = self.growth.as_mut() {
+                g.tokens -= 1.0;
+            }
+            self.offers.remove(&subject);
+        } else {
+            self.offered(subject, sender, now_us);
+        }
+        ok
+    }
+
+    /// One admission from `sender`'s own bucket.
+    fn take_own(&mut self, b: &Bounds, sender: PeerId, now_us: u64) -> bool {
+        let size = f64::from(b.admit_burst);
         if self.buckets.len() >= MAX_BUDGETS && !self.buckets.contains_key(&sender) {
             // Forget the fullest bucket: it is the one that says least.
             if let Some(p) = self.buckets.iter().max_by(|x, y| x.1.tokens.total_cmp(&y.1.tokens)).map(|(p, _)| *p) {
@@ -228,15 +286,7 @@ impl Budgets {
             }
         }
         let bucket = self.buckets.entry(sender).or_insert(Bucket { tokens: size, at_us: now_us });
-        let elapsed = now_us.saturating_sub(bucket.at_us) as f64;
-        bucket.tokens = (bucket.tokens + size * elapsed / b.refill_us.max(1) as f64).min(size);
-        bucket.at_us = now_us;
-        (bucket, size)
-    }
-
-    /// Take one admission from `sender`'s bucket; false when it is empty.
-    pub fn take(&mut self, b: &Bounds, sender: PeerId, members: usize, now_us: u64) -> bool {
-        let (bucket, _) = self.refill(b, sender, members, now_us);
+        bucket.refill(size, b.refill_us, now_us);
         if bucket.tokens >= 1.0 {
             bucket.tokens -= 1.0;
             true
@@ -245,16 +295,35 @@ impl Budgets {
         }
     }
 
-    /// The size of `sender`'s bucket now.
-    pub fn size(&mut self, b: &Bounds, sender: PeerId, members: usize, now_us: u64) -> f64 {
-        self.refill(b, sender, members, now_us).1
+    /// Remembers `sender`'s refused offer of `subject` (the first sender stands until the
+    /// offer is stale).
+    fn offered(&mut self, subject: PeerId, sender: PeerId, now_us: u64) {
+        if self.offers.get(&subject).is_some_and(|(_, at)| now_us < at + VOUCH_US) {
+            return;
+        }
+        while self.offers.len() >= MAX_VOUCHES {
+            let Some((p, at)) = self.order.pop_front() else { break };
+            if self.offers.get(&p).is_some_and(|(_, t)| *t == at) {
+                self.offers.remove(&p);
+            }
+        }
+        self.offers.insert(subject, (sender, now_us));
+        self.order.push_back((subject, now_us));
+        if self.order.len() > 2 * MAX_VOUCHES {
+            // Drop the order's entries the map no longer holds.
+            let offers = &self.offers;
+            self.order.retain(|(p, at)| offers.get(p).is_some_and(|(_, t)| t == at));
+        }
     }
 
-    pub fn len(&self) -> usize {
+    /// Senders with a bucket.
+    pub fn senders(&self) -> usize {
         self.buckets.len()
     }
-    pub fn is_empty(&self) -> bool {
-        self.buckets.is_empty()
+
+    /// First offers waiting for a second sender.
+    pub fn waiting(&self) -> usize {
+        self.offers.len()
     }
 }
 
@@ -262,16 +331,63 @@ impl Budgets {
 mod tests {
     use super::*;
 
+    fn peers(n: usize) -> Vec<PeerId> {
+        (0..n).map(|_| PeerId::random()).collect()
+    }
+
     #[test]
-    fn a_bucket_refills_with_time_and_grows_with_the_directory() {
+    fn a_senders_bucket_refills_with_time_and_does_not_grow_with_the_directory() {
         let b = Bounds { admit_burst: 4, refill_us: 1_000, ..Bounds::default() };
-        let mut budgets = Budgets::default();
+        let mut adm = AdmissionBudget::default();
         let p = PeerId::random();
-        assert_eq!((0..10).filter(|_| budgets.take(&b, p, 8, 0)).count(), 4);
-        assert!(!budgets.take(&b, p, 8, 100), "a tenth of a period brings less than one");
-        assert!(budgets.take(&b, p, 8, 300));
-        assert_eq!((0..300).filter(|_| budgets.take(&b, p, 800, 10_000)).count(), 200, "800 members: 200 a period");
-        assert_eq!(budgets.size(&b, PeerId::random(), 80, 0), 20.0);
+        let subjects = peers(400);
+        let mut s = subjects.iter();
+        let mut take = |adm: &mut AdmissionBudget, members, now| adm.take(&b, p, *s.next().unwrap(), members, now);
+        assert_eq!((0..10).filter(|_| take(&mut adm, 8, 0)).count(), 4);
+        assert!(!take(&mut adm, 8, 100), "a tenth of a period brings less than one");
+        assert!(take(&mut adm, 8, 300));
+        assert_eq!((0..300).filter(|_| take(&mut adm, 80_000, 10_000)).count(), 4, "80,000 members: still 4 a period");
+    }
+
+    #[test]
+    fn a_second_sender_vouches_and_the_growth_budget_holds_them_all() {
+        let b = Bounds { admit_burst: 4, refill_us: 1_000, ..Bounds::default() };
+        let mut adm = AdmissionBudget::default();
+        let (x, y) = (PeerId::random(), PeerId::random());
+        let subjects = peers(300);
+        // x spends its own bucket on the first 4, then offers the rest in vain.
+        assert_eq!(subjects.iter().filter(|s| adm.take(&b, x, **s, 800, 0)).count(), 4);
+        assert_eq!(adm.waiting(), 296);
+        // x offering them again vouches for nothing.
+        assert_eq!(subjects[4..].iter().filter(|s| adm.take(&b, x, **s, 800, 0)).count(), 0);
+        // y offers the same: vouched, up to the growth budget (800 / 4 = 200, 4 taken).
+        assert_eq!(subjects[4..].iter().filter(|s| adm.take(&b, y, **s, 800, 0)).count(), 196);
+        // A node introducing itself needs no vouch, only the growth budget (spent now).
+        let z = PeerId::random();
+        assert!(!adm.take(&b, z, z, 800, 0));
+        assert!(adm.take(&b, z, z, 800, 100));
+        // A vouch comes in time or not at all: x offers `late` past its bucket; y, its own
+        // bucket spent too, offers it once the offer is stale.
+        let (late, others) = (PeerId::random(), peers(8));
+        assert_eq!(others[..4].iter().filter(|s| adm.take(&b, x, **s, 800, 1_000)).count(), 4);
+        assert!(!adm.take(&b, x, late, 800, 1_000));
+        let t = 1_000 + VOUCH_US;
+        assert_eq!(others[4..].iter().filter(|s| adm.take(&b, y, **s, 800, t)).count(), 4);
+        assert!(!adm.take(&b, y, late, 800, t), "a stale offer vouches for nothing");
+        // Offered anew by y, x's offer within the time vouches.
+        assert!(adm.take(&b, x, late, 800, t + 1));
+    }
+
+    #[test]
+    fn the_offers_waiting_are_bounded() {
+        let b = Bounds { admit_burst: 1, refill_us: 1_000_000, ..Bounds::default() };
+        let mut adm = AdmissionBudget::default();
+        let x = PeerId::random();
+        for (i, s) in peers(MAX_VOUCHES + 100).into_iter().enumerate() {
+            adm.take(&b, x, s, 1_000_000, i as u64);
+        }
+        assert_eq!(adm.waiting(), MAX_VOUCHES);
+        assert!(adm.order.len() <= 2 * MAX_VOUCHES);
     }
 
     #[test]

@@ -36,7 +36,7 @@
 //! builds). Time is passed in as wall-clock microseconds (records expire in wall-clock time,
 //! the same for every node up to clock skew).
 
-use super::admission::{Bounds, Budgets, Refusal, RefusalCounts};
+use super::admission::{AdmissionBudget, Bounds, Refusal, RefusalCounts};
 use super::memo::VerifiedMemo;
 use super::record::{node_id_of, Record, SignedRecord, MAX_RECORD_WIRE_BYTES};
 use crate::id::{NodeId, Rank};
@@ -212,7 +212,7 @@ pub struct Directory {
     members: HashMap<NodeId, Member>,
     me_node: NodeId,
     tombstones: HashMap<PeerId, Tombstone>,
-    budgets: Budgets,
+    admission: AdmissionBudget,
     buckets: [u64; BUCKETS],
     version: u64,
     changed_at_us: u64,
@@ -286,7 +286,7 @@ impl Directory {
             members: HashMap::new(),
             me_node: me.node,
             tombstones: HashMap::new(),
-            budgets: Budgets::default(),
+            admission: AdmissionBudget::default(),
             buckets: [0; BUCKETS],
             version: 0,
             changed_at_us: now_us,
@@ -727,7 +727,7 @@ impl Directory {
             if self.members.len() >= self.bounds.max_members {
                 return Err(Refusal::Full);
             }
-            if paced && !self.budgets.take(&self.bounds, from, self.members.len(), now_us) {
+            if paced && !self.admission.take(&self.bounds, from, peer, self.members.len(), now_us) {
                 return Err(Refusal::Rate);
             }
         }

@@ -320,12 +320,61 @@ fn a_settled_directory_paces_new_members_per_sender_and_sees_floods() {
     let burst = Bounds::default().admit_burst as u64;
     assert_eq!(h.refused.get(Refusal::Rate), 200 - burst);
     assert!(h.flood, "most of 200 refused in one frame against a small directory");
-    // Another sender has its own bucket; the same attacker has to wait for a refill.
+    // The growth budget of so small a directory is spent for every sender this period.
     assert_eq!(a.dir.handle(attacker, &push(phantoms[..20].to_vec()), NOW).unwrap().changed, 0);
-    assert_eq!(a.dir.handle(b.id(), &push(phantoms[100..102].to_vec()), NOW).unwrap().changed, 2);
+    assert_eq!(a.dir.handle(b.id(), &push(phantoms[100..102].to_vec()), NOW).unwrap().changed, 0);
     let later = a.dir.handle(attacker, &push(phantoms[20..40].to_vec()), NOW + 1_000_000).unwrap();
     assert_eq!(later.changed as u64, burst, "a bucket a second");
     assert!(!later.flood);
+}
+
+/// A settled directory of `m` members (learnt before it settled, unpaced) and the peer it
+/// settled with.
+fn settled_with(m: usize) -> (Peer, Peer) {
+    let mut a = Peer::new(1);
+    let mut b = Peer::new(2);
+    let known: Vec<SignedRecord> = (0..m - 2).map(|_| stranger(0, NOW).1).collect();
+    assert_eq!(b.dir.handle(PeerId::random(), &push(known), NOW).unwrap().changed, m - 2);
+    for _ in 0..4 {
+        exchange(&mut a, &mut b);
+    }
+    assert!(a.dir.settled(NOW + 10_000_000, 1_000_000));
+    assert_eq!(a.dir.len(), m);
+    (a, b)
+}
+
+/// One attacker that stays under the flood line gets `admit_burst` phantoms a second into a
+/// settled directory, whatever its size: the directory grows linearly, not by a quarter a
+/// second compounding (400 members: 10 seconds of such a bucket would take it past 3,700).
+#[test]
+fn a_paced_attacker_grows_a_settled_directory_by_its_bucket_only() {
+    let (mut a, _) = settled_with(400);
+    let attacker = PeerId::random();
+    let burst = Bounds::default().admit_burst as usize;
+    for s in 0..10u64 {
+        let phantoms: Vec<SignedRecord> = (0..300).map(|_| stranger(0, NOW).1).collect();
+        let h = a.dir.handle(attacker, &push(phantoms), NOW + s * 1_000_000).unwrap();
+        assert_eq!(h.changed, burst, "second {s}");
+        assert!(!h.flood, "under the flood line (the directory holds more than 300)");
+    }
+    assert_eq!(a.dir.len(), 400 + 10 * burst);
+}
+
+/// Records that several senders offer (a partition merging back) are admitted at the growth
+/// budget's pace, a quarter of the directory a second, past every sender's own bucket.
+#[test]
+fn records_offered_by_two_senders_come_in_at_the_growth_budgets_pace() {
+    let (mut a, b) = settled_with(400);
+    let c = PeerId::random();
+    let merging: Vec<SignedRecord> = (0..300).map(|_| stranger(0, NOW).1).collect();
+    let burst = Bounds::default().admit_burst as usize;
+    assert_eq!(a.dir.handle(b.id(), &push(merging.clone()), NOW).unwrap().changed, burst);
+    // The second sender vouches for the rest: a quarter of 400, less what b's bucket took.
+    assert_eq!(a.dir.handle(c, &push(merging.clone()), NOW).unwrap().changed, 100 - burst);
+    // A second later the budget is a quarter of 500, and the second after it takes the rest.
+    assert_eq!(a.dir.handle(c, &push(merging.clone()), NOW + 1_000_000).unwrap().changed, 125);
+    assert_eq!(a.dir.handle(c, &push(merging), NOW + 2_000_000).unwrap().changed, 300 - 100 - 125);
+    assert_eq!(a.dir.len(), 700);
 }
 
 #[test]

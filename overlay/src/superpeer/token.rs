@@ -49,14 +49,14 @@
 //!   ([`removal_plan`], [`split_reserve`]); if that removal times the token's epoch cooling
 //!   (`1 + epoch / cooling`, no promoted factor, no aging) is below `split.ratio` x the gain, it
 //!   drains its members first (`StepDownTo` the head the plan gives each), then jumps with a
-//!   `Handover` whose only member is itself: from the acknowledgement on it is the new holder's
-//!   member (and its view holds the token if the new holder crashes, as after a move), and it
-//!   asks for the place the plan gave it from there, then, while the new holder is its head,
-//!   for the nearest head in its cache as an unattached node does (a member-less `Handover` leaves it
-//!   without a head until one takes it: at N = 10^5 such a former holder ended a run
-//!   unattached, every head in its cache full). A head that has not taken a
-//!   member sent to it a round later is full, whatever room its holder gossiped, and the plan
-//!   places the members left elsewhere; with no room left the jump is given up (with the
+//!   `Handover` whose only member is itself: from the acknowledgement on it is the new
+//!   holder's member (and its view holds the token if the new holder crashes, as after a
+//!   move), and it asks for the place the plan gave it from there, then, while the new holder
+//!   is its head, for the nearest head in its cache as an unattached node does (a member-less
+//!   `Handover` leaves it without a head until one takes it: at N = 10^5 such a former holder
+//!   ended a run unattached, every head in its cache full). A head that has not taken a member
+//!   sent to it a round later is full, whatever room its holder gossiped, and the plan places
+//!   the members left elsewhere; with no room left the jump is given up (with the
 //!   gossiped room alone, 50 of 65 drains at N = 10^4, seed 1, were given up, refused by the
 //!   same heads for their 3 rounds). No offer or jump within `hold_rounds` of a crash nearby.
 //!

@@ -339,7 +339,7 @@ impl SuperPeerNode {
             ctx.send(b, SpMessage::ClusterView { role: h.role, members: ids });
         }
         if h.backup.is_none() {
-            // A relayed (or jumped) token waits for its backup's confirmation (`ack_to`); with
+            // A relayed token waits for its backup's confirmation (`ack_to`); with
             // no backup to wait for (members came, or no neighbour is left to name) the node
             // that handed it is answered now, or it would keep its copy in transit for good.
             if let Some((to, token, epoch)) = h.ack_to.take() {
@@ -361,13 +361,12 @@ impl SuperPeerNode {
         }
     }
 
-    /// A round of a split jump's drain (`token` module doc, "Split offers"): the
-    /// token goes to the offered spot once every member switched away (the drain stays until
-    /// the jump is answered); a head that has not
-    /// taken a member sent to it last round (the member is still ours) is full and is left
-    /// out of the removal, and the members still here are sent where the removal places them
-    /// now; with no room left anywhere, or after [`DRAIN_ROUNDS`] with members left, the jump
-    /// is given up and the token stays.
+    /// A round of a split jump's drain (`token` module doc, "Split offers"): the token goes to
+    /// the offered spot once every member switched away (the drain stays until the jump is
+    /// answered); a head that has not taken a member sent to it last round (the member is
+    /// still ours) is full and is left out of the removal, and the members still here are sent
+    /// where the removal places them now; with no room left anywhere, or after
+    /// [`DRAIN_ROUNDS`] with members left, the jump is given up and the token stays.
     pub(super) fn drain_tick(&mut self, ctx: &mut SpContext<'_>) {
         let round = self.round;
         let Some(h) = self.head.as_mut() else { return };

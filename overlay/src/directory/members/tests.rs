@@ -50,20 +50,25 @@ fn push(entries: Vec<SignedRecord>) -> Vec<u8> {
 
 /// One push-pull exchange from `a` to `b`; returns the frames moved.
 fn exchange(a: &mut Peer, b: &mut Peer) -> usize {
+    exchange_at(a, b, NOW)
+}
+
+/// [`exchange`] at wall-clock time `now`.
+fn exchange_at(a: &mut Peer, b: &mut Peer, now: u64) -> usize {
     let (ida, idb) = (a.id(), b.id());
     let mut frames = 1;
     let digest = a.dir.digest_frame().unwrap();
-    let h = b.dir.handle(ida, &digest, NOW).unwrap();
+    let h = b.dir.handle(ida, &digest, now).unwrap();
     if h.equal {
         a.dir.digest_acknowledged_equal();
         return frames;
     }
     if let Some(delta) = h.reply {
         frames += 1;
-        let h2 = a.dir.handle(idb, &delta, NOW).unwrap();
+        let h2 = a.dir.handle(idb, &delta, now).unwrap();
         if let Some(p) = h2.reply {
             frames += 1;
-            b.dir.handle(ida, &p, NOW).unwrap();
+            b.dir.handle(ida, &p, now).unwrap();
         }
     }
     frames
@@ -174,6 +179,81 @@ fn converges_on_a_simulated_swarm() {
     }
     assert!(peers[0].dir.settled(NOW + 10_000_000, 1_000_000));
     assert!(!peers[1].dir.settled(NOW, 60_000_000));
+}
+
+/// A settled swarm of 120 directories under an attacker that pushes 100 fresh signed phantoms
+/// a second to each of 3 nodes (under the flood line), for 20 seconds of anti-entropy (each
+/// node syncs with one random neighbour a second), while an honest node joins. The phantoms
+/// spread on honest relays, but no directory ever holds more than the attacker's buckets
+/// admitted (4 a second at each of its 3 nodes): with a bucket that grew with the directory
+/// (a quarter of it a second per sender) each of the 3 took 30 in the first second. The
+/// joiner reaches every directory.
+#[test]
+fn paced_phantoms_spread_no_faster_than_the_attackers_buckets() {
+    let seed: u64 = std::env::var("PEERAGE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
+    println!("paced_phantoms_spread_no_faster_than_the_attackers_buckets: PEERAGE_SEED={seed}");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let n = 120;
+    let mut peers: Vec<Peer> = (0..n).map(|i| Peer::new(i as u64)).collect();
+    let mut adj: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for i in 1..n {
+        for j in [i - 1, rng.gen_range(0..i)] {
+            if !adj[i].contains(&j) {
+                adj[i].push(j);
+                adj[j].push(i);
+            }
+        }
+    }
+    let round = |peers: &mut Vec<Peer>, rng: &mut rand::rngs::StdRng, now: u64| {
+        let mut order: Vec<usize> = (0..peers.len()).collect();
+        order.shuffle(rng);
+        for i in order {
+            let j = *adj[i].choose(rng).unwrap();
+            let (x, y) = two_mut(peers, i, j);
+            exchange_at(x, y, now);
+        }
+    };
+    for r in 0..60 {
+        round(&mut peers, &mut rng, NOW);
+        if r > 40 && peers.iter().all(|p| p.dir.len() == n) {
+            break;
+        }
+    }
+    for _ in 0..SETTLED_STREAK + 2 {
+        round(&mut peers, &mut rng, NOW);
+    }
+    for p in peers.iter_mut() {
+        assert!(p.dir.settled(NOW + 10_000_000, 1_000_000), "seed {seed}");
+    }
+    let attacker = PeerId::random();
+    let targets = [0usize, n / 3, 2 * n / 3];
+    let joiner = Peer::new(1_000);
+    let joined = joiner.dir.own().map(|m| m.signed.clone()).unwrap();
+    let burst = Bounds::default().admit_burst as usize;
+    let seconds = 20u64;
+    for s in 1..=seconds {
+        let now = NOW + 10_000_000 + s * 1_000_000;
+        for &t in &targets {
+            let phantoms: Vec<SignedRecord> = (0..100).map(|_| stranger(0, now).1).collect();
+            let h = peers[t].dir.handle(attacker, &push(phantoms), now).unwrap();
+            assert!(h.changed <= burst, "second {s}: {} admitted (seed {seed})", h.changed);
+        }
+        if s == 5 {
+            // The joiner introduces itself to two nodes.
+            for t in [1usize, n / 2] {
+                let h = peers[t].dir.handle(joiner.id(), &push(vec![joined.clone()]), now).unwrap();
+                assert_eq!(h.changed, 1, "seed {seed}");
+            }
+        }
+        round(&mut peers, &mut rng, now);
+        let most = peers.iter().map(|p| p.dir.len()).max().unwrap_or(0);
+        let bound = n + 1 + targets.len() * burst * s as usize;
+        assert!(most <= bound, "second {s}: a directory of {most} > {bound} (seed {seed})");
+    }
+    let phantoms: Vec<usize> = peers.iter().map(|p| p.dir.len() - n).collect();
+    println!("members beyond the honest {n} after {seconds} s: {:?}", phantoms);
+    let knows = peers.iter().filter(|p| p.dir.get(&joiner.id()).is_some()).count();
+    assert_eq!(knows, n, "the joiner reached {knows} of {n} directories (seed {seed})");
 }
 
 #[test]

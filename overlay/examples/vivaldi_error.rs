@@ -51,6 +51,10 @@ struct Args {
     /// Fresh uniformly random peers measured per node per round.
     #[arg(long, default_value_t = 2)]
     random: usize,
+    /// Every this many rounds each node replaces its oldest non-local fixed neighbour with a
+    /// fresh random peer (a rotating sample over a constant number of neighbours; 0 = never).
+    #[arg(long, default_value_t = 0)]
+    rotate_every: usize,
     /// Node pairs sampled for the error statistics.
     #[arg(long, default_value_t = 100_000)]
     pairs: usize,
@@ -158,7 +162,9 @@ fn neighbour_lists(model: &LatencyModel, args: &Args, rng: &mut ChaCha8Rng) -> V
 fn run(label: &str, model: &LatencyModel, config: VivaldiConfig, args: &Args, pairs: &[(usize, usize)]) -> Result<()> {
     let n = model.len();
     let mut rng = ChaCha8Rng::seed_from_u64(args.seed ^ 0x5eed);
-    let neighbours = neighbour_lists(model, args, &mut rng);
+    let mut neighbours = neighbour_lists(model, args, &mut rng);
+    // The next non-local neighbour each node replaces when it rotates (oldest first).
+    let mut next_out = vec![args.local.min(args.neighbours); n];
     let config = Arc::new(config);
     let mut clients: Vec<VivaldiClient> =
         (0..n).map(|_| VivaldiClient::new(config.clone())).collect::<Result<_, _>>().context("bad Vivaldi config")?;
@@ -173,11 +179,24 @@ fn run(label: &str, model: &LatencyModel, config: VivaldiConfig, args: &Args, pa
         c
     };
     println!(
-        "\n[{label}] dims={} rounds={} neighbours={} (local {}) random/round={}",
-        config.dimensionality, args.rounds, args.neighbours, args.local, args.random
+        "\n[{label}] dims={} rounds={} neighbours={} (local {}) random/round={} rotate every {} rounds",
+        config.dimensionality, args.rounds, args.neighbours, args.local, args.random, args.rotate_every
     );
     println!("{:>6} {:>9} {:>9} {:>9}", "round", "median", "p90", "mean");
     for round in 1..=args.rounds {
+        if args.rotate_every > 0 && round % args.rotate_every == 0 {
+            for (a, list) in neighbours.iter_mut().enumerate() {
+                let from = args.local.min(list.len());
+                if from == list.len() {
+                    continue;
+                }
+                let b = model.random_peer(a, &mut rng).unwrap_or(a) as u32;
+                if b as usize != a && !list.contains(&b) {
+                    list[next_out[a]] = b;
+                }
+                next_out[a] = if next_out[a] + 1 >= list.len() { from } else { next_out[a] + 1 };
+            }
+        }
         for a in 0..n {
             let fixed = neighbours[a].iter().map(|&b| b as usize);
             let peers: Vec<usize> =

@@ -317,6 +317,12 @@ pub struct SwarmArgs {
     /// --latency internet.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub ping_s: Option<u64>,
+    /// Every node swaps its oldest prunable connection for one to a random member about this
+    /// often, so that its coordinate learns from a rotating sample of peers (0 = never).
+    /// Default: three ping periods with --latency internet; never without it, where every
+    /// RTT is loopback's and there is nothing to learn.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub rotate_s: Option<u64>,
     /// Member-directory rumour fan-out: changed entries are pushed once to this many random
     /// peers (0 = digest anti-entropy only; default from the node config, 0).
     #[arg(long, value_parser = clap::value_parser!(u32).range(0..=16))]

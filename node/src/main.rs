@@ -293,6 +293,11 @@ async fn swarm(args: SwarmArgs) -> anyhow::Result<()> {
     if let Some(p) = args.ping_s {
         sc.template.timing.ping_s = p;
     }
+    sc.template.limits.rotate_ms = match (args.rotate_s, args.latency) {
+        (Some(s), _) => Some(s.saturating_mul(1000)),
+        (None, SwarmLatency::Internet) => None,
+        (None, SwarmLatency::None) => Some(0),
+    };
     if let Some(f) = args.members_push_fanout {
         sc.template.timing.members_push_fanout = f;
     }

@@ -197,8 +197,10 @@ fn the_lab_gates_have_the_node_limits() {
         for neighbours in [4, 16, 64] {
             let mut sp = SuperPeerConfig { cluster_cap: cap, ..Default::default() };
             sp.discovery.neighbours = neighbours;
-            let fc = peerage_node::config::FileConfig { superpeer: Some(sp.clone()), ..Default::default() };
-            let l = fc.resolve().expect("the test's config resolves").limits;
+            let mut fc = peerage_node::config::FileConfig { superpeer: Some(sp.clone()), ..Default::default() };
+            fc.timing.ping_s = gates::SWARM_PING_S;
+            let resolved = fc.resolve().expect("the test's config resolves");
+            let l = resolved.limits;
             let lab = NodeSettings::of(&sp);
             assert_eq!(
                 (lab.limits.inbound_gate, lab.limits.outbound_gate, lab.limits.hard_cap),
@@ -212,6 +214,7 @@ fn the_lab_gates_have_the_node_limits() {
             );
             assert_eq!(lab.policy.prune_min_age.as_millis(), u128::from(l.prune_min_age_ms));
             assert_eq!(lab.policy.election_keep.as_millis(), u128::from(l.election_keep_ms));
+            assert_eq!(lab.policy.rotate_every, l.rotate_every(resolved.timing.ping_s), "rotation");
         }
     }
     assert_eq!(gates::GATE_OPEN_FOR, peerage_node::superpeer::driver::GATE_OPEN_FOR);

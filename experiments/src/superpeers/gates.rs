@@ -19,8 +19,10 @@
 //!   libp2p's idle timeout never closes one. What closes them is the peer manager, run every
 //!   [`MANAGER_PERIOD_ROUNDS`] rounds as the node runs it: above `target_high` it prunes old
 //!   connections that carry no structure and no recent super-peer message (the state
-//!   machine's `talks_to` is the structure), below `target_low` it dials random members. A
-//!   crashed node's connections close at its peers.
+//!   machine's `talks_to` is the structure), below `target_low` it dials random members, and
+//!   between the two it swaps its oldest prunable connection for a random member once a
+//!   rotation period (three pings of a super-peer swarm, [`SWARM_PING_S`]). A crashed node's
+//!   connections close at its peers.
 //! - Both ends of a new connection learn each other's position (`PeerUp`, delivered by the
 //!   simulator from [`Gates::opened`]), as a node learns it from the first request or `Hello`
 //!   over any connection: the connections lookups and measurements open reach the state
@@ -35,7 +37,7 @@
 //! nearest its key (a real iterative lookup also asks the peers on its way there).
 
 use overlay::connections::admission::{Admission, DialFailed, Limits};
-use overlay::connections::manager::{plan, Keep, PeerInfo, Policy};
+use overlay::connections::manager::{Keep, PeerInfo, PeerManager, Policy};
 use overlay::detect::{dial_failure, SendFailure};
 use overlay::superpeer::SuperPeerConfig;
 use overlay::Time;
@@ -59,6 +61,10 @@ const MAX_ESTABLISHED: usize = 48;
 const GOSSIP_MESH_HIGH: usize = 8;
 const PRUNE_MIN_AGE: Duration = Duration::from_secs(10);
 const ELECTION_KEEP: Duration = Duration::from_secs(5);
+/// The ping period of a super-peer swarm (`peerage swarm --superpeers ... --ping-s 5`, the
+/// README's command); the peer manager rotates a connection every three of them.
+pub const SWARM_PING_S: u64 = 5;
+const ROTATE_EVERY: Duration = Duration::from_secs(3 * SWARM_PING_S);
 
 /// A super-peer node's gate limits and peer-manager policy.
 #[derive(Debug, Clone, Copy)]
@@ -85,6 +91,7 @@ impl NodeSettings {
                 target_high,
                 prune_min_age: PRUNE_MIN_AGE,
                 election_keep: ELECTION_KEEP,
+                rotate_every: Some(ROTATE_EVERY),
             },
         }
     }
@@ -126,8 +133,8 @@ struct Conn {
 
 /// Every node's gate and connections (module doc), by slot.
 pub struct Gates {
-    settings: NodeSettings,
     adm: Vec<Admission<u32>>,
+    managers: Vec<PeerManager>,
     conns: Vec<Vec<Conn>>,
     /// Connections established since the simulator last took them (dialler, dialled): each
     /// end learns the other's position over a new connection, as a node does.
@@ -138,8 +145,8 @@ pub struct Gates {
 impl Gates {
     pub fn new(n: usize, settings: NodeSettings) -> Gates {
         Gates {
-            settings,
             adm: (0..n).map(|_| Admission::new(settings.limits)).collect(),
+            managers: (0..n).map(|_| PeerManager::new(settings.policy)).collect(),
             conns: vec![Vec::new(); n],
             opened: Vec::new(),
             stats: GateStats::default(),
@@ -219,8 +226,8 @@ impl Gates {
     }
 
     /// Node `a`'s peer manager at `now`: `keep(peer)` whether the super-peer state machine
-    /// talks to that peer, `candidates` members it may dial below `target_low` (a uniform
-    /// sample of the live nodes).
+    /// talks to that peer, `candidates` members it may dial below `target_low` or rotate in
+    /// (a uniform sample of the live nodes).
     pub fn manage(&mut self, a: u32, now: u64, keep: impl Fn(u32) -> bool, candidates: &[u32], rng: &mut impl Rng) {
         let infos: Vec<PeerInfo<u32>> = self.conns[a as usize]
             .iter()
@@ -231,8 +238,9 @@ impl Gates {
                 keep: Keep { superpeer: keep(c.peer), ..Keep::default() },
             })
             .collect();
-        let cand: &[u32] = if infos.len() < self.settings.policy.target_low { candidates } else { &[] };
-        let p = plan(&self.settings.policy, &infos, cand, None, Time(now), rng);
+        let m = &mut self.managers[a as usize];
+        let cand: &[u32] = if m.wants_candidates(infos.len(), Time(now)) { candidates } else { &[] };
+        let p = m.plan(&infos, cand, None, Time(now), rng);
         for b in p.close {
             self.close(a, b);
             self.stats.pruned += 1;
@@ -268,8 +276,10 @@ impl Gates {
     }
 
     /// Whether node `a`'s peer manager dials more peers now (below `target_low`).
-    pub fn below_low(&self, a: u32) -> bool {
-        self.conns[a as usize].len() < self.settings.policy.target_low
+    /// Whether node `a`'s peer manager reads candidates at `now` (µs): below `target_low`,
+    /// or a rotation due.
+    pub fn wants_candidates(&self, a: u32, now: u64) -> bool {
+        self.managers[a as usize].wants_candidates(self.conns[a as usize].len(), Time(now))
     }
 
     /// Established connections of node `a` (its gate's count).
@@ -293,6 +303,7 @@ mod tests {
                 target_high: 2,
                 prune_min_age: Duration::from_secs(10),
                 election_keep: Duration::from_secs(5),
+                rotate_every: None,
             },
         }
     }

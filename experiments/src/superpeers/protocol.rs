@@ -645,8 +645,8 @@ impl<'w> Sim<'w> {
     }
 
     /// Node `s`'s peer manager, every [`gates::MANAGER_PERIOD_ROUNDS`] rounds: it keeps the
-    /// connections its state machine talks over, and dials random members when it has too
-    /// few connections (drawn only then).
+    /// connections its state machine talks over, dials random members when it has too few
+    /// connections and rotates one connection a period (candidates drawn only then).
     fn manage_peers(&mut self, s: u32, round: u32) {
         if round % gates::MANAGER_PERIOD_ROUNDS != 0 {
             return;
@@ -656,7 +656,7 @@ impl<'w> Sim<'w> {
         let FaultSim { rng, gates, .. } = &mut **f;
         let Some(g) = gates.as_mut() else { return };
         let n = self.nodes.len() as u32;
-        let candidates: Vec<u32> = if g.below_low(s) {
+        let candidates: Vec<u32> = if g.wants_candidates(s, now) {
             (0..16).map(|_| rng.gen_range(0..n)).filter(|&c| self.alive[c as usize]).collect()
         } else {
             Vec::new()

@@ -69,6 +69,11 @@ pub struct Limits {
     pub prune_min_age_ms: u64,
     /// A connection that carried an election message is kept at least this long afterwards.
     pub election_keep_ms: u64,
+    /// Between `target_low` and `target_high`, the peer manager replaces its oldest prunable
+    /// connection by one to a random member about this often: a rotating sample of peers for
+    /// the Vivaldi coordinate (`overlay/src/connections/manager.rs`). 0: never. Unset: three
+    /// ping periods (`timing.ping_s`), so that a peer is measured a few times before it goes.
+    pub rotate_ms: Option<u64>,
     /// libp2p idle connection timeout (connections with no open stream).
     pub idle_timeout_ms: u64,
     /// Bytes of inbound request frames the whole process reads or holds at once
@@ -83,6 +88,12 @@ pub struct Limits {
 }
 
 impl Limits {
+    /// The peer manager's rotation period (`rotate_ms`, by default three pings of `ping_s`).
+    pub fn rotate_every(&self, ping_s: u64) -> Option<Duration> {
+        let ms = self.rotate_ms.unwrap_or(ping_s.max(1).saturating_mul(3_000));
+        (ms > 0).then(|| Duration::from_millis(ms))
+    }
+
     /// Sets the peer manager's `target_high` to `h` and keeps the gates at or above it:
     /// inbound connections are admitted at least up to the prune line, and the hard cap at
     /// least 8 above the inbound gate (the defaults' 48 - 40). Neither ever shrinks.
@@ -106,6 +117,7 @@ impl Default for Limits {
             target_high: 24,
             prune_min_age_ms: 10_000,
             election_keep_ms: 5_000,
+            rotate_ms: None,
             idle_timeout_ms: 10_000,
             max_inbound_bytes: 64 * 1024 * 1024,
             max_inbound_bytes_per_peer: 8 * 1024 * 1024,

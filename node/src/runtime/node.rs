@@ -59,7 +59,9 @@
 //! (`serves_kad`: a peer that does not cannot answer lookups and is never handed out); for the ring algorithms the peer manager keeps the
 //! connections to both ring neighbours, so an election lap does not dial one connection per
 //! hop; one-to-many election sends go over the gossipsub mesh (`route`). Once settled a node
-//! therefore dials only when it falls below `target_low`.
+//! therefore dials only when it falls below `target_low`, and once per rotation period
+//! (`limits.rotate_ms`), when the peer manager swaps its oldest prunable connection for a
+//! random member so that the Vivaldi coordinate learns from more than a fixed few peers.
 //!
 //! Start-up under load (measured at N = 1,000 in one process on a busy machine):
 //! a bootstrap round whose dials all fail is retried after 1, 2 and 4 s before the node gives
@@ -87,7 +89,7 @@ use libp2p::identity::Keypair;
 use libp2p::multiaddr::Protocol;
 use libp2p::swarm::{dial_opts::DialOpts, ConnectionError, ConnectionId, SwarmEvent};
 use libp2p::{gossipsub, identify, kad, request_response, Multiaddr, PeerId, Swarm};
-use overlay::connections::{self, Keep, PeerInfo, Policy};
+use overlay::connections::{Keep, PeerInfo, PeerManager, Policy};
 use overlay::detect::failure::{after_election_failure, ElectionNext, ElectionSent};
 use overlay::detect::stall::{StallMeter, LATENESS_WINDOW};
 use overlay::detect::start::{Facts, Kickoff, StartConfig, StartPolicy};
@@ -205,6 +207,8 @@ struct Node {
     resends: Resends<Resend>,
     queue: VecDeque<Input>,
     conns: HashMap<PeerId, Conn>,
+    /// Which connections to close and open (`overlay::connections::manager`).
+    peer_manager: PeerManager,
     last_leader: Option<NodeId>,
     closing: HashSet<PeerId>,
     /// Peers whose connections this node closed because they went silent (a failed ping, or
@@ -357,6 +361,13 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
         resends: Resends::default(),
         queue: VecDeque::new(),
         conns: HashMap::new(),
+        peer_manager: PeerManager::new(Policy {
+            target_low: opts.cfg.limits.target_low as usize,
+            target_high: opts.cfg.limits.target_high as usize,
+            prune_min_age: Duration::from_millis(opts.cfg.limits.prune_min_age_ms),
+            election_keep: Duration::from_millis(opts.cfg.limits.election_keep_ms),
+            rotate_every: opts.cfg.limits.rotate_every(opts.cfg.timing.ping_s),
+        }),
         last_leader: None,
         closing: HashSet::new(),
         silent: HashSet::new(),
@@ -912,21 +923,15 @@ impl Node {
                 },
             })
             .collect();
-        let l = &self.cfg.limits;
-        let policy = Policy {
-            target_low: l.target_low as usize,
-            target_high: l.target_high as usize,
-            prune_min_age: Duration::from_millis(l.prune_min_age_ms),
-            election_keep: Duration::from_millis(l.election_keep_ms),
-        };
-        // Candidates to dial below `target_low`: the directory's members (it knows every
-        // member's addresses; no lookup needed).
-        let candidates: Vec<PeerId> = if infos.len() < policy.target_low {
+        // Candidates to dial below `target_low` or to rotate in: the directory's members (it
+        // knows every member's addresses; no lookup needed).
+        let now_t = clock.at(now);
+        let candidates: Vec<PeerId> = if self.peer_manager.wants_candidates(infos.len(), now_t) {
             self.directory.iter().map(|(p, _)| *p).filter(|p| *p != self.peer_id).collect()
         } else {
             Vec::new()
         };
-        let plan = connections::plan(&policy, &infos, &candidates, ring_to, clock.at(now), &mut self.rng);
+        let plan = self.peer_manager.plan(&infos, &candidates, ring_to, now_t, &mut self.rng);
         for p in plan.close {
             debug!(peer = %p, "pruning");
             self.closing.insert(p);

@@ -592,3 +592,34 @@ fn a_holder_crashed_right_after_it_was_handed_the_token_is_replaced_once() {
     net.crash(minter);
     crash_and_expect_one_recreation(&mut net, dead, token, epoch);
 }
+
+/// The old holder of a moved token went in the handed member list: from the acknowledgement
+/// on it is the new holder's member (attached, no `Attach` needed), so it is never left
+/// without a head while every head it knows is full.
+#[test]
+fn the_old_holder_of_an_acknowledged_move_is_the_new_holders_member() {
+    let seed = common::seed(31);
+    // The default cap, and one the handed list fills exactly (five members and B).
+    for cap in [150, 5] {
+        let cfg = SuperPeerConfig { cluster_cap: cap, ..Default::default() };
+        let (mut b, a) = common::holder_beside(seed, cfg);
+        let fx = b.tick();
+        let moves = common::handovers(&fx);
+        assert_eq!(moves.first().map(|m| m.0), Some(a.id), "cap {cap}: no move to A: {fx:?} (seed {seed})");
+        let epoch = fx
+            .iter()
+            .find_map(|e| match e {
+                SpEffect::Send { msg: SpMessage::Handover { epoch, .. }, .. } => Some(*epoch),
+                _ => None,
+            })
+            .expect("a handover");
+        let fx = b.feed(SpInput::Message {
+            from: a.id,
+            msg: SpMessage::HandoverAck { token: TokenId(7), epoch, holder: a },
+        });
+        assert!(!b.node.is_head(), "cap {cap}: {fx:?}");
+        assert_eq!(b.node.attached_to(), Some(a.id), "cap {cap}: {fx:?} (seed {seed})");
+        assert!(fx.iter().any(|e| matches!(e, SpEffect::AttachedTo(x) if *x == a.id)), "cap {cap}: {fx:?}");
+        assert!(common::attaches(&fx).is_empty(), "a member asked for a place it has: {fx:?}");
+    }
+}

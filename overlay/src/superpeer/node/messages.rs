@@ -311,6 +311,12 @@ impl SuperPeerNode {
                     }
                     _ => None,
                 });
+                // The receiver keeps us unless we would put its cluster over the cap
+                // (`on_handover`): it drops us then, and we find another head.
+                let cap = self.cfg.cluster_cap as usize;
+                let kept = handed.as_ref().is_some_and(|ids| {
+                    ids.contains(&self.me.id) && ids.iter().filter(|m| **m != holder.id).count() <= cap
+                });
                 // Our own place after a jump: where the removal puts us, past the heads our
                 // drain found full (members have left by now, see `drain_tick`).
                 let own = if jumped {
@@ -322,13 +328,17 @@ impl SuperPeerNode {
                 if let Some(ids) = handed {
                     self.member_view = Some((holder.id, HeadRole::Token { token, epoch }, ids.into()));
                 }
-                if jumped {
-                    // The new holder took us as its only member: we are its member now, and ask
-                    // for our own place from there (a refusal leaves us where we are, not
-                    // without a head).
+                // The new holder took us as its member (with the others of a move, alone after a
+                // jump): we are its member now, like a member told `Moved`, and not without a
+                // head while every head we know is full.
+                if kept {
                     self.member_of(ctx, holder);
-                    self.placing = Some(holder.id);
                     ctx.push(SpEffect::AttachedTo(holder.id));
+                }
+                if jumped && kept {
+                    // And ask for our own place from there (a refusal leaves us where we are),
+                    // looking for a nearer head by prediction meanwhile.
+                    self.placing = Some(holder.id);
                     if let Some(t) = own.filter(|t| t.id != holder.id) {
                         self.cache_insert(t, 0);
                         self.attaching = Some((t.id, self.round));

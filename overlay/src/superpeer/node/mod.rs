@@ -222,9 +222,11 @@ fn send_jump(ctx: &mut SpContext<'_>, h: &mut Head, me: PeerInfo, to: NodeId, ro
 }
 
 /// A move's token goes to `to` with the cluster (step 4; the predicted move and the measured
-/// medoid step): the old holder `me` goes along as a member (last; the receiver drops it if
-/// that would put the cluster over the cap), so that the receiver's first view, sent at once,
-/// already names it (it attaches next, usually to the receiver).
+/// medoid step): the old holder `me` goes along as a member (first or last; the receiver
+/// drops it if that would put the cluster over the cap), so that the receiver's first view,
+/// sent at once, already names it. From the acknowledgement on it is the receiver's member,
+/// like the members told `Moved`, and never without a head while every head it knows is full;
+/// dropped, it looks for another head.
 fn send_move(ctx: &mut SpContext<'_>, h: &mut Head, me: PeerInfo, to: NodeId, round: u32, token: TokenId, epoch: u32) {
     let mut members = h.members.clone();
     // First what our views list first, the heir or else us: the views our members make up

@@ -300,8 +300,8 @@ pub struct SwarmArgs {
     /// Keep at least this many connections per node (the peer manager's `target_low`; its
     /// `target_high` becomes at least twice that), so that each node measures RTTs to this
     /// many peers for its coordinate. Default: the node's own (6; nodes settle at ~12). With
-    /// ~12 peers even the simulator's Vivaldi stops near 0.17 median relative error, with 20
-    /// at 0.086; more connections cost CPU.
+    /// ~12 fixed peers even the simulator's Vivaldi stops near 0.17 median relative error,
+    /// with 20 at 0.086; more connections cost CPU (--rotate-s changes the peers instead).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=24))]
     pub coord_peers: Option<u32>,
     /// The peer manager prunes idle connections above this many per node (its
@@ -319,8 +319,9 @@ pub struct SwarmArgs {
     pub ping_s: Option<u64>,
     /// Every node swaps its oldest prunable connection for one to a random member about this
     /// often, so that its coordinate learns from a rotating sample of peers (0 = never).
-    /// Default: three ping periods with --latency internet; never without it, where every
-    /// RTT is loopback's and there is nothing to learn.
+    /// Default with --latency internet: three ping periods, or longer so that the whole swarm
+    /// opens at most 10 connections a second for it (its nodes share this machine's CPU);
+    /// without emulated latency never, as every RTT is loopback's and there is nothing to learn.
     #[arg(long, value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub rotate_s: Option<u64>,
     /// Member-directory rumour fan-out: changed entries are pushed once to this many random

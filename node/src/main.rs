@@ -295,7 +295,9 @@ async fn swarm(args: SwarmArgs) -> anyhow::Result<()> {
     }
     sc.template.limits.rotate_ms = match (args.rotate_s, args.latency) {
         (Some(s), _) => Some(s.saturating_mul(1000)),
-        (None, SwarmLatency::Internet) => None,
+        (None, SwarmLatency::Internet) => {
+            Some(peerage_node::swarm::runner::swarm_rotate_ms(u64::from(args.nodes), sc.template.timing.ping_s))
+        }
         (None, SwarmLatency::None) => Some(0),
     };
     if let Some(f) = args.members_push_fanout {

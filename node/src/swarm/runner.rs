@@ -47,6 +47,22 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// New connections a second that the peer managers' rotations of a one-process swarm may
+/// open together, by default (`peerage swarm --rotate-s`). Every node of the swarm shares
+/// this machine's two cores, and a new connection costs a handshake, identify, gossipsub's
+/// subscriptions and the coordinate exchange: at N = 1,000 with emulated latency, rotations
+/// every 6 s (167 new connections a second) kept the nodes' loops 10-16 ms late (median) and
+/// the late-sample gate dropped 98 % of the RTT samples, so the coordinates grew worse; every
+/// 30 s (33 a second) they dropped 57 %, against 29 % without rotation (docs/RESULTS.md).
+pub const SWARM_ROTATIONS_PER_S: u64 = 10;
+
+/// The default rotation period of a one-process swarm of `nodes` pinging every `ping_s`:
+/// the node's own (three pings), or longer so that the swarm opens at most
+/// [`SWARM_ROTATIONS_PER_S`] connections a second for it.
+pub fn swarm_rotate_ms(nodes: u64, ping_s: u64) -> u64 {
+    (ping_s.max(1).saturating_mul(3_000)).max(nodes.saturating_mul(1_000) / SWARM_ROTATIONS_PER_S)
+}
+
 /// How to build a local swarm.
 #[derive(Debug, Clone)]
 pub struct LocalSwarmConfig {
@@ -794,5 +810,22 @@ fn report(
         rows_summary: None,
         faults: None,
         node_rows: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_swarms_rotations_open_at_most_its_budget_of_connections_a_second() {
+        for (nodes, ping_s) in [(1_u64, 2_u64), (20, 2), (60, 2), (200, 5), (1_000, 2), (5_000, 15)] {
+            let ms = swarm_rotate_ms(nodes, ping_s);
+            assert!(ms >= 3_000 * ping_s, "{nodes} nodes: a peer is measured three times before it goes");
+            let per_s = nodes as f64 * 1_000.0 / ms as f64;
+            assert!(per_s <= SWARM_ROTATIONS_PER_S as f64 + 1e-9, "{nodes} nodes: {per_s} a second");
+        }
+        assert_eq!(swarm_rotate_ms(20, 2), 6_000, "a small swarm rotates as a node does");
+        assert_eq!(swarm_rotate_ms(1_000, 2), 100_000);
     }
 }

@@ -89,6 +89,14 @@ pub struct Plan<P> {
     pub dial: Vec<P>,
 }
 
+/// Whether the manager may close `p`: no structure on it, at least `min_age` old, and no
+/// election or super-peer message over it for `election_keep`.
+fn closable<P>(policy: &Policy, p: &PeerInfo<P>, min_age: Duration, now: Time) -> bool {
+    !p.keep.any()
+        && now.since(p.connected_since) >= min_age
+        && p.last_use.is_none_or(|t| now.since(t) >= policy.election_keep)
+}
+
 /// Decide closes and dials. `candidates` are members that are not connected now; they are
 /// read only when the node is below `target_low`. `ring_successor`, when the ring algorithms
 /// run, is dialled if it is not connected.
@@ -103,12 +111,8 @@ pub fn plan<P: Copy + PartialEq>(
     let mut out = Plan { close: Vec::new(), dial: Vec::new() };
     let n = peers.len();
     if n > policy.target_high {
-        let mut closable: Vec<&PeerInfo<P>> = peers
-            .iter()
-            .filter(|p| !p.keep.any())
-            .filter(|p| now.since(p.connected_since) >= policy.prune_min_age)
-            .filter(|p| p.last_use.is_none_or(|t| now.since(t) >= policy.election_keep))
-            .collect();
+        let mut closable: Vec<&PeerInfo<P>> =
+            peers.iter().filter(|p| closable(policy, p, policy.prune_min_age, now)).collect();
         closable.shuffle(rng);
         out.close = closable.into_iter().take(n - policy.target_high).map(|p| p.peer).collect();
     } else if n < policy.target_low {
@@ -174,12 +178,7 @@ impl PeerManager {
             return out;
         }
         let min_age = every.max(self.policy.prune_min_age);
-        let oldest = peers
-            .iter()
-            .filter(|p| !p.keep.any())
-            .filter(|p| now.since(p.connected_since) >= min_age)
-            .filter(|p| p.last_use.is_none_or(|t| now.since(t) >= self.policy.election_keep))
-            .min_by_key(|p| p.connected_since);
+        let oldest = peers.iter().filter(|p| closable(&self.policy, p, min_age, now)).min_by_key(|p| p.connected_since);
         let fresh: Vec<P> = candidates
             .iter()
             .copied()

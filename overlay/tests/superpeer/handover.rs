@@ -613,10 +613,8 @@ fn the_old_holder_of_an_acknowledged_move_is_the_new_holders_member() {
                 _ => None,
             })
             .expect("a handover");
-        let fx = b.feed(SpInput::Message {
-            from: a.id,
-            msg: SpMessage::HandoverAck { token: TokenId(7), epoch, holder: a },
-        });
+        let fx = b
+            .feed(SpInput::Message { from: a.id, msg: SpMessage::HandoverAck { token: TokenId(7), epoch, holder: a } });
         assert!(!b.node.is_head(), "cap {cap}: {fx:?}");
         assert_eq!(b.node.attached_to(), Some(a.id), "cap {cap}: {fx:?} (seed {seed})");
         assert!(fx.iter().any(|e| matches!(e, SpEffect::AttachedTo(x) if *x == a.id)), "cap {cap}: {fx:?}");

@@ -31,7 +31,9 @@
 //!   which re-election group it is in, as the node driver tells it.
 //!
 //! The limits and the manager's policy are a super-peer node's defaults ([`NodeSettings::of`];
-//! a cross-crate test checks them against the node's resolved configuration). Departures from
+//! a cross-crate test checks them against the node's resolved configuration), those of a node
+//! on its own machine: a one-process `peerage swarm` of more than a few dozen nodes rotates
+//! more slowly (`swarm_rotate_ms`), its nodes sharing one machine's CPU. Departures from
 //! a real node, all on the side of fewer connections: gossipsub's mesh, identify, the
 //! directory's syncs and the Vivaldi pings open none here, and a lookup contacts only the peers
 //! nearest its key (a real iterative lookup also asks the peers on its way there).
@@ -275,7 +277,6 @@ impl Gates {
         self.stats.clone()
     }
 
-    /// Whether node `a`'s peer manager dials more peers now (below `target_low`).
     /// Whether node `a`'s peer manager reads candidates at `now` (µs): below `target_low`,
     /// or a rotation due.
     pub fn wants_candidates(&self, a: u32, now: u64) -> bool {

@@ -141,10 +141,6 @@ impl PeerManager {
         PeerManager { policy, next_rotation: None }
     }
 
-    pub fn policy(&self) -> &Policy {
-        &self.policy
-    }
-
     /// Whether [`PeerManager::plan`] at `now` with `connected` peers reads its candidates
     /// (members that are not connected), so that a caller builds the list only then.
     pub fn wants_candidates(&self, connected: usize, now: Time) -> bool {

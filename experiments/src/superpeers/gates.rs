@@ -1,6 +1,6 @@
 //! Each simulated node's connections, its connection gate and its peer manager, so that a
 //! refused message, probe, ping or lookup contact comes from the same rules a real node runs
-//! (`overlay::connections::admission::Admission` and `overlay::connections::manager::plan`),
+//! (`overlay::connections::admission::Admission` and `overlay::connections::manager::PeerManager`),
 //! fed with the same events, instead of a drawn probability.
 //!
 //! The model, under the fault model's `gates` (`super::faults`):

@@ -36,8 +36,7 @@
 //! towards.
 //!
 //! Sans-IO: the caller holds a [`PeerManager`] (the policy and when it next rotates), passes
-//! the peer table, the candidates, the time and the RNG, and gets a [`Plan`]. [`plan`] is the
-//! same without rotation and without state.
+//! the peer table, the candidates, the time and the RNG, and gets a [`Plan`].
 
 use crate::time::Time;
 use rand::seq::SliceRandom;
@@ -97,39 +96,7 @@ fn closable<P>(policy: &Policy, p: &PeerInfo<P>, min_age: Duration, now: Time) -
         && p.last_use.is_none_or(|t| now.since(t) >= policy.election_keep)
 }
 
-/// Decide closes and dials. `candidates` are members that are not connected now; they are
-/// read only when the node is below `target_low`. `ring_successor`, when the ring algorithms
-/// run, is dialled if it is not connected.
-pub fn plan<P: Copy + PartialEq>(
-    policy: &Policy,
-    peers: &[PeerInfo<P>],
-    candidates: &[P],
-    ring_successor: Option<P>,
-    now: Time,
-    rng: &mut impl Rng,
-) -> Plan<P> {
-    let mut out = Plan { close: Vec::new(), dial: Vec::new() };
-    let n = peers.len();
-    if n > policy.target_high {
-        let mut closable: Vec<&PeerInfo<P>> =
-            peers.iter().filter(|p| closable(policy, p, policy.prune_min_age, now)).collect();
-        closable.shuffle(rng);
-        out.close = closable.into_iter().take(n - policy.target_high).map(|p| p.peer).collect();
-    } else if n < policy.target_low {
-        let mut c: Vec<P> = candidates.iter().copied().filter(|c| !peers.iter().any(|p| p.peer == *c)).collect();
-        c.shuffle(rng);
-        c.truncate(policy.target_low - n);
-        out.dial = c;
-    }
-    if let Some(s) = ring_successor {
-        if !peers.iter().any(|p| p.peer == s) && !out.dial.contains(&s) {
-            out.dial.push(s);
-        }
-    }
-    out
-}
-
-/// The peer manager: [`plan`] plus rotation, which needs to remember when it last rotated.
+/// The peer manager: the module's rules, and when it next rotates.
 #[derive(Debug, Clone)]
 pub struct PeerManager {
     policy: Policy,
@@ -154,8 +121,11 @@ impl PeerManager {
             && self.next_rotation.is_some_and(|t| now >= t)
     }
 
-    /// [`plan`], and, when a rotation is due, one close of the oldest rotatable connection
-    /// and one dial of a random candidate (both or neither).
+    /// Decide closes and dials. `candidates` are members that are not connected now; they
+    /// are read only below `target_low` or when a rotation is due ([`Self::wants_candidates`]).
+    /// `ring_successor`, when the ring algorithms run, is dialled if it is not connected. A
+    /// rotation closes the oldest rotatable connection and dials a random candidate (both or
+    /// neither).
     pub fn plan<P: Copy + PartialEq>(
         &mut self,
         peers: &[PeerInfo<P>],
@@ -165,7 +135,25 @@ impl PeerManager {
         rng: &mut impl Rng,
     ) -> Plan<P> {
         let due = self.rotation_due(peers.len(), now);
-        let mut out = plan(&self.policy, peers, candidates, ring_successor, now, rng);
+        let policy = &self.policy;
+        let mut out = Plan { close: Vec::new(), dial: Vec::new() };
+        let n = peers.len();
+        if n > policy.target_high {
+            let mut closable: Vec<&PeerInfo<P>> =
+                peers.iter().filter(|p| closable(policy, p, policy.prune_min_age, now)).collect();
+            closable.shuffle(rng);
+            out.close = closable.into_iter().take(n - policy.target_high).map(|p| p.peer).collect();
+        } else if n < policy.target_low {
+            let mut c: Vec<P> = candidates.iter().copied().filter(|c| !peers.iter().any(|p| p.peer == *c)).collect();
+            c.shuffle(rng);
+            c.truncate(policy.target_low - n);
+            out.dial = c;
+        }
+        if let Some(s) = ring_successor {
+            if !peers.iter().any(|p| p.peer == s) && !out.dial.contains(&s) {
+                out.dial.push(s);
+            }
+        }
         let Some(every) = self.policy.rotate_every else { return out };
         if self.next_rotation.is_none() || due {
             self.next_rotation = Some(now + every.mul_f64(rng.gen_range(0.5..1.5)));
@@ -223,7 +211,7 @@ mod tests {
             peer(7, old, Some(old), free),
         ];
         let mut rng = rand::rngs::StdRng::seed_from_u64(1);
-        let p = plan(&policy(), &peers, &[], None, now, &mut rng);
+        let p = PeerManager::new(policy()).plan(&peers, &[], None, now, &mut rng);
         let mut closed = p.close.clone();
         closed.sort();
         assert_eq!(closed, vec![6, 7], "only the idle, old, unkept ones, even if fewer than the excess");
@@ -235,7 +223,7 @@ mod tests {
         let now = Time::from_millis(60_000);
         let peers: Vec<_> = (0..10).map(|i| peer(i, Time::ZERO, None, Keep::default())).collect();
         let mut rng = rand::rngs::StdRng::seed_from_u64(2);
-        let p = plan(&policy(), &peers, &[], None, now, &mut rng);
+        let p = PeerManager::new(policy()).plan(&peers, &[], None, now, &mut rng);
         assert_eq!(p.close.len(), 8);
     }
 
@@ -243,8 +231,7 @@ mod tests {
     fn dials_members_below_the_low_mark_and_the_ring_successor() {
         let now = Time::from_millis(1);
         let mut rng = rand::rngs::StdRng::seed_from_u64(3);
-        let p = plan(
-            &Policy { target_low: 3, ..policy() },
+        let p = PeerManager::new(Policy { target_low: 3, ..policy() }).plan(
             &[peer(9, now, None, Keep::default())],
             &[9, 10, 11, 12],
             None,
@@ -253,9 +240,10 @@ mod tests {
         );
         assert_eq!(p.dial.len(), 2);
         assert!(!p.dial.contains(&9), "a connected peer is not dialled");
-        let s = plan(&policy(), &[peer(9, now, None, Keep::default())], &[], Some(4), now, &mut rng);
+        let s = PeerManager::new(policy()).plan(&[peer(9, now, None, Keep::default())], &[], Some(4), now, &mut rng);
         assert_eq!(s.dial, vec![4], "the ring successor is dialled even at the low mark");
-        let connected = plan(&policy(), &[peer(4, now, None, Keep::default())], &[], Some(4), now, &mut rng);
+        let connected =
+            PeerManager::new(policy()).plan(&[peer(4, now, None, Keep::default())], &[], Some(4), now, &mut rng);
         assert!(connected.dial.is_empty());
     }
 

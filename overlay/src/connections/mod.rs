@@ -7,4 +7,4 @@ pub mod admission;
 pub mod manager;
 
 pub use admission::{Admission, DialFailed, DialRefusal, Limits, Refusal};
-pub use manager::{plan, Keep, PeerInfo, PeerManager, Plan, Policy};
+pub use manager::{Keep, PeerInfo, PeerManager, Plan, Policy};

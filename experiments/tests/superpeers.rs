@@ -111,11 +111,11 @@ fn tokens_with_split_offers_are_conserved_and_every_node_attached() {
 /// the promotion"). Otherwise the winner (a random member of the crashed cluster, rarely
 /// where the dead head stood) moves the token at once and the hold time begins again: at
 /// N = 5,000 with half the super peers crashed, every recreated token's head stayed
-/// unpromoted for 10-25 rounds. A holder the crash did not
-/// touch (or the receiver of a first move, moving again) may still move its token then and
-/// start its hold time again, so the test allows half the crashed count unpromoted in the
-/// best of the first three recovery rounds (measured: at most 2 of 6 over seeds
-/// 1-60; without the rule 4-7 of 5-7 crashed over seeds 1-16).
+/// unpromoted for 10-25 rounds. Counted are only the holders of the crashed heads' tokens:
+/// tokens the crash did not touch may be in their hold time then (0-6 of about 33 heads at
+/// the crash, seeds 1-40). The receiver of a first move may move again and start its hold
+/// time again, so the test allows one such holder unpromoted in the best of the first three
+/// recovery rounds (measured: none over seeds 1-60).
 #[test]
 fn recreated_tokens_are_super_peers_at_once() {
     let s = seed();
@@ -124,11 +124,12 @@ fn recreated_tokens_are_super_peers_at_once() {
     let f = out.failure.as_ref().expect("failure phase");
     assert!(f.crashed >= 4, "{f:?}");
     let recover: Vec<_> = out.rounds.iter().filter(|r| r.phase == "recover").collect();
-    let unpromoted = recover.iter().take(3).map(|r| r.heads.saturating_sub(r.super_peers)).min();
-    let firsts: Vec<(u64, u64)> = recover.iter().take(6).map(|r| (r.super_peers, r.heads)).collect();
+    let unpromoted = recover.iter().take(3).map(|r| r.crashed_tokens_unpromoted).min();
+    let firsts: Vec<(u64, u64, u64)> =
+        recover.iter().take(6).map(|r| (r.crashed_tokens_unpromoted, r.super_peers, r.heads)).collect();
     assert!(
-        unpromoted.is_some_and(|u| 2 * u <= f.crashed),
-        "{unpromoted:?} heads not super peers in the best of the first 3 recovery rounds, {} crashed; (super peers, heads) by round: {firsts:?}",
+        unpromoted.is_some_and(|u| u <= 1),
+        "{unpromoted:?} holders of crashed tokens not super peers in the best of the first 3 recovery rounds, {} crashed; (those unpromoted, super peers, heads) by round: {firsts:?}",
         f.crashed
     );
 }

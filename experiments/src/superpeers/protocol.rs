@@ -77,6 +77,9 @@ pub struct RoundStat {
     pub messages: u64,
     /// Connections established in the round (under the fault model's `gates`; else 0).
     pub new_connections: u64,
+    /// Heads holding a crashed head's token (recreated, or moved on since) that are not
+    /// super peers (0 before the crash).
+    pub crashed_tokens_unpromoted: u64,
     pub phase: &'static str,
 }
 
@@ -279,6 +282,8 @@ struct Sim<'w> {
     attach_changes: u64,
     rejected: u64,
     max_members: u64,
+    /// The tokens of the crashed heads ([`RoundStat::crashed_tokens_unpromoted`]).
+    crashed_tokens: Vec<overlay::superpeer::TokenId>,
     /// Off by default: changes per round by kind (`PEERAGE_SP_CHURN`, [`super::churn`]).
     churn: Option<Box<Churn>>,
     /// Off by default: the fault model.
@@ -748,6 +753,7 @@ impl<'w> Sim<'w> {
         let established = gates.map_or(0, |g| g.stats.established);
         let mut heads = 0;
         let mut sps = 0;
+        let mut crashed_unpromoted = 0;
         let mut attached = 0u64;
         let mut normals = 0u64;
         for (i, n) in self.nodes.iter().enumerate() {
@@ -759,6 +765,8 @@ impl<'w> Sim<'w> {
                 self.max_members = self.max_members.max(n.members().len() as u64);
                 if n.is_super_peer() {
                     sps += 1;
+                } else if n.token().is_some_and(|(t, _)| self.crashed_tokens.contains(&t)) {
+                    crashed_unpromoted += 1;
                 }
             } else {
                 normals += 1;
@@ -790,6 +798,7 @@ impl<'w> Sim<'w> {
             attach_changes: self.attach_changes,
             messages: self.round_messages,
             new_connections: established - self.established_before,
+            crashed_tokens_unpromoted: crashed_unpromoted,
             phase,
         };
         self.established_before = established;
@@ -911,6 +920,7 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         attach_changes: 0,
         rejected: 0,
         max_members: 0,
+        crashed_tokens: Vec::new(),
         churn: Churn::from_env(n, p.cfg.cluster_cap as usize),
         faults: None,
         inputs: [0; SpInput::KINDS.len()],
@@ -1065,6 +1075,7 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         let diag = std::env::var_os("PEERAGE_SP_DIAG").map(|_| crash_diagnostics(&sim, &victims));
         for &v in &victims {
             let vs = sim.slot_of[v as usize];
+            sim.crashed_tokens.extend(sim.nodes[vs as usize].token().map(|(t, _)| t));
             sim.alive[vs as usize] = false;
             sim.dht.remove(&w.ids[v as usize], vs);
             if let Some(g) = sim.faults.as_mut().and_then(|f| f.gates.as_mut()) {

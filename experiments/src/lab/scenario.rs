@@ -271,7 +271,9 @@ impl Scenario {
         c.echo_probe_interval_ms = self.alive_interval_ms;
         let ub_ms = self.latency.upper_bound().map_or(500, |d| d.as_millis() as u64).max(1)
             + if self.reorder > 0.0 { self.reorder_delay_ms } else { 0 };
-        c.lap_timeout_ms = c.lap_timeout_ms.max(4 * self.nodes as u64 * ub_ms);
+        // The ring algorithms' lap timers scale with the group over this bound
+        // (`ElectionConfig::hop_delay_ms`).
+        c.hop_delay_ms = ub_ms;
         if let Some(e) = eccentricity {
             c.echo_ack_timeout_ms = c.echo_ack_timeout_ms.max(8 * e as u64 * ub_ms);
         }
@@ -286,7 +288,9 @@ impl Scenario {
             c.nomination_timeout_ms = v;
         }
         if let Some(v) = t.lap_timeout_ms {
+            // A lap timeout set by hand is the lap timer.
             c.lap_timeout_ms = v;
+            c.hop_delay_ms = 0;
         }
         if let Some(v) = t.echo_ack_timeout_ms {
             c.echo_ack_timeout_ms = v;

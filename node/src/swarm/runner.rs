@@ -145,6 +145,13 @@ impl LocalSwarm {
         if let (Some(r), Some(n)) = (&remote, &net) {
             r.set_net(n.clone());
         }
+        // Over the emulated network one message takes at most its largest RTT (one way, with
+        // queueing up to as much again), so that a ring election's lap timer covers a lap of
+        // the whole swarm (`ElectionConfig::hop_delay_ms`); every shard derives the same.
+        let mut election = cfg.election.clone();
+        if let Some(n) = &net {
+            election.hop_delay_ms = election.hop_delay_ms.max(n.model().largest_rtt_ms().ceil() as u64);
+        }
         if let Some(plan) = &cfg.shard {
             plan.validate(cfg.nodes)?;
         }
@@ -176,7 +183,7 @@ impl LocalSwarm {
                 continue;
             }
             let mut fc = cfg.template.clone();
-            fc.election = cfg.election.clone();
+            fc.election = election.clone();
             fc.algorithm = None;
             fc.metrics = None;
             fc.identity = None;

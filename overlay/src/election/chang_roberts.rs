@@ -47,11 +47,10 @@
 use crate::driver::{Context, Election, Input, Timer};
 use crate::election::ring::{backoff, is_member, Next, Suspects, MAX_BACKOFF_SHIFT};
 use crate::election::watch::LeaderSilence;
-use crate::election::{ElectionConfig, Message};
+use crate::election::{ElectionConfig, LapRule, Message};
 use crate::id::{NodeId, Rank};
 use crate::membership::Membership;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// One process of the Chang-Roberts election.
 #[derive(Debug, Clone)]
@@ -60,7 +59,8 @@ pub struct ChangRoberts {
     group: Arc<Membership>,
     /// This process's ring position; `None` if it is not a member of `group`.
     pos: Option<u32>,
-    lap_timeout: Duration,
+    /// The lap timer, scaled with the group's size (`ElectionConfig::hop_delay_ms`).
+    lap: LapRule,
     epoch: u64,
     participant: bool,
     leader: Option<Rank>,
@@ -82,7 +82,7 @@ impl ChangRoberts {
             me,
             group,
             pos,
-            lap_timeout: cfg.lap_timeout(),
+            lap: LapRule::of(cfg),
             epoch: 0,
             participant: false,
             leader: None,
@@ -120,7 +120,7 @@ impl ChangRoberts {
     fn become_participant(&mut self, ctx: &mut Context<'_>) {
         if !self.participant {
             self.participant = true;
-            ctx.set_timer(Timer::Lap, backoff(self.lap_timeout, self.restarts));
+            ctx.set_timer(Timer::Lap, backoff(self.lap.for_group(self.group.len()), self.restarts));
         }
     }
 
@@ -228,7 +228,7 @@ impl ChangRoberts {
                 if leader == self.me && !self.participant {
                     // Our own lap: wait for it to come back (see "Lost `elected` lap").
                     self.announcing = true;
-                    ctx.set_timer(Timer::Lap, backoff(self.lap_timeout, self.restarts));
+                    ctx.set_timer(Timer::Lap, backoff(self.lap.for_group(self.group.len()), self.restarts));
                 }
             }
             Next::PassedStop => self.restart(ctx, None),

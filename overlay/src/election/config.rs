@@ -116,8 +116,16 @@ pub struct ElectionConfig {
     pub coordinator_timeout_ms: u64,
     /// T4 (fast bully): how long an answering process waits for `Nomination`/`Coordinator`.
     pub nomination_timeout_ms: u64,
-    /// Ring algorithms: how long an initiator waits for its message to come round.
+    /// Ring algorithms: how long an initiator waits for its message to come round, at least
+    /// (see [`hop_delay_ms`](Self::hop_delay_ms)).
     pub lap_timeout_ms: u64,
+    /// Ring algorithms: a bound on one message's one-way delay, transport and handling. A lap
+    /// is a chain of n messages (Villadangos': n `Message1` and up to 2(n - 1) more), so the
+    /// lap timer lasts at least 4 x n x this, n the group's size ([`lap_for`](Self::lap_for)):
+    /// a fixed lap timer fires before a lap of 1,000 processes over Internet delays (about two
+    /// minutes) comes round, restarts the election, and never lets it end. 0: the lap timer is
+    /// `lap_timeout_ms` whatever the size.
+    pub hop_delay_ms: u64,
     /// Echo: how long a node waits for the acknowledgements of its children, and the probe
     /// period between neighbours (0 turns probes off).
     pub echo_ack_timeout_ms: u64,
@@ -161,6 +169,24 @@ pub fn times(d: Duration, n: u64) -> Duration {
     d.checked_mul(u32::try_from(n).unwrap_or(u32::MAX)).unwrap_or(Duration::MAX)
 }
 
+/// The ring algorithms' lap timer ([`ElectionConfig::lap_for`]), as each process keeps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LapRule {
+    base_ms: u64,
+    hop_ms: u64,
+}
+
+impl LapRule {
+    pub fn of(cfg: &ElectionConfig) -> LapRule {
+        LapRule { base_ms: cfg.lap_timeout_ms, hop_ms: cfg.hop_delay_ms }
+    }
+    /// The lap timer in a group of `n`.
+    pub fn for_group(&self, n: usize) -> Duration {
+        let chain = self.hop_ms.saturating_mul(4).saturating_mul(n as u64);
+        Duration::from_millis(self.base_ms.max(chain))
+    }
+}
+
 impl Default for ElectionConfig {
     fn default() -> Self {
         ElectionConfig {
@@ -173,6 +199,7 @@ impl Default for ElectionConfig {
             coordinator_timeout_ms: 1_500,
             nomination_timeout_ms: 1_500,
             lap_timeout_ms: 10_000,
+            hop_delay_ms: 10,
             echo_ack_timeout_ms: 2_000,
             echo_probe_interval_ms: 1_000,
             echo_heartbeat_interval_ms: 0,
@@ -274,6 +301,11 @@ impl ElectionConfig {
     }
     pub fn lap_timeout(&self) -> Duration {
         Duration::from_millis(self.lap_timeout_ms)
+    }
+    /// The lap timer of a ring election in a group of `n`: `lap_timeout_ms`, or 4 x n x
+    /// `hop_delay_ms` if longer (see [`hop_delay_ms`](Self::hop_delay_ms)).
+    pub fn lap_for(&self, n: usize) -> Duration {
+        LapRule::of(self).for_group(n)
     }
     pub fn echo_ack_timeout(&self) -> Duration {
         Duration::from_millis(self.echo_ack_timeout_ms)

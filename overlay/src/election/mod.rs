@@ -38,7 +38,7 @@ pub mod villadangos;
 pub mod watch;
 
 pub use assumptions::Assumptions;
-pub use config::{Algorithm, ConfigError, ElectionConfig, Orphans, UnknownAlgorithm};
+pub use config::{Algorithm, ConfigError, ElectionConfig, LapRule, Orphans, UnknownAlgorithm};
 pub use message::{ElectionTag, Message};
 
 use crate::driver::{Context, Election, Input};

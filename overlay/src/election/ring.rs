@@ -54,7 +54,7 @@
 
 use crate::driver::{Context, Election, Input, Timer};
 use crate::election::watch::LeaderSilence;
-use crate::election::{ElectionConfig, Message};
+use crate::election::{ElectionConfig, LapRule, Message};
 use crate::id::{NodeId, Rank};
 use crate::membership::Membership;
 use std::sync::Arc;
@@ -256,7 +256,8 @@ pub struct Ring {
     group: Arc<Membership>,
     /// This process's ring position; `None` if it is not a member of `group`.
     pos: Option<u32>,
-    lap_timeout: Duration,
+    /// The lap timer, scaled with the group's size (`ElectionConfig::hop_delay_ms`).
+    lap: LapRule,
     epoch: u64,
     phase: Phase,
     /// The highest initiator whose `Election` of this epoch this process forwarded or sent.
@@ -278,7 +279,7 @@ impl Ring {
             me,
             group,
             pos,
-            lap_timeout: cfg.lap_timeout(),
+            lap: LapRule::of(cfg),
             epoch: 0,
             phase: Phase::Passive,
             best_initiator: None,
@@ -303,7 +304,7 @@ impl Ring {
     }
 
     fn arm_lap(&self, ctx: &mut Context<'_>) {
-        ctx.set_timer(Timer::Lap, backoff(self.lap_timeout, self.restarts));
+        ctx.set_timer(Timer::Lap, backoff(self.lap.for_group(self.group.len()), self.restarts));
     }
 
     /// Mark a process dead (never this process itself).

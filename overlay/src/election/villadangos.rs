@@ -64,7 +64,7 @@
 
 use crate::driver::{Context, Election, Input, Timer};
 use crate::election::watch::LeaderSilence;
-use crate::election::{ElectionConfig, Message};
+use crate::election::{ElectionConfig, LapRule, Message};
 use crate::id::{NodeId, Rank};
 use crate::membership::Membership;
 use std::sync::Arc;
@@ -119,7 +119,8 @@ pub struct Villadangos {
     leader: u32,
     /// Stalls this process detected in a row (backs the stall timer off).
     stalls: u8,
-    lap_timeout_ms: u64,
+    /// The lap timer, scaled with the group's size (`ElectionConfig::hop_delay_ms`).
+    lap: LapRule,
     /// The process whose failure made this process start its latest epoch (`NONE` if none):
     /// skipped on the ring, but accepted as leader if it wins (then it has recovered).
     suspect: u32,
@@ -147,7 +148,7 @@ impl Villadangos {
             candidate_successor: NONE,
             leader: NONE,
             stalls: 0,
-            lap_timeout_ms: cfg.lap_timeout_ms,
+            lap: LapRule::of(cfg),
             suspect: NONE,
             dead: Vec::new(),
             m1_to: NONE,
@@ -208,7 +209,7 @@ impl Villadangos {
 
     fn lap_after(&self) -> Duration {
         let factor = 3u64 << self.stalls.min(10);
-        Duration::from_millis(self.lap_timeout_ms.saturating_mul(factor))
+        crate::election::config::times(self.lap.for_group(self.group.len()), factor)
     }
     fn arm_lap(&self, ctx: &mut Context<'_>) {
         ctx.set_timer(Timer::Lap, self.lap_after());
@@ -859,6 +860,36 @@ mod tests {
             assert!(one_low <= 4 * n64 && one_high <= 4 * n64 && all <= 4 * n64);
             println!("| {n} | {one_low} | {one_high} | {all} | {} |", 4 * n);
         }
+    }
+
+    /// The election takes O(n) delays in a row (the highest eats the candidates one after
+    /// another): 400 processes that all initiate, over 65 ms links (an Internet median), need
+    /// about 52 s. With the lap timer scaled to the group (`hop_delay_ms` at the links'
+    /// delay) the election runs once, with its 4n - 3 messages; a fixed 10 s lap timer (3 x
+    /// 10 s stall) restarts it before it ends.
+    #[test]
+    fn villadangos_lap_timer_covers_a_large_groups_slow_lap() {
+        let n = 400usize;
+        let run = |hop_delay_ms: u64| {
+            let mut net = Net::new(n, ElectionConfig { hop_delay_ms, ..cfg() });
+            net.latency = Duration::from_millis(65);
+            for i in 0..n {
+                net.start_at(Time::ZERO, i);
+            }
+            net.run();
+            check_agreement(&net, &format!("hop {hop_delay_ms} ms"));
+            net
+        };
+        let scaled = run(65);
+        assert_eq!(scaled.total_sent(), 4 * n as u64 - 3, "one election, no restart");
+        assert_eq!(scaled.started, vec![1; n]);
+        assert!(scaled.last_decision > Time::from_millis(30_000), "the lap is longer than 3 x 10 s");
+        let fixed = run(0);
+        assert!(
+            fixed.total_sent() > 4 * n as u64,
+            "a fixed lap timer restarts the election: {} messages",
+            fixed.total_sent()
+        );
     }
 
     /// Random crashes before the election; random initiators among the live.

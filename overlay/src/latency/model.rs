@@ -209,6 +209,13 @@ impl LatencyModel {
         Ok(self.rtt(a, b))
     }
 
+    /// The largest base RTT between two nodes, ms (every pair: O(n²), about 0.1 s at
+    /// n = 1,000). A bound for one message's one-way delay with queueing up to as much again.
+    pub fn largest_rtt_ms(&self) -> f64 {
+        let n = self.len();
+        (0..n).flat_map(|a| (a + 1..n).map(move |b| (a, b))).map(|(a, b)| self.rtt_ms(a, b)).fold(0.0, f64::max)
+    }
+
     /// One-way delay: half the base RTT (the model is symmetric).
     pub fn one_way(&self, a: usize, b: usize) -> Duration {
         Duration::from_secs_f64(self.rtt_ms(a, b) / 2000.0)

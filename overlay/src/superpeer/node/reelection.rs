@@ -223,6 +223,7 @@ impl SuperPeerNode {
             coordinator_timeout_ms: up(base.coordinator_timeout_ms),
             nomination_timeout_ms: up(base.nomination_timeout_ms),
             lap_timeout_ms: up(base.lap_timeout_ms),
+            hop_delay_ms: up(base.hop_delay_ms),
             echo_ack_timeout_ms: up(base.echo_ack_timeout_ms),
             ..base
         }

@@ -134,7 +134,10 @@ fn after_movement_stops_every_node_names_the_best_of_its_component() {
         plain.radio.edge_loss = 0.0;
         shapes.push(assert_static_end(plain, &format!("seed {seed}, no heartbeats")));
     }
-    // The cases cover partitioned networks and large components.
-    assert!(shapes.iter().any(|&(components, _)| components > 1), "{shapes:?}");
-    assert!(shapes.iter().any(|&(_, biggest)| biggest >= 20), "{shapes:?}");
+    // The fixed seeds cover partitioned networks and large components (one replayed seed
+    // covers what it covers).
+    if std::env::var_os("PEERAGE_SEED").is_none() {
+        assert!(shapes.iter().any(|&(components, _)| components > 1), "{shapes:?}");
+        assert!(shapes.iter().any(|&(_, biggest)| biggest >= 20), "{shapes:?}");
+    }
 }

@@ -599,8 +599,16 @@ fn for_seeds_firing(n: u64, min_fired: f64, body: impl Fn(u64) -> Result<bool, S
         failed.join("\n")
     );
     // The token moves in nearly every seed (179 of the first 200); a scenario that stopped
-    // reaching the crash would test nothing.
-    assert!(fired as f64 >= min_fired * list.len() as f64, "the crash fired in only {fired} of {} seeds", list.len());
+    // reaching the crash would test nothing. One replayed seed says nothing of the share.
+    if list.len() > 1 {
+        assert!(
+            fired as f64 >= min_fired * list.len() as f64,
+            "the crash fired in only {fired} of {} seeds",
+            list.len()
+        );
+    } else if fired == 0 {
+        println!("the crash did not fire on this seed: nothing to check");
+    }
 }
 
 /// Window 1's crash on a [`pull_setup`] net: the node that takes the moved token crashes

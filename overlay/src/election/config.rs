@@ -121,7 +121,7 @@ pub struct ElectionConfig {
     pub lap_timeout_ms: u64,
     /// Ring algorithms: a bound on one message's one-way delay, transport and handling. A lap
     /// is a chain of n messages (Villadangos': n `Message1` and up to 2(n - 1) more), so the
-    /// lap timer lasts at least 4 x n x this, n the group's size ([`lap_for`](Self::lap_for)):
+    /// lap timer lasts at least 4 x n x this, n the group's size ([`LapRule`]):
     /// a fixed lap timer fires before a lap of 1,000 processes over Internet delays (about two
     /// minutes) comes round, restarts the election, and never lets it end. 0: the lap timer is
     /// `lap_timeout_ms` whatever the size.
@@ -169,7 +169,8 @@ pub fn times(d: Duration, n: u64) -> Duration {
     d.checked_mul(u32::try_from(n).unwrap_or(u32::MAX)).unwrap_or(Duration::MAX)
 }
 
-/// The ring algorithms' lap timer ([`ElectionConfig::lap_for`]), as each process keeps it.
+/// The ring algorithms' lap timer, as each process keeps it: `lap_timeout_ms`, or 4 x n x
+/// `hop_delay_ms` in a group of n if longer ([`ElectionConfig::hop_delay_ms`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LapRule {
     base_ms: u64,
@@ -298,14 +299,6 @@ impl ElectionConfig {
     }
     pub fn t4(&self) -> Duration {
         Duration::from_millis(self.nomination_timeout_ms)
-    }
-    pub fn lap_timeout(&self) -> Duration {
-        Duration::from_millis(self.lap_timeout_ms)
-    }
-    /// The lap timer of a ring election in a group of `n`: `lap_timeout_ms`, or 4 x n x
-    /// `hop_delay_ms` if longer (see [`hop_delay_ms`](Self::hop_delay_ms)).
-    pub fn lap_for(&self, n: usize) -> Duration {
-        LapRule::of(self).for_group(n)
     }
     pub fn echo_ack_timeout(&self) -> Duration {
         Duration::from_millis(self.echo_ack_timeout_ms)

@@ -50,7 +50,7 @@
 //!   candidate would otherwise wait for its predecessor until the stall timer.
 //! - **Stall timer**: a process in an undecided election arms `Lap` for 3 laps (one lap's
 //!   worth each of n + 2(n - 1) delays), doubled after each stall in a row. A lap is
-//!   `ElectionConfig::lap_for(n)`: it grows with the group, since the election takes O(n)
+//!   `LapRule::for_group(n)`: it grows with the group, since the election takes O(n)
 //!   delays in a row (about 2 minutes for 1,000 processes over Internet delays).
 //! - A recovered higher process adopts the group's epoch from the first `VillLeader` it gets
 //!   and, being higher than the leader, starts the next one, which it wins.
@@ -65,6 +65,7 @@
 //! election restarts it.
 
 use crate::driver::{Context, Election, Input, Timer};
+use crate::election::config::times;
 use crate::election::watch::LeaderSilence;
 use crate::election::{ElectionConfig, LapRule, Message};
 use crate::id::{NodeId, Rank};
@@ -211,7 +212,7 @@ impl Villadangos {
 
     fn lap_after(&self) -> Duration {
         let factor = 3u64 << self.stalls.min(10);
-        crate::election::config::times(self.lap.for_group(self.group.len()), factor)
+        times(self.lap.for_group(self.group.len()), factor)
     }
     fn arm_lap(&self, ctx: &mut Context<'_>) {
         ctx.set_timer(Timer::Lap, self.lap_after());

@@ -219,6 +219,12 @@ pub struct MedoidConfig {
     /// Members each candidate (and the holder) pings for the step. 32: a mean RTT to the
     /// cluster within a few per cent at the default cap.
     pub sample: u32,
+    /// Further steps a holder takes at one epoch after a step that did not move its token,
+    /// every [`super::medoid::RETRY_ROUNDS`] rounds, each with fresh candidates drawn partly
+    /// at random (`super::medoid`, "Retries"; 0: one step per epoch). 6: at N = 1,000 over
+    /// 20 seeds the tokens' mean RTT falls from 1.106 to 1.076 x the k-median, for about a
+    /// third more messages per node.
+    pub retries: u32,
 }
 
 /// The election a cluster runs when its head dies (DESIGN.md, "Super peers", step 5).
@@ -326,7 +332,7 @@ impl Default for SplitConfig {
 
 impl Default for MedoidConfig {
     fn default() -> Self {
-        MedoidConfig { candidates: 6, sample: 32 }
+        MedoidConfig { candidates: 6, sample: 32, retries: 6 }
     }
 }
 
@@ -379,6 +385,7 @@ impl SuperPeerConfig {
         let m = &self.medoid;
         range("medoid.candidates", m.candidates as f64, 0.0, 64.0, "[0, 64]")?;
         range("medoid.sample", m.sample as f64, 1.0, 256.0, "[1, 256]")?;
+        range("medoid.retries", m.retries as f64, 0.0, 1000.0, "[0, 1000]")?;
         if self.election.algorithm == Algorithm::Echo {
             return Err(SuperPeerConfigError::EchoInCluster);
         }

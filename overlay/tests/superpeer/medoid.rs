@@ -116,16 +116,20 @@ fn a_settled_holder_moves_its_token_to_a_measurably_better_member() {
     assert_eq!(handovers(&fx), vec![(probed[1].0, members.len() + 1)], "{fx:?}");
 }
 
-/// No move when no candidate is measurably better, and no second step at the same epoch with
-/// the same members; bad answers are rejected.
+/// No move when no candidate is measurably better; a step that moved nothing is retried
+/// `medoid.retries` times, `RETRY_ROUNDS` apart, each keeping the best half of the
+/// candidates and drawing the rest, and then no more at the same epoch with the same
+/// members; bad answers are rejected.
 #[test]
-fn no_move_without_a_measured_gain_and_one_step_per_epoch() {
+fn no_move_without_a_measured_gain_and_a_bounded_series_per_epoch() {
     let s = seed();
     let cfg = common::with(SuperPeerConfig::default(), |c| {
         c.medoid.candidates = 2;
         c.medoid.sample = 6;
+        c.medoid.retries = 3;
     });
     let hold = cfg.tokens.hold_rounds;
+    let retries = cfg.medoid.retries;
     let mut h = Harness::holder(cfg, ring, s);
     let (probed, own) = until_probed(&mut h, hold + 2);
     for id in &own {
@@ -142,11 +146,36 @@ fn no_move_without_a_measured_gain_and_one_step_per_epoch() {
     // A stranger's answer is ignored.
     let fx = h.feed(SpInput::Message { from: h.ids[300], msg: SpMessage::MedoidCost { rtts: vec![0.001; 6] } });
     assert!(fx.is_empty(), "{fx:?}");
-    for _ in 0..20 {
+    // The retries: each `RETRY_ROUNDS` after the previous step started, answered with no gain.
+    let mut drawn = Vec::new();
+    let mut since = 0u32;
+    let mut steps = 0u32;
+    for _ in 0..(retries + 2) * overlay::superpeer::medoid::RETRY_ROUNDS + 20 {
         let fx = h.tick();
+        since += 1;
         assert!(handovers(&fx).is_empty(), "moved without a gain: {fx:?}");
-        assert!(probes(&fx).is_empty(), "a second step at the same epoch: {fx:?}");
+        let p = probes(&fx);
+        if p.is_empty() {
+            continue;
+        }
+        steps += 1;
+        assert!(steps <= retries, "a step beyond the {retries} retries: {fx:?}");
+        assert_eq!(since, overlay::superpeer::medoid::RETRY_ROUNDS, "retry {steps} after {since} rounds");
+        since = 0;
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert_eq!(p[0].0, probed[0].0, "the coarse best is measured again");
+        assert_ne!(p[0].1, probed[0].1, "on a fresh sample");
+        drawn.push(p[1].0);
+        for id in measures(&fx) {
+            h.feed(SpInput::Rtt { peer: id, rtt: Some(0.010) });
+        }
+        for (c, sample) in &p {
+            h.feed(SpInput::Message { from: *c, msg: SpMessage::MedoidCost { rtts: vec![0.0101; sample.len()] } });
+        }
     }
+    assert_eq!(steps, retries, "every retry was taken");
+    assert!(drawn.iter().all(|d| *d != probed[0].0), "the drawn candidate is another member: {drawn:?}");
+    assert!(h.node.is_head());
 }
 
 /// Candidates that never answer: the holder decides after a few rounds with what it has and

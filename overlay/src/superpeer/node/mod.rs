@@ -444,9 +444,9 @@ struct Head {
     disturbed: u32,
     /// The measured medoid step under way (`medoid` module doc).
     medoid: Option<Box<MedoidRound>>,
-    /// The epoch and member count of our last medoid step: the next one waits for a new
-    /// epoch or a quarter of the members changed (`medoid` module doc).
-    medoid_done: Option<(u32, usize)>,
+    /// Our last medoid step: the next one is a retry of its series, or waits for a new
+    /// epoch or a quarter of the members changed (`medoid` module doc, "Retries").
+    medoid_done: Option<MedoidDone>,
     /// The token came by a measured medoid step: the predicted law no longer moves it
     /// (`medoid` module doc, "Measured, then not predicted").
     measured: bool,
@@ -469,6 +469,16 @@ struct MedoidRound {
     own_left: usize,
     cands: Vec<(PeerInfo, Option<Vec<f32>>)>,
     sent: u32,
+}
+
+/// The last medoid step a holder started (`medoid` module doc, "Retries"): its token epoch,
+/// the member count then, the retries of its series so far and the round it started.
+#[derive(Clone, Copy, Debug)]
+struct MedoidDone {
+    epoch: u32,
+    members: usize,
+    retries: u32,
+    at: u32,
 }
 
 /// A member measuring the sample its head sent with `MedoidProbe` (`medoid` module doc).

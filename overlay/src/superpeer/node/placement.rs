@@ -42,17 +42,25 @@ impl SuperPeerNode {
         let settled = round.wrapping_sub(h.since) >= cfg.tokens.hold_rounds
             && round.wrapping_sub(h.disturbed) >= cfg.tokens.hold_rounds;
         let n = h.members.len();
-        let again = match h.medoid_done {
-            None => true,
-            Some((e, was)) => e != epoch || 4 * n.abs_diff(was) >= was.max(1),
+        // A new series at a new epoch or once a quarter of the members changed, else a
+        // retry of this one while it has retries left (`medoid` module doc, "Retries").
+        let retries = match h.medoid_done {
+            Some(d) if d.epoch == epoch && 4 * n.abs_diff(d.members) < d.members.max(1) => {
+                if d.retries >= cfg.medoid.retries || round.wrapping_sub(d.at) < medoid::RETRY_ROUNDS {
+                    return false;
+                }
+                d.retries + 1
+            }
+            _ => 0,
         };
-        if !settled || !again || n < medoid::MIN_MEMBERS {
+        if !settled || n < medoid::MIN_MEMBERS {
             return false;
         }
-        h.medoid_done = Some((epoch, n));
+        h.medoid_done = Some(MedoidDone { epoch, members: n, retries, at: round });
         let own = (self.nearest_rtt > 0.0).then_some(self.nearest_rtt as f64);
         let access = AccessEstimate::new(&me, own, &h.members, &h.access, &cfg.tokens);
-        let cands = medoid::candidates(&h.members, &access, cfg.tokens.access_weight, cfg.medoid.candidates as usize);
+        let k = cfg.medoid.candidates as usize;
+        let cands = medoid::candidates(&h.members, &access, cfg.tokens.access_weight, k, retries > 0, &mut *ctx.rng);
         let sample = medoid::sample(&h.members, me.id, cfg.medoid.sample as usize, &mut *ctx.rng);
         if cands.is_empty() || sample.is_empty() {
             return false;

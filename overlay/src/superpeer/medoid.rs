@@ -47,10 +47,10 @@
 //!   objects for spatial data mining", IEEE TKDE 14(5), 2002), which tries random swaps of a
 //!   medoid with a non-medoid and keeps the first that lowers the cost, over one cluster
 //!   and with measured costs; we keep the coarse best in every draw because the coordinates
-//!   do place a cluster's city. Why: the coarse score ranks nodes within a city no better
-//!   than chance, so one step per epoch left the exact medoid unmeasured. Measured at
+//!   do place a cluster's city. Why: the coarse score cannot rank the nodes of one city (see
+//!   "Why" above), so one step per epoch often left the exact medoid unmeasured. Measured at
 //!   N = 1,000 (20 seeds, `peerage-lab superpeers --diagnose`): clusters whose exact medoid
-//!   was more than 3 % cheaper than their head at the end, 52 of about 200 with one step,
+//!   was more than 3 % cheaper than their head at the end, 52 of 200 with one step,
 //!   28 with six retries. The search ends: a series is at most `1 + retries` steps, and a
 //!   move needs a gain that grows with every epoch (cooling) and with the super peer's age.
 //!

@@ -23,7 +23,9 @@
 //! - `token-move` (also split: `token-move-promoted` by a promoted holder, and
 //!   `token-move-epoch<E>` by the token's epoch in fives, 20 = 20 or more, and
 //!   `token-move-members<M>` by the cluster's size: 0-3, 4 = 4-19, 20 = 20-99, 100 = 100+),
-//!   `promote`, and
+//!   `token-move-back` (the new holder is the node that handed this
+//!   token on last: a move undone) and `token-move-revisit` (it is one of the token's last
+//!   4 givers), `promote`, and
 //!   `refuse-full` (`Refuse { full: true }` messages sent).
 //! - Split offers (what keeps changing at 10^5 with split offers
 //!   on): `split-offer` (`Split` sent), `drain-start` (a holder that got an offer began to
@@ -60,6 +62,8 @@ pub struct Churn {
     pre_jumping: bool,
     /// The input being handled already counted a `drain-start`.
     drain_counted: bool,
+    /// Per token: its last givers, newest last (at most 4).
+    givers: BTreeMap<u64, Vec<NodeId>>,
     round: u32,
     /// The cluster cap.
     cap: usize,
@@ -92,6 +96,7 @@ impl Churn {
                 cap,
                 round: 1,
                 counts: BTreeMap::new(),
+                givers: BTreeMap::new(),
             })
         })
     }
@@ -149,7 +154,19 @@ impl Churn {
                     self.add("drain-start");
                 }
             }
-            SpEffect::Send { msg: SpMessage::Handover { .. }, .. } => {
+            SpEffect::Send { to, msg: SpMessage::Handover { token, .. } } => {
+                let givers = self.givers.entry(token.0).or_default();
+                let (back, revisit) = (givers.last() == Some(to), givers.contains(to));
+                givers.push(me);
+                if givers.len() > 4 {
+                    givers.remove(0);
+                }
+                if back {
+                    self.add("token-move-back");
+                }
+                if revisit {
+                    self.add("token-move-revisit");
+                }
                 // A drain's last round, or an offer taken by a holder without members.
                 let jump = self.pre_jumping || input == "split";
                 self.jumping[s] = jump;

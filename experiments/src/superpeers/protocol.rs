@@ -244,6 +244,8 @@ struct FaultSim {
     late_told: Vec<f32>,
     /// Round at which the coordinate becomes fit (0: fit from the start), by slot.
     fit_at: Vec<u32>,
+    /// Coordinate drift, from each node's learned point (None without drift).
+    drift: Option<faults::Drift>,
     watches: Vec<Option<Box<HeadWatch>>>,
     resends: Vec<Resend>,
     /// With `gates`: every node's connections and connection gate.
@@ -609,8 +611,7 @@ impl<'w> Sim<'w> {
         if f.fit_at[i] == round && round > 0 {
             inputs.push(SpInput::CoordinateFit { fit: true });
         }
-        if f.cfg.drift_share > 0.0 && f.rng.gen::<f64>() < f.cfg.drift_share {
-            let p = faults::drifted(&self.nodes[i].point(), &mut f.rng, f.cfg.drift_ms);
+        if let Some(p) = f.drift.as_ref().and_then(|d| d.step(i, &mut f.rng)) {
             inputs.push(SpInput::Coordinate(p));
         }
         for input in inputs {
@@ -939,6 +940,7 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
             late: vec![0.0; n],
             late_told: vec![0.0; n],
             fit_at,
+            drift: faults::Drift::new(sim.nodes.iter().map(|x| x.point()).collect(), &p.faults),
             watches,
             resends: Vec::new(),
             gates: p.faults.gates.then(|| Gates::new(n, NodeSettings::of(&p.cfg))),

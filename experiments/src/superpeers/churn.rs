@@ -25,7 +25,7 @@
 //!   `token-move-members<M>` by the cluster's size: 0-3, 4 = 4-19, 20 = 20-99, 100 = 100+),
 //!   `token-move-back` (the new holder is the node that handed this
 //!   token on last: a move undone) and `token-move-revisit` (it is one of the token's last
-//!   4 givers), `promote`, and
+//!   [`GIVERS`] givers), `promote`, and
 //!   `refuse-full` (`Refuse { full: true }` messages sent).
 //! - Split offers (what keeps changing at 10^5 with split offers
 //!   on): `split-offer` (`Split` sent), `drain-start` (a holder that got an offer began to
@@ -41,6 +41,9 @@
 use overlay::superpeer::{SpEffect, SpInput, SpMessage, SuperPeerNode};
 use overlay::NodeId;
 use std::collections::BTreeMap;
+
+/// The givers a token's `token-move-revisit` looks back on.
+const GIVERS: usize = 4;
 
 /// The diagnostic's state (one per run).
 pub struct Churn {
@@ -62,7 +65,7 @@ pub struct Churn {
     pre_jumping: bool,
     /// The input being handled already counted a `drain-start`.
     drain_counted: bool,
-    /// Per token: its last givers, newest last (at most 4).
+    /// Per token: its last givers, newest last (at most [`GIVERS`]).
     givers: BTreeMap<u64, Vec<NodeId>>,
     round: u32,
     /// The cluster cap.
@@ -158,7 +161,7 @@ impl Churn {
                 let givers = self.givers.entry(token.0).or_default();
                 let (back, revisit) = (givers.last() == Some(to), givers.contains(to));
                 givers.push(me);
-                if givers.len() > 4 {
+                if givers.len() > GIVERS {
                     givers.remove(0);
                 }
                 if back {

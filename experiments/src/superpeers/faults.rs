@@ -228,10 +228,10 @@ pub struct Drift {
 }
 
 impl Drift {
-    /// The drift of nodes whose learned points are `base` (by slot), with `f`'s share and
-    /// size; None when `f` has no drift.
-    pub fn new(base: Vec<Point>, f: &Faults) -> Option<Drift> {
-        (f.drift_share > 0.0).then_some(Drift { base, share: f.drift_share, sd_ms: f.drift_ms })
+    /// The drift of nodes whose learned points `base` gives (by slot), with `f`'s share and
+    /// size; None, and `base` not called, when `f` has no drift.
+    pub fn new(f: &Faults, base: impl FnOnce() -> Vec<Point>) -> Option<Drift> {
+        (f.drift_share > 0.0).then(|| Drift { base: base(), share: f.drift_share, sd_ms: f.drift_ms })
     }
 
     /// This round's drift of node `slot`, with probability `share`: its learned point moved
@@ -262,7 +262,7 @@ mod tests {
         // sqrt(2000) x 2 = 89 ms.
         let base: Vec<Point> = (0..20).map(|i| Point::new(&[0.010 * (i + 1) as f64, 0.020], 0.001)).collect();
         let f = Faults { drift_share: 1.0, drift_ms: 2.0, ..Faults::default() };
-        let drift = Drift::new(base.clone(), &f).unwrap();
+        let drift = Drift::new(&f, || base.clone()).unwrap();
         let mut rng = ChaCha8Rng::seed_from_u64(3);
         let (mut sum_sq, mut count) = (0.0, 0);
         for _ in 0..2000 {
@@ -278,9 +278,9 @@ mod tests {
         }
         let sd = (sum_sq / count as f64).sqrt();
         assert!((1.8..2.2).contains(&sd), "deviation sd {sd} ms, want about 2");
-        assert!(Drift::new(base, &Faults::default()).is_none());
+        assert!(Drift::new(&Faults::default(), || unreachable!("no drift, no points")).is_none());
         let rare = Faults { drift_share: 0.1, drift_ms: 2.0, ..Faults::default() };
-        let drift = Drift::new(vec![Point::new(&[0.01], 0.0)], &rare).unwrap();
+        let drift = Drift::new(&rare, || vec![Point::new(&[0.01], 0.0)]).unwrap();
         let moved = (0..10_000).filter(|_| drift.step(0, &mut rng).is_some()).count();
         assert!((800..1200).contains(&moved), "{moved} drifts in 10,000 rounds at share 0.1");
     }

@@ -940,7 +940,7 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
             late: vec![0.0; n],
             late_told: vec![0.0; n],
             fit_at,
-            drift: faults::Drift::new(sim.nodes.iter().map(|x| x.point()).collect(), &p.faults),
+            drift: faults::Drift::new(&p.faults, || sim.nodes.iter().map(|x| x.point()).collect()),
             watches,
             resends: Vec::new(),
             gates: p.faults.gates.then(|| Gates::new(n, NodeSettings::of(&p.cfg))),

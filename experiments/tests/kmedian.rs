@@ -139,7 +139,7 @@ fn auction_assignment_is_certified_against_the_exact_one() {
         assert!((again - a.total_ms).abs() < 1e-6);
         assert!(a.bound_ms <= exact + 1e-6, "round {round}: certificate {} above the optimum {exact}", a.bound_ms);
         assert!(a.total_ms >= exact - 1e-6, "round {round}: below the optimum");
-        assert!(a.total_ms - a.bound_ms <= 1e-3 * (n - k) as f64 + 1e-6, "round {round}: gap {}", a.gap_ms());
+        assert!(a.total_ms - a.bound_ms <= assign::EPS_MS * (n - k) as f64 + 1e-6, "round {round}: gap {}", a.gap_ms());
         eprintln!(
             "round {round}: n {n} k {k} cap {cap}: exact {exact:.4}, auction {:.4}, bound {:.4}",
             a.total_ms, a.bound_ms

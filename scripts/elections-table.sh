@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerate the election tables of docs/RESULTS.md, section "Elections in the
+# Regenerate the election tables of docs/results/elections.md, section "Elections in the
 # simulator": messages per election (best/worst/average over seeds) and virtual
 # time to agreement for every algorithm at N = 16, 64, 256, 1,024, 4,096, and 100,000 for the
 # non-quadratic algorithms, plus the simulator benchmark. Prints Markdown on stdout; CSV and

@@ -15,7 +15,7 @@
 //! `(NodeId, u32)` pair (36 bytes), so at 100,000 members it is about 0.6 MiB instead of 5 MiB
 //! and stays in cache; a lookup confirms the candidate by comparing `ranks[pos].id`, the line
 //! callers usually read next anyway. This lookup is on every delivered message's path in the
-//! simulator (see `docs/RESULTS.md`, "Simulator throughput and memory").
+//! simulator (see `docs/results/elections.md`, "Throughput and memory").
 
 use crate::id::{NodeId, Rank};
 use hashbrown::HashTable;

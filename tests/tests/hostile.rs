@@ -239,7 +239,7 @@ async fn phantom_flood_stays_bounded() {
 }
 
 /// The same failover without an attack, for comparison with the phantom flood's (a
-/// measurement: `docs/RESULTS.md`, "Hostile peers").
+/// measurement: `docs/results/hostile.md`, "Hostile peers").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement, run on demand"]
 async fn failover_without_an_attack() {

@@ -12,7 +12,7 @@
 //! The table printed is `points.csv`.
 //!
 //! The grid's defaults are ours: the paper's own simulation parameters could not be read (see
-//! `docs/RESULTS.md`). The area and the 900 s runs follow Broch et al. (MobiCom 1998), the
+//! `docs/results/mobility.md`). The area and the 900 s runs follow Broch et al. (MobiCom 1998), the
 //! usual random waypoint set-up of the paper's time.
 
 use crate::lab::cli::MobilityArgs;

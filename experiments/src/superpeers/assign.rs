@@ -28,7 +28,7 @@
 //! that is reported is far smaller (N = 10^5, seed 1: 0.003-0.004 ms a node, 0.05-0.08 % of
 //! the mean). A smaller `ε` lengthens the price wars of crowded cities, where many nodes value
 //! their heads alike: 0.01 ms takes 1.6 times as long for a random draw and twice as long for
-//! the k-median's search, for gaps of 0.0001 ms (docs/RESULTS.md). First lists of 8
+//! the k-median's search, for gaps of 0.0001 ms (docs/results/superpeers-lab.md). First lists of 8
 //! candidates, quadrupled when needed.
 
 use super::world::World;

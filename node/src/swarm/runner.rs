@@ -53,7 +53,7 @@ use std::time::{Duration, Instant};
 /// subscriptions and the coordinate exchange: at N = 1,000 with emulated latency, rotations
 /// every 6 s (167 new connections a second) kept the nodes' loops 10-16 ms late (median) and
 /// the late-sample gate dropped 98 % of the RTT samples, so the coordinates grew worse; every
-/// 30 s (33 a second) they dropped 57 %, against 29 % without rotation (docs/RESULTS.md).
+/// 30 s (33 a second) they dropped 57 %, against 29 % without rotation (docs/results/coordinates.md).
 pub const SWARM_ROTATIONS_PER_S: u64 = 10;
 
 /// The default rotation period of a one-process swarm of `nodes` pinging every `ping_s`:

@@ -162,7 +162,7 @@ pub fn evaluate_where(clients: &[VivaldiClient], truth: &Truth, keep: impl Fn(us
 ///
 /// Serf checks one run with one fixed seed, and its bars sit just above what that run gave.
 /// Our RNG is another, so one run of ours is another draw: across seeds our results scatter
-/// around Serf's bars (some seeds above, some below; see docs/RESULTS.md). The tests therefore
+/// around Serf's bars (some seeds above, some below; see docs/results/coordinates.md). The tests therefore
 /// run [`SEEDS`] seeds starting at the base seed and hold the **median over seeds** of the
 /// average and maximum error to Serf's bars times [`SLACK`]. An implementation bug (a wrong
 /// sign, a missing height or adjustment term) is an order of magnitude off, so these fail.

@@ -930,7 +930,7 @@ mod tests {
         assert!(net.all_agree_on(net.id(n - 1)));
     }
 
-    /// The counts table for docs/RESULTS.md:
+    /// The counts table for docs/results/elections.md:
     /// `cargo test -p overlay count_table -- --nocapture`.
     #[test]
     fn cr_count_table() {

@@ -142,7 +142,7 @@ struct Link {
 /// Stored inline for up to [`INLINE_LINKS`] neighbours (a `SmallVec`), so that handling a
 /// message does not chase a pointer to a separate heap node: in the simulator at 100,000
 /// processes that extra cache miss was most of the election's own time (perf, see
-/// `docs/RESULTS.md`). More neighbours spill to the heap and work the same.
+/// `docs/results/elections.md`, "Throughput and memory"). More neighbours spill to the heap and work the same.
 #[derive(Debug, Clone, Default)]
 struct Links(SmallVec<[(NodeId, Link); INLINE_LINKS]>);
 
@@ -1158,7 +1158,7 @@ mod tests {
     }
 
     /// Every node starts at once: no exact formula (it depends on timing), but one leader,
-    /// and the counts are printed for docs/RESULTS.md.
+    /// and the counts are printed for docs/results/elections.md.
     #[test]
     fn echo_all_start_at_once_counts() {
         let caps: Vec<u64> = (0..100).map(|i| (i * 7919 % 101) as u64).collect();

@@ -1097,7 +1097,7 @@ pub(crate) mod tests {
         }
     }
 
-    /// The counts table for docs/RESULTS.md:
+    /// The counts table for docs/results/elections.md:
     /// `cargo test -p overlay count_table -- --nocapture`.
     #[test]
     fn ring_count_table() {

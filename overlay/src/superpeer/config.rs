@@ -17,7 +17,7 @@
 //! for its head, `crate::detect::head_watch`).
 //!
 //! The seed gives no numbers; the defaults are ours, each measured with `peerage-lab
-//! superpeers` (docs/RESULTS.md). A protocol round lasts [`ROUND`].
+//! superpeers` (docs/results/superpeers-lab.md). A protocol round lasts [`ROUND`].
 
 use crate::detect::head_watch::WatchConfig;
 use crate::election::{Algorithm, ElectionConfig};

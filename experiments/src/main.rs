@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 /// jemalloc instead of glibc's malloc: the `superpeers` run at N = 10^6
 /// held about 3 GB more resident than its live state in glibc's per-thread arenas, and the
-/// protocol simulation allocates and frees a small buffer per message (docs/results/superpeers-lab.md).
+/// protocol simulation allocates and frees a small buffer per message.
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
@@ -17,7 +17,7 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// /sys/kernel/mm/transparent_hugepage/enabled), and the simulator reads node states, ids
 /// and coordinates at random places across gigabytes: with 4 KiB pages nearly every such
 /// read also missed the TLB (in a VM, a two-level page walk). N = 10^6 took 777 s instead of
-/// 909 s with a 0.1 GiB higher peak (docs/results/superpeers-lab.md). Where the kernel never gives huge
+/// 909 s with a 0.1 GiB higher peak. Where the kernel never gives huge
 /// pages this does nothing; `_RJEM_MALLOC_CONF=thp:default` turns it off for one run.
 #[export_name = "_rjem_malloc_conf"]
 static MALLOC_CONF: &[u8; 11] = b"thp:always\0";

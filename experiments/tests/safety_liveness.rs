@@ -6,7 +6,8 @@
 //! component, the best live one; a failing seed prints the command that replays it, and
 //! `PEERAGE_SEED=<seed>` runs only that seed. Cases outside the assumptions are counted, not
 //! judged, and the test checks that they are run and classified. The long run is
-//! `peerage-lab sweep --seeds 0..1700000 --jobs 1` (docs/RESULTS.md, "Elections under faults").
+//! `peerage-lab sweep --algorithm A --seeds 0..1666667 -j 1` for each algorithm
+//! (docs/results/elections.md).
 
 use overlay::election::Algorithm;
 use peerage_experiments::lab::cases::{random_case, FaultKind};

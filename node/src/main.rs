@@ -21,7 +21,7 @@ use tracing_subscriber::EnvFilter;
 
 /// jemalloc instead of glibc's malloc: a 1,000-node `peerage swarm` spent about a third of
 /// its steady-state CPU in glibc's `free` (arena lock waits, chunk consolidation) under the
-/// many small buffers libp2p allocates and drops (docs/results/leader-swarm.md).
+/// many small buffers libp2p allocates and drops.
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

@@ -12,7 +12,7 @@
 //! time is bit `b - 1`; a push appends to a bucket (O(1), no sifting) and a pop that finds
 //! bucket 0 empty moves the lowest non-empty bucket into lower buckets, a sequential pass.
 //! With 100,000s of pending events that is several times faster than a binary heap, whose
-//! sift-downs miss the cache at every level (measured: see `docs/results/elections.md`).
+//! sift-downs miss the cache at every level (measured).
 //!
 //! FIFO among equal times without a sequence number in the key: entries with equal times
 //! always sit in the same bucket (the bucket depends only on the time and the base), every

@@ -243,7 +243,7 @@ const VIVALDI_CHUNK: usize = 4096;
 /// uniformly random peers, and updates its [`VivaldiClient`] with each sample. This is the
 /// sample set of the `overlay/examples/vivaldi_error.rs` experiment (fixed neighbours incl.
 /// same-city ones, plus fresh random peers every round), whose error at 18 samples per node
-/// per round is 0.11 after 10 rounds and 0.08 after 100 (docs/results/coordinates.md). ONE sample from a
+/// per round is 0.11 after 10 rounds and 0.08 after 100. ONE sample from a
 /// random neighbour per round (100 rounds give each node about 6 samples per neighbour and no
 /// fresh peers) stops at 0.25-0.33.
 ///

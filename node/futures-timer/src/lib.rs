@@ -4,8 +4,8 @@
 //! each ping, each request and each stream upgrade. futures-timer keeps all of them in one
 //! heap on one global thread, and creating, resetting or dropping a `Delay` wakes that thread
 //! (a futex wake and two context switches); its expiries then wake the tokio workers from
-//! outside. In a 500-node swarm in one process that was about a fifth of the steady CPU
-//! (`docs/results/leader-swarm.md`, "Real nodes: a leader for the whole swarm"). tokio's timer wheel lives in
+//! outside. In a 500-node swarm in one process that was about a fifth of the steady CPU.
+//! tokio's timer wheel lives in
 //! the runtime's own driver: arming and dropping are a lock on the wheel, and expiries wake
 //! tasks from the worker that parks on the driver.
 //!

@@ -117,7 +117,7 @@ pub const RTT_WINDOW: usize = 8;
 /// swarm --coord-peers 20`, opt-in): a node measures only the peers it is connected to, and the simulator's
 /// Vivaldi on the same model with N = 200 and k fixed random neighbours per node (no fresh
 /// random peers) ends at a median relative error of 0.17 (k = 12, a swarm node's usual
-/// count), 0.107 (16), 0.10 (18), 0.086 (20), 0.077 (24) after 100 rounds (docs/results/coordinates.md).
+/// count), 0.107 (16), 0.10 (18), 0.086 (20), 0.077 (24) after 100 rounds.
 /// The peer manager's rotation (`limits.rotate_ms`) is the other way: the same count of
 /// peers, a changing sample of them.
 /// Twenty keeps the count far under the 48-connection limit and, once reached, needs no new

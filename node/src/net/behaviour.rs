@@ -29,7 +29,7 @@
 //! anonymous mode, message ids a SHA-256 of the bytes: its strict mode checks a signature on
 //! every copy before dropping duplicates (six per message with a mesh of six), where ours
 //! (`overlay::directory::broadcast`) is checked once per distinct message. In a 1,000-node
-//! leader swarm those checks were a fifth of the steady CPU (`docs/results/leader-swarm.md`). A maximum transmit size of 64 KiB: an election
+//! leader swarm those checks were a fifth of the steady CPU. A maximum transmit size of 64 KiB: an election
 //! broadcast is one small `overlay::wire` frame plus its recipients, a list of 32-byte ids
 //! only when it is neither "all", "above" nor "below" (a larger broadcast falls back to point
 //! to point). Peer scores ([`score_params`]): on our one topic, invalid messages weigh -100
@@ -47,7 +47,7 @@
 //! every second while the leader's `Alive` (one broadcast a second) is in the window: a frame
 //! to each, for a message the mesh has already delivered. We set `gossip_lazy` to 0, so a
 //! quarter of the non-mesh peers (one or two) hear the IHAVE: in a 500-node leader swarm the
-//! steady CPU fell from 83-87 % to 64 % of one core (`docs/results/leader-swarm.md`). A message the mesh
+//! steady CPU fell from 83-87 % to 64 % of one core. A message the mesh
 //! lost is still repaired, by fewer peers; the next `Alive` follows within a second anyway.
 //!
 //! Transports: TCP + noise + yamux and QUIC for `peerage run`; libp2p's in-process memory
@@ -88,7 +88,7 @@ pub const COORDS_PROTOCOL: &str = "/peerage/coords/2.0.0";
 pub const ELECTION_STREAMS: usize = 8;
 /// Eight: while 1,000 directories fill, a node's replies to digests pile up behind a slow peer,
 /// and with four, 981 of 1,330 failed syncs were requests refused by this cap before they
-/// were sent; with eight, 1 of 59 and 7 of 93 in two runs (`docs/results/leader-swarm.md`).
+/// were sent; with eight, 1 of 59 and 7 of 93 in two runs.
 pub const MEMBERS_STREAMS: usize = 8;
 pub const COORDS_STREAMS: usize = 4;
 pub const SUPERPEER_STREAMS: usize = 16;

@@ -31,7 +31,7 @@
 //!    coordinate again. This is a hard-rejection (redescending) weight, in the spirit of the
 //!    work on triangle-inequality violations in network coordinates (e.g. Wang, Zhang, Ng,
 //!    "Towards network triangle inequality violation aware distributed systems", IMC 2007);
-//!    the rule, factor and floor are our choice, measured in docs/results/coordinates.md.
+//!    the rule, factor and floor are our choice, measured by the `vivaldi_error` experiment.
 //! 4. **Adjustment term.** The last `adjustment_window` values of `rtt − raw distance` are
 //!    kept; the adjustment is their sum divided by `2 · window` (each end of a pair carries
 //!    half), as in Serf. Stored as `f32` seconds to halve the per-node memory.

@@ -15,7 +15,7 @@
 //!
 //! - `outlier_factor = 1.5`, `outlier_floor = 0.2`: ours, not Serf's (see
 //!   [`client`](super::client) step 3); [`VivaldiConfig::serf`] turns it off. Chosen by the
-//!   `vivaldi_error` experiment (docs/results/coordinates.md): factors 1.25 to 1.5 and floors 0.15 to 0.3
+//!   `vivaldi_error` experiment: factors 1.25 to 1.5 and floors 0.15 to 0.3
 //!   all beat Serf; a factor must exceed 1 or the gate can lock itself shut (the error
 //!   estimate converges to the samples' error, never above it), so validation refuses
 //!   factors in (0, 1.1).

@@ -4,7 +4,7 @@
 //! **Why not gossipsub's own signature.** libp2p's gossipsub checks the signature of every
 //! copy a node receives, before it drops duplicates: with a mesh of six, a node checks about
 //! six signatures per message, and a leader's `Alive` each second was the largest single cost
-//! of a 1,000-node swarm (`docs/results/leader-swarm.md`, "Real nodes: a leader for the whole swarm").
+//! of a 1,000-node swarm.
 //! Gossipsub therefore runs unsigned (anonymous mode, message ids are a hash of the bytes, so
 //! duplicates are still dropped first), and the node opens each *distinct* message once, here.
 //!

@@ -10,7 +10,7 @@
 //! T1 x `alive_all_every`.
 //!
 //! Why: one `Alive` a second to each of N members was most of a 1,000-node swarm's steady CPU,
-//! as every member received it from each of its gossipsub mesh peers (`docs/results/leader-swarm.md`).
+//! as every member received it from each of its gossipsub mesh peers.
 //! What it keeps: the members that would succeed a silent leader notice it after T1, as
 //! before, and their election reaches everyone; in the bully family the highest of them is
 //! the one the election chooses, so failover costs what it did. The others notice by

@@ -141,8 +141,7 @@ struct Link {
 ///
 /// Stored inline for up to [`INLINE_LINKS`] neighbours (a `SmallVec`), so that handling a
 /// message does not chase a pointer to a separate heap node: in the simulator at 100,000
-/// processes that extra cache miss was most of the election's own time (perf, see
-/// `docs/results/elections.md`, "Throughput and memory"). More neighbours spill to the heap and work the same.
+/// processes that extra cache miss was most of the election's own time (perf). More neighbours spill to the heap and work the same.
 #[derive(Debug, Clone, Default)]
 struct Links(SmallVec<[(NodeId, Link); INLINE_LINKS]>);
 

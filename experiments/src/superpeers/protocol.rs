@@ -177,6 +177,17 @@ pub struct ProtoOutcome {
     pub lookup_messages_per_node: f64,
     /// Lookups per node at convergence by purpose (`SuperPeerNode::lookups_by_purpose`).
     pub lookups_per_node_by_purpose: BTreeMap<String, f64>,
+    /// Lookups per node at convergence that the nodes found unusable, by reason (the swarm
+    /// report's `lookups_failed_per_node_by_reason`).
+    pub lookups_failed_per_node_by_reason: BTreeMap<String, f64>,
+    /// RTT measurements per node at convergence, and those reported failed because the
+    /// node's loop ran late (the swarm report's `rtt_measurements_per_node`,
+    /// `rtt_stalled_per_node`).
+    pub rtt_measurements_per_node: f64,
+    pub rtt_stalled_per_node: f64,
+    /// Mean over the members at convergence of the RTT their node measured to their head
+    /// minus the TRUE RTT, ms (the swarm report's `placement_check.own_measured_excess_ms`).
+    pub own_measured_excess_ms: Option<f64>,
     pub messages_by_kind: BTreeMap<String, u64>,
     pub token_moves: u64,
     pub rejected: u64,
@@ -277,6 +288,11 @@ struct Sim<'w> {
     /// Connections established before this round (`RoundStat::new_connections`).
     established_before: u64,
     lookups: u64,
+    /// Lookups the nodes found unusable, by reason (`SpEffect::LookupUnusable`).
+    lookups_failed: BTreeMap<&'static str, u64>,
+    /// RTT measurements asked for, and those a late loop spoilt (reported failed).
+    rtt_measurements: u64,
+    rtt_stalled: u64,
     by_kind: Vec<(&'static str, u64)>,
     effects: Vec<SpEffect>,
     token_moves: u64,
@@ -452,6 +468,7 @@ impl<'w> Sim<'w> {
                 self.round_messages += 2;
                 self.count_kind("measure-rtt");
                 self.count_kind("measure-rtt");
+                self.rtt_measurements += 1;
                 // Slots for liveness, world indices for the latency model.
                 let now = self.now;
                 let rtt = match self.slot(&peer) {
@@ -474,6 +491,7 @@ impl<'w> Sim<'w> {
                                 let (mine, theirs) = (f.late[node as usize] as f64, f.late[t as usize] as f64);
                                 let seen = rtt + faults::exp(&mut f.rng, f.cfg.ping_queue_ms) / 1000.0 + mine + theirs;
                                 let spoilt = Duration::from_secs_f64(mine) > tolerated(Duration::from_secs_f64(rtt));
+                                self.rtt_stalled += u64::from(spoilt);
                                 (!spoilt).then_some(seen)
                             }
                             None => Some(rtt),
@@ -491,7 +509,7 @@ impl<'w> Sim<'w> {
                 }
             }
             SpEffect::Rejected { .. } => self.rejected += 1,
-            SpEffect::LookupUnusable { .. } => {}
+            SpEffect::LookupUnusable { reason, .. } => *self.lookups_failed.entry(reason).or_default() += 1,
             SpEffect::BecomeSuperPeer
             | SpEffect::StopSuperPeer
             | SpEffect::Detached
@@ -914,6 +932,9 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         round_messages: 0,
         established_before: 0,
         lookups: 0,
+        lookups_failed: BTreeMap::new(),
+        rtt_measurements: 0,
+        rtt_stalled: 0,
         by_kind: Vec::new(),
         effects: Vec::new(),
         token_moves: 0,
@@ -1031,6 +1052,21 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
     for v in lookups_per_node_by_purpose.values_mut() {
         *v /= n.max(1) as f64;
     }
+    let per_node = |c: u64| c as f64 / n.max(1) as f64;
+    let lookups_failed_per_node_by_reason =
+        sim.lookups_failed.iter().map(|(r, c)| (r.to_string(), per_node(*c))).collect();
+    let (rtt_measurements_per_node, rtt_stalled_per_node) = (per_node(sim.rtt_measurements), per_node(sim.rtt_stalled));
+    let excess: Vec<f64> = (0..sim.nodes.len())
+        .filter(|&s| sim.alive[s])
+        .filter_map(|s| {
+            let node = &sim.nodes[s];
+            let measured = node.attached_rtt()?;
+            let h = sim.slot(&node.attached_to()?)?;
+            let truth = sim.w.rtt_ms(sim.world_of[s], sim.world_of[h as usize]);
+            Some(measured * 1000.0 - truth)
+        })
+        .collect();
+    let own_measured_excess_ms = (!excess.is_empty()).then(|| excess.iter().sum::<f64>() / excess.len() as f64);
     // The outcome in world indices.
     let head_of: Vec<u32> = (0..n)
         .map(|i| match sim.head_index(sim.slot_of[i] as usize) {
@@ -1188,6 +1224,10 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         lookups: lookups_at_convergence,
         lookup_messages_per_node: (lookups_at_convergence * lookup_cost) as f64 / n.max(1) as f64,
         lookups_per_node_by_purpose,
+        lookups_failed_per_node_by_reason,
+        rtt_measurements_per_node,
+        rtt_stalled_per_node,
+        own_measured_excess_ms,
         messages_by_kind: by_kind,
         token_moves: sim.token_moves,
         rejected: sim.rejected,

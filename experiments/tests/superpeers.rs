@@ -247,3 +247,34 @@ fn the_far_member_classes_cover_every_member() {
     // The same run with and without the diagnosis: the diagnosis only reads.
     assert_eq!(plain.head_of, out.head_of);
 }
+
+/// Lookups that take time (`Faults::lookup_ms`): each answer comes after its drawn time and
+/// after the node's earlier lookups, so the mean wait is at least the draws' mean; the
+/// protocol still converges and keeps every role through a crash. Without the delay no wait
+/// is reported.
+#[test]
+fn slow_lookups_answer_late_and_the_protocol_still_converges() {
+    let s = seed();
+    let n = 600;
+    let w = world(n, s);
+    for method in [Method::ReservedPrefix, Method::RepulsionTokens] {
+        let mut p = ProtoParams { max_rounds: 300, recovery_rounds: 120, ..params(method, s) };
+        let fast = run(&w, &p, |_, _| {}).expect("run");
+        assert!(fast.lookup_wait_ms.is_none(), "{method:?}: a wait without the fault model");
+        p.faults = Faults { lookup_ms: 1500.0, ..Faults::default() };
+        let out = run(&w, &p, |_, _| {}).expect("run");
+        let wait = out.lookup_wait_ms.expect("waits under lookup_ms");
+        println!(
+            "{method:?}: waits {wait:?}, converged at {:?} (without the delay {:?})",
+            out.convergence_s, fast.convergence_s
+        );
+        assert!(wait.count as u64 >= out.lookups / 2, "{method:?}: {} waits of {} lookups", wait.count, out.lookups);
+        // Exponential draws of mean 1.5 s: over hundreds of lookups the mean lies well above
+        // 1.2 s, and the waits behind earlier lookups only add.
+        assert!(wait.mean >= 1200.0 && wait.mean < 20_000.0, "{method:?}: mean wait {} ms", wait.mean);
+        assert!(wait.p95 > wait.p50, "{method:?}: {wait:?}");
+        assert!(out.convergence_s.is_some(), "{method:?}: no convergence with slow lookups");
+        let f = out.failure.expect("a crash phase");
+        assert_eq!((f.roles_lost, f.roles_duplicated, f.unattached_after), (0, 0, 0), "{method:?}: {f:?}");
+    }
+}

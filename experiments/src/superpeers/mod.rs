@@ -111,14 +111,15 @@ pub struct SuperpeersArgs {
     /// Rounds allowed for recovery after the crash.
     #[arg(long, default_value_t = 60)]
     pub recovery_rounds: u32,
-    /// What hurt the real swarm, simulated: short or failed DHT lookups, connections refused
-    /// by the nodes' own connection gates, nodes whose event loop runs late, queueing in
-    /// pings. `off`, or `swarm` (rough figures of the 200-node swarms, not calibrated).
+    /// What hurt the real swarm, simulated: slow, short or failed DHT lookups, connections
+    /// refused by the nodes' own connection gates, nodes whose event loop runs late, queueing
+    /// in pings. `off`, or `swarm` (the 200-node swarms: lookups calibrated on their
+    /// reports, the rest rough).
     #[arg(long, value_enum, default_value = "off")]
     pub faults: FaultPreset,
     /// A TOML file of fault settings (keys: lookup_short, lookup_timeout, peer_failure,
-    /// gates, loaded, lateness_ms, ping_queue_ms, unfit_rounds, drift_share, drift_ms,
-    /// head_watch); keys it leaves out take the preset's values.
+    /// lookup_ms, gates, loaded, lateness_ms, ping_queue_ms, unfit_rounds, drift_share,
+    /// drift_ms, head_watch); keys it leaves out take the preset's values.
     #[arg(long)]
     pub faults_config: Option<PathBuf>,
     /// The super-peer settings: a TOML file whose `[superpeer]` table is read (the table a

@@ -188,6 +188,9 @@ pub struct ProtoOutcome {
     /// Mean over the members at convergence of the RTT their node measured to their head
     /// minus the TRUE RTT, ms (the swarm report's `placement_check.own_measured_excess_ms`).
     pub own_measured_excess_ms: Option<f64>,
+    /// How long the DHT lookups answered by convergence took from the ask, ms (with the fault
+    /// model's `lookup_ms` only; the swarm report's `lookup_wait_ms`).
+    pub lookup_wait_ms: Option<overlay::stats::Summary>,
     pub messages_by_kind: BTreeMap<String, u64>,
     pub token_moves: u64,
     pub rejected: u64,
@@ -259,6 +262,14 @@ struct FaultSim {
     drift: Option<faults::Drift>,
     watches: Vec<Option<Box<HeadWatch>>>,
     resends: Vec<Resend>,
+    /// DHT lookups under way (`lookup_ms`), by (when they end, µs; order asked): the asking
+    /// slot, the query, what it asks and when it was asked (µs).
+    lookups_due: BTreeMap<(u64, u64), (u32, u32, Query, u64)>,
+    lookups_asked: u64,
+    /// When each slot's lookup under way ends, µs (a node runs one lookup at a time).
+    lookup_busy: Vec<u64>,
+    /// How long each answered lookup took from the ask, ms.
+    lookup_waits: Vec<f32>,
     /// With `gates`: every node's connections and connection gate.
     gates: Option<Gates>,
 }
@@ -420,6 +431,16 @@ impl<'w> Sim<'w> {
             SpEffect::Lookup { query, what } if self.faults.is_some() => {
                 self.lookups += 1;
                 self.round_messages += self.lookup_cost;
+                let now = self.now;
+                if let Some(f) = self.faults.as_mut().filter(|f| f.cfg.lookup_ms > 0.0) {
+                    // Runs after the node's lookups under way, and answers when it ends.
+                    let start = f.lookup_busy[node as usize].max(now);
+                    let end = start + faults::lookup_us(&f.cfg, &mut f.rng);
+                    f.lookup_busy[node as usize] = end;
+                    f.lookups_asked += 1;
+                    f.lookups_due.insert((end, f.lookups_asked), (node, query, what, now));
+                    return;
+                }
                 let report = self.faulty_lookup(node, what);
                 self.work.push_back((node, SpInput::LookupResult { query, report }));
             }
@@ -721,6 +742,28 @@ impl<'w> Sim<'w> {
         }
     }
 
+    /// The end of the DHT lookups under way (`lookup_ms`) due up to `until` (µs), in time
+    /// order and before the election timers due after them; a dead node's lookups are dropped.
+    fn fire_lookups(&mut self, until: u64) {
+        loop {
+            let Some(f) = self.faults.as_mut() else { return };
+            let Some((&(at, order), _)) = f.lookups_due.first_key_value() else { return };
+            let timer_first = self.timers.peek().is_some_and(|Reverse((t, ..))| *t < at);
+            if at > until || timer_first {
+                return;
+            }
+            let Some((node, query, what, asked)) = f.lookups_due.remove(&(at, order)) else { return };
+            if !self.alive[node as usize] {
+                continue;
+            }
+            f.lookup_waits.push(((at - asked) as f64 / 1000.0) as f32);
+            self.now = self.now.max(at);
+            let report = self.faulty_lookup(node, what);
+            self.deliver(node, SpInput::LookupResult { query, report });
+            self.drain();
+        }
+    }
+
     fn drain(&mut self) {
         let mut guard: u64 = 0;
         let limit = 200 * self.nodes.len() as u64 + 10_000;
@@ -734,11 +777,13 @@ impl<'w> Sim<'w> {
         }
     }
 
-    /// Fires every election timer due up to `until` (µs), in time order, and sends again the
-    /// refused messages due by then.
+    /// Fires every election timer and ends every DHT lookup due up to `until` (µs), in time
+    /// order, and sends again the refused messages due by then.
     fn fire_timers(&mut self, until: u64) {
         self.fire_resends(until);
-        while let Some(Reverse((at, seq, node, timer))) = self.timers.peek().copied() {
+        loop {
+            self.fire_lookups(until);
+            let Some(Reverse((at, seq, node, timer))) = self.timers.peek().copied() else { break };
             if at > until {
                 break;
             }
@@ -964,6 +1009,10 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
             drift: faults::Drift::new(&p.faults, || sim.nodes.iter().map(|x| x.point()).collect()),
             watches,
             resends: Vec::new(),
+            lookups_due: BTreeMap::new(),
+            lookups_asked: 0,
+            lookup_busy: vec![0; n],
+            lookup_waits: Vec::new(),
             gates: p.faults.gates.then(|| Gates::new(n, NodeSettings::of(&p.cfg))),
         }));
     }
@@ -1067,6 +1116,11 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         })
         .collect();
     let own_measured_excess_ms = (!excess.is_empty()).then(|| excess.iter().sum::<f64>() / excess.len() as f64);
+    let lookup_wait_ms = sim
+        .faults
+        .as_ref()
+        .filter(|f| !f.lookup_waits.is_empty())
+        .and_then(|f| overlay::stats::Summary::of(f.lookup_waits.iter().map(|&ms| f64::from(ms))).ok());
     // The outcome in world indices.
     let head_of: Vec<u32> = (0..n)
         .map(|i| match sim.head_index(sim.slot_of[i] as usize) {
@@ -1228,6 +1282,7 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         rtt_measurements_per_node,
         rtt_stalled_per_node,
         own_measured_excess_ms,
+        lookup_wait_ms,
         messages_by_kind: by_kind,
         token_moves: sim.token_moves,
         rejected: sim.rejected,

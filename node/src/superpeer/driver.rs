@@ -73,7 +73,7 @@ use serde::Serialize;
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tracing::{debug, info, warn};
 
 /// Leading bits of a closest-peers lookup's target that match the wanted key: finding such a
@@ -90,6 +90,9 @@ pub const GATE_OPEN_FOR: Duration = Duration::from_secs(15);
 const MAX_BOOK: usize = 20_000;
 /// Inputs handled per call before the rest is dropped (a guard against loops).
 const MAX_CHAINED: usize = 10_000;
+/// Lookups per node whose wait is kept (`SpStatus::lookup_wait_ms`).
+const TIMED_LOOKUPS: usize = 32;
+
 /// DHT lookups one node runs at once; the rest wait in the driver's queue.
 pub const MAX_LOOKUPS_IN_FLIGHT: usize = 1;
 /// Dial errors remembered for probe logs (cleared when exceeded).
@@ -152,6 +155,11 @@ pub struct SpStatus {
     /// K peers / fewer), `short` (fewer than K with failures), `thin` (too few of the asked
     /// peers answered), `providers-timeout` (a provider lookup timed out having found nobody).
     pub lookups_failed_by_reason: BTreeMap<String, u64>,
+    /// How long the node's first [`TIMED_LOOKUPS`] DHT lookups took, ms: from the state
+    /// machine's `Lookup` to its `LookupResult` (waiting in the queue, the Kademlia query, and
+    /// the `Hello`s that learn the answer's coordinates), what the simulator's fault model
+    /// draws its lookup delays to match.
+    pub lookup_wait_ms: Vec<u32>,
     /// Lookups the state machine asked for, by purpose (`estimate`, `claim-closest`,
     /// `claim-providers`, `slot-check`, `seed`; retries count again).
     pub lookups_by_purpose: BTreeMap<String, u64>,
@@ -189,6 +197,9 @@ pub struct SpStatus {
     pub probes_stalled: u64,
     /// Milliseconds since the driver started when the role or the head last changed.
     pub last_change_ms: u64,
+    /// When the state machine got `Start` (its routing table ready), Unix ms: the swarm
+    /// report's `selection_started_s`.
+    pub started_unix_ms: Option<u64>,
     /// The head cache as the state machine judges it (`SuperPeerNode::cached_heads`): why a
     /// member did or did not switch (the swarm report's placement check).
     pub cache: Vec<CacheStatus>,
@@ -304,6 +315,9 @@ pub struct SuperPeerDriver {
     round: u32,
     timers: TimerTable<Timer>,
     lookups: HashMap<kad::QueryId, LookupState>,
+    /// When the state machine asked each pending DHT lookup (for `SpStatus::lookup_wait_ms`;
+    /// at most [`TIMED_LOOKUPS`] entries, as the timed lookups are the first ones).
+    asked: HashMap<u32, Instant>,
     /// Lookups asked for and not started yet (at most `MAX_LOOKUPS_IN_FLIGHT` run at once).
     queued: VecDeque<(u32, Query)>,
     /// Preimages found for closest-peer targets (slot keys recur; bounded by `MAX_PREIMAGES`).
@@ -363,6 +377,7 @@ impl SuperPeerDriver {
             round: 0,
             timers: TimerTable::new(),
             lookups: HashMap::new(),
+            asked: HashMap::new(),
             queued: VecDeque::new(),
             preimages: HashMap::new(),
             holds: Vec::new(),
@@ -531,6 +546,8 @@ impl SuperPeerDriver {
                 return;
             }
             self.started = true;
+            self.status.started_unix_ms =
+                SystemTime::now().duration_since(UNIX_EPOCH).ok().map(|d| d.as_millis() as u64);
             info!(method = self.cfg.method.name(), "super-peer selection starting");
             self.run(sw, dir, SpInput::Start);
             self.refresh(now);
@@ -1057,6 +1074,12 @@ impl SuperPeerDriver {
                 SpInput::Message { msg, .. } => Some((msg.kind(), None)),
                 _ => None,
             };
+            if let SpInput::LookupResult { query, .. } = &i {
+                if let Some(at) = self.asked.remove(query) {
+                    let ms = at.elapsed().as_millis().min(u128::from(u32::MAX)) as u32;
+                    self.status.lookup_wait_ms.push(ms);
+                }
+            }
             let mut effects = Vec::new();
             {
                 let now = self.now_time();
@@ -1122,6 +1145,9 @@ impl SuperPeerDriver {
                 self.queue.push_back(SpInput::LookupResult { query, report });
             }
             SpEffect::Lookup { query, what } => {
+                if self.status.lookup_wait_ms.len() + self.asked.len() < TIMED_LOOKUPS {
+                    self.asked.insert(query, Instant::now());
+                }
                 self.queued.push_back((query, what));
                 self.start_lookups(sw);
             }

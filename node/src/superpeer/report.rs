@@ -48,7 +48,7 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// What to do in the super-peer phase.
 #[derive(Debug, Clone)]
@@ -311,6 +311,9 @@ pub struct SpMeasures {
     pub lookups_per_node_by_purpose: BTreeMap<String, f64>,
     /// Failed lookups per live node by why (`SpStatus::lookups_failed_by_reason`).
     pub lookups_failed_per_node_by_reason: BTreeMap<String, f64>,
+    /// How long the nodes' DHT lookups took, from the state machine's request to the answer
+    /// (`SpStatus::lookup_wait_ms`, each node's first 32), ms.
+    pub lookup_wait_ms: Option<Dist>,
     /// Relative error of the super-peer points over the sampled pairs (with the model only;
     /// `node/src/superpeer/rows.rs`): how many pairs, median, 90th percentile.
     pub vivaldi_pairs: usize,
@@ -380,6 +383,9 @@ pub struct SpKillReport {
 #[derive(Debug, Clone, Serialize)]
 pub struct SuperPeerReport {
     pub method: String,
+    /// When the nodes' selection started (`SpStatus::started_unix_ms`), seconds after the
+    /// swarm started: the simulator's round 0, which `converged_s` minus this compares with.
+    pub selection_started_s: Option<Dist>,
     pub converged_s: Option<f64>,
     /// Until convergence (or the timeout).
     pub busy: SpBusy,
@@ -615,6 +621,7 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
     let (mut est, mut wanted) = (Vec::new(), Vec::new());
     let (mut msgs, mut lookups, mut hellos) = (0u64, 0u64, 0u64);
     let (mut measured, mut stalled) = (0u64, 0u64);
+    let mut waits = Vec::new();
     // A member counts as attached only to a node that is a head now (not to a live node that
     // gave its role away), as in `settled`.
     let head_ids: HashSet<String> = snaps
@@ -656,6 +663,7 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
         for (reason, n) in &p.lookups_failed_by_reason {
             *m.lookups_failed_per_node_by_reason.entry(reason.clone()).or_default() += *n as f64;
         }
+        waits.extend(p.lookup_wait_ms.iter().map(|&ms| f64::from(ms)));
         m.rejected += p.rejected;
         m.bad_frames += p.bad_frames;
         if let Some(e) = p.estimate {
@@ -752,6 +760,7 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
         *v /= m.live_nodes.max(1) as f64;
     }
     m.lookups_per_node = lookups as f64 / m.live_nodes.max(1) as f64;
+    m.lookup_wait_ms = (!waits.is_empty()).then(|| dist(waits, "lookup wait"));
     m.hellos_per_node = hellos as f64 / m.live_nodes.max(1) as f64;
     m.rtt_measurements_per_node = measured as f64 / m.live_nodes.max(1) as f64;
     m.rtt_stalled_per_node = stalled as f64 / m.live_nodes.max(1) as f64;
@@ -767,6 +776,19 @@ pub fn roles(swarm: &LocalSwarm) -> BTreeMap<String, Vec<usize>> {
         }
     }
     out
+}
+
+/// When the live nodes' selection started, seconds after `t0` (None before any started).
+fn selection_started(swarm: &LocalSwarm, t0: Instant) -> Option<Dist> {
+    let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).ok()?.as_millis() as f64;
+    let t0_ms = now_ms - t0.elapsed().as_secs_f64() * 1000.0;
+    let at: Vec<f64> = swarm
+        .snapshots()
+        .iter()
+        .filter_map(|(_, s)| sp_of(s)?.started_unix_ms)
+        .map(|ms| ((ms as f64 - t0_ms) / 1000.0).max(0.0))
+        .collect();
+    (!at.is_empty()).then(|| dist(at, "selection start"))
 }
 
 /// Run the super-peer phase on a started swarm: wait for convergence, measure, kill, measure.
@@ -785,6 +807,7 @@ pub async fn run_phase(
     let Waited { stable: conv, busy, .. } =
         wait_stable(swarm, tokens, opts.stable, remaining, bar, &mut timeline, &[]).await;
     let converged_s = conv.map(|c| c.duration_since(t0).as_secs_f64());
+    let selection_started_s = selection_started(swarm, t0);
     let at_convergence = measure(swarm, opts.cluster_cap);
     let mut kill = None;
     if let (Some(fraction), Some(_)) = (opts.kill_fraction, conv) {
@@ -853,6 +876,7 @@ pub async fn run_phase(
     }
     SuperPeerReport {
         method: opts.method.clone(),
+        selection_started_s,
         converged_s,
         busy,
         at_convergence,

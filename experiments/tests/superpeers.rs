@@ -278,3 +278,44 @@ fn slow_lookups_answer_late_and_the_protocol_still_converges() {
         assert_eq!((f.roles_lost, f.roles_duplicated, f.unattached_after), (0, 0, 0), "{method:?}: {f:?}");
     }
 }
+
+/// `--node-ids`: the world takes given ids by index, and refuses a wrong count or two ids
+/// that its index cannot tell apart, changing nothing.
+#[test]
+fn a_world_takes_given_ids_or_refuses_them_whole() {
+    let s = seed();
+    let mut w = world(50, s);
+    let before = w.ids.clone();
+    let ids: Vec<overlay::NodeId> = (0..50u64).map(|i| overlay::NodeId::hash_of(&i.to_le_bytes())).collect();
+    assert!(w.set_ids(ids[..49].to_vec()).is_err(), "49 ids for 50 nodes");
+    let mut twice = ids.clone();
+    twice[7] = twice[3];
+    assert!(w.set_ids(twice).is_err(), "a repeated id");
+    assert_eq!(w.ids, before, "a refused set changed the world");
+    w.set_ids(ids.clone()).expect("50 distinct ids");
+    assert_eq!(w.ids, ids);
+    assert!(ids.iter().enumerate().all(|(i, id)| w.index.get(id) == Some(i as u32)));
+    assert!(before.iter().all(|id| w.index.get(id).is_none()), "an old id still maps");
+}
+
+/// Nodes that start late (`Faults::start_spread_s`) and coordinates still being learned
+/// (`coord_noise_ms`, `coord_learn_s`): the run cannot converge before the last node started,
+/// still converges, and keeps every role through a crash.
+#[test]
+fn late_starts_and_learning_coordinates_still_converge() {
+    let s = seed();
+    let n = 600;
+    let w = world(n, s);
+    for method in [Method::ReservedPrefix, Method::RepulsionTokens] {
+        let mut p = ProtoParams { max_rounds: 300, recovery_rounds: 120, ..params(method, s) };
+        p.faults = Faults { start_spread_s: 30.0, coord_noise_ms: 40.0, coord_learn_s: 40.0, ..Faults::default() };
+        let out = run(&w, &p, |_, _| {}).expect("run");
+        println!("{method:?}: converged at {:?}", out.convergence_s);
+        let conv = out.convergence_s.expect("converges with late starts");
+        // 600 starts drawn uniformly over 30 rounds: the last one after round 27 but with
+        // probability 0.9^600.
+        assert!(conv >= 27.0, "{method:?}: converged at {conv} s, before the last node started");
+        let f = out.failure.expect("a crash phase");
+        assert_eq!((f.roles_lost, f.roles_duplicated, f.unattached_after), (0, 0, 0), "{method:?}: {f:?}");
+    }
+}

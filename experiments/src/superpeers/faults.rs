@@ -18,6 +18,11 @@
 //!   (`MAX_LOOKUPS_IN_FLIGHT`), so lookups asked together wait for each other; the answer is
 //!   drawn from the network as it is when the lookup ends. Reading the node's own routing
 //!   table (`Query::Vicinity`) takes no time.
+//! - **Nodes start at different times** (`SpInput::Start`): each node starts the selection a
+//!   uniform draw of `[0, start_spread_s)` seconds after the first, as real nodes do once their
+//!   routing tables are ready (the swarm report's `selection_started_s`); until then it
+//!   ticks and answers messages without acting, as a real node's state machine does. The
+//!   run's time counts from the first start.
 //! - **Refused connections** (`SpInput::Refused`, resends), with `gates`: every node runs the
 //!   node's connection gate over its simulated connections ([`super::gates`]), and a message,
 //!   probe, RTT measurement or lookup contact that needs a connection the gates refuse fails as
@@ -39,6 +44,13 @@
 //!   node's Vivaldi updates keep pulling its coordinate back to where its measurements put it,
 //!   so its error stays bounded (the swarm's median error stays at or below 0.10 once learned),
 //!   while a random walk would grow it without end (sd 9 ms per component after 400 rounds).
+//! - **Coordinates are learned while the selection runs** (`SpInput::Coordinate`, with
+//!   `coord_noise_ms`): a node's point starts at its learned point plus a Gaussian error of
+//!   `coord_noise_ms` per component, drawn once; the error stays whole for the first half of
+//!   `coord_learn_s` and shrinks linearly to nothing at its end. Each node is told its point
+//!   every [`LEARN_EVERY`] rounds meanwhile (its neighbours learn it from its messages, as
+//!   from a real node's). A real node's Vivaldi error is highest while the swarm joins, right
+//!   when the first clusters form; the drift below does not apply to a node still learning.
 //! - **Members watch their heads** (`head_watch`: `SpInput::PeerDown`, `SpInput::HeadNotServing`):
 //!   instead of the simulator telling a crashed head's members at once, each member runs the
 //!   node's head watch (`overlay::detect::head_watch`, with the run's `[superpeer.head_watch]`)
@@ -67,6 +79,8 @@ pub struct Faults {
     pub peer_failure: f64,
     /// Mean time one DHT lookup takes, ms (exponential); 0: answered at once.
     pub lookup_ms: f64,
+    /// Nodes start the selection within this many seconds of the first (uniform).
+    pub start_spread_s: f64,
     /// Every node runs the connection gate over simulated connections ([`super::gates`]).
     pub gates: bool,
     /// Share of the nodes whose event loop runs late.
@@ -81,6 +95,10 @@ pub struct Faults {
     /// component, ms.
     pub drift_share: f64,
     pub drift_ms: f64,
+    /// Error of the coordinates at the start, ms per component (Gaussian), and how long they
+    /// take to learn it away, seconds (module doc).
+    pub coord_noise_ms: f64,
+    pub coord_learn_s: f64,
     /// Members detect their head's crash with the head watch instead of being told.
     pub head_watch: bool,
 }
@@ -92,6 +110,7 @@ impl Default for Faults {
             lookup_timeout: 0.0,
             peer_failure: 0.0,
             lookup_ms: 0.0,
+            start_spread_s: 0.0,
             gates: false,
             loaded: 0.0,
             lateness_ms: 0.0,
@@ -99,6 +118,8 @@ impl Default for Faults {
             unfit_rounds: 0.0,
             drift_share: 0.0,
             drift_ms: 0.0,
+            coord_noise_ms: 0.0,
+            coord_learn_s: 0.0,
             head_watch: false,
         }
     }
@@ -117,7 +138,10 @@ impl Faults {
     /// The 200-node real swarms on a loaded 2-core machine. Calibrated on their reports
     /// (docs/results/calibration.md): lookups take 1.8-2.7 s at the median (here 2 s a
     /// query, plus the wait behind the node's earlier lookups), and 7-17 % of them are
-    /// unusable (here 20 % short, 2 % timed out, 25 % of the asked peers not answering).
+    /// unusable (here 20 % short, 2 % timed out, 25 % of the asked peers not answering);
+    /// nodes start the selection 7-19 s after the swarm (mean 13.0 s, p95 18.0 s: a uniform
+    /// spread of 12 s); the coordinates' median error is 45-50 ms from the start to about
+    /// 28 s and 12 ms by 56 s (Gaussian error of 50 ms per component, learned in 56 s).
     /// Rough readings of the logs: gates refuse dials (here the nodes' own gates), loops run
     /// up to seconds late while the lookups run, coordinates fit after about 20 s.
     pub fn swarm() -> Faults {
@@ -126,6 +150,7 @@ impl Faults {
             lookup_timeout: 0.02,
             peer_failure: 0.25,
             lookup_ms: 2000.0,
+            start_spread_s: 12.0,
             gates: true,
             loaded: 0.2,
             lateness_ms: 300.0,
@@ -133,6 +158,8 @@ impl Faults {
             unfit_rounds: 20.0,
             drift_share: 0.05,
             drift_ms: 2.0,
+            coord_noise_ms: COORD_NOISE_MS,
+            coord_learn_s: COORD_LEARN_S,
             head_watch: true,
         }
     }
@@ -154,12 +181,15 @@ impl Faults {
         check("lookup_timeout", self.lookup_timeout, 1.0, "[0, 1]")?;
         check("peer_failure", self.peer_failure, 0.95, "[0, 0.95]")?;
         check("lookup_ms", self.lookup_ms, 600_000.0, "[0, 600000]")?;
+        check("start_spread_s", self.start_spread_s, 3_600.0, "[0, 3600]")?;
         check("loaded", self.loaded, 1.0, "[0, 1]")?;
         check("lateness_ms", self.lateness_ms, 60_000.0, "[0, 60000]")?;
         check("ping_queue_ms", self.ping_queue_ms, 60_000.0, "[0, 60000]")?;
         check("unfit_rounds", self.unfit_rounds, 10_000.0, "[0, 10000]")?;
         check("drift_share", self.drift_share, 1.0, "[0, 1]")?;
         check("drift_ms", self.drift_ms, 1_000.0, "[0, 1000]")?;
+        check("coord_noise_ms", self.coord_noise_ms, 1_000.0, "[0, 1000]")?;
+        check("coord_learn_s", self.coord_learn_s, 3_600.0, "[0, 3600]")?;
         Ok(())
     }
 }
@@ -238,6 +268,75 @@ pub fn providers_report(f: &Faults, rng: &mut ChaCha8Rng, providers: Vec<PeerInf
     LookupReport::complete(providers)
 }
 
+/// Rounds between two points told to a node still learning its coordinate.
+pub const LEARN_EVERY: u32 = 5;
+
+/// The swarm preset's coordinate learning (calibration page).
+const COORD_NOISE_MS: f64 = 50.0;
+const COORD_LEARN_S: f64 = 56.0;
+
+/// Coordinates learned while the selection runs (module doc): every node's learned point and
+/// its error at the start.
+pub struct Learning {
+    base: Vec<Point>,
+    error: Vec<Point>,
+    rounds: u32,
+}
+
+impl Learning {
+    /// The learning of nodes whose learned points `base` gives (by slot); None, and `base`
+    /// not called, when `f` has none.
+    pub fn new(f: &Faults, rng: &mut ChaCha8Rng, base: impl FnOnce() -> Vec<Point>) -> Option<Learning> {
+        if f.coord_noise_ms <= 0.0 || f.coord_learn_s <= 0.0 {
+            return None;
+        }
+        let base = base();
+        let error = base
+            .iter()
+            .map(|b| {
+                let mut e = Point::default();
+                for (x, y) in e.x.iter_mut().zip(b.x.iter()) {
+                    if *y != 0.0 {
+                        *x = (normal(rng) * f.coord_noise_ms / 1000.0) as f32;
+                    }
+                }
+                e
+            })
+            .collect();
+        Some(Learning { base, error, rounds: f.coord_learn_s.ceil() as u32 })
+    }
+
+    /// Share of the start's error left at `round`: whole for the first half, then shrinking
+    /// linearly to 0 at the end.
+    pub fn left(&self, round: u32) -> f64 {
+        let t = f64::from(round) / f64::from(self.rounds.max(1));
+        (2.0 * (1.0 - t)).clamp(0.0, 1.0)
+    }
+
+    /// Whether the nodes are still learning at `round`: up to the round that tells them their
+    /// learned points.
+    pub fn learning(&self, round: u32) -> bool {
+        round <= self.rounds
+    }
+
+    /// The point node `slot` is told at `round` (0: the start), if one is due: every
+    /// [`LEARN_EVERY`] rounds while learning, staggered by slot, and the learned point at the
+    /// end.
+    pub fn point(&self, slot: usize, round: u32) -> Option<Point> {
+        let due =
+            round == 0 || round == self.rounds || (round < self.rounds && (round + slot as u32) % LEARN_EVERY == 0);
+        if !due {
+            return None;
+        }
+        let (mut q, e) = (*self.base.get(slot)?, self.error.get(slot)?);
+        let k = self.left(round) as f32;
+        for (x, d) in q.x.iter_mut().zip(e.x.iter()) {
+            *x += k * d;
+        }
+        Some(q)
+    }
+}
+
 /// Coordinate drift (module doc): every node's learned point, from which each drift departs.
 pub struct Drift {
     base: Vec<Point>,
@@ -301,6 +400,33 @@ mod tests {
         let drift = Drift::new(&rare, || vec![Point::new(&[0.01], 0.0)]).unwrap();
         let moved = (0..10_000).filter(|_| drift.step(0, &mut rng).is_some()).count();
         assert!((800..1200).contains(&moved), "{moved} drifts in 10,000 rounds at share 0.1");
+    }
+
+    #[test]
+    fn learning_coordinates_start_off_by_the_noise_and_end_at_the_learned_point() {
+        let base: Vec<Point> = (0..40).map(|i| Point::new(&[0.010 * (i + 1) as f64, 0.020, 0.030], 0.001)).collect();
+        let f = Faults { coord_noise_ms: 50.0, coord_learn_s: 40.0, ..Faults::default() };
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let l = Learning::new(&f, &mut rng, || base.clone()).unwrap();
+        let off = |p: &Point, b: &Point| -> f64 {
+            p.x.iter().zip(b.x.iter()).map(|(x, y)| ((x - y) as f64 * 1000.0).powi(2)).sum::<f64>().sqrt()
+        };
+        // At the start every node is told a point off by the noise (3 components of sd 50 ms:
+        // about 80 ms on average), the height kept.
+        let start: Vec<f64> = (0..40).map(|i| off(&l.point(i, 0).unwrap(), &base[i])).collect();
+        let mean = start.iter().sum::<f64>() / 40.0;
+        assert!((50.0..120.0).contains(&mean), "mean start error {mean} ms");
+        assert!((0..40).all(|i| l.point(i, 0).unwrap().h == base[i].h));
+        // Whole for the first half, half at three quarters, nothing at the end.
+        assert_eq!((l.left(0), l.left(20), l.left(30), l.left(40), l.left(50)), (1.0, 1.0, 0.5, 0.0, 0.0));
+        for i in 0..40 {
+            assert_eq!(l.point(i, 40).unwrap(), base[i], "node {i} does not end at its learned point");
+            let told = (1..40).filter(|&r| l.point(i, r).is_some()).count() as u32;
+            // Rounds 1..=39, every LEARN_EVERY-th by slot: 7 or 8 of them.
+            assert!((7..=8).contains(&told), "node {i} told {told} points while learning");
+        }
+        assert!(l.learning(40) && !l.learning(41));
+        assert!(Learning::new(&Faults::default(), &mut rng, || unreachable!("no learning, no points")).is_none());
     }
 
     fn peers(n: usize) -> Vec<PeerInfo> {

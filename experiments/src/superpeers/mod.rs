@@ -30,6 +30,7 @@ pub mod churn;
 pub mod diagnose;
 pub mod faults;
 pub mod gates;
+pub mod ids;
 pub mod kmedian;
 pub mod measure;
 pub mod memory;
@@ -86,6 +87,11 @@ pub struct SuperpeersArgs {
     /// from each seed and N.
     #[arg(long)]
     pub latency_seed: Option<u64>,
+    /// The nodes' ids from a `peerage swarm --out` report of the same N (its `node_rows`), so
+    /// that with the swarm's seed as `--latency-seed` node i is the swarm's node i: same
+    /// place, same id, same reserved prefixes. Default: drawn from each seed.
+    #[arg(long)]
+    pub node_ids: Option<PathBuf>,
     /// Vivaldi rounds; in each, every node samples each of its neighbours and
     /// `--vivaldi-fresh` random peers.
     #[arg(long, default_value_t = 40)]
@@ -111,15 +117,17 @@ pub struct SuperpeersArgs {
     /// Rounds allowed for recovery after the crash.
     #[arg(long, default_value_t = 60)]
     pub recovery_rounds: u32,
-    /// What hurt the real swarm, simulated: slow, short or failed DHT lookups, connections
-    /// refused by the nodes' own connection gates, nodes whose event loop runs late, queueing
-    /// in pings. `off`, or `swarm` (the 200-node swarms: lookups calibrated on their
-    /// reports, the rest rough).
+    /// What hurt the real swarm, simulated: slow, short or failed DHT lookups, nodes that
+    /// start late, coordinates learned while the selection runs, connections refused by the
+    /// nodes' own connection gates, nodes whose event loop runs late, queueing in pings.
+    /// `off`, or `swarm` (the 200-node swarms: lookups, starts and coordinates calibrated on
+    /// their reports, the rest rough).
     #[arg(long, value_enum, default_value = "off")]
     pub faults: FaultPreset,
     /// A TOML file of fault settings (keys: lookup_short, lookup_timeout, peer_failure,
-    /// lookup_ms, gates, loaded, lateness_ms, ping_queue_ms, unfit_rounds, drift_share,
-    /// drift_ms, head_watch); keys it leaves out take the preset's values.
+    /// lookup_ms, start_spread_s, gates, loaded, lateness_ms, ping_queue_ms, unfit_rounds,
+    /// drift_share, drift_ms, coord_noise_ms, coord_learn_s, head_watch); keys it leaves out
+    /// take the preset's values.
     #[arg(long)]
     pub faults_config: Option<PathBuf>,
     /// The super-peer settings: a TOML file whose `[superpeer]` table is read (the table a
@@ -356,6 +364,9 @@ fn run_one(
     let pb = multi.add(bar(args.vivaldi_rounds as u64, &format!("N={n} s{seed} coordinates")));
     let model_seed = args.latency_seed.unwrap_or(run_seed);
     let mut w = world::World::generate(n, args.near, args.random, model_seed, &mut rng)?;
+    if let Some(path) = &args.node_ids {
+        w.set_ids(ids::from_report(path, n)?)?;
+    }
     let phase = world::VivaldiPhase {
         rounds: args.vivaldi_rounds,
         fresh: args.vivaldi_fresh,

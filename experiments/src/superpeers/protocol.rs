@@ -258,8 +258,12 @@ struct FaultSim {
     late_told: Vec<f32>,
     /// Round at which the coordinate becomes fit (0: fit from the start), by slot.
     fit_at: Vec<u32>,
+    /// Round at which the node starts the selection (0: at the setup), by slot.
+    start_at: Vec<u32>,
     /// Coordinate drift, from each node's learned point (None without drift).
     drift: Option<faults::Drift>,
+    /// Coordinates still being learned (None without `coord_noise_ms`).
+    learning: Option<faults::Learning>,
     watches: Vec<Option<Box<HeadWatch>>>,
     resends: Vec<Resend>,
     /// DHT lookups under way (`lookup_ms`), by (when they end, µs; order asked): the asking
@@ -633,11 +637,14 @@ impl<'w> Sim<'w> {
     }
 
     /// The fault model's inputs to node `s` at the start of `round`, before its tick: its
-    /// loop's lateness, its coordinate becoming fit, its point drifting.
+    /// late start, its loop's lateness, its coordinate becoming fit, its point drifting.
     fn fault_inputs(&mut self, s: u32, round: u32) {
         let Some(f) = self.faults.as_mut() else { return };
         let i = s as usize;
         let mut inputs = Vec::new();
+        if f.start_at[i] == round && round > 0 {
+            inputs.push(SpInput::Start);
+        }
         if f.loaded[i] {
             let late = faults::exp(&mut f.rng, f.cfg.lateness_ms) / 1000.0;
             f.late[i] = late as f32;
@@ -650,8 +657,17 @@ impl<'w> Sim<'w> {
         if f.fit_at[i] == round && round > 0 {
             inputs.push(SpInput::CoordinateFit { fit: true });
         }
-        if let Some(p) = f.drift.as_ref().and_then(|d| d.step(i, &mut f.rng)) {
-            inputs.push(SpInput::Coordinate(p));
+        match f.learning.as_ref() {
+            Some(l) if l.learning(round) => {
+                if let Some(p) = l.point(i, round) {
+                    inputs.push(SpInput::Coordinate(p));
+                }
+            }
+            _ => {
+                if let Some(p) = f.drift.as_ref().and_then(|d| d.step(i, &mut f.rng)) {
+                    inputs.push(SpInput::Coordinate(p));
+                }
+            }
         }
         for input in inputs {
             self.deliver(s, input);
@@ -997,6 +1013,10 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         let mut rng = ChaCha8Rng::seed_from_u64(p.seed ^ 0xfa17_5eed);
         let loaded: Vec<bool> = (0..n).map(|_| rng.gen::<f64>() < p.faults.loaded).collect();
         let fit_at: Vec<u32> = (0..n).map(|_| faults::exp(&mut rng, p.faults.unfit_rounds).round() as u32).collect();
+        let learning = faults::Learning::new(&p.faults, &mut rng, || sim.nodes.iter().map(|x| x.point()).collect());
+        let spread = p.faults.start_spread_s;
+        let start_at: Vec<u32> =
+            if spread > 0.0 { (0..n).map(|_| (rng.gen::<f64>() * spread) as u32).collect() } else { vec![0; n] };
         let watches =
             (0..n).map(|_| p.faults.head_watch.then(|| Box::new(HeadWatch::new(p.cfg.head_watch.watch())))).collect();
         sim.faults = Some(Box::new(FaultSim {
@@ -1006,6 +1026,8 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
             late: vec![0.0; n],
             late_told: vec![0.0; n],
             fit_at,
+            start_at,
+            learning,
             drift: faults::Drift::new(&p.faults, || sim.nodes.iter().map(|x| x.point()).collect()),
             watches,
             resends: Vec::new(),
@@ -1058,7 +1080,13 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         if sim.faults.as_ref().is_some_and(|f| f.fit_at[s as usize] > 0) {
             sim.deliver(s, SpInput::CoordinateFit { fit: false });
         }
-        sim.deliver(s, SpInput::Start);
+        if let Some(q) = sim.faults.as_ref().and_then(|f| f.learning.as_ref()).and_then(|l| l.point(s as usize, 0)) {
+            sim.deliver(s, SpInput::Coordinate(q));
+        }
+        // With the fault model's start spread, a later start comes in its round (`fault_inputs`).
+        if sim.faults.as_ref().is_none_or(|f| f.start_at[s as usize] == 0) {
+            sim.deliver(s, SpInput::Start);
+        }
         sim.drain();
     }
     // A fixed sample of nodes (drawn as world indices, held as slots) for the RTT curve.

@@ -44,6 +44,19 @@ pub struct World {
 }
 
 impl World {
+    /// Gives the nodes the ids `ids` (by index; `super::ids`, a real swarm's): an error, and
+    /// nothing changed, if their number is not the world's or two share their first 64 bits
+    /// ([`IdIndex`]).
+    pub fn set_ids(&mut self, ids: Vec<NodeId>) -> anyhow::Result<()> {
+        anyhow::ensure!(ids.len() == self.ids.len(), "{} ids for a world of {} nodes", ids.len(), self.ids.len());
+        let mut index = IdIndex::with_capacity(ids.len());
+        for (i, id) in ids.iter().enumerate() {
+            anyhow::ensure!(index.insert(id, i as u32), "node {i}'s id shares its first 64 bits with another's");
+        }
+        (self.ids, self.index) = (ids, index);
+        Ok(())
+    }
+
     /// Latency model, ids and neighbour sets for `n` nodes.
     pub fn generate(n: usize, near: usize, random: usize, seed: u64, rng: &mut dyn RngCore) -> anyhow::Result<World> {
         let model = LatencyModel::generate(n, &ModelConfig::default(), seed)?;

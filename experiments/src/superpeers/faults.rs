@@ -136,8 +136,8 @@ pub struct FaultsError {
 
 impl Faults {
     /// The 200-node real swarms on a loaded 2-core machine. Calibrated on their reports
-    /// (docs/results/calibration.md): lookups take 1.8-2.7 s at the median (here 2 s a
-    /// query, plus the wait behind the node's earlier lookups), and 7-17 % of them are
+    /// (docs/results/calibration.md): lookups take 1.5-4.0 s at the median (here 2 s a
+    /// query, plus the wait behind the node's earlier lookups), and 6-21 % of them are
     /// unusable (here 20 % short, 2 % timed out, 25 % of the asked peers not answering);
     /// nodes start the selection 7-19 s after the swarm (mean 13.0 s, p95 18.0 s: a uniform
     /// spread of 12 s); the coordinates' median error is 45-50 ms from the start to about
@@ -419,8 +419,8 @@ mod tests {
         assert!((0..40).all(|i| l.point(i, 0).unwrap().h == base[i].h));
         // Whole for the first half, half at three quarters, nothing at the end.
         assert_eq!((l.left(0), l.left(20), l.left(30), l.left(40), l.left(50)), (1.0, 1.0, 0.5, 0.0, 0.0));
-        for i in 0..40 {
-            assert_eq!(l.point(i, 40).unwrap(), base[i], "node {i} does not end at its learned point");
+        for (i, b) in base.iter().enumerate() {
+            assert_eq!(l.point(i, 40).unwrap(), *b, "node {i} does not end at its learned point");
             let told = (1..40).filter(|&r| l.point(i, r).is_some()).count() as u32;
             // Rounds 1..=39, every LEARN_EVERY-th by slot: 7 or 8 of them.
             assert!((7..=8).contains(&told), "node {i} told {told} points while learning");

@@ -186,8 +186,8 @@ pub struct ProtoOutcome {
     pub rtt_measurements_per_node: f64,
     pub rtt_stalled_per_node: f64,
     /// Mean over the members at convergence of the RTT their node measured to their head
-    /// minus the TRUE RTT, ms (the swarm report's `placement_check.own_measured_excess_ms`).
-    pub own_measured_excess_ms: Option<f64>,
+    /// minus the TRUE RTT, ms (the swarm report's `head_measured_excess_ms`).
+    pub head_measured_excess_ms: Option<f64>,
     /// How long the DHT lookups answered by convergence took from the ask, ms (with the fault
     /// model's `lookup_ms` only; the swarm report's `lookup_wait_ms`).
     pub lookup_wait_ms: Option<overlay::stats::Summary>,
@@ -1143,7 +1143,7 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
             Some(measured * 1000.0 - truth)
         })
         .collect();
-    let own_measured_excess_ms = (!excess.is_empty()).then(|| excess.iter().sum::<f64>() / excess.len() as f64);
+    let head_measured_excess_ms = (!excess.is_empty()).then(|| excess.iter().sum::<f64>() / excess.len() as f64);
     let lookup_wait_ms = sim
         .faults
         .as_ref()
@@ -1309,7 +1309,7 @@ pub fn run(w: &World, p: &ProtoParams, mut progress: impl FnMut(u32, &RoundStat)
         lookups_failed_per_node_by_reason,
         rtt_measurements_per_node,
         rtt_stalled_per_node,
-        own_measured_excess_ms,
+        head_measured_excess_ms,
         lookup_wait_ms,
         messages_by_kind: by_kind,
         token_moves: sim.token_moves,

@@ -314,6 +314,10 @@ pub struct SpMeasures {
     /// How long the nodes' DHT lookups took, from the state machine's request to the answer
     /// (`SpStatus::lookup_wait_ms`, each node's first 32), ms.
     pub lookup_wait_ms: Option<Dist>,
+    /// Mean over the members whose state machine measured its head of that measured RTT
+    /// (`SpStatus::head_measured_ms`, the one its switch rule compares) minus the TRUE RTT, ms
+    /// (with the model only; the lab's `own_measured_excess_ms`).
+    pub head_measured_excess_ms: Option<f64>,
     /// Relative error of the super-peer points over the sampled pairs (with the model only;
     /// `node/src/superpeer/rows.rs`): how many pairs, median, 90th percentile.
     pub vivaldi_pairs: usize,
@@ -622,6 +626,7 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
     let (mut msgs, mut lookups, mut hellos) = (0u64, 0u64, 0u64);
     let (mut measured, mut stalled) = (0u64, 0u64);
     let mut waits = Vec::new();
+    let mut excess = Vec::new();
     // A member counts as attached only to a node that is a head now (not to a live node that
     // gave its role away), as in `settled`.
     let head_ids: HashSet<String> = snaps
@@ -689,8 +694,12 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
             ping.push(r);
         }
         if let (Some(net), Some(&j)) = (net, index.get(h.as_str())) {
-            lat.push(net.model().rtt_ms(*i, j));
+            let truth = net.model().rtt_ms(*i, j);
+            lat.push(truth);
             attached.push((*i, j));
+            if let Some(measured) = p.head_measured_ms {
+                excess.push(measured - truth);
+            }
         }
     }
     m.head_share = m.heads as f64 / m.live_nodes.max(1) as f64;
@@ -761,6 +770,7 @@ pub fn measure(swarm: &LocalSwarm, cap: u32) -> SpMeasures {
     }
     m.lookups_per_node = lookups as f64 / m.live_nodes.max(1) as f64;
     m.lookup_wait_ms = (!waits.is_empty()).then(|| dist(waits, "lookup wait"));
+    m.head_measured_excess_ms = (!excess.is_empty()).then(|| excess.iter().sum::<f64>() / excess.len() as f64);
     m.hellos_per_node = hellos as f64 / m.live_nodes.max(1) as f64;
     m.rtt_measurements_per_node = measured as f64 / m.live_nodes.max(1) as f64;
     m.rtt_stalled_per_node = stalled as f64 / m.live_nodes.max(1) as f64;

@@ -2,10 +2,11 @@
 //! super-peer selection, so that every input a real node's driver produces is also produced
 //! here, at scale and replayable by seed.
 //!
-//! Off by default. The lab's `--faults swarm` preset ([`Faults::swarm`]) takes its lookup
-//! figures from the 200-node real swarms, which report the same measures (their lookups'
-//! waits, unusable lookups by reason; docs/results/calibration.md), and its other figures
-//! from rough readings of those swarms' logs. Each fault, and the input it makes:
+//! Off by default. The lab's `--faults swarm` preset ([`Faults::swarm`]) takes its lookup,
+//! start and coordinate figures from the 200-node real swarms, which report the same
+//! measures (their lookups' waits, unusable lookups by reason, when the selection started,
+//! the Vivaldi error over time; docs/results/calibration.md), and its other figures from
+//! rough readings of those swarms' logs. Each fault, and the input it makes:
 //! - **Lookups come back short or time out** (`SpInput::LookupResult` with statistics). A
 //!   closest-peers or sample lookup asks the peers nearest its key; each fails to answer with
 //!   probability `peer_failure`, and the answer is the K closest that answered (a thinned

@@ -273,7 +273,9 @@ async fn swarm(args: SwarmArgs) -> anyhow::Result<()> {
         let s = args.latency_seed.unwrap_or(seed);
         eprintln!("peerage swarm: emulated Internet latency, model seed {s}");
         sc.latency_seed = Some(s);
-        sc.template.timing.ping_s = 2;
+        sc.template.timing.ping_s = peerage_node::swarm::runner::swarm_ping_s(u64::from(args.nodes));
+    } else {
+        sc.template.timing.ping_s = peerage_node::swarm::runner::SWARM_LOOPBACK_PING_S;
     }
     if let Some(k) = args.coord_peers {
         let l = &mut sc.template.limits;

@@ -63,6 +63,34 @@ pub fn swarm_rotate_ms(nodes: u64, ping_s: u64) -> u64 {
     (ping_s.max(1).saturating_mul(3_000)).max(nodes.saturating_mul(1_000) / SWARM_ROTATIONS_PER_S)
 }
 
+/// Node ping rounds a second (one node pinging each of its connections once) that a
+/// one-process swarm with emulated latency runs together, by default (`peerage swarm
+/// --ping-s`). Every ping crosses the emulated link twice and wakes both connections' tasks;
+/// at N = 1,000 (about 11 connections a node) pinging every 2 s (500 rounds a second) kept
+/// both cores busy (142 % of one core in the steady window), the emulation's releases late
+/// (event loops 29 ms late, median) and the lateness gate dropped 70 % of the RTT samples;
+/// every 5 s (200 a second) the steady CPU was 94 %, the loops 1.2 ms late and 18 % dropped,
+/// so Vivaldi was given twice the samples (docs/results/coordinates.md).
+pub const SWARM_PING_ROUNDS_PER_S: u64 = 200;
+
+/// The shortest default ping period of a swarm with emulated latency: the one Vivaldi's
+/// 200-node swarm measurements run at.
+pub const SWARM_MIN_PING_S: u64 = 2;
+
+/// The default ping period of a one-process swarm of `nodes` with emulated latency:
+/// [`SWARM_MIN_PING_S`], or longer so that its nodes run at most [`SWARM_PING_ROUNDS_PER_S`]
+/// ping rounds a second together.
+pub fn swarm_ping_s(nodes: u64) -> u64 {
+    SWARM_MIN_PING_S.max(nodes.div_ceil(SWARM_PING_ROUNDS_PER_S))
+}
+
+/// The default ping period of a one-process swarm without emulated latency. Its RTTs are
+/// loopback's, so Vivaldi has nothing to learn from them and a ping only checks that the
+/// connection is alive, and a killed node's connections close at once anyway (its memory
+/// channels or sockets are dropped). At N = 1,000 the node's own 15 s period cost 10-14
+/// points of a steady CPU of 49-54 % of one core (docs/results/leader-swarm.md).
+pub const SWARM_LOOPBACK_PING_S: u64 = 60;
+
 /// How to build a local swarm.
 #[derive(Debug, Clone)]
 pub struct LocalSwarmConfig {
@@ -834,5 +862,20 @@ mod tests {
         }
         assert_eq!(swarm_rotate_ms(20, 2), 6_000, "a small swarm rotates as a node does");
         assert_eq!(swarm_rotate_ms(1_000, 2), 100_000);
+    }
+
+    #[test]
+    fn the_swarms_pings_stay_within_its_budget_of_rounds_a_second() {
+        for nodes in [1_u64, 20, 200, 399, 400, 401, 1_000, 5_000, 100_000] {
+            let s = swarm_ping_s(nodes);
+            assert!(s >= SWARM_MIN_PING_S, "{nodes} nodes: {s} s");
+            assert!(nodes as f64 / s as f64 <= SWARM_PING_ROUNDS_PER_S as f64, "{nodes} nodes ping every {s} s");
+            assert!(
+                s == SWARM_MIN_PING_S || nodes as f64 / (s - 1) as f64 > SWARM_PING_ROUNDS_PER_S as f64,
+                "{nodes} nodes: {s} s is longer than the budget needs"
+            );
+        }
+        assert_eq!(swarm_ping_s(200), 2, "the 200-node swarm pings as its measurements did");
+        assert_eq!(swarm_ping_s(1_000), 5);
     }
 }

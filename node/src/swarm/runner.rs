@@ -66,11 +66,10 @@ pub fn swarm_rotate_ms(nodes: u64, ping_s: u64) -> u64 {
 /// Node ping rounds a second (one node pinging each of its connections once) that a
 /// one-process swarm with emulated latency runs together, by default (`peerage swarm
 /// --ping-s`). Every ping crosses the emulated link twice and wakes both connections' tasks;
-/// at N = 1,000 (about 11 connections a node) pinging every 2 s (500 rounds a second) kept
-/// both cores busy (142 % of one core in the steady window), the emulation's releases late
-/// (event loops 29 ms late, median) and the lateness gate dropped 70 % of the RTT samples;
-/// every 5 s (200 a second) the steady CPU was 94 %, the loops 1.2 ms late and 18 % dropped,
-/// so Vivaldi was given twice the samples (docs/results/coordinates.md).
+/// at N = 1,000 (about 11 connections a node) pinging every 2 s (500 rounds a second) cost
+/// 142-162 % of one core in the steady window and the lateness gate dropped 40-56 % of the
+/// RTT samples; every 5 s (200 a second) 94-104 % and 16-18 %, for the same coordinate error
+/// (docs/results/coordinates.md).
 pub const SWARM_PING_ROUNDS_PER_S: u64 = 200;
 
 /// The shortest default ping period of a swarm with emulated latency: the one Vivaldi's
@@ -87,8 +86,9 @@ pub fn swarm_ping_s(nodes: u64) -> u64 {
 /// The default ping period of a one-process swarm without emulated latency. Its RTTs are
 /// loopback's, so Vivaldi has nothing to learn from them and a ping only checks that the
 /// connection is alive, and a killed node's connections close at once anyway (its memory
-/// channels or sockets are dropped). At N = 1,000 the node's own 15 s period cost 10-14
-/// points of a steady CPU of 49-54 % of one core (docs/results/leader-swarm.md).
+/// channels or sockets are dropped). At N = 1,000 the node's own 15 s period cost about 8
+/// points of one core in the steady window: 49-54 % (mean 52) against 39-53 % (mean 44) at
+/// 60 s (docs/results/leader-swarm.md).
 pub const SWARM_LOOPBACK_PING_S: u64 = 60;
 
 /// How to build a local swarm.

@@ -206,12 +206,28 @@ async fn incarnation_max_for_another_member() {
     swarm.shutdown().await;
 }
 
-/// The phantom flood: thousands of signed phantom members in one push. The directory takes
-/// one admission bucket, calls the rest a flood and bans; the failover still elects the
-/// highest honest node.
+/// Waits until the target's member directory has been unchanged long enough to call a
+/// frame a flood (`FLOOD_QUIET_US`; before that it only paces).
+async fn until_floods_are_judged(swarm: &LocalSwarm) {
+    let quiet = Duration::from_micros(overlay::directory::members::FLOOD_QUIET_US) + Duration::from_millis(500);
+    let deadline = Instant::now() + 3 * quiet;
+    loop {
+        let since = swarm.snapshots()[TARGET].1.members_changed_at.map(|t| t.elapsed());
+        match since {
+            Some(s) if s >= quiet => return,
+            _ => assert!(Instant::now() < deadline, "the target's directory keeps changing: {since:?}"),
+        }
+        tokio::time::sleep(quiet.saturating_sub(since.unwrap_or_default()).min(Duration::from_secs(1))).await;
+    }
+}
+
+/// The phantom flood: thousands of signed phantom members in one push to a settled, quiet
+/// directory. It takes one admission bucket, calls the rest a flood and bans; the failover
+/// still elects the highest honest node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn phantom_flood_stays_bounded() {
     let (mut swarm, leader) = start(Algorithm::Bully, common::seed()).await;
+    until_floods_are_judged(&swarm).await;
     let mut a = connected(&swarm).await;
     let target = swarm.peer_id(TARGET);
     let now = wall_us();

@@ -30,7 +30,8 @@
 //! attacker with two identities at one node vouches for itself, and is held to the growth
 //! budget: the id puzzle prices identities. Before the first settling (a forming swarm, a
 //! joining node) only the size cap applies. A frame that brings more refused records than the
-//! directory holds is a flood (`Handled::flood`).
+//! directory holds, to a directory settled and unchanged for `FLOOD_QUIET_US`, is a flood
+//! (`Handled::flood`).
 
 use libp2p_identity::PeerId;
 use serde::{Deserialize, Serialize};

@@ -61,6 +61,13 @@ pub const MAX_MEMBERS_FRAME_BYTES: usize = 16 + MAX_ENTRIES_PER_FRAME * MAX_RECO
 pub const SETTLED_STREAK: u32 = 3;
 /// A frame whose records refused for pace exceed both this and the directory's size floods.
 pub const FLOOD_MIN: usize = 64;
+/// A directory judges floods only once its group has not changed for this long. While a large
+/// swarm forms, a node can settle in a partial view (its neighbours as new as itself, equal to
+/// it, the rest not heard of yet) and then get an honest frame of hundreds of newcomers from
+/// one sender before a second vouches for them: in a 1,000-node swarm such a node called it a
+/// flood and banned its sender, and 54 elections followed. Pacing holds every frame meanwhile;
+/// only the ban waits.
+pub const FLOOD_QUIET_US: u64 = 30_000_000;
 /// Tombstones kept at most (the oldest are dropped first).
 pub const MAX_TOMBSTONES: usize = 100_000;
 
@@ -673,8 +680,8 @@ impl Directory {
     fn merge(&mut self, from: PeerId, entries: Vec<SignedRecord>, now_us: u64) -> Handled {
         self.stats.entries_received += entries.len() as u64;
         let paced = self.strict;
-        // Judged before this frame's own changes reset the streak.
-        let settled_now = self.agrees_now();
+        // Judged before this frame's own changes reset the streak and the quiet.
+        let settled_now = self.agrees_now() && now_us.saturating_sub(self.changed_at_us) >= FLOOD_QUIET_US;
         let mut h = Handled::default();
         let mut rate = 0usize;
         for e in entries {
@@ -697,11 +704,12 @@ impl Directory {
             }
         }
         // More refused for pace in one frame than the directory holds (and at least
-        // `FLOOD_MIN`), while this node's last digest comparisons were all equal: not a
-        // partition merging back, not a swarm still growing, a flood. A directory that has
-        // changed since it last settled judges no flood: the nodes of a 1,000-node swarm that
-        // settled among the first arrivals got honest frames of hundreds of newcomers, and
-        // banned their senders.
+        // `FLOOD_MIN`), while this node's last digest comparisons were all equal and its group
+        // has been quiet for `FLOOD_QUIET_US`: not a partition merging back, not a swarm still
+        // growing, a flood. A directory that has changed since it last settled, or settled
+        // only lately, judges no flood: the nodes of a 1,000-node swarm that settled among
+        // the first arrivals got honest frames of hundreds of newcomers, and banned their
+        // senders.
         h.flood = settled_now && rate > FLOOD_MIN.max(self.members.len());
         self.stats.entries_new += h.changed as u64;
         h

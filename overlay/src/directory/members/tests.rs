@@ -439,19 +439,37 @@ fn settled_pair() -> (Peer, Peer) {
 fn a_settled_directory_paces_new_members_per_sender_and_sees_floods() {
     let (mut a, b) = settled_pair();
     assert!(a.dir.is_strict());
+    // Quiet since it settled.
+    let t = a.dir.changed_at_us() + FLOOD_QUIET_US;
     let attacker = PeerId::random();
-    let phantoms: Vec<SignedRecord> = (0..200).map(|_| stranger(0, NOW).1).collect();
-    let h = a.dir.handle(attacker, &push(phantoms.clone()), NOW).unwrap();
+    let phantoms: Vec<SignedRecord> = (0..200).map(|_| stranger(0, t).1).collect();
+    let h = a.dir.handle(attacker, &push(phantoms.clone()), t).unwrap();
     assert_eq!(h.changed, Bounds::default().admit_burst as usize, "one bucket of new members");
     let burst = Bounds::default().admit_burst as u64;
     assert_eq!(h.refused.get(Refusal::Rate), 200 - burst);
-    assert!(h.flood, "most of 200 refused in one frame against a small directory");
+    assert!(h.flood, "most of 200 refused in one frame against a small, quiet directory");
     // The growth budget of so small a directory is spent for every sender this period.
-    assert_eq!(a.dir.handle(attacker, &push(phantoms[..20].to_vec()), NOW).unwrap().changed, 0);
-    assert_eq!(a.dir.handle(b.id(), &push(phantoms[100..102].to_vec()), NOW).unwrap().changed, 0);
-    let later = a.dir.handle(attacker, &push(phantoms[20..40].to_vec()), NOW + 1_000_000).unwrap();
+    assert_eq!(a.dir.handle(attacker, &push(phantoms[..20].to_vec()), t).unwrap().changed, 0);
+    assert_eq!(a.dir.handle(b.id(), &push(phantoms[100..102].to_vec()), t).unwrap().changed, 0);
+    let later = a.dir.handle(attacker, &push(phantoms[20..40].to_vec()), t + 1_000_000).unwrap();
     assert_eq!(later.changed as u64, burst, "a bucket a second");
     assert!(!later.flood);
+}
+
+/// A node that settled lately may have settled in a partial view of a forming swarm: an
+/// honest frame of many newcomers is paced, but its sender is not called a flood until the
+/// directory has been quiet for `FLOOD_QUIET_US`.
+#[test]
+fn a_directory_settled_lately_paces_but_judges_no_flood() {
+    for (dt, flood) in [(0, false), (FLOOD_QUIET_US - 1, false), (FLOOD_QUIET_US, true)] {
+        let (mut a, b) = settled_pair();
+        assert!(a.dir.is_strict());
+        let t = a.dir.changed_at_us() + dt;
+        let newcomers: Vec<SignedRecord> = (0..200).map(|_| stranger(0, t).1).collect();
+        let h = a.dir.handle(b.id(), &push(newcomers), t).unwrap();
+        assert!(h.refused.get(Refusal::Rate) > FLOOD_MIN as u64, "paced {dt} us after settling: {:?}", h.refused);
+        assert_eq!(h.flood, flood, "{dt} us after the last change");
+    }
 }
 
 /// A settled directory of `m` members (learnt before it settled, unpaced) and the peer it

@@ -305,7 +305,9 @@ pub struct SwarmArgs {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=24))]
     pub coord_peers: Option<u32>,
     /// The peer manager prunes idle connections above this many per node (its
-    /// `target_high`; default 24, or twice --coord-peers). With --superpeers it is at least
+    /// `target_high`; default 24, or twice --coord-peers; without emulated latency and
+    /// without --superpeers 12: a gossipsub mesh of up to 8, a ring's two neighbours and two
+    /// more, as loopback RTTs teach the coordinates nothing). With --superpeers it is at least
     /// 48: room for the overlay's 16 neighbours and a gossipsub mesh of up to 8 on top of 24.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub prune_above: Option<u32>,

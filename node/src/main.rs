@@ -320,6 +320,13 @@ async fn swarm(args: SwarmArgs) -> anyhow::Result<()> {
         Kill::Leader { at } | Kill::Fraction { at, .. } => *at,
     });
     let superpeers = superpeer_phase(&args, n, seed, &mut sc, !kills.is_empty())?;
+    if superpeers.is_none()
+        && args.latency == SwarmLatency::None
+        && args.prune_above.is_none()
+        && args.coord_peers.is_none()
+    {
+        sc.template.limits.set_target_high(peerage_node::swarm::runner::SWARM_LOOPBACK_PRUNE_ABOVE);
+    }
     sc.shard = shard_plan(&args).await?;
     let per_process = sc.shard.as_ref().map_or(n, |p| n.div_ceil(p.count));
     if per_process > MAX_NODES_PER_PROCESS {

@@ -91,6 +91,16 @@ pub fn swarm_ping_s(nodes: u64) -> u64 {
 /// 60 s (docs/results/leader-swarm.md).
 pub const SWARM_LOOPBACK_PING_S: u64 = 60;
 
+/// The default prune line (the peer manager's `target_high`) of a one-process swarm without
+/// emulated latency and without super peers. Its coordinates learn nothing from loopback, so
+/// a connection beyond what the election's traffic needs is only cost, and every connection
+/// costs the shared CPU and memory: this is the most a gossipsub mesh holds
+/// ([`crate::config::GOSSIP_MESH_HIGH`], 8), a ring's two neighbours and two more. At
+/// N = 1,000 with Villadangos the node's own line (24) left 11.5-12.4 connections a node, a
+/// steady CPU of 42-53 % of one core and 2.56-2.71 GiB; this one about 9, 32-36 % and
+/// 2.17-2.21 GiB (docs/results/leader-swarm.md).
+pub const SWARM_LOOPBACK_PRUNE_ABOVE: u32 = crate::config::GOSSIP_MESH_HIGH + 4;
+
 /// How to build a local swarm.
 #[derive(Debug, Clone)]
 pub struct LocalSwarmConfig {
@@ -877,5 +887,16 @@ mod tests {
         }
         assert_eq!(swarm_ping_s(200), 2, "the 200-node swarm pings as its measurements did");
         assert_eq!(swarm_ping_s(1_000), 5);
+    }
+
+    #[test]
+    fn the_loopback_prune_line_holds_a_full_mesh_and_a_rings_neighbours() {
+        let node = crate::config::Limits::default();
+        assert!(SWARM_LOOPBACK_PRUNE_ABOVE >= crate::config::GOSSIP_MESH_HIGH + 2);
+        assert!(SWARM_LOOPBACK_PRUNE_ABOVE > node.target_low, "the peer manager must have room to dial");
+        assert!(SWARM_LOOPBACK_PRUNE_ABOVE < node.target_high, "a swarm on loopback keeps fewer than a node");
+        let mut l = node.clone();
+        l.set_target_high(SWARM_LOOPBACK_PRUNE_ABOVE);
+        assert_eq!((l.inbound_gate, l.max_established), (node.inbound_gate, node.max_established), "the gates stay");
     }
 }

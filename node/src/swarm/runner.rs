@@ -97,8 +97,8 @@ pub const SWARM_LOOPBACK_PING_S: u64 = 60;
 /// costs the shared CPU and memory: this is the most a gossipsub mesh holds
 /// ([`crate::config::GOSSIP_MESH_HIGH`], 8), a ring's two neighbours and two more. At
 /// N = 1,000 with Villadangos the node's own line (24) left 11.5-12.4 connections a node, a
-/// steady CPU of 42-53 % of one core and 2.56-2.71 GiB; this one about 9, 32-36 % and
-/// 2.17-2.21 GiB (docs/results/leader-swarm.md).
+/// steady CPU of 42-53 % of one core and 2.56-2.71 GiB; this one about 9, 29-37 % and
+/// 2.12-2.21 GiB (docs/results/leader-swarm.md).
 pub const SWARM_LOOPBACK_PRUNE_ABOVE: u32 = crate::config::GOSSIP_MESH_HIGH + 4;
 
 /// How to build a local swarm.

@@ -475,9 +475,13 @@ impl Directory {
     }
     /// Unchanged for `quiet_us` and the last [`SETTLED_STREAK`] comparisons equal.
     pub fn settled(&mut self, now_us: u64, quiet_us: u64) -> bool {
-        let settled = self.agrees_now() && now_us.saturating_sub(self.changed_at_us) >= quiet_us;
+        let settled = self.agrees_and_quiet(now_us, quiet_us);
         self.strict |= settled;
         settled
+    }
+    /// The last [`SETTLED_STREAK`] comparisons equal and the group unchanged for `quiet_us`.
+    fn agrees_and_quiet(&self, now_us: u64, quiet_us: u64) -> bool {
+        self.agrees_now() && now_us.saturating_sub(self.changed_at_us) >= quiet_us
     }
     /// The last [`SETTLED_STREAK`] digest comparisons were equal, with no change since.
     fn agrees_now(&self) -> bool {
@@ -681,7 +685,7 @@ impl Directory {
         self.stats.entries_received += entries.len() as u64;
         let paced = self.strict;
         // Judged before this frame's own changes reset the streak and the quiet.
-        let settled_now = self.agrees_now() && now_us.saturating_sub(self.changed_at_us) >= FLOOD_QUIET_US;
+        let judges_floods = self.agrees_and_quiet(now_us, FLOOD_QUIET_US);
         let mut h = Handled::default();
         let mut rate = 0usize;
         for e in entries {
@@ -710,7 +714,7 @@ impl Directory {
         // only lately, judges no flood: the nodes of a 1,000-node swarm that settled among
         // the first arrivals got honest frames of hundreds of newcomers, and banned their
         // senders.
-        h.flood = settled_now && rate > FLOOD_MIN.max(self.members.len());
+        h.flood = judges_floods && rate > FLOOD_MIN.max(self.members.len());
         self.stats.entries_new += h.changed as u64;
         h
     }

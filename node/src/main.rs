@@ -273,10 +273,9 @@ async fn swarm(args: SwarmArgs) -> anyhow::Result<()> {
         let s = args.latency_seed.unwrap_or(seed);
         eprintln!("peerage swarm: emulated Internet latency, model seed {s}");
         sc.latency_seed = Some(s);
-        sc.template.timing.ping_s = peerage_node::swarm::runner::swarm_ping_s(u64::from(args.nodes));
-    } else {
-        sc.template.timing.ping_s = peerage_node::swarm::runner::SWARM_LOOPBACK_PING_S;
     }
+    let emulated = args.latency == SwarmLatency::Internet;
+    sc.template.timing.ping_s = peerage_node::swarm::runner::swarm_ping_s(u64::from(args.nodes), emulated);
     if let Some(k) = args.coord_peers {
         let l = &mut sc.template.limits;
         l.target_low = k;
@@ -320,12 +319,12 @@ async fn swarm(args: SwarmArgs) -> anyhow::Result<()> {
         Kill::Leader { at } | Kill::Fraction { at, .. } => *at,
     });
     let superpeers = superpeer_phase(&args, n, seed, &mut sc, !kills.is_empty())?;
-    if superpeers.is_none()
-        && args.latency == SwarmLatency::None
-        && args.prune_above.is_none()
-        && args.coord_peers.is_none()
-    {
-        sc.template.limits.set_target_high(peerage_node::swarm::runner::SWARM_LOOPBACK_PRUNE_ABOVE);
+    if let (Some(h), None, None) = (
+        peerage_node::swarm::runner::swarm_prune_above(emulated, superpeers.is_some()),
+        args.prune_above,
+        args.coord_peers,
+    ) {
+        sc.template.limits.set_target_high(h);
     }
     sc.shard = shard_plan(&args).await?;
     let per_process = sc.shard.as_ref().map_or(n, |p| n.div_ceil(p.count));

@@ -76,11 +76,15 @@ pub const SWARM_PING_ROUNDS_PER_S: u64 = 200;
 /// 200-node swarm measurements run at.
 pub const SWARM_MIN_PING_S: u64 = 2;
 
-/// The default ping period of a one-process swarm of `nodes` with emulated latency:
+/// The default ping period of a one-process swarm of `nodes`: with emulated latency
 /// [`SWARM_MIN_PING_S`], or longer so that its nodes run at most [`SWARM_PING_ROUNDS_PER_S`]
-/// ping rounds a second together.
-pub fn swarm_ping_s(nodes: u64) -> u64 {
-    SWARM_MIN_PING_S.max(nodes.div_ceil(SWARM_PING_ROUNDS_PER_S))
+/// ping rounds a second together; without, [`SWARM_LOOPBACK_PING_S`].
+pub fn swarm_ping_s(nodes: u64, emulated: bool) -> u64 {
+    if emulated {
+        SWARM_MIN_PING_S.max(nodes.div_ceil(SWARM_PING_ROUNDS_PER_S))
+    } else {
+        SWARM_LOOPBACK_PING_S
+    }
 }
 
 /// The default ping period of a one-process swarm without emulated latency. Its RTTs are
@@ -100,6 +104,14 @@ pub const SWARM_LOOPBACK_PING_S: u64 = 60;
 /// steady CPU of 42-53 % of one core and 2.56-2.71 GiB; this one about 9, 29-37 % and
 /// 2.12-2.21 GiB (docs/results/leader-swarm.md).
 pub const SWARM_LOOPBACK_PRUNE_ABOVE: u32 = crate::config::GOSSIP_MESH_HIGH + 4;
+const _: () = assert!(SWARM_LOOPBACK_PRUNE_ABOVE >= crate::config::GOSSIP_MESH_HIGH + 2, "a full mesh and a ring");
+
+/// The default prune line of a one-process swarm, when it differs from the node's own:
+/// [`SWARM_LOOPBACK_PRUNE_ABOVE`] without emulated latency and without super peers (a
+/// super-peer node needs room for its overlay neighbours and its cluster).
+pub fn swarm_prune_above(emulated: bool, superpeers: bool) -> Option<u32> {
+    (!emulated && !superpeers).then_some(SWARM_LOOPBACK_PRUNE_ABOVE)
+}
 
 /// How to build a local swarm.
 #[derive(Debug, Clone)]
@@ -877,7 +889,8 @@ mod tests {
     #[test]
     fn the_swarms_pings_stay_within_its_budget_of_rounds_a_second() {
         for nodes in [1_u64, 20, 200, 399, 400, 401, 1_000, 5_000, 100_000] {
-            let s = swarm_ping_s(nodes);
+            assert_eq!(swarm_ping_s(nodes, false), SWARM_LOOPBACK_PING_S, "loopback: liveness only");
+            let s = swarm_ping_s(nodes, true);
             assert!(s >= SWARM_MIN_PING_S, "{nodes} nodes: {s} s");
             assert!(nodes as f64 / s as f64 <= SWARM_PING_ROUNDS_PER_S as f64, "{nodes} nodes ping every {s} s");
             assert!(
@@ -885,18 +898,21 @@ mod tests {
                 "{nodes} nodes: {s} s is longer than the budget needs"
             );
         }
-        assert_eq!(swarm_ping_s(200), 2, "the 200-node swarm pings as its measurements did");
-        assert_eq!(swarm_ping_s(1_000), 5);
+        assert_eq!(swarm_ping_s(200, true), 2, "the 200-node swarm pings as its measurements did");
+        assert_eq!(swarm_ping_s(1_000, true), 5);
     }
 
     #[test]
     fn the_loopback_prune_line_holds_a_full_mesh_and_a_rings_neighbours() {
         let node = crate::config::Limits::default();
-        assert!(SWARM_LOOPBACK_PRUNE_ABOVE >= crate::config::GOSSIP_MESH_HIGH + 2);
         assert!(SWARM_LOOPBACK_PRUNE_ABOVE > node.target_low, "the peer manager must have room to dial");
         assert!(SWARM_LOOPBACK_PRUNE_ABOVE < node.target_high, "a swarm on loopback keeps fewer than a node");
         let mut l = node.clone();
         l.set_target_high(SWARM_LOOPBACK_PRUNE_ABOVE);
         assert_eq!((l.inbound_gate, l.max_established), (node.inbound_gate, node.max_established), "the gates stay");
+        assert_eq!(swarm_prune_above(false, false), Some(SWARM_LOOPBACK_PRUNE_ABOVE));
+        for (emulated, superpeers) in [(true, false), (false, true), (true, true)] {
+            assert_eq!(swarm_prune_above(emulated, superpeers), None, "the node's own line");
+        }
     }
 }

@@ -22,6 +22,7 @@
 //! step).
 
 pub mod config;
+pub mod displace;
 pub mod estimate;
 pub mod heir;
 pub mod lookup;

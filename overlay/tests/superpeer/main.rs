@@ -5,6 +5,7 @@
 mod common;
 
 mod aging;
+mod displace;
 mod drift;
 mod estimate_pool;
 mod fresh_holder;

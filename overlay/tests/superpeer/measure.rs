@@ -551,3 +551,86 @@ fn a_late_node_survives_a_head_at_the_edge_of_the_space() {
         assert!(!measures(&fx).contains(&far.id), "a late node measured: {fx:?}");
     }
 }
+
+/// The regrets a node's effects report (`displace` module doc).
+fn regrets(fx: &[SpEffect]) -> Vec<(NodeId, Option<f32>)> {
+    fx.iter()
+        .filter_map(|e| match e {
+            SpEffect::Send { to, msg: SpMessage::Regret { loss } } => Some((*to, *loss)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A full cluster view of A: the default cap's members, this node among them.
+fn full_view(h: &Harness, full: bool) -> SpMessage {
+    let cap = SuperPeerConfig::default().cluster_cap as usize;
+    let size = if full { cap } else { cap - 1 };
+    let mut ids: Vec<NodeId> = (0..size as u64 - 1).map(|i| NodeId::from_u64(1000 + i)).collect();
+    ids.push(h.node.id());
+    ids.push(h.a.id);
+    let role = HeadRole::Token { token: TokenId(h.a.id.high_u64()), epoch: 0 };
+    SpMessage::ClusterView { role, members: Arc::from(ids) }
+}
+
+#[test]
+fn a_switch_between_measured_heads_bids_what_it_saves() {
+    let (mut h, fx) = Harness::start(seed());
+    let (_, b) = attached_to_a_measured(&mut h, &fx);
+    let fx = h.feed(SpInput::Rtt { peer: b, rtt: Some(0.015) });
+    let gains: Vec<f32> = fx
+        .iter()
+        .filter_map(|e| match e {
+            SpEffect::Send { to, msg: SpMessage::Bid { gain, .. } } if *to == b => Some(*gain),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(gains.len(), 1, "{fx:?}");
+    assert!((gains[0] - 0.025).abs() < 1e-6, "{gains:?}");
+}
+
+/// A round in which a neighbour's gossip keeps B in the cache (as gossip does in a network).
+fn tick_with_b(h: &mut Harness) -> Vec<SpEffect> {
+    let (b, from) = (h.b, h.ids[4]);
+    h.feed(SpInput::Message { from, msg: gossip(b) });
+    h.tick()
+}
+
+#[test]
+fn a_member_of_a_full_cluster_reports_its_regret_and_withdraws_it() {
+    let (mut h, fx) = Harness::start(seed());
+    let (a, b) = attached_to_a_measured(&mut h, &fx);
+    // B measured 50 ms: no switch, but leaving A (40 ms) for B would cost 10 ms.
+    assert!(attaches(&h.feed(SpInput::Rtt { peer: b, rtt: Some(0.050) })).is_empty());
+    assert!(regrets(&tick_with_b(&mut h)).is_empty(), "a regret while the cluster is not known full");
+    let full = full_view(&h, true);
+    h.feed(SpInput::Message { from: a, msg: full });
+    let sent: Vec<_> = (0..2).flat_map(|_| regrets(&tick_with_b(&mut h))).collect();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0].0, a);
+    assert!(sent[0].1.is_some_and(|l| (l - 0.010).abs() < 1e-6), "{sent:?}");
+    // Unchanged: not again. The cluster has room again: withdrawn, within the report period.
+    let again: Vec<_> = (0..6).flat_map(|_| regrets(&tick_with_b(&mut h))).collect();
+    assert!(again.is_empty(), "{again:?}");
+    let room = full_view(&h, false);
+    h.feed(SpInput::Message { from: a, msg: room });
+    let sent: Vec<_> = (0..6).flat_map(|_| regrets(&tick_with_b(&mut h))).collect();
+    assert_eq!(sent, vec![(a, None)]);
+}
+
+#[test]
+fn a_displaced_member_leaves_for_the_alternative_and_ignores_strangers() {
+    let (mut h, fx) = Harness::start(seed());
+    let (a, b) = attached_to_a_measured(&mut h, &fx);
+    h.feed(SpInput::Rtt { peer: b, rtt: Some(0.050) });
+    // From a node that is not its head: nothing.
+    let fx = h.feed(SpInput::Message { from: b, msg: SpMessage::Displaced });
+    assert!(fx.is_empty() && h.node.attached_to() == Some(a), "{fx:?}");
+    let fx = h.feed(SpInput::Message { from: a, msg: SpMessage::Displaced });
+    assert!(fx.iter().any(|e| matches!(e, SpEffect::Detached)), "{fx:?}");
+    assert_eq!(attaches(&fx), vec![b], "{fx:?}");
+    assert_eq!(h.node.attached_to(), None);
+    // A is backed off: refused by B, the node does not ask A again at once.
+    let fx = h.feed(SpInput::Message { from: b, msg: SpMessage::Refuse { full: true } });
+    assert!(!attaches(&fx).contains(&a), "{fx:?}");
+}

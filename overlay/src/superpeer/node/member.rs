@@ -67,6 +67,42 @@ impl SuperPeerNode {
         }
         self.probe(ctx);
         self.try_attach(ctx);
+        self.report_regret(ctx);
+    }
+
+    /// Tells our head what leaving would cost us while its cluster is full, and withdraws it
+    /// when it no longer is (`displace` module doc).
+    fn report_regret(&mut self, ctx: &mut SpContext<'_>) {
+        let Some(a) = self.attached.filter(|_| self.attaching.is_none()) else { return };
+        let cap = self.cfg.cluster_cap as usize;
+        let full = self.member_view.as_ref().is_some_and(|(h, _, ids)| *h == a.id && ids.len() > cap);
+        let round = self.round;
+        let now = if full {
+            let others = self.cache.iter().filter(|c| c.info.id != a.id && !c.refused_lately(round));
+            displace::loss(self.attached_rtt, others.map(|c| c.rtt))
+        } else {
+            None
+        };
+        let key = a.id.high_u64();
+        let last = self.regret_sent.filter(|s| s.head == key).map(|s| (s.loss, s.at));
+        if displace::report_due(last, now, round) {
+            ctx.send(a.id, SpMessage::Regret { loss: now });
+            self.regret_sent = Some(RegretSent { head: key, loss: now, at: round });
+        }
+    }
+
+    /// Our head gave our place to a node that needed it more (`displace` module doc): we back
+    /// off it as after a full head's refusal and attach where the cache says.
+    pub(super) fn on_displaced(&mut self, ctx: &mut SpContext<'_>, from: NodeId) {
+        if self.head.is_some() || self.attached.is_none_or(|a| a.id != from) {
+            return;
+        }
+        self.backoff(from);
+        self.attached = None;
+        self.member_view = None;
+        self.regret_sent = None;
+        ctx.push(SpEffect::Detached);
+        self.try_attach(ctx);
     }
 
     /// `id` is no head any more: forget it, and if it was our head, detach (without a
@@ -130,7 +166,18 @@ impl SuperPeerNode {
         };
         if go {
             self.attaching = Some((best.id, round));
-            ctx.send(best.id, SpMessage::Attach { point: me });
+            // A switch between two measured heads names what it saves: a full target may make
+            // room (`displace` module doc).
+            let gain = match self.attached {
+                Some(_) if !placing && measured && self.attached_rtt > 0.0 => (self.attached_rtt as f64 - d) as f32,
+                _ => 0.0,
+            };
+            let msg = if displace::valid_claim(gain) && gain > 0.0 {
+                SpMessage::Bid { point: me, gain }
+            } else {
+                SpMessage::Attach { point: me }
+            };
+            ctx.send(best.id, msg);
         }
     }
 }

@@ -26,8 +26,7 @@
 //!   `token-move-back` (the new holder is the node that handed this
 //!   token on last: a move undone) and `token-move-revisit` (it is one of the token's last
 //!   [`GIVERS`] givers), `promote`, and
-//!   `refuse-full` (`Refuse { full: true }` messages sent) and `displaced` (`Displaced`
-//!   messages sent: a full head gave a member's place to a bidder, `overlay::superpeer::displace`).
+//!   `refuse-full` (`Refuse { full: true }` messages sent).
 //! - Split offers (what keeps changing at 10^5 with split offers
 //!   on): `split-offer` (`Split` sent), `drain-start` (a holder that got an offer began to
 //!   drain: its first `StepDownTo`s), `step-down-to` (`StepDownTo` messages sent),
@@ -147,11 +146,8 @@ impl Churn {
         let s = slot as usize;
         let (pre_head, _, input) = self.pre;
         match e {
-            SpEffect::Send { msg: SpMessage::Attach { .. } | SpMessage::Bid { .. }, .. } => {
-                self.attach_trigger[s] = input
-            }
+            SpEffect::Send { msg: SpMessage::Attach { .. }, .. } => self.attach_trigger[s] = input,
             SpEffect::Send { msg: SpMessage::Refuse { full: true }, .. } => self.add("refuse-full"),
-            SpEffect::Send { msg: SpMessage::Displaced, .. } => self.add("displaced"),
             SpEffect::Send { msg: SpMessage::Split { .. }, .. } => self.add("split-offer"),
             SpEffect::Send { msg: SpMessage::HandoverRefuse { .. }, .. } => self.add("handover-refuse"),
             SpEffect::Send { msg: SpMessage::StepDownTo { .. }, .. } => {

@@ -31,13 +31,12 @@ use serde::{Deserialize, Serialize};
 
 /// The request-response protocol name.
 pub const SUPERPEER_PROTOCOL: &str = "/peerage/superpeer/2.0.0";
-/// The version this build speaks (first field of every frame). Version 3 adds the
-/// displacement messages `Bid`, `Regret` and `Displaced` (`overlay::superpeer::displace`),
-/// which a version-2 node cannot decode. Since version 2 the first id of a `ClusterView` and
-/// the first member of a `Handover` name the cluster's heir, which ranks above the other
-/// members in a re-election (`overlay::superpeer::heir`); a version-1 node would rank them all
-/// alike and could elect a second leader.
-pub const SP_WIRE_VERSION: u16 = 3;
+/// The version this build speaks (first field of every frame). Version 2:
+/// the bytes are those of version 1, but the first id of a `ClusterView` and the first
+/// member of a `Handover` now name the cluster's heir, which ranks above the other members in
+/// a re-election (`overlay::superpeer::heir`); a version-1 node would rank them all alike and
+/// could elect a second leader.
+pub const SP_WIRE_VERSION: u16 = 2;
 /// Largest request frame accepted or sent. A cluster view of 150 members with their book
 /// entries is about 12 KiB; a handover of 150 members and 16 token entries about 20 KiB.
 pub const MAX_SP_FRAME_BYTES: usize = 64 * 1024;
@@ -198,9 +197,6 @@ pub fn mentioned_ids(msg: &SpMessage) -> Vec<NodeId> {
         }
         SpMessage::MedoidProbe { sample } => sample.clone(),
         SpMessage::Attach { .. }
-        | SpMessage::Bid { .. }
-        | SpMessage::Regret { .. }
-        | SpMessage::Displaced
         | SpMessage::Refuse { .. }
         | SpMessage::Detach
         | SpMessage::StepDown

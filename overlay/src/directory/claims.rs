@@ -188,9 +188,6 @@ pub fn check_superpeer(d: &impl Ranks, from: NodeId, msg: &SpMessage) -> Result<
             _ => Ok(()),
         },
         SpMessage::Attach { .. }
-        | SpMessage::Bid { .. }
-        | SpMessage::Regret { .. }
-        | SpMessage::Displaced
         | SpMessage::ClusterView { .. }
         | SpMessage::Refuse { .. }
         | SpMessage::Detach

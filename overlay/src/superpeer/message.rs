@@ -126,16 +126,6 @@ pub enum SpMessage {
     /// on a stale position is refused"). Unlike `HandoverRefuse` the receiver may
     /// be asked again at once: the sender takes `point` and prices its next round with it.
     HandoverStale { token: TokenId, epoch: u32, point: Point },
-    /// A node attached elsewhere asks to join the receiver's cluster, which saves it `gain`
-    /// seconds of measured RTT: a full receiver may let go a member that reported a smaller
-    /// regret (`displace` module doc). A receiver with room takes it as an `Attach`.
-    Bid { point: Point, gain: f32 },
-    /// A member of a full cluster tells its head what leaving would cost it, seconds of
-    /// measured RTT (`None`: it knows no measured alternative; `displace` module doc).
-    Regret { loss: Option<f32> },
-    /// The head gave the member's place to a bidder that needed it more: attach elsewhere
-    /// (`displace` module doc).
-    Displaced,
 }
 
 impl SpMessage {
@@ -159,9 +149,6 @@ impl SpMessage {
             SpMessage::Takeover { .. } => "takeover",
             SpMessage::Election { .. } => "election",
             SpMessage::Access { .. } => "access",
-            SpMessage::Bid { .. } => "bid",
-            SpMessage::Regret { .. } => "regret",
-            SpMessage::Displaced => "displaced",
             SpMessage::Split { .. } => "split",
             SpMessage::HeadAlive { .. } => "head-alive",
             SpMessage::StepDownTo { .. } => "step-down-to",

@@ -22,7 +22,6 @@
 //! step).
 
 pub mod config;
-pub mod displace;
 pub mod estimate;
 pub mod heir;
 pub mod lookup;

@@ -360,12 +360,11 @@ pub fn token_view(token: TokenId, epoch: u32, members: &[NodeId]) -> SpMessage {
     SpMessage::ClusterView { role: HeadRole::Token { token, epoch }, members: Arc::from(members.to_vec()) }
 }
 
-/// The heads a node's effects ask to join (`Attach`, or `Bid` when switching between two
-/// measured heads).
+/// The heads a node's effects send `Attach` to.
 pub fn attaches(fx: &[SpEffect]) -> Vec<NodeId> {
     fx.iter()
         .filter_map(|e| match e {
-            SpEffect::Send { to, msg: SpMessage::Attach { .. } | SpMessage::Bid { .. } } => Some(*to),
+            SpEffect::Send { to, msg: SpMessage::Attach { .. } } => Some(*to),
             _ => None,
         })
         .collect()

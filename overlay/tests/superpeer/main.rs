@@ -5,7 +5,6 @@
 mod common;
 
 mod aging;
-mod displace;
 mod drift;
 mod estimate_pool;
 mod fresh_holder;

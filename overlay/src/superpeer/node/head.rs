@@ -69,9 +69,6 @@ impl SuperPeerNode {
             recreated: promote && matches!(role, HeadRole::Token { .. }),
             heir: None,
             heir_at: self.round,
-            regrets: Vec::new(),
-            price: 0.0,
-            price_at: self.round,
         }));
     }
 
@@ -461,41 +458,12 @@ impl SuperPeerNode {
         }
     }
 
-    /// A member's regret (`displace` module doc): kept while it is our member, dropped when
-    /// withdrawn.
-    pub(super) fn on_regret(&mut self, ctx: &mut SpContext<'_>, from: NodeId, loss: Option<f32>) {
-        if loss.is_some_and(|l| !displace::valid_claim(l)) {
-            ctx.push(SpEffect::Rejected { from, reason: "regret out of range", offence: None });
-            return;
-        }
-        let Some(h) = self.head.as_mut() else { return };
-        if !h.members.iter().any(|m| m.id == from) {
-            return;
-        }
-        match (h.regrets.binary_search_by(|r| r.0.cmp(&from)), loss) {
-            (Ok(i), Some(l)) => h.regrets[i].1 = l,
-            (Ok(i), None) => {
-                h.regrets.remove(i);
-            }
-            (Err(i), Some(l)) => h.regrets.insert(i, (from, l)),
-            (Err(_), None) => {}
-        }
-        if h.regrets.len() > h.members.len() + 16 {
-            // Prune the reports of nodes that left.
-            let members = &h.members;
-            h.regrets.retain(|r| members.iter().any(|m| m.id == r.0));
-        }
-    }
-
-    /// `Attach` (`gain` 0) or `Bid`: a head with room takes the node; a full one refuses it,
-    /// or gives it the place of a member whose reported regret is below `gain` (`displace`).
-    pub(super) fn on_attach(&mut self, ctx: &mut SpContext<'_>, from: NodeId, point: Point, gain: f32) {
+    pub(super) fn on_attach(&mut self, ctx: &mut SpContext<'_>, from: NodeId, point: Point) {
         if !point.is_valid() {
             ctx.push(SpEffect::Rejected { from, reason: "attach with a bad point", offence: None });
             return;
         }
         let cap = self.cfg.cluster_cap as usize;
-        let round = self.round;
         let Some(h) = self.head.as_mut() else {
             ctx.send(from, SpMessage::Refuse { full: false });
             return;
@@ -509,19 +477,6 @@ impl SuperPeerNode {
         } else if h.members.len() < cap {
             h.members.push(PeerInfo { id: from, point });
             h.dirty = true;
-        } else if let Some(out) = displace::displaced(
-            &h.members,
-            &h.regrets,
-            gain,
-            displace::price_now(h.price, round.wrapping_sub(h.price_at)),
-        ) {
-            h.members.retain(|m| m.id != out);
-            h.regrets.retain(|r| r.0 != out);
-            h.members.push(PeerInfo { id: from, point });
-            h.dirty = true;
-            h.price = gain;
-            h.price_at = round;
-            ctx.send(out, SpMessage::Displaced);
         } else {
             ctx.send(from, SpMessage::Refuse { full: true });
             return;

@@ -38,16 +38,7 @@ impl SuperPeerNode {
             }
             SpMessage::TokenGossip { entries, reply } => self.on_token_gossip(ctx, from, entries, reply),
             SpMessage::SizeSamples { samples } => self.on_size_samples(ctx, from, samples),
-            SpMessage::Attach { point } => self.on_attach(ctx, from, point, 0.0),
-            SpMessage::Bid { point, gain } => {
-                if !displace::valid_claim(gain) {
-                    ctx.push(SpEffect::Rejected { from, reason: "bid with a gain out of range", offence: None });
-                    return;
-                }
-                self.on_attach(ctx, from, point, gain)
-            }
-            SpMessage::Regret { loss } => self.on_regret(ctx, from, loss),
-            SpMessage::Displaced => self.on_displaced(ctx, from),
+            SpMessage::Attach { point } => self.on_attach(ctx, from, point),
             SpMessage::Accept { role: _, head } => {
                 // A late `Accept` (its `Attach` timed out after 3 rounds, a slow link, or we
                 // asked another head since) is taken while we have no head and know this one

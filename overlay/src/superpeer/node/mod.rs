@@ -26,7 +26,6 @@
 //! [`crate::detect`], what a lookup's answer is worth in [`super::lookup`].
 
 use super::config::{prefix_bits, Method, SuperPeerConfig};
-use super::displace;
 use super::estimate::{SizeEstimator, SizeSample, MAX_SAMPLES_PER_MESSAGE, PARALLEL_LOOKUPS, PUSH_PEERS};
 use super::heir;
 use super::medoid;
@@ -459,22 +458,6 @@ struct Head {
     /// step 5, "The heir"), and the round it was last chosen.
     heir: Option<NodeId>,
     heir_at: u32,
-    /// Members' regrets (`Regret`), seconds, sorted by id; reports of nodes that left are
-    /// ignored and pruned (`displace` module doc).
-    regrets: Vec<(NodeId, f32)>,
-    /// The gain of the last bid that displaced a member, seconds: the next must beat it
-    /// (`displace` module doc, the head's price).
-    price: f32,
-    price_at: u32,
-}
-
-/// The last regret a member reported (`displace` module doc): to which head (its id's first
-/// 64 bits), what (`None`: withdrawn) and when.
-#[derive(Clone, Copy, Debug)]
-struct RegretSent {
-    head: u64,
-    loss: Option<f32>,
-    at: u32,
 }
 
 /// A measured medoid step of a holder (`medoid` module doc): the sampled
@@ -715,7 +698,6 @@ pub struct SuperPeerNode {
     /// it is our head we look for our own place as an unattached node does (by prediction, not
     /// only measurement), it being the head we fall back on.
     placing: Option<NodeId>,
-    regret_sent: Option<RegretSent>,
     member_view: Option<(NodeId, HeadRole, Arc<[NodeId]>)>,
     /// A member-less head named us its backup: its view and the round it came.
     backup_view: Option<(NodeId, HeadRole, Arc<[NodeId]>, u32)>,
@@ -817,7 +799,6 @@ impl SuperPeerNode {
             attached_probed: 0,
             attaching: None,
             placing: None,
-            regret_sent: None,
             member_view: None,
             backup_view: None,
             election: None,
@@ -1087,7 +1068,7 @@ impl SuperPeerNode {
             b += std::mem::size_of::<Head>();
             b += h.members.capacity() * std::mem::size_of::<PeerInfo>()
                 + h.view.capacity() * std::mem::size_of::<TokenEntry>()
-                + (h.access.capacity() + h.regrets.capacity()) * std::mem::size_of::<(NodeId, f32)>();
+                + h.access.capacity() * std::mem::size_of::<(NodeId, f32)>();
             if let Some(m) = &h.medoid {
                 b += std::mem::size_of::<MedoidRound>()
                     + m.sample.capacity() * (std::mem::size_of::<NodeId>() + 4)

@@ -138,10 +138,13 @@ pub struct DiscoveryConfig {
     /// within a few exchanges; each neighbour is a connection a real node keeps open.
     pub neighbours: usize,
     /// Known heads a node keeps, nearest first. 6: a node nearly always knows one with room,
-    /// and the entries fit inside the node's state (a million simulated nodes).
+    /// and the entries fit inside the node's state (a million simulated nodes). More placed
+    /// the tokens no better (N = 1,000, seeds 1-40: 1.098 x the k-median with 10, 1.106 with
+    /// 16, against 1.088).
     pub cache_size: usize,
     /// A member switches only to a head this factor nearer than its own (measured). 0.9:
-    /// without the margin members swap between heads of nearly equal distance.
+    /// without the margin members swap between heads of nearly equal distance; 0.95 placed
+    /// the tokens no better (N = 1,000, seeds 1-40: 1.106 x the k-median against 1.088).
     pub switch_factor: f64,
 }
 

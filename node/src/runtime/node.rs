@@ -11,7 +11,8 @@
 //! - `SendFailed` when a point-to-point election request fails; a failure to *dial* the
 //!   peer also reports it `PeerDown`. A request whose connection closed under it, to a peer
 //!   that was not silent, is first sent again, for up to 2 s, when the algorithm takes copies
-//!   (`overlay::detect::failure::after_election_failure`);
+//!   (`overlay::detect::failure::after_election_failure`); one the live peer rejected is
+//!   sent again for up to 2 s and then dropped (`after_election_rejected`);
 //! - `PeerUp`/`PeerDown`: for the echo election, which runs over the actual topology, on the
 //!   first connection to / loss of the last connection to a peer; for the other algorithms
 //!   `PeerDown` is reported only when a peer is lost for good: the connection to the leader
@@ -90,7 +91,7 @@ use libp2p::multiaddr::Protocol;
 use libp2p::swarm::{dial_opts::DialOpts, ConnectionError, ConnectionId, SwarmEvent};
 use libp2p::{gossipsub, identify, kad, request_response, Multiaddr, PeerId, Swarm};
 use overlay::connections::{Keep, PeerInfo, PeerManager, Policy};
-use overlay::detect::failure::{after_election_failure, ElectionNext, ElectionSent};
+use overlay::detect::failure::{after_election_failure, after_election_rejected, ElectionNext, ElectionSent};
 use overlay::detect::stall::{StallMeter, LATENESS_WINDOW};
 use overlay::detect::start::{Facts, Kickoff, StartConfig, StartPolicy};
 use overlay::detect::Resends;
@@ -1215,9 +1216,17 @@ impl Node {
                 let _ = self.swarm.behaviour_mut().election.send_response(channel, ack);
             }
             Event::Message { peer, message: RrMessage::Response { request_id, response }, .. } => {
-                self.pending.remove(&request_id);
+                let sent = self.pending.remove(&request_id);
                 if response.first() != Some(&ACK_OK) {
                     debug!(%peer, "peer refused our election frame");
+                    // The peer's view may lag ours (`overlay::detect::failure::after_election_rejected`).
+                    if let Some(Pending { to, msg, resends, .. }) = sent {
+                        if let Some(wait) = after_election_rejected(resends) {
+                            debug!(%peer, kind = msg.kind(), ?wait, "sending the rejected election message again");
+                            let at = self.clock.now() + wait;
+                            self.resends.push(at, Resend { to, msg, resends: resends + 1 });
+                        }
+                    }
                 }
             }
             Event::OutboundFailure { peer, request_id, error, .. } => {

@@ -33,6 +33,13 @@
 //!   leader instead of being passed on, and a process that named itself and meets a higher
 //!   lap of the same epoch, or whose own lap comes back while it names a higher leader, elects
 //!   again.
+//! - **A lap the ring outgrew** (ours): a process that already names the leader passes a second
+//!   `elected` lap of the epoch on only if its next hop is no longer the process it told: its
+//!   membership grew since, and the processes now between them may be waiting. Else the copy
+//!   is a catch-up echo and stops. Without it a five-process start-up named its leader in 12-13
+//!   s instead of 2: the first lap passed processes that did not yet know all members, the two
+//!   it skipped started late elections, and the leader's answering lap stopped at the first
+//!   process that already named it, so they waited for the 10 s lap timer.
 //! - **Lap timer**: a participant, and a leader whose `elected` lap is out, arm `Lap`; it
 //!   elects again when it fires, doubling the timeout with each consecutive restart.
 //! - **Recoveries**: `PeerUp` of a process above the leader (or, during an election, above
@@ -45,7 +52,7 @@
 //! flags, leader, backoff and the (usually empty) suspects list; the group is shared.
 
 use crate::driver::{Context, Election, Input, Timer};
-use crate::election::ring::{backoff, is_member, Next, Suspects, MAX_BACKOFF_SHIFT};
+use crate::election::ring::{backoff, is_member, next_live, Next, Suspects, MAX_BACKOFF_SHIFT};
 use crate::election::watch::LeaderSilence;
 use crate::election::{ElectionConfig, LapRule, Message};
 use crate::id::{NodeId, Rank};
@@ -73,6 +80,9 @@ pub struct ChangRoberts {
     /// This process named itself and its `elected` lap is out: the `Lap` timer guards it
     /// (a forwarder can crash with it).
     announcing: bool,
+    /// The first 64 bits of the id of the process this one last sent an `elected` lap on to,
+    /// in this epoch (see "A lap the ring outgrew"; the bits keep the state small).
+    lap_to: Option<u64>,
 }
 
 impl ChangRoberts {
@@ -90,6 +100,7 @@ impl ChangRoberts {
             stale: None,
             restarts: 0,
             announcing: false,
+            lap_to: None,
         }
     }
 
@@ -117,6 +128,16 @@ impl ChangRoberts {
         self.dead.next_after(self.group.len(), me as usize, t)
     }
 
+    /// The process an `elected(leader)` lap goes to next from here, if any.
+    fn next_lap_hop(&self, leader: Rank) -> Option<NodeId> {
+        let pos = self.pos?;
+        let stop = if leader == self.me { None } else { self.pos_of(&leader.id) };
+        match next_live(self.group.len(), pos as usize, &self.dead, stop) {
+            Next::To(p) => Some(self.group.ranks()[p].id),
+            _ => None,
+        }
+    }
+
     fn become_participant(&mut self, ctx: &mut Context<'_>) {
         if !self.participant {
             self.participant = true;
@@ -134,6 +155,7 @@ impl ChangRoberts {
         }
         self.participant = false;
         self.announcing = false;
+        self.lap_to = None;
     }
 
     /// Hold a new election at a new epoch; `dead_now` is a process just found dead, kept
@@ -150,6 +172,7 @@ impl ChangRoberts {
         self.leader = None;
         self.participant = false;
         self.announcing = false;
+        self.lap_to = None;
         ctx.started();
         self.become_participant(ctx);
         self.send_election(ctx, self.me);
@@ -225,6 +248,7 @@ impl ChangRoberts {
             Next::To(p) => {
                 let to = self.group.ranks()[p].id;
                 ctx.send(to, Message::CrElected { epoch: self.epoch, leader });
+                self.lap_to = Some(to.high_u64());
                 if leader == self.me && !self.participant {
                     // Our own lap: wait for it to come back (see "Lost `elected` lap").
                     self.announcing = true;
@@ -327,7 +351,15 @@ impl ChangRoberts {
             // Two laps of one epoch (possible only when processes recovered while it ran):
             // a process only ever moves to a higher leader within an epoch.
             if cur == leader {
-                return; // already announced here (a catch-up echo)
+                // Already announced here: a catch-up echo, or a second lap of the leader
+                // (it answered a late initiator's election). That lap goes on only if this
+                // process's next hop is no longer the one it told: the ring grew since, and
+                // the processes it now passes may wait for the leader ("A lap the ring
+                // outgrew").
+                if self.next_lap_hop(leader).is_some_and(|to| Some(to.high_u64()) != self.lap_to) {
+                    self.send_elected(ctx, leader);
+                }
+                return;
             }
             if leader < cur {
                 // Tell the lower leader about the higher one instead of passing its lap on.
@@ -772,6 +804,36 @@ mod tests {
         assert!(fx6.is_empty(), "{fx6:?}");
         assert!(p.in_election());
         assert_eq!(p.state(), "Candidate");
+    }
+
+    /// A second `elected` lap of the same epoch goes on from a process whose ring grew since
+    /// the first passed (a real five-process start-up: the first lap reached the lowest
+    /// process while it knew three members, skipped the two it did not know yet, and they,
+    /// starting late, waited for the 10 s lap timer because the leader's second lap stopped at
+    /// the lowest process). Process 0 first knows {0, 3, 4}; the leader 4's lap passes it to
+    /// 3. Once it knows all five, the leader's second lap passes it to 1; a third copy (a
+    /// catch-up echo) goes nowhere.
+    #[test]
+    fn cr_a_second_lap_goes_on_where_the_ring_grew() {
+        use crate::driver::Effect;
+        let ranks: Vec<Rank> = (0..5).map(|i| Rank::new(0, NodeId::from_u64(i + 1))).collect();
+        let few = Arc::new(Membership::new([ranks[0], ranks[3], ranks[4]]));
+        let all = Arc::new(Membership::new(ranks.iter().copied()));
+        let mut p = ChangRoberts::new(ranks[0], few, &cfg());
+        let (leader, from) = (ranks[4], ranks[4].id);
+        feed(&mut p, Input::Message { from, msg: Message::CrElection { epoch: 1, candidate: leader } });
+        let lap = Message::CrElected { epoch: 1, leader };
+        let sends =
+            |fx: Vec<Effect>| -> Vec<Effect> { fx.into_iter().filter(|e| matches!(e, Effect::Send { .. })).collect() };
+        let fx = sends(feed(&mut p, Input::Message { from, msg: lap.clone() }));
+        assert_eq!(fx, vec![Effect::Send { to: ranks[3].id, msg: lap.clone() }]);
+        // Nothing new while the ring is the same.
+        assert!(sends(feed(&mut p, Input::Message { from, msg: lap.clone() })).is_empty());
+        feed(&mut p, Input::Membership(all));
+        let fx = sends(feed(&mut p, Input::Message { from, msg: lap.clone() }));
+        assert_eq!(fx, vec![Effect::Send { to: ranks[1].id, msg: lap.clone() }]);
+        assert!(sends(feed(&mut p, Input::Message { from, msg: lap })).is_empty(), "a catch-up echo went on");
+        assert_eq!(p.leader(), Some(leader.id));
     }
 
     /// Within an epoch a process only moves to a higher leader, also after a second

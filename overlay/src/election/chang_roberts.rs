@@ -128,11 +128,19 @@ impl ChangRoberts {
         self.dead.next_after(self.group.len(), me as usize, t)
     }
 
+    /// Where an `elected(leader)` lap ends: at the leader, or nowhere for our own lap.
+    fn lap_stop(&self, leader: Rank) -> Option<usize> {
+        if leader == self.me {
+            None
+        } else {
+            self.pos_of(&leader.id)
+        }
+    }
+
     /// The process an `elected(leader)` lap goes to next from here, if any.
     fn next_lap_hop(&self, leader: Rank) -> Option<NodeId> {
         let pos = self.pos?;
-        let stop = if leader == self.me { None } else { self.pos_of(&leader.id) };
-        match next_live(self.group.len(), pos as usize, &self.dead, stop) {
+        match next_live(self.group.len(), pos as usize, &self.dead, self.lap_stop(leader)) {
             Next::To(p) => Some(self.group.ranks()[p].id),
             _ => None,
         }
@@ -242,7 +250,7 @@ impl ChangRoberts {
     /// process that skips it, which holds a new election).
     fn send_elected(&mut self, ctx: &mut Context<'_>, leader: Rank) {
         let Some(pos) = self.pos else { return };
-        let stop = if leader == self.me { None } else { self.pos_of(&leader.id) };
+        let stop = self.lap_stop(leader);
         let n = self.group.len();
         match self.dead.walk(n, pos as usize, stop) {
             Next::To(p) => {

@@ -8,7 +8,7 @@
 //! Short run (CI): proptest's default of 256 cases per property. Long run:
 //! `PROPTEST_CASES=200000 cargo nextest run -p overlay -p peerage-node -E 'binary(decoders)'`.
 
-use libp2p_identity::Keypair;
+use libp2p_identity::{Keypair, PeerId};
 use overlay::directory::{
     Bounds, Directory, RecordBody, SignedBroadcast, SignedRecord, SyncBody, SyncFrame, MEMBERS_VERSION,
 };
@@ -62,10 +62,13 @@ fn record(key: &Keypair, priority: u64) -> SignedRecord {
 /// One valid frame of every members-sync kind.
 fn members_frames() -> Vec<Vec<u8>> {
     let recs: Vec<SignedRecord> = (0..3).map(|i| record(&Keypair::generate_ed25519(), i)).collect();
+    let node = overlay::directory::node_id_of(&PeerId::random());
+    let want = vec![overlay::directory::members::bucket_of(&node) as u16];
+    let versions = vec![overlay::directory::members::Version { node, incarnation: 5 }];
     [
         SyncBody::Digest { count: 3, buckets: vec![0; overlay::directory::members::BUCKETS] },
-        SyncBody::Delta { entries: recs.clone(), want: vec![1, 2, 3] },
-        SyncBody::Push { entries: recs },
+        SyncBody::Summary { want: want.clone(), versions },
+        SyncBody::Push { entries: recs, ask: vec![node] },
     ]
     .into_iter()
     .map(|body| postcard::to_stdvec(&SyncFrame { version: MEMBERS_VERSION, body }).unwrap())

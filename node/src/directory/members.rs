@@ -12,7 +12,7 @@
 //! checked (`overlay::directory::memo`): the nodes of a swarm check each record once between
 //! them.
 //!
-//! All three sync messages travel as requests; the codec's responses are one-byte
+//! All four sync messages travel as requests; the codec's responses are one-byte
 //! acknowledgements ([`ACK_EQUAL`] answers a digest that was equal).
 
 use libp2p::identity::Keypair;
@@ -229,9 +229,10 @@ mod tests {
         let mut a = Directory::new(Keypair::generate_ed25519(), 3, bounds.clone(), vec![]).unwrap();
         let mut b = Directory::new(Keypair::generate_ed25519(), 4, bounds, vec![]).unwrap();
         let digest = a.digest_frame().unwrap();
-        let delta = b.handle(a.inner.me(), &digest).unwrap().reply.unwrap();
-        let push = a.handle(b.inner.me(), &delta).unwrap().reply.unwrap();
-        b.handle(a.inner.me(), &push).unwrap();
+        let summary = b.handle(a.inner.me(), &digest).unwrap().reply.unwrap();
+        let push = a.handle(b.inner.me(), &summary).unwrap().reply.unwrap();
+        let answer = b.handle(a.inner.me(), &push).unwrap().reply.unwrap();
+        assert!(a.handle(b.inner.me(), &answer).unwrap().reply.is_none());
         assert_eq!((a.len(), b.len()), (2, 2));
         let inc = a.inner.own().unwrap().incarnation;
         a.set_my_addrs(vec!["/memory/7".parse().unwrap()]);

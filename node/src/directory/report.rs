@@ -96,13 +96,15 @@ pub fn add(a: SyncStats, b: &SyncStats) -> SyncStats {
         digests_sent: a.digests_sent + b.digests_sent,
         digests_received: a.digests_received + b.digests_received,
         equal: a.equal + b.equal,
-        deltas_sent: a.deltas_sent + b.deltas_sent,
-        deltas_received: a.deltas_received + b.deltas_received,
+        summaries_sent: a.summaries_sent + b.summaries_sent,
+        summaries_received: a.summaries_received + b.summaries_received,
+        versions_sent: a.versions_sent + b.versions_sent,
         pushes_sent: a.pushes_sent + b.pushes_sent,
         pushes_received: a.pushes_received + b.pushes_received,
         entries_sent: a.entries_sent + b.entries_sent,
         entries_received: a.entries_received + b.entries_received,
         entries_new: a.entries_new + b.entries_new,
+        asked: a.asked + b.asked,
         failures: a.failures + b.failures,
         failures_by: {
             let mut f = a.failures_by;

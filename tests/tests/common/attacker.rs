@@ -149,7 +149,8 @@ pub fn record(key: &Keypair, priority: u64, incarnation: u64, addrs: &[Multiaddr
 
 /// A members `Push` frame.
 pub fn push(entries: Vec<SignedRecord>) -> Vec<u8> {
-    postcard::to_stdvec(&SyncFrame { version: MEMBERS_VERSION, body: SyncBody::Push { entries } }).expect("encode")
+    postcard::to_stdvec(&SyncFrame { version: MEMBERS_VERSION, body: SyncBody::Push { entries, ask: vec![] } })
+        .expect("encode")
 }
 
 /// An election frame of scope 0.

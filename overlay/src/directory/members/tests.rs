@@ -50,10 +50,11 @@ fn stranger(priority: u64, incarnation: u64) -> (PeerId, SignedRecord) {
 }
 
 fn push(entries: Vec<SignedRecord>) -> Vec<u8> {
-    encode(SyncBody::Push { entries }).unwrap()
+    encode(SyncBody::Push { entries, ask: vec![] }).unwrap()
 }
 
-/// One push-pull exchange from `a` to `b`; returns the frames moved.
+/// One push-pull exchange from `a` to `b` (digest, summary, push and asks, answer); returns
+/// the frames moved.
 fn exchange(a: &mut Peer, b: &mut Peer) -> usize {
     exchange_at(a, b, NOW)
 }
@@ -61,20 +62,19 @@ fn exchange(a: &mut Peer, b: &mut Peer) -> usize {
 /// [`exchange`] at wall-clock time `now`.
 fn exchange_at(a: &mut Peer, b: &mut Peer, now: u64) -> usize {
     let (ida, idb) = (a.id(), b.id());
-    let mut frames = 1;
     let digest = a.dir.digest_frame().unwrap();
     let h = b.dir.handle(ida, &digest, now).unwrap();
     if h.equal {
         a.dir.digest_acknowledged_equal();
-        return frames;
+        return 1;
     }
-    if let Some(delta) = h.reply {
+    // Frames alternate: b's summary to a, a's push to b, b's answer to a.
+    let (mut frames, mut reply, mut to_a) = (1, h.reply, true);
+    while let Some(frame) = reply {
         frames += 1;
-        let h2 = a.dir.handle(idb, &delta, now).unwrap();
-        if let Some(p) = h2.reply {
-            frames += 1;
-            b.dir.handle(ida, &p, now).unwrap();
-        }
+        let (to, from) = if to_a { (&mut *a, idb) } else { (&mut *b, ida) };
+        reply = to.dir.handle(from, &frame, now).unwrap().reply;
+        to_a = !to_a;
     }
     frames
 }
@@ -94,8 +94,12 @@ fn same(a: &Directory, b: &Directory) -> bool {
     a.bucket_hashes() == b.bucket_hashes() && a.len() == b.len()
 }
 
+fn body(frame: &[u8]) -> SyncBody {
+    postcard::from_bytes::<SyncFrame>(frame).unwrap().body
+}
+
 #[test]
-fn delta_exchange_moves_only_what_differs() {
+fn summary_exchange_moves_only_what_differs() {
     let shared: Vec<Keypair> = (0..200).map(|_| Keypair::generate_ed25519()).collect();
     let mut a = Peer::new(1);
     let mut b = Peer::new(2);
@@ -106,22 +110,62 @@ fn delta_exchange_moves_only_what_differs() {
     b.dir.handle(sb, &push(all), NOW).unwrap();
     let (x, y) = (stranger(7, NOW), stranger(8, NOW));
     a.dir.handle(sa, &push(vec![x.1]), NOW).unwrap();
-    b.dir.handle(sb, &push(vec![y.1, record(&shared[0], 0, NOW + 9, vec![]).signed]), NOW).unwrap();
+    let newer = record(&shared[0], 0, NOW + 9, vec![]).signed;
+    b.dir.handle(sb, &push(vec![y.1, newer.clone()]), NOW).unwrap();
     let digest = a.dir.digest_frame().unwrap();
     let h = b.dir.handle(a.id(), &digest, NOW).unwrap();
     assert!(!h.equal);
-    let delta = h.reply.unwrap();
-    let SyncFrame { body: SyncBody::Delta { entries, want }, .. } = postcard::from_bytes(&delta).unwrap() else {
-        panic!("expected a delta");
-    };
-    assert!(want.len() <= 5, "{} buckets", want.len());
-    assert!(entries.len() < 20, "{} entries in the delta of 203", entries.len());
-    let h2 = a.dir.handle(b.id(), &delta, NOW).unwrap();
-    assert!(h2.changed >= 3, "b, y and the newer incarnation");
-    b.dir.handle(a.id(), &h2.reply.expect("a has what b lacks"), NOW).unwrap();
+    let summary = h.reply.unwrap();
+    let SyncBody::Summary { want, versions } = body(&summary) else { panic!("expected a summary") };
+    assert!(want.len() <= 7, "{} buckets", want.len());
+    assert!(versions.len() < 20, "{} versions in the summary of 203", versions.len());
+    // a pushes exactly the records b lacks (a itself and x) and asks for exactly those b holds
+    // newer or alone (b itself, y, and shared[0]'s newer incarnation).
+    let h2 = a.dir.handle(b.id(), &summary, NOW).unwrap();
+    let push_frame = h2.reply.expect("a has what b lacks");
+    let SyncBody::Push { entries, ask } = body(&push_frame) else { panic!("expected a push") };
+    let mut pushed: Vec<PeerId> = entries.iter().map(|e| e.subject().unwrap()).collect();
+    pushed.sort();
+    let mut expect = vec![a.id(), x.0];
+    expect.sort();
+    assert_eq!(pushed, expect);
+    let mut asked = ask.clone();
+    asked.sort();
+    let mut expect: Vec<NodeId> = [b.id(), y.0, shared[0].public().to_peer_id()].iter().map(node_id_of).collect();
+    expect.sort();
+    assert_eq!(asked, expect);
+    let h3 = b.dir.handle(a.id(), &push_frame, NOW).unwrap();
+    assert_eq!(h3.changed, 2, "a and x are new to b");
+    let answer = h3.reply.expect("b answers the asks");
+    let SyncBody::Push { entries, ask } = body(&answer) else { panic!("expected a push") };
+    assert!(ask.is_empty(), "an answer asks nothing, so the exchange ends");
+    assert_eq!(entries.len(), 3);
+    assert!(entries.contains(&newer));
+    let h4 = a.dir.handle(b.id(), &answer, NOW).unwrap();
+    assert_eq!(h4.changed, 3);
+    assert!(h4.reply.is_none());
     assert!(same(&a.dir, &b.dir));
     assert_eq!(a.dir.get(&shared[0].public().to_peer_id()).unwrap().incarnation, NOW + 9);
     assert_eq!(exchange(&mut a, &mut b), 1);
+}
+
+/// Asks name members; a node answers with the records it holds, each once, and a push that
+/// asks only for members it does not hold gets no answer.
+#[test]
+fn asks_are_answered_with_held_records_only_once_each() {
+    let mut b = Peer::new(2);
+    let (p, e) = stranger(7, NOW);
+    b.dir.handle(PeerId::random(), &push(vec![e.clone()]), NOW).unwrap();
+    let from = PeerId::random();
+    let unknown = node_id_of(&PeerId::random());
+    let ask = |ask: Vec<NodeId>| encode(SyncBody::Push { entries: vec![], ask }).unwrap();
+    let h = b.dir.handle(from, &ask(vec![node_id_of(&p), unknown, node_id_of(&p)]), NOW).unwrap();
+    let SyncBody::Push { entries, ask: none } = body(&h.reply.unwrap()) else { panic!("expected a push") };
+    assert_eq!(entries, vec![e]);
+    assert!(none.is_empty());
+    assert!(b.dir.handle(from, &ask(vec![unknown]), NOW).unwrap().reply.is_none());
+    let too_many = ask(vec![unknown; MAX_ENTRIES_PER_FRAME + 1]);
+    assert_eq!(b.dir.handle(from, &too_many, NOW), Err(SyncError::TooMany(MAX_ENTRIES_PER_FRAME + 1)));
 }
 
 #[test]
@@ -135,7 +179,7 @@ fn joining_node_pulls_a_snapshot_in_one_exchange() {
     big.dir.handle(PeerId::random(), &push(entries), NOW).unwrap();
     let mut joiner = Peer::new(2);
     assert!(!joiner.dir.has_exchanged());
-    assert_eq!(exchange(&mut joiner, &mut big), 3);
+    assert_eq!(exchange(&mut joiner, &mut big), 4);
     assert!(same(&joiner.dir, &big.dir));
     assert_eq!(joiner.dir.len(), 302);
     let some = *big.dir.iter().find(|(_, m)| m.priority == 17).unwrap().0;
@@ -560,12 +604,18 @@ fn malformed_frames_are_errors_and_change_nothing() {
     let before = *d.dir.bucket_hashes();
     assert!(d.dir.handle(from, &[1, 2, 3], NOW).is_err());
     assert!(matches!(d.dir.handle(from, &[], NOW), Err(SyncError::Malformed(_))));
-    let v2 = postcard::to_stdvec(&SyncFrame { version: 2, body: SyncBody::Push { entries: vec![] } }).unwrap();
+    let v2 =
+        postcard::to_stdvec(&SyncFrame { version: 2, body: SyncBody::Push { entries: vec![], ask: vec![] } }).unwrap();
     assert_eq!(d.dir.handle(from, &v2, NOW), Err(SyncError::Version(2)));
     let short = encode(SyncBody::Digest { count: 1, buckets: vec![0; 3] }).unwrap();
     assert_eq!(d.dir.handle(from, &short, NOW), Err(SyncError::Buckets(3)));
-    let bad_bucket = encode(SyncBody::Delta { entries: vec![], want: vec![BUCKETS as u16] }).unwrap();
+    let bad_bucket = encode(SyncBody::Summary { want: vec![BUCKETS as u16], versions: vec![] }).unwrap();
     assert_eq!(d.dir.handle(from, &bad_bucket, NOW), Err(SyncError::BadBucket(BUCKETS as u16)));
+    // A version outside the buckets the summary names is a lie about what differs.
+    let node = node_id_of(&PeerId::random());
+    let other = ((bucket_of(&node) + 1) % BUCKETS) as u16;
+    let unwanted = encode(SyncBody::Summary { want: vec![other], versions: vec![Version { node, incarnation: NOW }] });
+    assert_eq!(d.dir.handle(from, &unwanted.unwrap(), NOW), Err(SyncError::Unwanted));
     let mut trailing = push(vec![]);
     trailing.push(0);
     assert!(d.dir.handle(from, &trailing, NOW).is_err());
@@ -573,7 +623,7 @@ fn malformed_frames_are_errors_and_change_nothing() {
     let too_many = push(vec![empty; MAX_ENTRIES_PER_FRAME + 1]);
     assert_eq!(d.dir.handle(from, &too_many, NOW), Err(SyncError::TooMany(MAX_ENTRIES_PER_FRAME + 1)));
     assert_eq!(*d.dir.bucket_hashes(), before);
-    assert_eq!(d.dir.stats().malformed, 7);
+    assert_eq!(d.dir.stats().malformed, 8);
 }
 
 #[test]
@@ -637,19 +687,21 @@ fn the_largest_frame_fits_the_members_frame_limit() {
         signature: vec![0xff; crate::directory::record::MAX_SIGNATURE_BYTES],
     };
     let entries = vec![largest; MAX_ENTRIES_PER_FRAME];
+    let ask = vec![NodeId([0xff; 32]); MAX_ENTRIES_PER_FRAME];
+    let push = encode(SyncBody::Push { entries, ask }).unwrap();
     let want: Vec<u16> = (0..BUCKETS as u16).collect();
-    let delta = encode(SyncBody::Delta { entries: entries.clone(), want }).unwrap();
-    let push = encode(SyncBody::Push { entries }).unwrap();
+    let versions = vec![Version { node: NodeId([0xff; 32]), incarnation: u64::MAX }; MAX_ENTRIES_PER_FRAME];
+    let summary = encode(SyncBody::Summary { want, versions }).unwrap();
     let digest = encode(SyncBody::Digest { count: u64::MAX, buckets: vec![u64::MAX; BUCKETS] }).unwrap();
-    for (what, frame) in [("delta", &delta), ("push", &push), ("digest", &digest)] {
+    for (what, frame) in [("push", &push), ("summary", &summary), ("digest", &digest)] {
         assert!(
             frame.len() <= MAX_MEMBERS_FRAME_BYTES,
             "a {what} of {} bytes, limit {MAX_MEMBERS_FRAME_BYTES}",
             frame.len()
         );
     }
-    // The limit is not slack: the largest delta takes all of it but a byte a record and a
-    // bucket (the varints counted at their widest) and the frame's own header.
-    let slack = MAX_MEMBERS_FRAME_BYTES - delta.len();
-    assert!(slack <= 16 + BUCKETS + MAX_ENTRIES_PER_FRAME, "{} of {MAX_MEMBERS_FRAME_BYTES}", delta.len());
+    // The limit is not slack: the largest push takes all of it but a byte a record (the
+    // varints counted at their widest) and the frame's own header.
+    let slack = MAX_MEMBERS_FRAME_BYTES - push.len();
+    assert!(slack <= 16 + MAX_ENTRIES_PER_FRAME, "{} of {MAX_MEMBERS_FRAME_BYTES}", push.len());
 }

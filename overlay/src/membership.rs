@@ -38,8 +38,11 @@ fn hash_id(id: &NodeId) -> u64 {
 impl Membership {
     /// Build a group. Duplicate ids keep the first rank seen.
     pub fn new(ranks: impl IntoIterator<Item = Rank>) -> Membership {
-        let mut seen = FxHashSet::default();
-        let mut v: Vec<Rank> = Vec::new();
+        let ranks = ranks.into_iter();
+        // Sized up front: a node rebuilds its group of N members every feed while it joins.
+        let n = ranks.size_hint().0;
+        let mut seen = FxHashSet::with_capacity_and_hasher(n, Default::default());
+        let mut v: Vec<Rank> = Vec::with_capacity(n);
         for r in ranks {
             if seen.insert(r.id) {
                 v.push(r);

@@ -211,8 +211,8 @@ impl Directory {
     pub fn hot_len(&self) -> usize {
         self.inner.hot_len()
     }
-    pub fn forget_hot(&mut self) {
-        self.inner.forget_hot()
+    pub fn set_rumours(&mut self, on: bool) {
+        self.inner.set_rumours(on)
     }
     pub fn hot_frame(&mut self) -> Option<Vec<u8>> {
         self.inner.hot_frame()

@@ -102,6 +102,7 @@ use overlay::{Algorithm, Effect, Input, Message, NodeId, Rank};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
+use rustc_hash::FxHashSet;
 use serde_json::json;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -195,8 +196,9 @@ struct Node {
     /// Members already offered to the routing table, by the top 64 bits of their node id (a
     /// SHA-256: two members of a million share them with odds of about 3e-8, and the second
     /// would only be left out of the routing table). A peer id is 80 bytes: at 1,000 nodes in
-    /// one process that set was 0.19 GB.
-    kad_seen: HashSet<u64>,
+    /// one process that set was 0.19 GB. Hashed with Fx (a multiply): the keys are uniform
+    /// already, and the set is probed once per member at every feed.
+    kad_seen: FxHashSet<u64>,
     driver: ElectionDriver,
     /// When to start elections, and the leader's failure reports (`overlay::detect::start`).
     start: StartPolicy,
@@ -271,7 +273,8 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
     );
     let budget =
         InboundBudget::with_share(opts.cfg.limits.max_inbound_bytes, opts.cfg.limits.max_inbound_bytes_per_peer);
-    let directory = Directory::new(opts.key.clone(), opts.cfg.priority, opts.cfg.directory.bounds(), vec![])?;
+    let mut directory = Directory::new(opts.key.clone(), opts.cfg.priority, opts.cfg.directory.bounds(), vec![])?;
+    directory.set_rumours(opts.cfg.timing.members_push_fanout > 0);
     let key = opts.key.clone();
     let mut swarm = build_swarm_with_latency(opts.key, &opts.cfg, opts.transport, &budget, opts.latency.as_ref())?;
     let coords_cfg = CoordsConfig::default();
@@ -353,7 +356,7 @@ pub fn spawn(opts: NodeOptions) -> anyhow::Result<NodeHandle> {
             Duration::from_millis(opts.cfg.timing.members_sync_max_ms),
             clock.at(now),
         ),
-        kad_seen: HashSet::new(),
+        kad_seen: FxHashSet::default(),
         driver,
         start,
         clock,
@@ -1422,14 +1425,10 @@ impl Node {
 
     /// Member-directory rumours (`node/src/directory/members.rs`): the entries that changed here since the last
     /// tick, pushed once to `members_push_fanout` random connected peers (infect-and-die; the
-    /// digest exchange repairs what this misses). With fan-out 0 the changes are dropped.
+    /// digest exchange repairs what this misses). With fan-out 0 the directory tracks no changes.
     fn push_rumours(&mut self) {
         let fanout = self.cfg.timing.members_push_fanout as usize;
-        if fanout == 0 {
-            self.directory.forget_hot();
-            return;
-        }
-        if self.conns.is_empty() {
+        if fanout == 0 || self.conns.is_empty() {
             return;
         }
         let Some(frame) = self.directory.hot_frame() else { return };
@@ -1467,7 +1466,7 @@ impl Node {
         let fresh: Vec<(PeerId, u64, Vec<Multiaddr>)> = self
             .directory
             .iter()
-            .filter(|(p, m)| **p != self.peer_id && !m.addrs.is_empty() && !self.kad_seen.contains(&m.node.high_u64()))
+            .filter(|(p, m)| !self.kad_seen.contains(&m.node.high_u64()) && !m.addrs.is_empty() && **p != self.peer_id)
             .map(|(p, m)| (*p, m.node.high_u64(), m.addrs.clone()))
             .collect();
         for (p, seen, addrs) in fresh {

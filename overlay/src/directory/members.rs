@@ -260,6 +260,8 @@ pub struct Directory {
     /// The directory has been settled once: from then on new members are paced per sender.
     strict: bool,
     stats: SyncStats,
+    /// Track changed records for rumours ([`Self::set_rumours`]).
+    rumours: bool,
     hot: Vec<NodeId>,
     hot_set: HashSet<NodeId>,
     /// Records already checked in this process (`memo`), if shared.
@@ -333,6 +335,7 @@ impl Directory {
             exchanged: false,
             strict: false,
             stats: SyncStats::default(),
+            rumours: true,
             hot: Vec::new(),
             hot_set: HashSet::new(),
             memo: None,
@@ -397,7 +400,7 @@ impl Directory {
         let node = rec.node;
         self.members.insert(node, rec);
         self.tombstones.remove(&peer);
-        if self.hot_set.insert(node) {
+        if self.rumours && self.hot_set.insert(node) {
             self.hot.push(node);
         }
         if group_change {
@@ -564,12 +567,14 @@ impl Directory {
         self.hot.len()
     }
 
-    /// Forget the changed records without pushing them (rumours off).
-    pub fn forget_hot(&mut self) {
-        self.hot.clear();
-        self.hot_set.clear();
-        self.hot.shrink_to(64);
-        self.hot_set.shrink_to(64);
+    /// Track changed records for rumours, or not (then [`Self::hot_frame`] has none, and a
+    /// joining node's every admitted record costs no set insert).
+    pub fn set_rumours(&mut self, on: bool) {
+        self.rumours = on;
+        if !on {
+            self.hot = Vec::new();
+            self.hot_set = HashSet::new();
+        }
     }
 
     /// The rumour push: the records changed here since the last call (at most

@@ -67,7 +67,7 @@ fn members_frames() -> Vec<Vec<u8>> {
     let versions = vec![overlay::directory::members::Version { node, incarnation: 5 }];
     [
         SyncBody::Digest { count: 3, buckets: vec![0; overlay::directory::members::BUCKETS] },
-        SyncBody::Summary { want: want.clone(), versions },
+        SyncBody::Summary { want: want.clone(), versions, entries: recs.clone() },
         SyncBody::Push { entries: recs, ask: vec![node] },
     ]
     .into_iter()

@@ -14,14 +14,19 @@
 //!   the bucket hashes.
 //! - Once per sync period a node sends its digest to one random connected peer
 //!   ([`SyncBody::Digest`]). Equal: the receiver says so ([`Handled::equal`]). Different: it
-//!   answers with a [`SyncBody::Summary`]: the differing buckets and the *version* (node id,
-//!   incarnation) of each of its members in them. The first node then sends one
-//!   [`SyncBody::Push`] with its records of those buckets that the summary lacks or holds
-//!   older, and asks for the members it lacks or holds older; the answer is a `Push` of the
-//!   records asked for. Four messages instead of three, but only records that are news travel:
-//!   while 1,000 nodes joined, nearly every bucket differed, a delta of records carried the
-//!   whole directory each time, and decoding, checking and re-encoding records that were
-//!   already known took a third of the swarm's CPU. A version is 40 bytes, a record about 150.
+//!   answers with a [`SyncBody::Summary`]. For a differing bucket of at most six members whose
+//!   digest hash is the XOR of a subset of its own entries, the sender holds exactly that
+//!   subset: the summary carries the records it lacks. For every other differing bucket it
+//!   carries the *version* (node id, incarnation) of each member it holds there. The first
+//!   node admits the records, then sends one [`SyncBody::Push`] with its records of the
+//!   versioned buckets that the summary lacks or holds older, and asks for the members it
+//!   lacks or holds older; the answer is a `Push` of the records asked for. Only records that
+//!   are news travel: a delta of whole buckets carried the whole directory each time while
+//!   1,000 nodes joined (nearly every bucket differed), and decoding, checking and
+//!   re-encoding records already known took a third of the swarm's CPU. A version is 40
+//!   bytes, a record about 150. A joining node, whose buckets are mostly empty or subsets of
+//!   its peer's, gets its news in the first answer, as with a delta; versions cost two more
+//!   messages only where both sides hold something the other lacks.
 //! - **Rumours** (Demers et al.'s rumor mongering, infect-and-die): records that changed here
 //!   are pushed once to a few peers ([`Directory::hot_frame`]); the digest repairs what they miss.
 //! - **Settled** ([`Directory::settled`]): the group has not changed for a while and the last
@@ -30,20 +35,21 @@
 //!
 //! Every entry is a [`SignedRecord`] of its subject (`record`), admitted under `admission`'s
 //! rules; the sender of every frame is the authenticated peer that sent it, whose admission
-//! budget pays for the new members it brings. A version is only a claim of what its sender
-//! holds: it decides what is sent or asked for, never what is admitted. A refresh (same
-//! priority and addresses, a newer incarnation and expiry) travels like any change but does
-//! not count as a change of the group, so it does not unsettle elections. **Dead members leave**: a record whose expiry
-//! passed is removed ([`Directory::expire`]) and leaves a tombstone that refuses that
-//! incarnation or older until the tombstone expires; a live member re-signs its record when
-//! half of its lifetime is over. The directory is capped at `Bounds::max_members`.
+//! budget pays for the new members it brings. A digest or a version is only a claim of what
+//! its sender holds: it decides what is sent or asked for, never what is admitted. A refresh
+//! (same priority and addresses, a newer incarnation and expiry) travels like any change but
+//! does not count as a change of the group, so it does not unsettle elections. **Dead members
+//! leave**: a record whose expiry passed is removed ([`Directory::expire`]) and leaves a
+//! tombstone that refuses that incarnation or older until the tombstone expires; a live member
+//! re-signs its record when half of its lifetime is over. The directory is capped at `Bounds::max_members`.
 //!
 //! Choices where nothing is prescribed: 1,024 buckets (with 64 a delta was nearly the whole
 //! directory while 1,000 nodes joined); a summary carries at most [`MAX_ENTRIES_PER_FRAME`]
-//! versions, whole buckets only, and a push at most as many records and asks; versions name
-//! members by their whole node id (a shorter prefix lets two ids an attacker ground to share it
-//! keep two digests different for good, and no directory would settle); the entry hash is the
-//! top 64 bits of SHA-256 (stable across builds). Time is passed in as wall-clock microseconds
+//! records and versions, whole buckets only, and a push at most as many records and asks;
+//! versions name members by their whole node id (a shorter prefix lets two ids an attacker
+//! ground to share it keep two digests different for good, and no directory would settle);
+//! buckets of at most six members are matched against the digest by subset; the entry hash is
+//! the top 64 bits of SHA-256 (stable across builds). Time is passed in as wall-clock microseconds
 //! (records expire in wall-clock time, the same for every node up to clock skew).
 
 use super::admission::{AdmissionBudget, Bounds, Refusal, RefusalCounts};
@@ -62,13 +68,12 @@ pub const MEMBERS_VERSION: u16 = 4;
 pub const BUCKETS: usize = 1024;
 /// Records, versions or asks per sync frame (4,096 records of ~150 bytes are ~600 KiB).
 pub const MAX_ENTRIES_PER_FRAME: usize = 4096;
-/// A version on the wire at its largest: the node id and the incarnation's varint.
-const MAX_VERSION_WIRE_BYTES: usize = 32 + 10;
 /// The largest `Push`: [`MAX_ENTRIES_PER_FRAME`] records at their largest and as many asks.
 const MAX_PUSH_BYTES: usize = 16 + MAX_ENTRIES_PER_FRAME * (MAX_RECORD_WIRE_BYTES + 32);
 /// The largest `Summary`: every bucket wanted (a bucket below 16,384 is a varint of at most 2
-/// bytes) and [`MAX_ENTRIES_PER_FRAME`] versions.
-const MAX_SUMMARY_BYTES: usize = 16 + BUCKETS * 2 + MAX_ENTRIES_PER_FRAME * MAX_VERSION_WIRE_BYTES;
+/// bytes) and [`MAX_ENTRIES_PER_FRAME`] records and versions, counted as records at their
+/// largest (a version is at most 42 bytes).
+const MAX_SUMMARY_BYTES: usize = 16 + BUCKETS * 2 + MAX_ENTRIES_PER_FRAME * MAX_RECORD_WIRE_BYTES;
 /// Largest members frame: the larger of the largest `Push` and the largest `Summary`, plus the
 /// frame's own varints. Every node reads exactly this much, so no frame an honest node builds
 /// is refused for its size, and a longer one is malformed whoever sends it.
@@ -93,9 +98,10 @@ pub const MAX_TOMBSTONES: usize = 100_000;
 pub enum SyncBody {
     /// The sender's member count and bucket hashes.
     Digest { count: u64, buckets: Vec<u64> },
-    /// The buckets that differ from the receiver's digest (`want`), and the sender's versions
-    /// of its members in them.
-    Summary { want: Vec<u16>, versions: Vec<Version> },
+    /// The answer to a differing `Digest`: the records its sender surely lacks (`entries`),
+    /// and the buckets whose contents the receiver cannot tell from the digest (`want`) with
+    /// the sender's versions of its members in them.
+    Summary { want: Vec<u16>, versions: Vec<Version>, entries: Vec<SignedRecord> },
     /// Records the receiver lacks or holds older, and the members whose records the sender
     /// asks for (the answer to a `Summary`; the answer to the asks, with none; or rumours).
     Push { entries: Vec<SignedRecord>, ask: Vec<NodeId> },
@@ -235,6 +241,14 @@ impl SyncFailures {
 /// memo hold one copy of each record between them (`memo`).
 pub type Member = Arc<Record>;
 
+/// A member held, with its entry hash (what its bucket's hash sums; kept so that a digest can be
+/// matched against a bucket without hashing every record again).
+#[derive(Debug)]
+struct Held {
+    rec: Member,
+    hash: u64,
+}
+
 /// A departed member: records of it up to `incarnation` are refused until `until_us`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Tombstone {
@@ -248,7 +262,7 @@ pub struct Directory {
     me: PeerId,
     bounds: Bounds,
     /// Keyed by node id (32 bytes; a peer id is 80): a lookup by peer id hashes it once.
-    members: HashMap<NodeId, Member>,
+    members: HashMap<NodeId, Held>,
     me_node: NodeId,
     tombstones: HashMap<PeerId, Tombstone>,
     admission: AdmissionBudget,
@@ -289,6 +303,20 @@ pub fn entry_hash(peer: &PeerId, priority: u64, incarnation: u64) -> u64 {
 
 fn encode(body: SyncBody) -> Option<Vec<u8>> {
     postcard::to_stdvec(&SyncFrame { version: MEMBERS_VERSION, body }).ok()
+}
+
+/// Largest bucket whose subsets a digest is matched against (2^6 XORs at most).
+const SUBSET_MAX: usize = 6;
+
+/// The subset of `held` (as a bit mask) whose entry hashes XOR to `theirs`, if `held` is small
+/// enough to search. The empty subset matches a hash of 0: the other node holds nothing there.
+fn subset_of(held: &[(usize, &Held)], theirs: u64) -> Option<u32> {
+    if held.len() > SUBSET_MAX {
+        return None;
+    }
+    (0u32..1 << held.len()).find(|mask| {
+        held.iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0).fold(0u64, |x, (_, (_, h))| x ^ h.hash) == theirs
+    })
 }
 
 /// Refuse what a record claims beyond the bounds (no signature check).
@@ -362,7 +390,7 @@ impl Directory {
     /// Replace this node's own record (signed by the caller, with a newer incarnation).
     /// Returns false if it is not newer or not this node's.
     pub fn set_own(&mut self, rec: Record, now_us: u64) -> bool {
-        if rec.peer != self.me || self.members.get(&self.me_node).is_some_and(|m| m.incarnation >= rec.incarnation) {
+        if rec.peer != self.me || self.own().is_some_and(|m| m.incarnation >= rec.incarnation) {
             return false;
         }
         self.upsert(Arc::new(rec), now_us)
@@ -370,7 +398,7 @@ impl Directory {
 
     /// This node's own entry.
     pub fn own(&self) -> Option<&Member> {
-        self.members.get(&self.me_node)
+        self.member_of(&self.me_node)
     }
 
     /// Insert or replace a member with a verified record if its incarnation is newer.
@@ -378,9 +406,9 @@ impl Directory {
         let peer = rec.peer;
         let mut group_change = true;
         match self.members.get(&rec.node) {
-            Some(m) if m.incarnation >= rec.incarnation => return false,
-            Some(m) => {
-                self.buckets[bucket_of(&m.node)] ^= entry_hash(&peer, m.priority, m.incarnation);
+            Some(h) if h.rec.incarnation >= rec.incarnation => return false,
+            Some(Held { rec: m, hash }) => {
+                self.buckets[bucket_of(&m.node)] ^= hash;
                 group_change = m.priority != rec.priority || m.addrs != rec.addrs;
             }
             None => {}
@@ -393,12 +421,13 @@ impl Directory {
         } else {
             rec
         };
-        self.buckets[bucket_of(&rec.node)] ^= entry_hash(&peer, rec.priority, rec.incarnation);
+        let hash = entry_hash(&peer, rec.priority, rec.incarnation);
+        self.buckets[bucket_of(&rec.node)] ^= hash;
         if peer != self.me {
             self.expiry_due_us = self.expiry_due_us.min(rec.expires_us);
         }
         let node = rec.node;
-        self.members.insert(node, rec);
+        self.members.insert(node, Held { rec, hash });
         self.tombstones.remove(&peer);
         if self.rumours && self.hot_set.insert(node) {
             self.hot.push(node);
@@ -412,8 +441,8 @@ impl Directory {
     }
 
     fn remove(&mut self, peer: &PeerId, now_us: u64) {
-        if let Some(m) = self.members.remove(&node_id_of(peer)) {
-            self.buckets[bucket_of(&m.node)] ^= entry_hash(peer, m.priority, m.incarnation);
+        if let Some(Held { rec: m, hash }) = self.members.remove(&node_id_of(peer)) {
+            self.buckets[bucket_of(&m.node)] ^= hash;
             if self.tombstones.len() >= MAX_TOMBSTONES {
                 if let Some(p) = self.tombstones.iter().min_by_key(|(_, t)| t.until_us).map(|(p, _)| *p) {
                     self.tombstones.remove(&p);
@@ -434,7 +463,7 @@ impl Directory {
         let mut gone = Vec::new();
         if now_us >= self.expiry_due_us {
             let mut due = u64::MAX;
-            for m in self.members.values() {
+            for m in self.members.values().map(|h| &h.rec) {
                 if m.peer == self.me {
                     continue;
                 }
@@ -480,21 +509,21 @@ impl Directory {
         self.members.is_empty()
     }
     pub fn get(&self, peer: &PeerId) -> Option<&Member> {
-        self.members.get(&node_id_of(peer))
+        self.member_of(&node_id_of(peer))
     }
     /// The member of node id `node` (no hashing: the table is keyed by node id).
     pub fn member_of(&self, node: &NodeId) -> Option<&Member> {
-        self.members.get(node)
+        self.members.get(node).map(|h| &h.rec)
     }
     pub fn peer_of(&self, node: &NodeId) -> Option<PeerId> {
-        self.members.get(node).map(|m| m.peer)
+        self.member_of(node).map(|m| m.peer)
     }
     /// The rank of a member.
     pub fn rank_of(&self, node: &NodeId) -> Option<Rank> {
-        self.members.get(node).map(|m| Rank::new(m.priority, m.node))
+        self.member_of(node).map(|m| Rank::new(m.priority, m.node))
     }
     pub fn iter(&self) -> impl Iterator<Item = (&PeerId, &Member)> {
-        self.members.values().map(|m| (&m.peer, m))
+        self.members.values().map(|h| (&h.rec.peer, &h.rec))
     }
     /// The bucket hashes (the digest without the count).
     pub fn bucket_hashes(&self) -> &[u64; BUCKETS] {
@@ -533,7 +562,7 @@ impl Directory {
 
     /// The election group.
     pub fn membership(&self) -> Arc<Membership> {
-        Arc::new(Membership::new(self.members.values().map(|m| Rank::new(m.priority, m.node))))
+        Arc::new(Membership::new(self.members.values().map(|h| Rank::new(h.rec.priority, h.rec.node))))
     }
 
     /// This node's digest frame; counted as sent.
@@ -589,7 +618,7 @@ impl Directory {
             .iter()
             .filter_map(|p| {
                 self.hot_set.remove(p);
-                self.members.get(p).map(|m| m.signed.clone())
+                self.member_of(p).map(|m| m.signed.clone())
             })
             .collect();
         if self.hot.is_empty() {
@@ -602,9 +631,9 @@ impl Directory {
     }
 
     /// This node's members in the `wanted` buckets, ordered by bucket.
-    fn members_in(&self, wanted: &[bool; BUCKETS]) -> Vec<(usize, &Member)> {
-        let mut v: Vec<(usize, &Member)> =
-            self.members.values().map(|m| (bucket_of(&m.node), m)).filter(|(b, _)| wanted[*b]).collect();
+    fn members_in(&self, wanted: &[bool; BUCKETS]) -> Vec<(usize, &Held)> {
+        let mut v: Vec<(usize, &Held)> =
+            self.members.values().map(|h| (bucket_of(&h.rec.node), h)).filter(|(b, _)| wanted[*b]).collect();
         v.sort_unstable_by_key(|(b, _)| *b);
         v
     }
@@ -632,7 +661,7 @@ impl Directory {
         }
         match frame.body {
             SyncBody::Digest { count, buckets } => self.on_digest(count, &buckets),
-            SyncBody::Summary { want, versions } => self.on_summary(&want, &versions),
+            SyncBody::Summary { want, versions, entries } => self.on_summary(from, &want, &versions, entries, now_us),
             SyncBody::Push { entries, ask } => self.on_push(from, entries, &ask, now_us),
         }
     }
@@ -654,31 +683,58 @@ impl Directory {
         }
         self.equal_streak = 0;
         let mine = self.members_in(&differ);
-        let mut count_in = [0usize; BUCKETS];
+        // Per differing bucket, in order, while the frame has room: the records the digest's
+        // sender surely lacks when its bucket hash is that of a subset of ours (it holds that
+        // subset and nothing else there), else our versions of the bucket.
+        let (mut room, mut want, mut entries, mut versions) =
+            (MAX_ENTRIES_PER_FRAME, Vec::new(), Vec::new(), Vec::new());
+        let mut holds = [false; BUCKETS];
         for (b, _) in &mine {
-            count_in[*b] += 1;
+            holds[*b] = true;
         }
-        // Whole buckets, in order, while they fit in one frame.
-        let (mut take, mut want) = (0usize, Vec::new());
-        for b in (0..BUCKETS).filter(|b| differ[*b]) {
-            if take + count_in[b] > MAX_ENTRIES_PER_FRAME {
-                break;
+        // Differing buckets where we hold nothing come last: the sender holds what we lack
+        // there, and we have nothing to send.
+        let empty = (0..BUCKETS).filter(|b| differ[*b] && !holds[*b]).map(|b| (b, &[][..]));
+        for (b, held) in mine.chunk_by(|x, y| x.0 == y.0).map(|c| (c[0].0, c)).chain(empty) {
+            match subset_of(held, theirs[b]) {
+                Some(has) => {
+                    let lacks = held.iter().enumerate().filter(|(i, _)| has & (1 << i) == 0);
+                    let n = lacks.clone().count();
+                    if n > room {
+                        break;
+                    }
+                    room -= n;
+                    entries.extend(lacks.map(|(_, (_, h))| h.rec.signed.clone()));
+                }
+                None => {
+                    if held.len() > room {
+                        break;
+                    }
+                    room -= held.len();
+                    want.push(b as u16);
+                    versions
+                        .extend(held.iter().map(|(_, h)| Version { node: h.rec.node, incarnation: h.rec.incarnation }));
+                }
             }
-            take += count_in[b];
-            want.push(b as u16);
         }
-        let versions: Vec<Version> =
-            mine.into_iter().take(take).map(|(_, m)| Version { node: m.node, incarnation: m.incarnation }).collect();
         self.stats.summaries_sent += 1;
         self.stats.versions_sent += versions.len() as u64;
-        Ok(Handled { reply: encode(SyncBody::Summary { want, versions }), ..Default::default() })
+        self.stats.entries_sent += entries.len() as u64;
+        Ok(Handled { reply: encode(SyncBody::Summary { want, versions, entries }), ..Default::default() })
     }
 
-    /// The answer to our digest: push what the sender lacks or holds older, ask for what it
-    /// holds newer.
-    fn on_summary(&mut self, want: &[u16], versions: &[Version]) -> Result<Handled, SyncError> {
-        if versions.len() > MAX_ENTRIES_PER_FRAME {
-            return Err(SyncError::TooMany(versions.len()));
+    /// The answer to our digest: admit the records it carries, push what the sender lacks or
+    /// holds older in the buckets it sent versions of, ask for what it holds newer.
+    fn on_summary(
+        &mut self,
+        from: PeerId,
+        want: &[u16],
+        versions: &[Version],
+        records: Vec<SignedRecord>,
+        now_us: u64,
+    ) -> Result<Handled, SyncError> {
+        if versions.len() + records.len() > MAX_ENTRIES_PER_FRAME {
+            return Err(SyncError::TooMany(versions.len() + records.len()));
         }
         let mut wanted = [false; BUCKETS];
         for &b in want {
@@ -689,29 +745,28 @@ impl Directory {
             return Err(SyncError::Unwanted);
         }
         self.stats.summaries_received += 1;
+        let mut h = self.merge(from, records, now_us);
         self.exchanged = true;
         let theirs: HashMap<NodeId, u64> = versions.iter().map(|v| (v.node, v.incarnation)).collect();
         let entries: Vec<SignedRecord> = self
             .members_in(&wanted)
             .into_iter()
-            .filter(|(_, m)| theirs.get(&m.node).is_none_or(|inc| *inc < m.incarnation))
-            .map(|(_, m)| m.signed.clone())
+            .filter(|(_, h)| theirs.get(&h.rec.node).is_none_or(|inc| *inc < h.rec.incarnation))
+            .map(|(_, h)| h.rec.signed.clone())
             .take(MAX_ENTRIES_PER_FRAME)
             .collect();
         let ask: Vec<NodeId> = theirs
             .iter()
-            .filter(|(node, inc)| {
-                **node != self.me_node && self.members.get(*node).is_none_or(|m| m.incarnation < **inc)
-            })
+            .filter(|(node, inc)| **node != self.me_node && self.member_of(node).is_none_or(|m| m.incarnation < **inc))
             .map(|(node, _)| *node)
             .collect();
-        if entries.is_empty() && ask.is_empty() {
-            return Ok(Handled::default());
+        if !entries.is_empty() || !ask.is_empty() {
+            self.stats.pushes_sent += 1;
+            self.stats.entries_sent += entries.len() as u64;
+            self.stats.asked += ask.len() as u64;
+            h.reply = encode(SyncBody::Push { entries, ask });
         }
-        self.stats.pushes_sent += 1;
-        self.stats.entries_sent += entries.len() as u64;
-        self.stats.asked += ask.len() as u64;
-        Ok(Handled { reply: encode(SyncBody::Push { entries, ask }), ..Default::default() })
+        Ok(h)
     }
 
     /// Records and asks: admit the records, answer the asks with the records held.
@@ -733,7 +788,7 @@ impl Directory {
             let answer: Vec<SignedRecord> = ask
                 .iter()
                 .filter(|n| seen.insert(**n))
-                .filter_map(|n| self.members.get(n))
+                .filter_map(|n| self.member_of(n))
                 .map(|m| m.signed.clone())
                 .collect();
             if !answer.is_empty() {
@@ -795,7 +850,7 @@ impl Directory {
         }
         let node = node_id_of(&peer);
         check_claims(&self.bounds, &node, body.priority, body.incarnation, body.expires_us, now_us)?;
-        let known = self.members.get(&node);
+        let known = self.member_of(&node);
         if known.is_some_and(|m| m.incarnation >= body.incarnation) {
             return Ok(None);
         }

@@ -134,7 +134,7 @@ pub enum SyncError {
     Unwanted,
     #[error("members digest has {0} buckets (expected {BUCKETS})")]
     Buckets(usize),
-    #[error("members summary sends bucket {0} (there are {BUCKETS})")]
+    #[error("members summary names bucket {0} (there are {BUCKETS})")]
     BadBucket(u16),
 }
 
@@ -166,9 +166,9 @@ pub struct SyncStats {
     pub versions_sent: u64,
     pub pushes_sent: u64,
     pub pushes_received: u64,
-    /// Records sent in pushes (answers to summaries and to asks).
+    /// Records sent in summaries and pushes.
     pub entries_sent: u64,
-    /// Records received in pushes.
+    /// Records received in summaries and pushes.
     pub entries_received: u64,
     /// Records asked for.
     pub asked: u64,
@@ -305,7 +305,9 @@ fn encode(body: SyncBody) -> Option<Vec<u8>> {
     postcard::to_stdvec(&SyncFrame { version: MEMBERS_VERSION, body }).ok()
 }
 
-/// Largest bucket whose subsets a digest is matched against (2^6 XORs at most).
+/// Largest bucket whose subsets a digest is matched against (64 subsets of at most six
+/// hashes; buckets hold about one member each at N = 1,000 and more than six only where
+/// N is several thousands, and those go by versions).
 const SUBSET_MAX: usize = 6;
 
 /// The subset of `held` (as a bit mask) whose entry hashes XOR to `theirs`, if `held` is small

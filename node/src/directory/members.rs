@@ -197,7 +197,8 @@ impl Directory {
         self.inner.membership()
     }
     pub fn digest_frame(&mut self) -> Option<Vec<u8>> {
-        self.inner.digest_frame()
+        let now = self.now_us();
+        self.inner.digest_frame(now)
     }
     pub fn digest_acknowledged_equal(&mut self) {
         self.inner.digest_acknowledged_equal()

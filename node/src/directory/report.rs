@@ -94,6 +94,7 @@ pub struct MembersTracker {
 pub fn add(a: SyncStats, b: &SyncStats) -> SyncStats {
     SyncStats {
         digests_sent: a.digests_sent + b.digests_sent,
+        digests_held: a.digests_held + b.digests_held,
         digests_received: a.digests_received + b.digests_received,
         equal: a.equal + b.equal,
         summaries_sent: a.summaries_sent + b.summaries_sent,

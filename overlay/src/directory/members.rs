@@ -27,6 +27,9 @@
 //!   bytes, a record about 150. A joining node, whose buckets are mostly empty or subsets of
 //!   its peer's, gets its news in the first answer, as with a delta; versions cost two more
 //!   messages only where both sides hold something the other lacks.
+//! - **One exchange of its own at a time**: a node sends no digest while its last one is
+//!   unanswered (up to [`EXCHANGE_WAIT_US`]). Two open at once are answered against the same
+//!   stale digest, and both answers carry the same records.
 //! - **Rumours** (Demers et al.'s rumor mongering, infect-and-die): records that changed here
 //!   are pushed once to a few peers ([`Directory::hot_frame`]); the digest repairs what they miss.
 //! - **Settled** ([`Directory::settled`]): the group has not changed for a while and the last
@@ -79,6 +82,9 @@ const MAX_SUMMARY_BYTES: usize = 16 + BUCKETS * 2 + MAX_ENTRIES_PER_FRAME * MAX_
 /// is refused for its size, and a longer one is malformed whoever sends it.
 pub const MAX_MEMBERS_FRAME_BYTES: usize =
     if MAX_PUSH_BYTES > MAX_SUMMARY_BYTES { MAX_PUSH_BYTES } else { MAX_SUMMARY_BYTES };
+/// How long a node waits for the answer to its digest before it sends another (module doc:
+/// one exchange of its own at a time).
+pub const EXCHANGE_WAIT_US: u64 = 2_000_000;
 /// Equal digest comparisons in a row that count as "settled".
 pub const SETTLED_STREAK: u32 = 3;
 /// A frame whose records refused for pace exceed both this and the directory's size floods.
@@ -157,6 +163,9 @@ pub struct Handled {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct SyncStats {
     pub digests_sent: u64,
+    /// Digests not sent because this node's last exchange was still open.
+    #[serde(default)]
+    pub digests_held: u64,
     pub digests_received: u64,
     /// Digest comparisons (sent or received) that found both directories equal.
     pub equal: u64,
@@ -276,6 +285,8 @@ pub struct Directory {
     stats: SyncStats,
     /// Track changed records for rumours ([`Self::set_rumours`]).
     rumours: bool,
+    /// When this node's last digest went out, while its exchange is open.
+    exchange_since_us: Option<u64>,
     hot: Vec<NodeId>,
     hot_set: HashSet<NodeId>,
     /// Records already checked in this process (`memo`), if shared.
@@ -366,6 +377,7 @@ impl Directory {
             strict: false,
             stats: SyncStats::default(),
             rumours: true,
+            exchange_since_us: None,
             hot: Vec::new(),
             hot_set: HashSet::new(),
             memo: None,
@@ -567,8 +579,15 @@ impl Directory {
         Arc::new(Membership::new(self.members.values().map(|h| Rank::new(h.rec.priority, h.rec.node))))
     }
 
-    /// This node's digest frame; counted as sent.
-    pub fn digest_frame(&mut self) -> Option<Vec<u8>> {
+    /// This node's digest frame at wall-clock `now_us`; counted as sent. `None` while the last
+    /// digest's exchange is open: no answer (a summary, "equal" or a failure) yet and sent less
+    /// than [`EXCHANGE_WAIT_US`] ago.
+    pub fn digest_frame(&mut self, now_us: u64) -> Option<Vec<u8>> {
+        if self.exchange_since_us.is_some_and(|t| now_us < t.saturating_add(EXCHANGE_WAIT_US)) {
+            self.stats.digests_held += 1;
+            return None;
+        }
+        self.exchange_since_us = Some(now_us);
         let f = encode(SyncBody::Digest { count: self.members.len() as u64, buckets: self.buckets.to_vec() });
         if f.is_some() {
             self.stats.digests_sent += 1;
@@ -578,6 +597,7 @@ impl Directory {
 
     /// The answer to our `Digest` said "equal".
     pub fn digest_acknowledged_equal(&mut self) {
+        self.exchange_since_us = None;
         self.equal_streak = self.equal_streak.saturating_add(1);
         self.exchanged = true;
         self.stats.equal += 1;
@@ -585,6 +605,7 @@ impl Directory {
 
     /// A sync request of ours failed.
     pub fn note_failure(&mut self, kind: SyncFailure) {
+        self.exchange_since_us = None;
         self.stats.failures += 1;
         self.stats.failures_by.add(kind);
     }
@@ -747,6 +768,7 @@ impl Directory {
             return Err(SyncError::Unwanted);
         }
         self.stats.summaries_received += 1;
+        self.exchange_since_us = None;
         let mut h = self.merge(from, records, now_us);
         self.exchanged = true;
         let theirs: HashMap<NodeId, u64> = versions.iter().map(|v| (v.node, v.incarnation)).collect();

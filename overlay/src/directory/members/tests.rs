@@ -62,7 +62,7 @@ fn exchange(a: &mut Peer, b: &mut Peer) -> usize {
 /// [`exchange`] at wall-clock time `now`.
 fn exchange_at(a: &mut Peer, b: &mut Peer, now: u64) -> usize {
     let (ida, idb) = (a.id(), b.id());
-    let digest = a.dir.digest_frame().unwrap();
+    let digest = a.dir.digest_frame(now).unwrap();
     let h = b.dir.handle(ida, &digest, now).unwrap();
     if h.equal {
         a.dir.digest_acknowledged_equal();
@@ -114,7 +114,7 @@ fn summary_exchange_moves_only_what_differs() {
     b.dir.handle(sb, &push(vec![y.1, newer.clone()]), NOW).unwrap();
     let sent = |p: &Peer| p.dir.stats().entries_sent;
     let (a0, b0) = (sent(&a), sent(&b));
-    let digest = a.dir.digest_frame().unwrap();
+    let digest = a.dir.digest_frame(NOW).unwrap();
     let h = b.dir.handle(a.id(), &digest, NOW).unwrap();
     assert!(!h.equal);
     let summary = h.reply.unwrap();
@@ -151,7 +151,7 @@ fn a_subset_bucket_is_answered_with_records() {
     for (_, m) in big.dir.iter().filter(|(p, _)| **p != big.id()).take(30) {
         small.dir.handle(PeerId::random(), &push(vec![m.signed.clone()]), NOW).unwrap();
     }
-    let digest = small.dir.digest_frame().unwrap();
+    let digest = small.dir.digest_frame(NOW).unwrap();
     let summary = big.dir.handle(small.id(), &digest, NOW).unwrap().reply.unwrap();
     let SyncBody::Summary { want, versions, entries } = body(&summary) else { panic!("expected a summary") };
     // Only the bucket of small's own record needs versions; big sends the rest as records.
@@ -725,4 +725,21 @@ fn the_largest_frame_fits_the_members_frame_limit() {
     // varints counted at their widest) and the frame's own header.
     let slack = MAX_MEMBERS_FRAME_BYTES - push.len();
     assert!(slack <= 16 + MAX_ENTRIES_PER_FRAME, "{} of {MAX_MEMBERS_FRAME_BYTES}", push.len());
+}
+
+/// A node sends no second digest while its first is unanswered, and sends one again once the
+/// answer came, a request failed, or [`EXCHANGE_WAIT_US`] passed.
+#[test]
+fn one_open_exchange_of_its_own_at_a_time() {
+    let (mut a, mut b) = (Peer::new(1), Peer::new(2));
+    let digest = a.dir.digest_frame(NOW).unwrap();
+    assert!(a.dir.digest_frame(NOW + 1).is_none(), "the first is unanswered");
+    let summary = b.dir.handle(a.id(), &digest, NOW).unwrap().reply.unwrap();
+    a.dir.handle(b.id(), &summary, NOW).unwrap();
+    assert!(a.dir.digest_frame(NOW + 2).is_some(), "the summary answered it");
+    a.dir.note_failure(SyncFailure::Closed);
+    assert!(a.dir.digest_frame(NOW + 3).is_some(), "a failure ends it");
+    assert!(a.dir.digest_frame(NOW + 3 + EXCHANGE_WAIT_US - 1).is_none());
+    assert!(a.dir.digest_frame(NOW + 3 + EXCHANGE_WAIT_US).is_some(), "no answer within the wait");
+    assert_eq!(a.dir.stats().digests_held, 2);
 }

@@ -1226,8 +1226,7 @@ impl Node {
                     if let Some(Pending { to, msg, resends, .. }) = sent {
                         if let Some(wait) = after_election_rejected(resends) {
                             debug!(%peer, kind = msg.kind(), ?wait, "sending the rejected election message again");
-                            let at = self.clock.now() + wait;
-                            self.resends.push(at, Resend { to, msg, resends: resends + 1 });
+                            self.resend_later(wait, to, msg, resends);
                         }
                     }
                 }
@@ -1249,8 +1248,7 @@ impl Node {
                     match after_election_failure(class, sent) {
                         ElectionNext::SendAgainAfter(wait) => {
                             debug!(%peer, kind = msg.kind(), ?wait, "sending the election message again");
-                            let at = self.clock.now() + wait;
-                            self.resends.push(at, Resend { to, msg, resends: resends + 1 });
+                            self.resend_later(wait, to, msg, resends);
                         }
                         ElectionNext::Feed { report_down } => {
                             self.feed(Input::SendFailed { to, msg });
@@ -1436,6 +1434,12 @@ impl Node {
         for p in peers.choose_multiple(&mut self.rng, fanout) {
             self.swarm.behaviour_mut().members.send_request(p, frame.clone().into());
         }
+    }
+
+    /// Send an election message again after `wait`, as its `resends + 1`-th resend.
+    fn resend_later(&mut self, wait: Duration, to: NodeId, msg: Message, resends: u8) {
+        let at = self.clock.now() + wait;
+        self.resends.push(at, Resend { to, msg, resends: resends + 1 });
     }
 
     /// Send this node's member digest to `peer` (`node/src/directory/members.rs`).

@@ -773,10 +773,11 @@ impl Directory {
         self.exchanged = true;
         let theirs: HashMap<NodeId, u64> = versions.iter().map(|v| (v.node, v.incarnation)).collect();
         let entries: Vec<SignedRecord> = self
-            .members_in(&wanted)
-            .into_iter()
-            .filter(|(_, h)| theirs.get(&h.rec.node).is_none_or(|inc| *inc < h.rec.incarnation))
-            .map(|(_, h)| h.rec.signed.clone())
+            .members
+            .values()
+            .filter(|h| wanted[bucket_of(&h.rec.node)])
+            .filter(|h| theirs.get(&h.rec.node).is_none_or(|inc| *inc < h.rec.incarnation))
+            .map(|h| h.rec.signed.clone())
             .take(MAX_ENTRIES_PER_FRAME)
             .collect();
         let ask: Vec<NodeId> = theirs
